@@ -1,0 +1,9 @@
+"""One module per CLI command; each exposes ``register(subparsers)``."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from cudatrace.commands import scan
+
+COMMAND_MODULES: tuple[ModuleType, ...] = (scan,)

@@ -1,0 +1,67 @@
+"""``cudatrace scan PATH...``: what CUDA a program needs, read from its files without running anything."""
+
+from __future__ import annotations
+
+import argparse
+
+from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``scan`` command."""
+    p = sub.add_parser(
+        "scan",
+        parents=[common_parent()],
+        help="statically scan binaries, folders or site-packages for CUDA libraries, entry points and GPU code",
+        description="Read PE and ELF files (never running them): CUDA libraries and entry points they import or "
+        "name in strings, a statically linked CUDA runtime, and the PTX/SASS inventory of embedded fatbins.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a binary, an application folder or a site-packages folder")
+    add_output_args(p)
+    p.add_argument(
+        "--zluda",
+        metavar="RELEASE",
+        nargs="?",
+        const="latest",
+        default="latest",
+        help="classify every entry point against this ZLUDA release (default: the newest in the catalog)",
+    )
+    p.add_argument("--no-zluda", action="store_true", help="skip the ZLUDA classification and verdict")
+    p.add_argument(
+        "--fail-on",
+        choices=("blocked", "at_risk"),
+        help="exit with code 8 when a binary's verdict is this bad or worse",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run_scan)
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    """Scan, classify, record, render, write; return the exit code."""
+    from cudatrace.reports.progress import stderr_progress
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    with stderr_progress(enabled=not args.no_progress) as progress:
+        result = scan_paths(args.paths, progress=progress)
+    if not args.no_zluda:
+        from cudatrace.coverage_db.verdict import annotate_scan
+
+        result = annotate_scan(result, None if args.zluda == "latest" else args.zluda)
+    if not args.no_store:
+        from cudatrace.coverage_db.store import open_store
+
+        with open_store(args.db) as store:
+            store.record_scan(result)
+    if args.format == "json":
+        text = dump_json(result.to_dict())
+    else:
+        from cudatrace.reports.scan_terminal import render_scan_terminal
+
+        text = render_scan_terminal(result, color=use_color(args))
+    write_output(text, args.output)
+    if args.fail_on:
+        bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}
+        if any(b.verdict and b.verdict.status.value in bad for b in result.binaries):
+            return EXIT_VERDICT
+    return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -1,0 +1,707 @@
+"""The shared data model: frozen records that every layer of cudatrace produces and consumes.
+
+Static evidence (``scan``) and dynamic evidence (``run``) produce the same :class:`EntryPointUse` record, so
+coverage is set arithmetic and every report treats both alike. Each result document has a ``to_dict`` that
+gives exactly the versioned JSON shape and a ``from_dict`` that reads it back, so a saved result can be
+rendered again later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+SCAN_SCHEMA = "cudatrace.scan/1"
+TRACE_SCHEMA = "cudatrace.trace/1"
+REPORT_SCHEMA = "cudatrace.report/1"
+
+
+class Family(str, Enum):
+    """A CUDA library family: the unit ZLUDA replaces (or does not)."""
+
+    DRIVER = "driver"
+    RUNTIME = "runtime"
+    CUBLAS = "cublas"
+    CUBLASLT = "cublaslt"
+    NVBLAS = "nvblas"
+    CUSPARSE = "cusparse"
+    CUFFT = "cufft"
+    CUFFTW = "cufftw"
+    CURAND = "curand"
+    CUSOLVER = "cusolver"
+    CUDNN = "cudnn"
+    TENSORRT = "tensorrt"
+    NCCL = "nccl"
+    NVRTC = "nvrtc"
+    NVJITLINK = "nvjitlink"
+    NVML = "nvml"
+    CUPTI = "cupti"
+    NVTX = "nvtx"
+    OTHER = "other"
+
+
+class BinaryFormat(str, Enum):
+    """Container format of a scanned binary."""
+
+    PE = "pe"
+    ELF = "elf"
+
+
+class LibraryHow(str, Enum):
+    """How a binary reaches a CUDA library."""
+
+    IMPORT = "import"  # PE import table
+    DELAY_IMPORT = "delay_import"  # PE delay-import table
+    NEEDED = "needed"  # ELF DT_NEEDED
+    DLOPEN_STRING = "dlopen_string"  # library name found in strings: LoadLibrary/dlopen at run time
+    LOADED = "loaded"  # seen loaded in a traced process
+
+
+class EntryHow(str, Enum):
+    """How a binary reaches an entry point (static kinds) or how it was observed (dynamic kinds)."""
+
+    IMPORT = "import"  # PE import table (by name or ordinal)
+    DELAY_IMPORT = "delay_import"  # PE delay-import table
+    SYMBOL = "symbol"  # ELF undefined dynamic symbol
+    PROC_STRING = (
+        "proc_string"  # name in strings: resolved by name at run time (GetProcAddress, dlsym, cuGetProcAddress)
+    )
+    CALLED = "called"  # observed being called in a traced process
+
+
+class ImageKind(str, Enum):
+    """Kind of an image inside a fatbin container."""
+
+    PTX = "ptx"
+    SASS = "sass"
+
+
+class ZludaStatus(str, Enum):
+    """What a ZLUDA release does with one entry point."""
+
+    TRANSLATED = "translated"
+    STUB = "stub"
+    ABSENT = "absent"
+    NOT_REPLACED = "not_replaced"
+    NVIDIA_OWN = "nvidia_own"
+
+
+class VerdictStatus(str, Enum):
+    """The overall answer for one program and one ZLUDA release."""
+
+    RUNS = "runs"
+    AT_RISK = "at_risk"
+    BLOCKED = "blocked"
+
+
+class Severity(str, Enum):
+    """How much a verdict reason weighs."""
+
+    BLOCKER = "blocker"
+    RISK = "risk"
+    INFO = "info"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Evidence records
+
+
+@dataclass(frozen=True, slots=True)
+class CudaLibrary:
+    """A CUDA library a binary needs (statically) or a process loaded (dynamically).
+
+    ``name`` is the file name as the binary spells it (``cublas64_12.dll``, ``libcublas.so.12``); ``version`` is
+    the version carried in that name (``12``), kept because ZLUDA replaces some versions and not others.
+    """
+
+    name: str
+    family: Family
+    how: LibraryHow
+    version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"name": self.name, "family": self.family.value, "how": self.how.value, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CudaLibrary:
+        """Read the JSON form back."""
+        return cls(d["name"], Family(d["family"]), LibraryHow(d["how"]), d.get("version"))
+
+
+@dataclass(frozen=True, slots=True)
+class ZludaInfo:
+    """One entry point's fate under one ZLUDA release."""
+
+    release: str
+    status: ZludaStatus
+    hip: tuple[str, ...] = ()
+    since: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        d: dict[str, Any] = {"release": self.release, "status": self.status.value, "hip": list(self.hip)}
+        d["since"] = self.since
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ZludaInfo:
+        """Read the JSON form back."""
+        return cls(d["release"], ZludaStatus(d["status"]), tuple(d.get("hip", ())), d.get("since"), d.get("note"))
+
+
+def _pairs(d: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPointUse:
+    """One entry point of one library family, seen how, and (for dynamic evidence) how often.
+
+    Static evidence leaves ``calls`` at None. ``statuses`` holds the non-success return codes by name with
+    their counts; ``callers`` the calling module by name with counts. Both are sorted tuples of pairs so the
+    record stays hashable.
+    """
+
+    family: Family
+    library: str
+    function: str
+    how: EntryHow
+    ordinal: int | None = None
+    calls: int | None = None
+    statuses: tuple[tuple[str, int], ...] = ()
+    callers: tuple[tuple[str, int], ...] = ()
+    first_call_s: float | None = None
+    time_ns: int | None = None
+    zluda: ZludaInfo | None = None
+
+    @property
+    def key(self) -> tuple[Family, str]:
+        """The identity used for coverage arithmetic: (family, function)."""
+        return (self.family, self.function)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (scan ``imports`` rows and trace ``calls`` rows share it)."""
+        d: dict[str, Any] = {
+            "family": self.family.value,
+            "library": self.library,
+            "function": self.function,
+            "how": self.how.value,
+        }
+        if self.ordinal is not None:
+            d["ordinal"] = self.ordinal
+        if self.calls is not None:
+            d["calls"] = self.calls
+            d["statuses"] = dict(self.statuses)
+            d["callers"] = dict(self.callers)
+            d["first_call_s"] = self.first_call_s
+        if self.time_ns is not None:
+            d["time_ns"] = self.time_ns
+        if self.zluda is not None:
+            d["zluda"] = self.zluda.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EntryPointUse:
+        """Read the JSON form back."""
+        return cls(
+            family=Family(d["family"]),
+            library=d["library"],
+            function=d["function"],
+            how=EntryHow(d.get("how", "called")),
+            ordinal=d.get("ordinal"),
+            calls=d.get("calls"),
+            statuses=_pairs(d.get("statuses")),
+            callers=_pairs(d.get("callers")),
+            first_call_s=d.get("first_call_s"),
+            time_ns=d.get("time_ns"),
+            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuImage:
+    """One image in a fatbin container: PTX text or a SASS cubin for one architecture."""
+
+    kind: ImageKind
+    arch: str  # "sm_80", "sm_90a", "sm_100f"
+    compressed: bool
+    size: int  # payload size as stored in the container
+    compression: str | None = None  # "lz4" | "zstd" | None
+    uncompressed_size: int | None = None
+    ptx_version: str | None = None  # PTX ".version", e.g. "8.8"
+    ptx_target: str | None = None  # PTX ".target", e.g. "sm_80"
+    container: str | None = None  # where the container sits: ".nv_fatbin", "__nv_relfatbin", "offset 0x1234"
+    relocatable: bool = False
+
+    @property
+    def sm(self) -> int:
+        """Numeric architecture (80 for sm_80, 90 for sm_90a); 0 when unknown."""
+        digits = "".join(ch for ch in self.arch.removeprefix("sm_").removeprefix("compute_") if ch.isdigit())
+        return int(digits) if digits else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "kind": self.kind.value,
+            "arch": self.arch,
+            "compressed": self.compressed,
+            "size": self.size,
+            "compression": self.compression,
+            "uncompressed_size": self.uncompressed_size,
+            "ptx_version": self.ptx_version,
+            "ptx_target": self.ptx_target,
+            "container": self.container,
+            "relocatable": self.relocatable,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuImage:
+        """Read the JSON form back."""
+        return cls(
+            kind=ImageKind(d["kind"]),
+            arch=d["arch"],
+            compressed=bool(d["compressed"]),
+            size=int(d["size"]),
+            compression=d.get("compression"),
+            uncompressed_size=d.get("uncompressed_size"),
+            ptx_version=d.get("ptx_version"),
+            ptx_target=d.get("ptx_target"),
+            container=d.get("container"),
+            relocatable=bool(d.get("relocatable", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCode:
+    """The GPU code inventory of one binary."""
+
+    images: tuple[GpuImage, ...] = ()
+    containers: int = 0
+
+    @property
+    def ptx(self) -> tuple[GpuImage, ...]:
+        """The PTX images (the only kind ZLUDA can recompile)."""
+        return tuple(i for i in self.images if i.kind is ImageKind.PTX)
+
+    @property
+    def sass(self) -> tuple[GpuImage, ...]:
+        """The SASS images."""
+        return tuple(i for i in self.images if i.kind is ImageKind.SASS)
+
+    @property
+    def has_kernels(self) -> bool:
+        """True when the binary carries any GPU code."""
+        return bool(self.images)
+
+    @property
+    def sass_only(self) -> bool:
+        """True when the binary carries GPU code but no PTX at all: ZLUDA cannot run its kernels."""
+        return bool(self.images) and not self.ptx
+
+    @property
+    def min_ptx_sm(self) -> int | None:
+        """Lowest architecture a PTX image targets, or None without PTX."""
+        sms = [i.sm for i in self.ptx if i.sm]
+        return min(sms) if sms else None
+
+    def summary(self) -> str:
+        """A plain sentence about what ZLUDA can do with this code."""
+        if not self.images:
+            return "no embedded GPU code"
+        if self.sass_only:
+            archs = ", ".join(sorted({i.arch for i in self.sass}))
+            return f"SASS only ({archs}): no PTX, ZLUDA cannot recompile these kernels"
+        archs = ", ".join(sorted({i.arch for i in self.ptx}, key=lambda a: (len(a), a)))
+        return f"PTX for {archs}: ZLUDA can recompile"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "containers": self.containers,
+            "images": [i.to_dict() for i in self.images],
+            "has_ptx": bool(self.ptx),
+            "min_ptx_arch": f"sm_{self.min_ptx_sm}" if self.min_ptx_sm else None,
+            "summary": self.summary(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuCode:
+        """Read the JSON form back."""
+        return cls(tuple(GpuImage.from_dict(i) for i in d.get("images", ())), int(d.get("containers", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class StaticRuntime:
+    """A CUDA runtime linked statically into the binary (nvcc's default): it reaches the driver by name."""
+
+    version: str | None  # "13.0" when it could be read, else None
+    evidence: str  # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"version": self.version, "evidence": self.evidence}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StaticRuntime:
+        """Read the JSON form back."""
+        return cls(d.get("version"), d.get("evidence", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class FileError:
+    """A per-file failure recorded inside a result instead of ending the whole job."""
+
+    path: str
+    kind: str  # "corrupt" | "unreadable" | "too_large" | "unsupported" | "internal"
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"path": self.path, "kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FileError:
+        """Read the JSON form back."""
+        return cls(d["path"], d["kind"], d["message"])
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One ranked reason behind a verdict, with what to do about it."""
+
+    severity: Severity
+    code: str  # stable machine name: "absent_import", "sass_only", "stub_called", "library_not_replaced", ...
+    message: str
+    remedy: str | None = None
+    family: Family | None = None
+    functions: tuple[str, ...] = ()
+    calls: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "severity": self.severity.value,
+            "code": self.code,
+            "message": self.message,
+            "remedy": self.remedy,
+            "family": self.family.value if self.family else None,
+            "functions": list(self.functions),
+            "calls": self.calls,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Reason:
+        """Read the JSON form back."""
+        return cls(
+            Severity(d["severity"]),
+            d["code"],
+            d["message"],
+            d.get("remedy"),
+            Family(d["family"]) if d.get("family") else None,
+            tuple(d.get("functions", ())),
+            d.get("calls"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Runs / at risk / blocked for one program under one ZLUDA release, with ranked reasons."""
+
+    release: str
+    status: VerdictStatus
+    reasons: tuple[Reason, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"release": self.release, "status": self.status.value, "reasons": [r.to_dict() for r in self.reasons]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
+        """Read the JSON form back."""
+        return cls(d["release"], VerdictStatus(d["status"]), tuple(Reason.from_dict(r) for r in d.get("reasons", ())))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scan results
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryScan:
+    """Everything ``scan`` learned about one binary file."""
+
+    path: str
+    format: BinaryFormat
+    size: int
+    sha256: str
+    machine: str = ""  # "x86_64", "i386", "aarch64"
+    cuda_libraries: tuple[CudaLibrary, ...] = ()
+    imports: tuple[EntryPointUse, ...] = ()
+    gpu_code: GpuCode = field(default_factory=GpuCode)
+    static_runtime: StaticRuntime | None = None
+    errors: tuple[str, ...] = ()  # partial failures inside this binary (e.g. one corrupt fatbin)
+    verdict: Verdict | None = None
+
+    @property
+    def name(self) -> str:
+        """The file name without folders."""
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1]
+
+    @property
+    def uses_cuda(self) -> bool:
+        """True when the binary shows any CUDA evidence at all."""
+        return bool(self.cuda_libraries or self.imports or self.gpu_code.images or self.static_runtime)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        d: dict[str, Any] = {
+            "path": self.path,
+            "format": self.format.value,
+            "machine": self.machine,
+            "size": self.size,
+            "sha256": self.sha256,
+            "cuda_libraries": [lib.to_dict() for lib in self.cuda_libraries],
+            "imports": [e.to_dict() for e in self.imports],
+            "gpu_code": self.gpu_code.to_dict(),
+            "static_runtime": self.static_runtime.to_dict() if self.static_runtime else None,
+            "errors": list(self.errors),
+        }
+        if self.verdict is not None:
+            d["verdict"] = self.verdict.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BinaryScan:
+        """Read the JSON form back."""
+        return cls(
+            path=d["path"],
+            format=BinaryFormat(d["format"]),
+            size=int(d["size"]),
+            sha256=d["sha256"],
+            machine=d.get("machine", ""),
+            cuda_libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("cuda_libraries", ())),
+            imports=tuple(EntryPointUse.from_dict(x) for x in d.get("imports", ())),
+            gpu_code=GpuCode.from_dict(d.get("gpu_code") or {}),
+            static_runtime=StaticRuntime.from_dict(d["static_runtime"]) if d.get("static_runtime") else None,
+            errors=tuple(d.get("errors", ())),
+            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """The ``cudatrace.scan/1`` document: every binary scanned, files skipped, files that failed."""
+
+    binaries: tuple[BinaryScan, ...] = ()
+    failed: tuple[FileError, ...] = ()
+    skipped: int = 0  # non-binaries passed over
+    roots: tuple[str, ...] = ()
+    tool_version: str = ""
+    zluda_release: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the versioned document)."""
+        return {
+            "schema": SCAN_SCHEMA,
+            "tool_version": self.tool_version,
+            "roots": list(self.roots),
+            "zluda_release": self.zluda_release,
+            "binaries": [b.to_dict() for b in self.binaries],
+            "failed": [f.to_dict() for f in self.failed],
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScanResult:
+        """Read the JSON form back."""
+        return cls(
+            binaries=tuple(BinaryScan.from_dict(b) for b in d.get("binaries", ())),
+            failed=tuple(FileError.from_dict(f) for f in d.get("failed", ())),
+            skipped=int(d.get("skipped", 0)),
+            roots=tuple(d.get("roots", ())),
+            tool_version=d.get("tool_version", ""),
+            zluda_release=d.get("zluda_release"),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Trace results
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessInfo:
+    """One process of a traced process tree."""
+
+    pid: int
+    parent: int | None
+    argv: tuple[str, ...] = ()
+    exit_code: int | None = None
+    signal: str | None = None
+    libraries: tuple[str, ...] = ()  # CUDA libraries seen loaded (paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "pid": self.pid,
+            "parent": self.parent,
+            "argv": list(self.argv),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "libraries": list(self.libraries),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
+        """Read the JSON form back."""
+        return cls(
+            int(d["pid"]),
+            d.get("parent"),
+            tuple(d.get("argv", ())),
+            d.get("exit_code"),
+            d.get("signal"),
+            tuple(d.get("libraries", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProcLookup:
+    """A driver entry point requested by name through cuGetProcAddress (or dlsym/GetProcAddress)."""
+
+    symbol: str
+    cuda_version: int | None
+    flags: int | None
+    found: bool
+    count: int = 1
+    via: str = "cuGetProcAddress_v2"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "symbol": self.symbol,
+            "cuda_version": self.cuda_version,
+            "flags": self.flags,
+            "found": self.found,
+            "count": self.count,
+            "via": self.via,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProcLookup:
+        """Read the JSON form back."""
+        return cls(
+            d["symbol"],
+            d.get("cuda_version"),
+            d.get("flags"),
+            bool(d.get("found")),
+            int(d.get("count", 1)),
+            d.get("via", "cuGetProcAddress_v2"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportTableRequest:
+    """A cuGetExportTable request: an undocumented driver export table, by UUID."""
+
+    uuid: str
+    name: str | None
+    count: int
+    status: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"uuid": self.uuid, "name": self.name, "count": self.count, "status": self.status}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExportTableRequest:
+        """Read the JSON form back."""
+        return cls(d["uuid"], d.get("name"), int(d.get("count", 1)), d.get("status"))
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    """How the traced program ended: an exit code, a signal, or a stop by the user."""
+
+    code: int | None = None
+    signal: str | None = None
+    detached_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"code": self.code, "signal": self.signal, "detached_reason": self.detached_reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExitInfo:
+        """Read the JSON form back."""
+        return cls(d.get("code"), d.get("signal"), d.get("detached_reason"))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceResult:
+    """The ``cudatrace.trace/1`` document: what a program really called."""
+
+    command: tuple[str, ...]
+    exit: ExitInfo
+    processes: tuple[ProcessInfo, ...] = ()
+    calls: tuple[EntryPointUse, ...] = ()
+    proc_lookups: tuple[ProcLookup, ...] = ()
+    export_tables: tuple[ExportTableRequest, ...] = ()
+    libraries: tuple[CudaLibrary, ...] = ()
+    duration_s: float = 0.0
+    mode: str = "count"  # "count" | "detail"
+    platform: str = ""
+    zluda_dir: str | None = None
+    tool_version: str = ""
+    notes: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+
+    @property
+    def uses_cuda(self) -> bool:
+        """True when the program loaded or called anything CUDA."""
+        return bool(self.calls or self.libraries or self.proc_lookups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the versioned document)."""
+        d: dict[str, Any] = {
+            "schema": TRACE_SCHEMA,
+            "tool_version": self.tool_version,
+            "command": list(self.command),
+            "exit": self.exit.to_dict(),
+            "duration_s": self.duration_s,
+            "mode": self.mode,
+            "platform": self.platform,
+            "zluda_dir": self.zluda_dir,
+            "processes": [p.to_dict() for p in self.processes],
+            "libraries": [lib.to_dict() for lib in self.libraries],
+            "calls": [c.to_dict() for c in self.calls],
+            "proc_lookups": [p.to_dict() for p in self.proc_lookups],
+            "export_tables": [e.to_dict() for e in self.export_tables],
+            "notes": list(self.notes),
+        }
+        if self.verdict is not None:
+            d["verdict"] = self.verdict.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceResult:
+        """Read the JSON form back."""
+        return cls(
+            command=tuple(d.get("command", ())),
+            exit=ExitInfo.from_dict(d.get("exit") or {}),
+            processes=tuple(ProcessInfo.from_dict(p) for p in d.get("processes", ())),
+            calls=tuple(EntryPointUse.from_dict(c) for c in d.get("calls", ())),
+            proc_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("proc_lookups", ())),
+            export_tables=tuple(ExportTableRequest.from_dict(e) for e in d.get("export_tables", ())),
+            libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
+            duration_s=float(d.get("duration_s", 0.0)),
+            mode=d.get("mode", "count"),
+            platform=d.get("platform", ""),
+            zluda_dir=d.get("zluda_dir"),
+            tool_version=d.get("tool_version", ""),
+            notes=tuple(d.get("notes", ())),
+            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+        )

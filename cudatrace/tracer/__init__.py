@@ -1,0 +1,1 @@
+"""Evidence gathering: static (scan files) and dynamic (trace a running process)."""

@@ -1,0 +1,1 @@
+"""Dynamic tracing with Frida: the agent inside the target, the host session outside."""

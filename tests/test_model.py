@@ -1,0 +1,91 @@
+"""The model's JSON forms read back into equal records."""
+
+from __future__ import annotations
+
+import json
+
+from cudatrace.model import (
+    SCAN_SCHEMA,
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExitInfo,
+    Family,
+    GpuCode,
+    GpuImage,
+    ImageKind,
+    LibraryHow,
+    Reason,
+    ScanResult,
+    Severity,
+    StaticRuntime,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaInfo,
+    ZludaStatus,
+)
+
+
+def _scan() -> ScanResult:
+    ptx = GpuImage(ImageKind.PTX, "sm_80", True, 100, "zstd", 400, "9.0", "sm_80", ".nv_fatbin")
+    sass = GpuImage(ImageKind.SASS, "sm_90", False, 2000, container=".nv_fatbin")
+    entry = EntryPointUse(
+        Family.CUBLAS,
+        "cublas64_12.dll",
+        "cublasSgemm_v2",
+        EntryHow.IMPORT,
+        zluda=ZludaInfo("v6-preview.69", ZludaStatus.TRANSLATED, ("rocblas_sgemm",), "v5-preview.81"),
+    )
+    binary = BinaryScan(
+        path="/x/app.exe",
+        format=BinaryFormat.PE,
+        size=10,
+        sha256="ab" * 32,
+        machine="x86_64",
+        cuda_libraries=(CudaLibrary("cublas64_12.dll", Family.CUBLAS, LibraryHow.IMPORT, "12"),),
+        imports=(entry,),
+        gpu_code=GpuCode((ptx, sass), 1),
+        static_runtime=StaticRuntime("13.0", "version string"),
+        verdict=Verdict(
+            "v6-preview.69",
+            VerdictStatus.AT_RISK,
+            (Reason(Severity.RISK, "stub_called", "m", "r", Family.CUFFT, ("cufftPlan1d",), 3),),
+        ),
+    )
+    return ScanResult((binary,), skipped=2, roots=("/x",), tool_version="0.1.0", zluda_release="v6-preview.69")
+
+
+def test_scan_round_trip_through_json_text() -> None:
+    result = _scan()
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["schema"] == SCAN_SCHEMA
+    assert doc["binaries"][0]["imports"][0]["zluda"]["status"] == "translated"
+    assert doc["binaries"][0]["gpu_code"]["images"][0]["kind"] == "ptx"
+    assert ScanResult.from_dict(doc) == result
+
+
+def test_trace_round_trip_keeps_counts_statuses_and_callers() -> None:
+    call = EntryPointUse(
+        Family.DRIVER,
+        "libcuda.so.1",
+        "cuInit",
+        EntryHow.CALLED,
+        calls=3,
+        statuses=(("CUDA_ERROR_NOT_SUPPORTED", 1),),
+        callers=(("app", 3),),
+        first_call_s=0.01,
+    )
+    trace = TraceResult(("/bin/app",), ExitInfo(code=0), calls=(call,))
+    doc = json.loads(json.dumps(trace.to_dict()))
+    assert doc["calls"][0]["statuses"] == {"CUDA_ERROR_NOT_SUPPORTED": 1}
+    assert TraceResult.from_dict(doc) == trace
+
+
+def test_gpu_code_summary_says_sass_only_plainly() -> None:
+    code = GpuCode((GpuImage(ImageKind.SASS, "sm_90", False, 10),), 1)
+    assert code.sass_only
+    assert "no PTX" in code.summary()
+    assert GpuImage(ImageKind.PTX, "sm_90a", False, 1).sm == 90
