@@ -7,13 +7,19 @@ Two questions the scanner asks of every name it meets:
   name spells it because ZLUDA replaces some versions and not others (``cublas64_11`` vs ``cublas64_12``).
 * :func:`family_of_function`: which family does an entry point name belong to, by NVIDIA's prefix conventions?
   Prefix rules alone cannot tell real driver entry points from look-alikes (``cuFile*`` is GPUDirect Storage,
-  ``cuDNN`` is a word); :mod:`cudatrace.tracer.static.exports_data` holds the real export lists for that.
+  ``cuDNN`` is a word); :func:`load_exports` holds the real export lists for that, built into package data by
+  ``scripts/build_exports_data.py`` from NVIDIA's libraries and CUDA headers.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
 from cudatrace.model import Family
 
@@ -153,3 +159,70 @@ def family_of_function(name: str) -> Family | None:
         if pattern.match(name):
             return family
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Export lists of NVIDIA's libraries (package data)
+
+_DATA_FILE = "exports.json.gz"
+# Windows-only driver interop entry points that the Linux headers (the source of the name list) never declare.
+_WIN_DRIVER = re.compile(r"^cu(?:D3D9|D3D10|D3D11|GraphicsD3D9|GraphicsD3D10|GraphicsD3D11|WGLGetDevice)[A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportsData:
+    """What NVIDIA's libraries export and which names are real driver and runtime entry points."""
+
+    library_functions: Mapping[str, frozenset[str]]  # library file name -> exported function names
+    library_family: Mapping[str, Family]
+    library_platform: Mapping[str, str]  # "linux" | "win"
+    function_libraries: Mapping[str, tuple[str, ...]]  # function name -> library file names exporting it
+    driver_names: frozenset[str]  # API spellings and exported symbols of the driver (cuInit, cuMemAlloc_v2, ...)
+    driver_renamed: Mapping[str, str]  # API spelling -> exported symbol (cuMemAlloc -> cuMemAlloc_v2)
+    driver_ptds: Mapping[str, str]  # API spelling -> per-thread-stream export (cuLaunchKernel -> ..._ptsz)
+    runtime_names: frozenset[str]  # cuda* names and __cuda* entry points of the runtime
+    runtime_renamed: Mapping[str, str]
+
+    def is_driver_entry_point(self, name: str) -> bool:
+        """True for a real driver entry point name (not a look-alike such as ``cuFileRead``)."""
+        return name in self.driver_names or bool(_WIN_DRIVER.match(name))
+
+    def is_runtime_entry_point(self, name: str) -> bool:
+        """True for a real CUDA runtime entry point name."""
+        return name in self.runtime_names
+
+    def exporting_libraries(self, function: str, platform: str | None = None) -> tuple[str, ...]:
+        """The library file names that export ``function`` (only those of ``platform`` when given)."""
+        libs = self.function_libraries.get(function, ())
+        if platform is None:
+            return libs
+        return tuple(lib for lib in libs if self.library_platform.get(lib) == platform)
+
+
+@lru_cache(maxsize=1)
+def load_exports() -> ExportsData:
+    """The export lists shipped as package data (read once, then cached)."""
+    raw = resources.files("cudatrace.tracer.static").joinpath("data", _DATA_FILE).read_bytes()
+    doc = json.loads(gzip.decompress(raw))
+    functions: dict[str, frozenset[str]] = {}
+    families: dict[str, Family] = {}
+    platforms: dict[str, str] = {}
+    by_function: dict[str, list[str]] = {}
+    # Linux files first, then Windows, each alphabetically: deterministic attribution order.
+    for name, entry in sorted(doc["libraries"].items(), key=lambda kv: (kv[1]["platform"] != "linux", kv[0])):
+        functions[name] = frozenset(entry["functions"])
+        families[name] = Family(entry["family"])
+        platforms[name] = entry["platform"]
+        for fn in entry["functions"]:
+            by_function.setdefault(fn, []).append(name)
+    return ExportsData(
+        library_functions=functions,
+        library_family=families,
+        library_platform=platforms,
+        function_libraries={k: tuple(v) for k, v in by_function.items()},
+        driver_names=frozenset(doc["driver"]["names"]),
+        driver_renamed=dict(doc["driver"]["renamed_to_export"]),
+        driver_ptds=dict(doc["driver"]["ptds_export"]),
+        runtime_names=frozenset(doc["runtime"]["names"]),
+        runtime_renamed=dict(doc["runtime"]["renamed_to_export"]),
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cudatrace.model import Family
-from cudatrace.tracer.static.libraries import LibraryId, family_of_function, identify_library
+from cudatrace.tracer.static.libraries import LibraryId, family_of_function, identify_library, load_exports
 
 EXPORTS = Path("/work/shared/reference/exports")
 
@@ -207,3 +207,68 @@ def test_family_of_function_on_real_export_lists() -> None:
         assert not wrong, (row["csv_file"], wrong[:10])
         if row["file_name"] in ("libcuda.so.1", "libcudart.so.12", "libcublas.so.12", "libcusparse.so.12"):
             assert all(f is not None for f in families.values()), row["csv_file"]
+
+
+def _build_script() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "scripts" / "build_exports_data.py"
+    spec = importlib.util.spec_from_file_location("build_exports_data", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not (EXPORTS / "index.csv").is_file(), reason="reference export lists not present")
+def test_package_data_matches_reference() -> None:
+    """The committed package data is exactly what the build script makes from the reference files today."""
+    import gzip
+    from importlib import resources
+
+    script = _build_script()
+    rebuilt = script.encode(script.build(EXPORTS))  # type: ignore[attr-defined]
+    shipped = resources.files("cudatrace.tracer.static").joinpath("data", "exports.json.gz").read_bytes()
+    assert gzip.decompress(shipped) == gzip.decompress(rebuilt), "run scripts/build_exports_data.py"
+
+
+@pytest.mark.skipif(not (EXPORTS / "index.csv").is_file(), reason="reference export lists not present")
+def test_loaded_exports_agree_with_csv() -> None:
+    data = load_exports()
+    for row in _index():
+        with (EXPORTS / row["csv_file"]).open(newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["function"] and r.get("in_exec_section", "1") != "0"]
+        names = {r["function"] for r in rows}
+        assert names <= data.library_functions[row["file_name"]], row["csv_file"]
+        assert data.library_family[row["file_name"]].value == row["family"]
+    with (EXPORTS / "driver-cuda13.0-header.csv").open(newline="") as fh:
+        header = list(csv.DictReader(fh))
+    for r in header:
+        assert data.is_driver_entry_point(r["function"])
+        if r["renamed_to_export"] == "cuMemAlloc_v2":
+            assert data.driver_renamed[r["function"]] == "cuMemAlloc_v2"
+
+
+def test_driver_entry_points_versus_look_alikes() -> None:
+    data = load_exports()
+    for real in (
+        "cuInit",
+        "cuMemAlloc",
+        "cuMemAlloc_v2",
+        "cuLaunchKernel_ptsz",
+        "cuGetProcAddress_v2",
+        "cuD3D11GetDevice",
+        "cuTensorMapEncodeTiled",
+    ):
+        assert data.is_driver_entry_point(real), real
+    for fake in ("cuFileRead", "cuFileDriverOpen", "cuDNN", "cuBLAS", "cuMemAllocFoo", "cudaMalloc", "cuTENSOR"):
+        assert not data.is_driver_entry_point(fake), fake
+    assert data.driver_renamed["cuMemAlloc"] == "cuMemAlloc_v2"
+    assert data.driver_ptds["cuLaunchKernel"] == "cuLaunchKernel_ptsz"
+    assert data.is_runtime_entry_point("cudaMalloc")
+    assert data.is_runtime_entry_point("__cudaRegisterFatBinary")
+    assert data.exporting_libraries("cublasSgemm_v2", "linux") == ("libcublas.so.12", "libcublas.so.13")
+    assert data.exporting_libraries("cublasSgemm_v2", "win") == ("cublas64_12.dll", "cublas64_13.dll")
+    assert data.exporting_libraries("ncclAllReduce") == ("libnccl.so.2",)
+    assert data.exporting_libraries("no_such_function") == ()
+    assert load_exports() is data  # cached
