@@ -1,0 +1,1006 @@
+"""The report document (``cudatrace.report/1``): one program, one ZLUDA release, every piece of evidence merged.
+
+:func:`build_report` takes scan and trace documents that the coverage database has already annotated (each
+:class:`~cudatrace.model.EntryPointUse` carries its :class:`~cudatrace.model.ZludaInfo`, each binary and run its
+:class:`~cudatrace.model.Verdict`) and merges static and dynamic evidence per ``(family, function)``. It never
+opens a binary, starts Frida or touches SQL. :func:`build_aggregate` does the same across many programs and
+answers the question a ZLUDA developer prioritizes from: which stub or absent entry points block the most
+programs and calls, and which programs would start working if one of them were implemented.
+
+Every renderer (terminal, HTML, Markdown, JSON, CSV) reads these records and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from cudatrace.errors import ReportError
+from cudatrace.model import (
+    REPORT_SCHEMA,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExportTableRequest,
+    Family,
+    GpuCode,
+    ProcLookup,
+    Reason,
+    ScanResult,
+    Severity,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaInfo,
+    ZludaStatus,
+)
+
+AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
+
+# How a binary is bound to an entry point at load time: a missing one stops the program before main (PE
+# imports, ELF symbols under BIND_NOW) or on the first call (delay imports, lazy ELF binding).
+LINKED_HOWS = frozenset({EntryHow.IMPORT, EntryHow.DELAY_IMPORT, EntryHow.SYMBOL})
+BLOCKING_STATUSES = frozenset({ZludaStatus.STUB, ZludaStatus.ABSENT})
+# Signals a user or a supervisor sends to stop a program: the run ended, it did not crash.
+_STOP_SIGNALS = frozenset({"SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE"})
+_SIGNAL_NUMBERS = {
+    "1": "SIGHUP",
+    "2": "SIGINT",
+    "4": "SIGILL",
+    "5": "SIGTRAP",
+    "6": "SIGABRT",
+    "7": "SIGBUS",
+    "8": "SIGFPE",
+    "9": "SIGKILL",
+    "11": "SIGSEGV",
+    "13": "SIGPIPE",
+    "15": "SIGTERM",
+}
+_SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.RISK: 1, Severity.INFO: 2}
+_VERDICT_RANK = {VerdictStatus.RUNS: 0, VerdictStatus.AT_RISK: 1, VerdictStatus.BLOCKED: 2}
+_FAMILY_ORDER = {f: i for i, f in enumerate(Family)}
+
+
+class Evidence(str, Enum):
+    """Where the knowledge about a program (or one entry point) comes from."""
+
+    NONE = "none"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+    BOTH = "both"
+
+
+def _evidence(static: bool, dynamic: bool) -> Evidence:
+    if static and dynamic:
+        return Evidence.BOTH
+    if static:
+        return Evidence.STATIC
+    return Evidence.DYNAMIC if dynamic else Evidence.NONE
+
+
+def anchor_id(family: Family, function: str) -> str:
+    """A stable HTML id for an entry point, safe whatever bytes the (hostile) function name holds."""
+    slug = re.sub(r"[^A-Za-z0-9_]", "", function)[:48]
+    digest = hashlib.sha1(f"{family.value}/{function}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"ep-{family.value}-{slug}-{digest}"
+
+
+def _pairs_dict(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    return {k: v for k, v in pairs}
+
+
+def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    out: dict[str, int] = defaultdict(int)
+    for k, v in (*a, *b):
+        out[k] += v
+    return tuple(sorted(out.items()))
+
+
+def _req(d: Mapping[str, Any], key: str) -> Any:
+    try:
+        return d[key]
+    except KeyError:
+        raise ReportError(f"report document lacks the field {key!r}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclass(frozen=True, slots=True)
+class ReportEntry:
+    """One entry point of one family, with static and dynamic evidence merged and ZLUDA's answer for it."""
+
+    family: Family
+    function: str
+    libraries: tuple[str, ...] = ()
+    static_how: tuple[EntryHow, ...] = ()  # how binaries reach it (empty: only seen called)
+    binaries: tuple[str, ...] = ()  # file names of the binaries that reach it statically
+    calls: int | None = None  # None: never traced; 0: traced but not called
+    statuses: tuple[tuple[str, int], ...] = ()  # non-success return codes with counts
+    callers: tuple[tuple[str, int], ...] = ()
+    first_call_s: float | None = None
+    time_ns: int | None = None
+    zluda: ZludaInfo | None = None
+    ordinal: int | None = None
+
+    @property
+    def used_statically(self) -> bool:
+        """True when some binary imports it or names it."""
+        return bool(self.static_how)
+
+    @property
+    def called(self) -> bool:
+        """True when a traced run called it at least once."""
+        return bool(self.calls)
+
+    @property
+    def evidence(self) -> Evidence:
+        """Static, dynamic or both."""
+        return _evidence(self.used_statically, self.called)
+
+    @property
+    def status(self) -> ZludaStatus | None:
+        """ZLUDA's status for it under the report's release (None when not classified)."""
+        return self.zluda.status if self.zluda else None
+
+    @property
+    def failed_calls(self) -> int:
+        """Calls that returned a non-success code."""
+        return sum(n for _, n in self.statuses)
+
+    @property
+    def linked(self) -> bool:
+        """True when a binary binds it at load time (import table, delay import, ELF symbol)."""
+        return any(h in LINKED_HOWS for h in self.static_how)
+
+    @property
+    def anchor(self) -> str:
+        """HTML id of this entry point."""
+        return anchor_id(self.family, self.function)
+
+    def is_blocker(self, traced: bool) -> bool:
+        """Stub or absent, and reached for sure: called, bound at load time, or (without a run) named.
+
+        ``traced`` says whether the program has dynamic evidence; then a name found only in strings that was
+        never called does not block.
+        """
+        if self.status not in BLOCKING_STATUSES:
+            return False
+        return self.called or self.linked or (not traced and self.used_statically)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "family": self.family.value,
+            "function": self.function,
+            "libraries": list(self.libraries),
+            "static_how": [h.value for h in self.static_how],
+            "binaries": list(self.binaries),
+            "ordinal": self.ordinal,
+            "evidence": self.evidence.value,
+            "calls": self.calls,
+            "statuses": _pairs_dict(self.statuses),
+            "callers": _pairs_dict(self.callers),
+            "first_call_s": self.first_call_s,
+            "time_ns": self.time_ns,
+            "zluda": self.zluda.to_dict() if self.zluda else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReportEntry:
+        """Read the JSON form back."""
+        return cls(
+            family=Family(_req(d, "family")),
+            function=str(_req(d, "function")),
+            libraries=tuple(d.get("libraries", ())),
+            static_how=tuple(EntryHow(h) for h in d.get("static_how", ())),
+            binaries=tuple(d.get("binaries", ())),
+            calls=d.get("calls"),
+            statuses=tuple(sorted((str(k), int(v)) for k, v in (d.get("statuses") or {}).items())),
+            callers=tuple(sorted((str(k), int(v)) for k, v in (d.get("callers") or {}).items())),
+            first_call_s=d.get("first_call_s"),
+            time_ns=d.get("time_ns"),
+            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
+            ordinal=d.get("ordinal"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyCounts:
+    """How many entry points of one family the program uses, and what ZLUDA does with them."""
+
+    family: Family
+    used: int = 0
+    called: int = 0
+    translated: int = 0
+    stub: int = 0
+    absent: int = 0
+    not_replaced: int = 0
+    nvidia_own: int = 0
+    unknown: int = 0
+    blocking: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "family": self.family.value,
+            "used": self.used,
+            "called": self.called,
+            "translated": self.translated,
+            "stub": self.stub,
+            "absent": self.absent,
+            "not_replaced": self.not_replaced,
+            "nvidia_own": self.nvidia_own,
+            "unknown": self.unknown,
+            "blocking": self.blocking,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FamilyCounts:
+        """Read the JSON form back."""
+        n = {k: int(d.get(k, 0)) for k in ("used", "called", "translated", "stub", "absent", "not_replaced")}
+        return cls(
+            Family(_req(d, "family")),
+            used=n["used"],
+            called=n["called"],
+            translated=n["translated"],
+            stub=n["stub"],
+            absent=n["absent"],
+            not_replaced=n["not_replaced"],
+            nvidia_own=int(d.get("nvidia_own", 0)),
+            unknown=int(d.get("unknown", 0)),
+            blocking=int(d.get("blocking", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryGpu:
+    """The GPU code one scanned binary carries, and a statically linked runtime if any."""
+
+    binary: str
+    gpu_code: GpuCode
+    static_runtime: str | None = None  # the runtime version ("13.0"), "unknown" when present but unversioned
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"binary": self.binary, "gpu_code": self.gpu_code.to_dict(), "static_runtime": self.static_runtime}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BinaryGpu:
+        """Read the JSON form back."""
+        return cls(str(_req(d, "binary")), GpuCode.from_dict(d.get("gpu_code") or {}), d.get("static_runtime"))
+
+
+def signal_name(sig: str | None) -> str | None:
+    """``"11"``, ``"segv"`` or ``"SIGSEGV"`` -> ``"SIGSEGV"``; None when there was no signal."""
+    if sig is None or str(sig).strip() == "":
+        return None
+    s = str(sig).strip().upper()
+    if s.isdigit():
+        return _SIGNAL_NUMBERS.get(s, s)
+    return s if s.startswith("SIG") else f"SIG{s}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """How one traced run went: command, exit, and whether it crashed."""
+
+    command: tuple[str, ...]
+    exit_code: int | None
+    signal: str | None
+    detached_reason: str | None
+    duration_s: float
+    platform: str
+    zluda_dir: str | None
+    processes: int
+    calls: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def crashed(self) -> bool:
+        """Killed by a fault signal, or ended by a Windows exception code (0xC0000005 and kin)."""
+        sig = signal_name(self.signal)
+        if sig is not None and sig not in _STOP_SIGNALS:
+            return True
+        return self.exit_code is not None and (self.exit_code & 0xFFFFFFFF) >= 0xC0000000
+
+    @property
+    def outcome(self) -> str:
+        """A plain sentence on how the run ended."""
+        if self.crashed:
+            if self.signal:
+                return f"crashed ({signal_name(self.signal)})"
+            return (
+                f"crashed (exception 0x{self.exit_code & 0xFFFFFFFF:08X})" if self.exit_code is not None else "crashed"
+            )
+        if self.signal:
+            return f"stopped by {signal_name(self.signal)}"
+        if self.exit_code is None:
+            return f"detached ({self.detached_reason})" if self.detached_reason else "no exit status recorded"
+        return "exited normally (code 0)" if self.exit_code == 0 else f"exited with code {self.exit_code}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "command": list(self.command),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "detached_reason": self.detached_reason,
+            "crashed": self.crashed,
+            "outcome": self.outcome,
+            "duration_s": self.duration_s,
+            "platform": self.platform,
+            "zluda_dir": self.zluda_dir,
+            "processes": self.processes,
+            "calls": self.calls,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunSummary:
+        """Read the JSON form back."""
+        return cls(
+            command=tuple(d.get("command", ())),
+            exit_code=d.get("exit_code"),
+            signal=d.get("signal"),
+            detached_reason=d.get("detached_reason"),
+            duration_s=float(d.get("duration_s", 0.0)),
+            platform=str(d.get("platform", "")),
+            zluda_dir=d.get("zluda_dir"),
+            processes=int(d.get("processes", 0)),
+            calls=int(d.get("calls", 0)),
+            notes=tuple(d.get("notes", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The ``cudatrace.report/1`` document: one program under one ZLUDA release.
+
+    The stored fields are the merged evidence; counts, blockers, the first failing call and the plain-language
+    notes are derived from them, so a report read back from JSON renders exactly like the one built.
+    """
+
+    program: str
+    release: str
+    entries: tuple[ReportEntry, ...] = ()
+    verdict: Verdict | None = None
+    libraries: tuple[CudaLibrary, ...] = ()
+    gpu: tuple[BinaryGpu, ...] = ()
+    binaries: tuple[str, ...] = ()  # paths of every scanned binary, CUDA or not
+    runs: tuple[RunSummary, ...] = ()
+    missing_lookups: tuple[ProcLookup, ...] = ()  # cuGetProcAddress/dlsym lookups that found nothing
+    export_tables: tuple[ExportTableRequest, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    errors: tuple[str, ...] = ()  # files that could not be read, partial failures inside binaries
+    tool_version: str = ""
+
+    # -- derived -------------------------------------------------------------------------------------------
+
+    @property
+    def traced(self) -> bool:
+        """True when at least one run of the program was traced."""
+        return bool(self.runs)
+
+    @property
+    def evidence(self) -> Evidence:
+        """Static (scans only), dynamic (runs only), both, or none."""
+        return _evidence(bool(self.binaries), self.traced)
+
+    @property
+    def static_only(self) -> bool:
+        """True when nothing was traced: the report rests on what the files say, not on what ran."""
+        return not self.traced
+
+    @property
+    def uses_cuda(self) -> bool:
+        """True when any evidence of CUDA exists: an entry point, a library, GPU code, a runtime, a lookup."""
+        return bool(
+            self.entries
+            or self.libraries
+            or self.missing_lookups
+            or self.export_tables
+            or any(g.gpu_code.has_kernels or g.static_runtime for g in self.gpu)
+        )
+
+    @property
+    def crashed(self) -> bool:
+        """True when a traced run crashed."""
+        return any(r.crashed for r in self.runs)
+
+    @property
+    def blocking(self) -> tuple[ReportEntry, ...]:
+        """Stub or absent entry points the program surely reaches, most-called first."""
+        rows = [e for e in self.entries if e.is_blocker(self.traced)]
+        return tuple(sorted(rows, key=lambda e: (-(e.calls or 0), not e.linked, _FAMILY_ORDER[e.family], e.function)))
+
+    @property
+    def unresolved(self) -> tuple[ReportEntry, ...]:
+        """Stub or absent entry points only named in strings and never seen called: a risk, not a certainty."""
+        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker(self.traced))
+
+    @property
+    def failing(self) -> tuple[ReportEntry, ...]:
+        """Entry points that returned a non-success code at least once, earliest first."""
+        rows = [e for e in self.entries if e.failed_calls]
+        return tuple(sorted(rows, key=lambda e: (e.first_call_s is None, e.first_call_s or 0.0, e.function)))
+
+    @property
+    def first_failure(self) -> ReportEntry | None:
+        """The failing entry point first called (lowest ``first_call_s``), or None."""
+        failing = self.failing
+        return failing[0] if failing else None
+
+    @property
+    def families(self) -> tuple[FamilyCounts, ...]:
+        """Per-family counts, in catalog order."""
+        groups: dict[Family, list[ReportEntry]] = defaultdict(list)
+        for e in self.entries:
+            groups[e.family].append(e)
+        out = []
+        for fam in sorted(groups, key=_FAMILY_ORDER.__getitem__):
+            rows = groups[fam]
+            st = [e.status for e in rows]
+            out.append(
+                FamilyCounts(
+                    family=fam,
+                    used=len(rows),
+                    called=sum(1 for e in rows if e.called),
+                    translated=st.count(ZludaStatus.TRANSLATED),
+                    stub=st.count(ZludaStatus.STUB),
+                    absent=st.count(ZludaStatus.ABSENT),
+                    not_replaced=st.count(ZludaStatus.NOT_REPLACED),
+                    nvidia_own=st.count(ZludaStatus.NVIDIA_OWN),
+                    unknown=st.count(None),
+                    blocking=sum(1 for e in rows if e.is_blocker(self.traced)),
+                )
+            )
+        return tuple(out)
+
+    @property
+    def remedies(self) -> tuple[str, ...]:
+        """What to do, in the verdict's order, each once."""
+        seen: dict[str, None] = {}
+        for r in self.verdict.reasons if self.verdict else ():
+            if r.remedy:
+                seen.setdefault(r.remedy, None)
+        return tuple(seen)
+
+    @property
+    def total_calls(self) -> int:
+        """CUDA calls seen across every traced run."""
+        return sum(e.calls or 0 for e in self.entries)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Plain sentences about the kind of evidence: no CUDA, static only, a crashed run, no classification."""
+        out: list[str] = []
+        if not self.uses_cuda:
+            where = []
+            if self.binaries:
+                where.append(f"none of the {len(self.binaries)} scanned binaries imports, names or embeds CUDA")
+            if self.traced:
+                where.append("the traced run loaded and called nothing from CUDA")
+            out.append(
+                "No CUDA at all: "
+                + (" and ".join(where) if where else "no evidence was given")
+                + ". ZLUDA has nothing to translate for this program."
+            )
+        if self.static_only and self.binaries:
+            out.append(
+                "Only static evidence: the program was scanned, never run under the tracer. Names found only in "
+                "strings may never be called; `cudatrace run` shows what is really called."
+            )
+        elif not self.binaries and self.traced:
+            out.append("Only dynamic evidence: the run was traced, no binary was scanned (GPU code is unknown).")
+        for run in self.runs:
+            if run.crashed:
+                first = self.first_failure
+                tail = f"; the first failing call was {first.function}" if first else ""
+                out.append(f"The traced run crashed: {run.outcome} after {run.calls} CUDA calls{tail}.")
+        if self.uses_cuda and self.verdict is None:
+            out.append(f"No verdict: the evidence was not classified against ZLUDA {self.release}.")
+        return tuple(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the versioned document); derived facts are written too, for tools that read it."""
+        first = self.first_failure
+        return {
+            "schema": REPORT_SCHEMA,
+            "tool_version": self.tool_version,
+            "program": self.program,
+            "release": self.release,
+            "evidence": self.evidence.value,
+            "uses_cuda": self.uses_cuda,
+            "crashed": self.crashed,
+            "notes": list(self.notes),
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "remedies": list(self.remedies),
+            "families": [f.to_dict() for f in self.families],
+            "blocking": [{"family": e.family.value, "function": e.function} for e in self.blocking],
+            "first_failure": {"family": first.family.value, "function": first.function} if first else None,
+            "entries": [e.to_dict() for e in self.entries],
+            "libraries": [lib.to_dict() for lib in self.libraries],
+            "gpu": [g.to_dict() for g in self.gpu],
+            "binaries": list(self.binaries),
+            "runs": [r.to_dict() for r in self.runs],
+            "missing_lookups": [p.to_dict() for p in self.missing_lookups],
+            "export_tables": [x.to_dict() for x in self.export_tables],
+            "environment": dict(self.environment),
+            "errors": list(self.errors),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Report:
+        """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
+        if d.get("schema") != REPORT_SCHEMA:
+            raise ReportError(f"not a {REPORT_SCHEMA} document (schema {d.get('schema')!r})")
+        try:
+            return cls(
+                program=str(_req(d, "program")),
+                release=str(_req(d, "release")),
+                entries=tuple(ReportEntry.from_dict(e) for e in d.get("entries", ())),
+                verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+                libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
+                gpu=tuple(BinaryGpu.from_dict(g) for g in d.get("gpu", ())),
+                binaries=tuple(d.get("binaries", ())),
+                runs=tuple(RunSummary.from_dict(r) for r in d.get("runs", ())),
+                missing_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("missing_lookups", ())),
+                export_tables=tuple(ExportTableRequest.from_dict(x) for x in d.get("export_tables", ())),
+                environment=tuple((str(k), str(v)) for k, v in (d.get("environment") or {}).items()),
+                errors=tuple(d.get("errors", ())),
+                tool_version=str(d.get("tool_version", "")),
+            )
+        except ReportError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise ReportError(f"damaged {REPORT_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building one report
+
+
+def merge_verdicts(verdicts: Iterable[Verdict], release: str) -> Verdict | None:
+    """The worst status of all, with every distinct reason ranked blocker, risk, info (stable otherwise)."""
+    vs = list(verdicts)
+    if not vs:
+        return None
+    status = max((v.status for v in vs), key=_VERDICT_RANK.__getitem__)
+    seen: dict[tuple[Any, ...], Reason] = {}
+    for v in vs:
+        for r in v.reasons:
+            seen.setdefault((r.severity, r.code, r.message, r.family, r.functions), r)
+    reasons = sorted(seen.values(), key=lambda r: _SEVERITY_RANK[r.severity])
+    return Verdict(release, status, tuple(reasons))
+
+
+@dataclass(slots=True)
+class _Acc:
+    family: Family
+    function: str
+    libraries: dict[str, None]
+    static_how: dict[EntryHow, None]
+    binaries: dict[str, None]
+    calls: int | None = None
+    statuses: tuple[tuple[str, int], ...] = ()
+    callers: tuple[tuple[str, int], ...] = ()
+    first_call_s: float | None = None
+    time_ns: int | None = None
+    zluda: ZludaInfo | None = None
+    ordinal: int | None = None
+
+    def take_zluda(self, info: ZludaInfo | None, release: str) -> None:
+        if info is None:
+            return
+        if self.zluda is None or (self.zluda.release != release and info.release == release):
+            self.zluda = info
+
+    def freeze(self) -> ReportEntry:
+        return ReportEntry(
+            family=self.family,
+            function=self.function,
+            libraries=tuple(self.libraries),
+            static_how=tuple(sorted(self.static_how, key=lambda h: h.value)),
+            binaries=tuple(self.binaries),
+            calls=self.calls,
+            statuses=self.statuses,
+            callers=self.callers,
+            first_call_s=self.first_call_s,
+            time_ns=self.time_ns,
+            zluda=self.zluda,
+            ordinal=self.ordinal,
+        )
+
+
+def _program_name(scans: Sequence[ScanResult], traces: Sequence[TraceResult]) -> str:
+    for t in traces:
+        if t.command:
+            return t.command[0].replace("\\", "/").rsplit("/", 1)[-1] or t.command[0]
+    for s in scans:
+        for root in s.roots:
+            name = root.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+            if name:
+                return name
+        for b in s.binaries:
+            return b.name
+    return "unknown program"
+
+
+def build_report(
+    scans: Sequence[ScanResult],
+    traces: Sequence[TraceResult],
+    release: str,
+    *,
+    program: str | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> Report:
+    """Merge already-annotated scan and trace documents of one program into its report for ``release``.
+
+    Static rows (imports, symbols, names in strings) and dynamic rows (calls) of the same ``(family, function)``
+    become one :class:`ReportEntry`; call counts, return codes and callers add up across runs, the first call
+    time is the earliest. When any run was traced, an entry point that no run called gets ``calls == 0``.
+    """
+    acc: dict[tuple[Family, str], _Acc] = {}
+
+    def slot(e: EntryPointUse) -> _Acc:
+        a = acc.get(e.key)
+        if a is None:
+            a = acc[e.key] = _Acc(e.family, e.function, {}, {}, {})
+        a.libraries.setdefault(e.library, None)
+        a.take_zluda(e.zluda, release)
+        if a.ordinal is None and e.ordinal is not None:
+            a.ordinal = e.ordinal
+        return a
+
+    libraries: dict[tuple[str, Family], CudaLibrary] = {}
+    gpu: list[BinaryGpu] = []
+    binaries: list[str] = []
+    errors: list[str] = []
+    verdicts: list[Verdict] = []
+    tool_version = ""
+    for scan in scans:
+        tool_version = tool_version or scan.tool_version
+        errors.extend(f"{f.path}: {f.message}" for f in scan.failed)
+        for b in scan.binaries:
+            binaries.append(b.path)
+            errors.extend(f"{b.path}: {msg}" for msg in b.errors)
+            for lib in b.cuda_libraries:
+                libraries.setdefault((lib.name.lower(), lib.family), lib)
+            if b.gpu_code.has_kernels or b.static_runtime:
+                rt = (b.static_runtime.version or "unknown") if b.static_runtime else None
+                gpu.append(BinaryGpu(b.name, b.gpu_code, rt))
+            if b.verdict is not None and b.uses_cuda:
+                verdicts.append(b.verdict)
+            for e in b.imports:
+                a = slot(e)
+                a.static_how.setdefault(e.how, None)
+                a.binaries.setdefault(b.name, None)
+
+    runs: list[RunSummary] = []
+    lookups: dict[tuple[str, str], ProcLookup] = {}
+    tables: dict[str, ExportTableRequest] = {}
+    for t in traces:
+        tool_version = tool_version or t.tool_version
+        for lib in t.libraries:
+            libraries.setdefault((lib.name.lower(), lib.family), lib)
+        if t.verdict is not None:
+            verdicts.append(t.verdict)
+        for e in t.calls:
+            a = slot(e)
+            a.calls = (a.calls or 0) + (e.calls or 0)
+            a.statuses = _merge_pairs(a.statuses, e.statuses)
+            a.callers = _merge_pairs(a.callers, e.callers)
+            if e.first_call_s is not None and (a.first_call_s is None or e.first_call_s < a.first_call_s):
+                a.first_call_s = e.first_call_s
+            if e.time_ns is not None:
+                a.time_ns = (a.time_ns or 0) + e.time_ns
+        for p in t.proc_lookups:
+            if not p.found:
+                old = lookups.get((p.symbol, p.via))
+                lookups[(p.symbol, p.via)] = (
+                    p
+                    if old is None
+                    else ProcLookup(p.symbol, p.cuda_version, p.flags, False, old.count + p.count, p.via)
+                )
+        for x in t.export_tables:
+            prev = tables.get(x.uuid)
+            tables[x.uuid] = x if prev is None else ExportTableRequest(x.uuid, x.name, prev.count + x.count, x.status)
+        runs.append(
+            RunSummary(
+                command=t.command,
+                exit_code=t.exit.code,
+                signal=t.exit.signal,
+                detached_reason=t.exit.detached_reason,
+                duration_s=t.duration_s,
+                platform=t.platform,
+                zluda_dir=t.zluda_dir,
+                processes=len(t.processes),
+                calls=sum(c.calls or 0 for c in t.calls),
+                notes=t.notes,
+            )
+        )
+    if traces:
+        for a in acc.values():
+            if a.calls is None:
+                a.calls = 0
+
+    entries = sorted((a.freeze() for a in acc.values()), key=lambda e: (_FAMILY_ORDER[e.family], e.function))
+    env = dict(environment or {})
+    if runs and runs[0].platform:
+        env.setdefault("platform (traced)", runs[0].platform)
+    return Report(
+        program=program or _program_name(scans, traces),
+        release=release,
+        entries=tuple(entries),
+        verdict=merge_verdicts(verdicts, release),
+        libraries=tuple(sorted(libraries.values(), key=lambda x: (_FAMILY_ORDER[x.family], x.name))),
+        gpu=tuple(gpu),
+        binaries=tuple(binaries),
+        runs=tuple(runs),
+        missing_lookups=tuple(sorted(lookups.values(), key=lambda p: (-p.count, p.symbol))),
+        export_tables=tuple(sorted(tables.values(), key=lambda x: (-x.count, x.uuid))),
+        environment=tuple(env.items()),
+        errors=tuple(errors),
+        tool_version=tool_version,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Across programs
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateBlocker:
+    """One stub or absent entry point and the programs it blocks."""
+
+    family: Family
+    function: str
+    status: ZludaStatus
+    programs: tuple[str, ...]
+    calls: int  # calls seen across every traced program
+    unlocks: tuple[str, ...] = ()  # programs whose only blocker this is
+    hip: tuple[str, ...] = ()
+    since: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        """HTML id of this entry point."""
+        return anchor_id(self.family, self.function)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "family": self.family.value,
+            "function": self.function,
+            "status": self.status.value,
+            "programs": list(self.programs),
+            "calls": self.calls,
+            "unlocks": list(self.unlocks),
+            "hip": list(self.hip),
+            "since": self.since,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AggregateBlocker:
+        """Read the JSON form back."""
+        return cls(
+            Family(_req(d, "family")),
+            str(_req(d, "function")),
+            ZludaStatus(_req(d, "status")),
+            tuple(d.get("programs", ())),
+            int(d.get("calls", 0)),
+            tuple(d.get("unlocks", ())),
+            tuple(d.get("hip", ())),
+            d.get("since"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateFamily:
+    """One family across programs: how many use it, how many it blocks, through how many entry points."""
+
+    family: Family
+    programs_using: int
+    programs_blocked: int
+    blockers: int
+    blocked_calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "family": self.family.value,
+            "programs_using": self.programs_using,
+            "programs_blocked": self.programs_blocked,
+            "blockers": self.blockers,
+            "blocked_calls": self.blocked_calls,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AggregateFamily:
+        """Read the JSON form back."""
+        return cls(
+            Family(_req(d, "family")),
+            int(d.get("programs_using", 0)),
+            int(d.get("programs_blocked", 0)),
+            int(d.get("blockers", 0)),
+            int(d.get("blocked_calls", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramLine:
+    """One program in an aggregate: its verdict and how many entry points block it."""
+
+    program: str
+    verdict: VerdictStatus | None
+    evidence: Evidence
+    uses_cuda: bool
+    crashed: bool
+    blockers: tuple[str, ...]  # blocking entry point names
+    other_blockers: tuple[str, ...] = ()  # blocker reasons not tied to an entry point (e.g. SASS-only kernels)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "program": self.program,
+            "verdict": self.verdict.value if self.verdict else None,
+            "evidence": self.evidence.value,
+            "uses_cuda": self.uses_cuda,
+            "crashed": self.crashed,
+            "blockers": list(self.blockers),
+            "other_blockers": list(self.other_blockers),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProgramLine:
+        """Read the JSON form back."""
+        return cls(
+            str(_req(d, "program")),
+            VerdictStatus(d["verdict"]) if d.get("verdict") else None,
+            Evidence(d.get("evidence", "none")),
+            bool(d.get("uses_cuda")),
+            bool(d.get("crashed")),
+            tuple(d.get("blockers", ())),
+            tuple(d.get("other_blockers", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """The ``cudatrace.aggregate/1`` document: which missing entry points matter most, for one ZLUDA release."""
+
+    release: str
+    programs: tuple[ProgramLine, ...] = ()
+    blockers: tuple[AggregateBlocker, ...] = ()
+    families: tuple[AggregateFamily, ...] = ()
+    tool_version: str = ""
+
+    @property
+    def unlockable(self) -> tuple[AggregateBlocker, ...]:
+        """Blockers that alone stand between at least one program and a working run, most programs first."""
+        rows = [b for b in self.blockers if b.unlocks]
+        return tuple(sorted(rows, key=lambda b: (-len(b.unlocks), -b.calls, b.function)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the versioned document)."""
+        return {
+            "schema": AGGREGATE_SCHEMA,
+            "tool_version": self.tool_version,
+            "release": self.release,
+            "programs": [p.to_dict() for p in self.programs],
+            "blockers": [b.to_dict() for b in self.blockers],
+            "families": [f.to_dict() for f in self.families],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:
+        """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
+        if d.get("schema") != AGGREGATE_SCHEMA:
+            raise ReportError(f"not a {AGGREGATE_SCHEMA} document (schema {d.get('schema')!r})")
+        try:
+            return cls(
+                release=str(_req(d, "release")),
+                programs=tuple(ProgramLine.from_dict(p) for p in d.get("programs", ())),
+                blockers=tuple(AggregateBlocker.from_dict(b) for b in d.get("blockers", ())),
+                families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
+                tool_version=str(d.get("tool_version", "")),
+            )
+        except ReportError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise ReportError(f"damaged {AGGREGATE_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+
+
+def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
+    """The aggregate of reports already built (one per program)."""
+    per_key: dict[tuple[Family, str], dict[str, Any]] = {}
+    lines: list[ProgramLine] = []
+    fam_using: dict[Family, set[str]] = defaultdict(set)
+    fam_blocked: dict[Family, set[str]] = defaultdict(set)
+    tool_version = ""
+    for rep in reports:
+        tool_version = tool_version or rep.tool_version
+        blocking = {(e.family, e.function): e for e in rep.blocking}
+        by_name = {e.function: e for e in rep.entries}
+        other: list[str] = []
+        for reason in rep.verdict.reasons if rep.verdict else ():
+            if reason.severity is not Severity.BLOCKER:
+                continue
+            if not reason.functions:
+                other.append(reason.code)
+            for fn in reason.functions:
+                e = by_name.get(fn)
+                if e is not None and e.status in BLOCKING_STATUSES:
+                    blocking.setdefault((e.family, e.function), e)
+        for e in rep.entries:
+            fam_using[e.family].add(rep.program)
+        for (fam, fn), e in blocking.items():
+            fam_blocked[fam].add(rep.program)
+            row = per_key.setdefault(
+                (fam, fn),
+                {"status": e.status, "programs": [], "calls": 0, "unlocks": [], "zluda": e.zluda},
+            )
+            row["programs"].append(rep.program)
+            row["calls"] += e.calls or 0
+            if len(blocking) == 1 and not other:
+                row["unlocks"].append(rep.program)
+        lines.append(
+            ProgramLine(
+                program=rep.program,
+                verdict=rep.verdict.status if rep.verdict else None,
+                evidence=rep.evidence,
+                uses_cuda=rep.uses_cuda,
+                crashed=rep.crashed,
+                blockers=tuple(sorted(fn for _, fn in blocking)),
+                other_blockers=tuple(dict.fromkeys(other)),
+            )
+        )
+    blockers = [
+        AggregateBlocker(
+            family=fam,
+            function=fn,
+            status=row["status"],
+            programs=tuple(sorted(row["programs"])),
+            calls=row["calls"],
+            unlocks=tuple(sorted(row["unlocks"])),
+            hip=row["zluda"].hip if row["zluda"] else (),
+            since=row["zluda"].since if row["zluda"] else None,
+        )
+        for (fam, fn), row in per_key.items()
+    ]
+    blockers.sort(key=lambda b: (-len(b.programs), -b.calls, _FAMILY_ORDER[b.family], b.function))
+    families = []
+    for fam in sorted(fam_using, key=_FAMILY_ORDER.__getitem__):
+        fam_rows = [b for b in blockers if b.family is fam]
+        families.append(
+            AggregateFamily(
+                family=fam,
+                programs_using=len(fam_using[fam]),
+                programs_blocked=len(fam_blocked[fam]),
+                blockers=len(fam_rows),
+                blocked_calls=sum(b.calls for b in fam_rows),
+            )
+        )
+    lines.sort(key=lambda p: (-len(p.blockers), p.program))
+    return Aggregate(release, tuple(lines), tuple(blockers), tuple(families), tool_version)
+
+
+def build_aggregate(
+    programs: Sequence[tuple[str, Sequence[ScanResult], Sequence[TraceResult]]], release: str
+) -> Aggregate:
+    """Across programs (name, annotated scans, annotated traces): which stub/absent entry points block the most.
+
+    A program counts as blocked by an entry point when its report lists that entry point as blocking (or a
+    blocker reason of its verdict names it). A program "unlocks" with an entry point when that entry point is
+    its only blocker and no blocker reason unrelated to entry points (SASS-only kernels, a library ZLUDA does
+    not replace) stands in the way.
+    """
+    reports = [build_report(scans, traces, release, program=name) for name, scans, traces in programs]
+    return aggregate_reports(reports, release)
