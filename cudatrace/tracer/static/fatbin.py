@@ -1,0 +1,468 @@
+"""Embedded GPU code: find NVIDIA fatbin containers in a binary and list their PTX and SASS images.
+
+A fatbin container is what nvcc embeds in a host binary (ELF section ``.nv_fatbin``, relocatable device code in
+``__nv_relfatbin``, PE section ``.nv_fatb``; hand-made loaders also keep them in ``.rodata``/``.data``/``.rdata``).
+Layout, as found by experiment with nvcc 13.0 and checked against cuobjdump (all little-endian)::
+
+    container header (16 bytes)         entry header (64 bytes, or more: header_size says)
+    0  u32 magic 0xBA55ED50              0  u16 kind (1 = PTX, 2 = ELF/SASS cubin)
+    4  u16 version (1)                   2  u16 entry version (0x0101)
+    6  u16 header size (16)              4  u32 header size (64, 80, 96, 112 ...; payload follows it)
+    8  u64 size of the entries after     8  u64 payload size as stored (padded to 8 bytes)
+       the header                       16  u32 compressed size (0 when not compressed)
+                                        20  u32 offset of the extended header (0 or 64)
+                                        24  u16 code version minor, u16 major ([9,0] for PTX 9.0)
+                                        28  u32 SM architecture (80 for sm_80)
+                                        32  u32 object name offset, u32 object name length
+                                        40  u64 flags: 0x1 64-bit, 0x10 Linux host, 0x2000 LZ4,
+                                            0x8000 Zstandard, 0x100000 arch-specific "a", 0x200000 family "f"
+                                        48  u64 reserved
+                                        56  u64 uncompressed size (0 when not compressed)
+
+Entries follow each other directly (header, payload, next header ...) until the container's declared size;
+containers follow each other back to back within a section. LZ4 payloads are raw LZ4 blocks, Zstandard payloads
+are ordinary frames. Only the first KBs of a compressed PTX image are ever decompressed (to read ``.version``
+and ``.target``), and only the first 64 bytes of a compressed cubin (to cross-check the architecture with the
+cubin's ELF ``e_flags``): a header claiming gigabytes never makes this module allocate gigabytes.
+
+Nothing here raises for bad bytes: every problem becomes a one-line partial-error message and the other
+containers are still read.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from cudatrace.errors import CorruptBinaryError
+from cudatrace.model import GpuCode, GpuImage, ImageKind
+
+FATBIN_MAGIC = 0xBA55ED50
+MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
+CONTAINER_HEADER = struct.Struct("<IHHQ")
+# kind, entry version, header size, payload size, compressed size, ext offset, minor, major, arch,
+# name offset, name length, flags, reserved, uncompressed size
+ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")
+
+KIND_PTX = 1
+KIND_ELF = 2
+
+FLAG_64BIT = 0x1
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a
+FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f
+
+# Bounds that keep hostile input cheap. A real entry header is 64..112 bytes; a real container header 16.
+MAX_ENTRY_HEADER = 4096
+MAX_CONTAINER_HEADER = 256
+MAX_IMAGES = 250_000  # per file: every entry costs at least 64 bytes, so a crafted file could hold millions
+MAX_ERRORS = 50  # per file: one message per problem up to this many, then a count
+PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read to find .version and .target
+COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
+ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
+
+_VERSION_RE = re.compile(rb"^[ \t]*\.version[ \t]+(\d+\.\d+)", re.MULTILINE)
+_TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinRegion:
+    """A section the format parsers found that holds fatbin containers.
+
+    ``name`` as stored in the file (``.nv_fatbin``, ``__nv_relfatbin``; PE ``.nv_fatb``, cut to 8 characters),
+    ``offset`` and ``size`` in the file.
+    """
+
+    name: str
+    offset: int
+    size: int
+
+    @property
+    def relocatable(self) -> bool:
+        """True for relocatable device code (``-rdc=true``): ``__nv_relfatbin`` (PE: ``__nv_rel``)."""
+        return self.name.startswith("__nv_rel")
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry header of a container, decoded but not interpreted."""
+
+    offset: int  # file offset of the entry header
+    kind: int  # 1 PTX, 2 ELF (SASS cubin)
+    header_size: int
+    payload_offset: int
+    padded_size: int  # payload bytes the entry occupies (header field at +8)
+    compressed_size: int
+    code_version: tuple[int, int]  # (major, minor)
+    sm: int
+    flags: int
+    uncompressed_size: int
+
+    @property
+    def compression(self) -> str | None:
+        """``"zstd"``, ``"lz4"`` or None."""
+        if self.flags & FLAG_ZSTD:
+            return "zstd"
+        if self.flags & FLAG_LZ4:
+            return "lz4"
+        return None
+
+    @property
+    def stored_size(self) -> int:
+        """Bytes of payload actually stored: the compressed size, or the padded size when not compressed."""
+        return self.compressed_size if self.compression and self.compressed_size else self.padded_size
+
+    @property
+    def arch(self) -> str:
+        """The architecture as cuobjdump names it: ``sm_80``, ``sm_90a``, ``sm_103f``."""
+        suffix = "a" if self.flags & FLAG_ARCH_SPECIFIC else "f" if self.flags & FLAG_FAMILY_SPECIFIC else ""
+        return f"sm_{self.sm}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinContainer:
+    """One parsed container: where it sits, its total size (header included), its entries and problems."""
+
+    offset: int
+    size: int
+    entries: tuple[FatbinEntry, ...]
+    errors: tuple[str, ...] = ()
+
+
+def _plausible_header(buf: mmap.mmap | bytes, offset: int, end: int) -> bool:
+    """A magic found by search is a container only if the version and header size fit too."""
+    if offset + CONTAINER_HEADER.size > end:
+        return False
+    _magic, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(buf, offset)
+    if version != 1 or header_size != CONTAINER_HEADER.size:
+        return False
+    if fat_size == 0:
+        return True
+    first = offset + header_size
+    if first + ENTRY_HEADER.size > end:
+        return False
+    kind, _ver, entry_header_size = struct.unpack_from("<HHI", buf, first)
+    return kind in (KIND_PTX, KIND_ELF) and ENTRY_HEADER.size <= entry_header_size <= MAX_ENTRY_HEADER
+
+
+def parse_container(buf: mmap.mmap | bytes, offset: int, end: int) -> FatbinContainer:
+    """Parse the container at ``offset``; bytes at or beyond ``end`` do not belong to it.
+
+    Raises CorruptBinaryError when the container header itself is unusable (wrong magic or version,
+    implausible header size). Problems in entries end the walk early and are returned as the container's
+    ``errors``; the entries read before the problem are kept.
+    """
+    end = min(end, len(buf))
+    if offset < 0 or offset + CONTAINER_HEADER.size > end:
+        raise CorruptBinaryError(f"fatbin container at 0x{offset:x} is truncated: no room for its header")
+    magic, version, header_size, fat_size = CONTAINER_HEADER.unpack_from(buf, offset)
+    if magic != FATBIN_MAGIC:
+        raise CorruptBinaryError(f"no fatbin container at 0x{offset:x}: magic 0x{magic:08x}")
+    if version != 1:
+        raise CorruptBinaryError(f"fatbin container at 0x{offset:x} has unknown version {version}")
+    if not CONTAINER_HEADER.size <= header_size <= MAX_CONTAINER_HEADER:
+        raise CorruptBinaryError(f"fatbin container at 0x{offset:x} has implausible header size {header_size}")
+    errors: list[str] = []
+    declared_end = offset + header_size + fat_size
+    stop = declared_end
+    if declared_end > end:
+        errors.append(
+            f"fatbin container at 0x{offset:x} claims {fat_size} bytes of entries, only "
+            f"{max(0, end - offset - header_size)} are there (truncated)"
+        )
+        stop = end
+    entries: list[FatbinEntry] = []
+    pos = offset + header_size
+    while pos < stop:
+        if pos + ENTRY_HEADER.size > stop:
+            errors.append(f"fatbin entry at 0x{pos:x} is truncated: {stop - pos} bytes left for a 64-byte header")
+            break
+        (kind, _ever, ehs, padded, csize, _ext, minor, major, sm, _no, _nl, flags, _res, usize) = (
+            ENTRY_HEADER.unpack_from(buf, pos)
+        )
+        # A header size below 64 would overlap the fixed fields (and 0 would never advance): stop here.
+        if not ENTRY_HEADER.size <= ehs <= MAX_ENTRY_HEADER:
+            errors.append(f"fatbin entry at 0x{pos:x} has implausible header size {ehs}")
+            break
+        payload = pos + ehs
+        if payload + padded > stop:
+            errors.append(
+                f"fatbin entry at 0x{pos:x} has a {padded}-byte payload that runs past the container end (0x{stop:x})"
+            )
+            break
+        if csize > padded:
+            errors.append(f"fatbin entry at 0x{pos:x} claims {csize} compressed bytes in a {padded}-byte payload")
+            break
+        entries.append(FatbinEntry(pos, kind, ehs, payload, padded, csize, (major, minor), sm, flags, usize))
+        pos = payload + padded
+    return FatbinContainer(offset, declared_end - offset, tuple(entries), tuple(errors))
+
+
+def find_containers(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[int]:
+    """Offsets of plausible container headers in ``buf[start:end]``, found by their magic.
+
+    A hit is only a candidate: the caller parses it and skips the bytes it covers.
+    """
+    end = min(end, len(buf))
+    pos = max(0, start)
+    while pos < end:
+        hit = buf.find(MAGIC_BYTES, pos, end)
+        if hit < 0:
+            return
+        if _plausible_header(buf, hit, end):
+            yield hit
+        pos = hit + 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Payloads
+
+
+def _lz4_block_prefix(src: bytes, limit: int) -> bytes:
+    """Decode a raw LZ4 block until ``limit`` output bytes exist (never more). Raises ValueError if corrupt."""
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n and len(out) < limit:
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                if i >= n:
+                    raise ValueError("literal length runs past the end")
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        if i + lit > n:
+            raise ValueError("literals run past the end")
+        out += src[i : i + lit]
+        i += lit
+        if i >= n or len(out) >= limit:
+            break  # the last sequence has literals only
+        if i + 2 > n:
+            raise ValueError("match offset runs past the end")
+        off = src[i] | (src[i + 1] << 8)
+        i += 2
+        if off == 0 or off > len(out):
+            raise ValueError(f"match offset {off} points before the start")
+        mlen = token & 15
+        if mlen == 15:
+            while True:
+                if i >= n:
+                    raise ValueError("match length runs past the end")
+                b = src[i]
+                i += 1
+                mlen += b
+                if b != 255:
+                    break
+        mlen = min(mlen + 4, limit - len(out))
+        start = len(out) - off
+        if off >= mlen:
+            out += out[start : start + mlen]
+        else:
+            pattern = bytes(out[start:])
+            out += (pattern * (mlen // off + 1))[:mlen]
+    return bytes(out[:limit])
+
+
+def _zstd_prefix(src: bytes, limit: int) -> bytes:
+    """The first ``limit`` bytes a Zstandard frame decompresses to. Raises ValueError (or zstd's error)."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    out = bytearray()
+    with dctx.stream_reader(src, read_across_frames=False) as reader:
+        while len(out) < limit:
+            chunk = reader.read(limit - len(out))
+            if not chunk:
+                break
+            out += chunk
+    return bytes(out)
+
+
+def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) -> bytes:
+    """The first ``limit`` bytes of an entry's image, decompressed if needed. Raises ValueError if corrupt."""
+    raw_len = min(entry.stored_size, COMPRESSED_PREFIX)
+    raw = bytes(buf[entry.payload_offset : entry.payload_offset + raw_len])
+    method = entry.compression
+    if method is None:
+        return raw[:limit]
+    if method == "lz4":
+        return _lz4_block_prefix(raw, limit)
+    try:
+        return _zstd_prefix(raw, limit)
+    except ValueError:
+        raise
+    except Exception as exc:  # zstandard.ZstdError is not a ValueError
+        raise ValueError(str(exc)) from exc
+
+
+def _ptx_facts(text: bytes) -> tuple[str | None, str | None]:
+    version = _VERSION_RE.search(text)
+    target = _TARGET_RE.search(text)
+    return (
+        version.group(1).decode("ascii") if version else None,
+        target.group(1).decode("ascii") if target else None,
+    )
+
+
+def _cubin_sm(head: bytes) -> int | None:
+    """The SM number a cubin's ELF header carries in e_flags, or None if the header is not a CUDA ELF."""
+    if len(head) < 52 or head[:4] != b"\x7fELF" or head[7] != 0x41:  # ELFOSABI_CUDA
+        return None
+    e_flags = struct.unpack_from("<I", head, 48 if head[4] == 2 else 36)[0]
+    # ABI version 8 (CUDA 12.8+) moved the SM number from bits 0-7 to bits 8-15.
+    return int((e_flags >> 8) & 0xFF) if head[8] >= 8 else int(e_flags & 0xFF)
+
+
+def image_from_entry(
+    buf: mmap.mmap | bytes, entry: FatbinEntry, container: str, relocatable: bool
+) -> tuple[GpuImage | None, str | None]:
+    """Turn one entry into a GpuImage plus an optional problem message (None image for an unknown kind)."""
+    where = f"fatbin entry at 0x{entry.offset:x} ({container})"
+    if entry.kind not in (KIND_PTX, KIND_ELF):
+        return None, f"{where}: unknown image kind {entry.kind}, skipped"
+    kind = ImageKind.PTX if entry.kind == KIND_PTX else ImageKind.SASS
+    compression = entry.compression
+    ptx_version: str | None = None
+    ptx_target: str | None = None
+    problem: str | None = None
+    try:
+        if kind is ImageKind.PTX:
+            ptx_version, ptx_target = _ptx_facts(read_payload_prefix(buf, entry, PTX_PREFIX))
+            if ptx_version is None:
+                problem = f"{where}: PTX image without a .version line in its first {PTX_PREFIX} bytes"
+        else:
+            sm = _cubin_sm(read_payload_prefix(buf, entry, 64))
+            if sm is None:
+                problem = f"{where}: SASS image is not a CUDA ELF cubin"
+            elif sm != entry.sm:
+                problem = f"{where}: entry header says sm_{entry.sm}, the cubin's e_flags say sm_{sm}"
+    except ValueError as exc:
+        problem = f"{where}: corrupt {compression or 'uncompressed'} payload: {exc}"
+    if ptx_version is None and kind is ImageKind.PTX and entry.code_version != (0, 0):
+        ptx_version = f"{entry.code_version[0]}.{entry.code_version[1]}"
+    image = GpuImage(
+        kind=kind,
+        arch=entry.arch,
+        compressed=compression is not None,
+        size=entry.stored_size,
+        compression=compression,
+        uncompressed_size=entry.uncompressed_size if compression else entry.padded_size,
+        ptx_version=ptx_version,
+        ptx_target=ptx_target,
+        container=container,
+        relocatable=relocatable,
+    )
+    return image, problem
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The whole file
+
+
+class _Collector:
+    """Accumulates images, container count and bounded error messages for one file."""
+
+    def __init__(self, buf: mmap.mmap | bytes) -> None:
+        self.buf = buf
+        self.images: list[GpuImage] = []
+        self.containers = 0
+        self.errors: list[str] = []
+        self.dropped_errors = 0
+        self.full = False
+
+    def error(self, message: str) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(message)
+        else:
+            self.dropped_errors += 1
+
+    def container(self, offset: int, end: int, name: str, relocatable: bool) -> int:
+        """Parse one container and its images; return the offset just past it (at least offset + 1)."""
+        try:
+            parsed = parse_container(self.buf, offset, end)
+        except CorruptBinaryError as exc:
+            self.error(f"{exc} ({name})")
+            return offset + 1
+        self.containers += 1
+        for message in parsed.errors:
+            self.error(f"{message} ({name})")
+        for entry in parsed.entries:
+            if len(self.images) >= MAX_IMAGES:
+                if not self.full:
+                    self.error(f"more than {MAX_IMAGES} GPU images: the rest are not listed")
+                self.full = True
+                break
+            image, problem = image_from_entry(self.buf, entry, name, relocatable)
+            if image is not None:
+                self.images.append(image)
+            if problem:
+                self.error(problem)
+        return max(offset + 1, min(offset + parsed.size, end))
+
+    def region(self, region: FatbinRegion, start: int, end: int) -> None:
+        """Every container inside one section, back to back (zero padding between them is skipped)."""
+        found = False
+        pos = start
+        while pos < end and not self.full:
+            hit = self.buf.find(MAGIC_BYTES, pos, end)
+            if hit < 0:
+                break
+            found = True
+            pos = self.container(hit, end, region.name, region.relocatable)
+        if not found and end > start:
+            self.error(f"section {region.name} at 0x{region.offset:x} holds no fatbin container")
+
+
+def extract_gpu_code(
+    buf: mmap.mmap | bytes, regions: Sequence[FatbinRegion], *, search_elsewhere: bool = True
+) -> tuple[GpuCode, tuple[str, ...]]:
+    """The GPU code inventory of one binary, and partial-error messages.
+
+    ``regions`` are the fatbin sections the format parsers found; with ``search_elsewhere`` containers
+    anywhere else in ``buf`` are found by their magic too (they are named ``offset 0x...``). One corrupt
+    container never stops the others; nothing here raises for bad bytes.
+    """
+    size = len(buf)
+    col = _Collector(buf)
+    covered: list[tuple[int, int]] = []
+    last_end = 0
+    for region in sorted(regions, key=lambda r: (r.offset, r.size)):
+        start, end = region.offset, region.offset + region.size
+        if region.offset < 0 or region.size < 0 or start >= size:
+            col.error(f"section {region.name} at 0x{region.offset:x} (size {region.size}) lies outside the file")
+            continue
+        if end > size:
+            col.error(f"section {region.name} at 0x{region.offset:x} runs past the end of the file")
+            end = size
+        if start < last_end:
+            col.error(f"section {region.name} at 0x{region.offset:x} overlaps an earlier fatbin section")
+            start = last_end
+        if start < end:
+            col.region(region, start, end)
+            covered.append((start, end))
+        last_end = max(last_end, end)
+    if search_elsewhere and not col.full:
+        pos = 0
+        for gap_start, gap_end in [*covered, (size, size)]:
+            # Search the bytes between the previous covered range and this one.
+            while pos < gap_start and not col.full:
+                hit = buf.find(MAGIC_BYTES, pos, gap_start)
+                if hit < 0:
+                    break
+                if _plausible_header(buf, hit, gap_start):
+                    pos = col.container(hit, gap_start, f"offset 0x{hit:x}", False)
+                else:
+                    pos = hit + 1
+            pos = max(pos, gap_end)
+    errors = list(col.errors)
+    if col.dropped_errors:
+        errors.append(f"... and {col.dropped_errors} more fatbin problems")
+    return GpuCode(tuple(col.images), col.containers), tuple(errors)
