@@ -1,0 +1,807 @@
+"""The observations store: every scan and run recorded in one embedded SQLite database.
+
+This module is the only user of :mod:`sqlite3` in cudatrace. Everything above it talks to the store through
+model objects (:class:`~cudatrace.model.ScanResult`, :class:`~cudatrace.model.TraceResult`) and the small
+frozen records defined here.
+
+Where the store lives
+    :func:`default_store_path` is ``$CUDATRACE_DB`` when set (and not empty), else ``cudatrace.sqlite3`` in
+    ``platformdirs.user_data_dir("cudatrace")``. ``open_store(db)`` takes an explicit path first (``--db``),
+    creates the folder and the file when missing, and is used as a context manager::
+
+        with open_store(args.db) as store:
+            store.record_scan(result)
+
+What is recorded
+    A *program* is one file identified by ``(path, sha256)``: a rebuilt binary at the same path is a new program
+    (its CUDA needs may differ), the same bytes at two paths are two programs. ``find_programs`` finds all of
+    them by name. A scan records one program per binary it scanned; a trace records the traced executable
+    (``command[0]``, resolved through ``PATH`` when it names no folder) with its sha256 when the file can be read.
+
+    Each recorded *result* keeps the tool version, the kind (scan or trace), the time (UTC), the ZLUDA release it
+    was classified against (``ScanResult.zluda_release``, a trace's verdict release), and the whole JSON
+    document so it can be rendered again: a scan result holds a ``cudatrace.scan/1`` document with just that
+    program's :class:`~cudatrace.model.BinaryScan` (``roots``, ``tool_version`` and ``zluda_release`` kept,
+    ``failed`` and ``skipped`` belonging to the whole job dropped); a trace result holds the trace document
+    unchanged. Normalized *evidence* rows (one per entry point of the document: ``imports`` of a scan,
+    ``calls`` of a trace) serve aggregation. The *verdict* per program per release is the newest one recorded.
+
+Query API (what reports use)
+    ``programs()`` -> ``list[ProgramRecord]``, newest activity first.
+    ``find_programs(query)`` -> programs whose name or path equals or contains ``query``, or whose sha256
+    starts with it (case-insensitive).
+    ``program(program_id)`` -> one ``ProgramRecord`` (StoreError when unknown).
+    ``documents(program_id)`` -> ``(scans, traces)``: every stored document of the program, oldest first.
+    ``latest_documents(program_id)`` -> ``(scans, traces)`` with at most one of each: the newest scan and the
+    newest trace.
+    ``all_latest()`` -> ``list[(ProgramRecord, scans, traces)]``: ``latest_documents`` for every program.
+    ``verdicts(program_id=None)`` -> ``list[VerdictRecord]``: the newest verdict per program per release.
+    ``evidence_rows(program_id=None, latest_only=True)`` -> iterator of ``EvidenceRow`` (streamed; with
+    ``latest_only`` only the newest scan and newest trace of each program count, so repeated scans of the
+    same file do not count twice).
+
+Safety
+    The schema is versioned: ``PRAGMA application_id`` is :data:`APPLICATION_ID` and ``PRAGMA user_version`` is
+    the schema version, migrated forward in code (:data:`SCHEMA_VERSION`). A database of a newer schema, a
+    foreign SQLite database (another application id, or tables of another application), a file that is not
+    SQLite, a corrupt file, a folder or an unwritable location gives a one-line :class:`StoreError` naming the
+    path, and that file is left exactly as it was. Writers are safe side by side: WAL journal, a busy timeout,
+    and every write in one ``BEGIN IMMEDIATE`` transaction (a whole scan is recorded atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from cudatrace import __version__
+from cudatrace.errors import StoreError
+from cudatrace.model import (
+    SCAN_SCHEMA,
+    EntryHow,
+    EntryPointUse,
+    Family,
+    Reason,
+    ScanResult,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaStatus,
+)
+
+#: ``PRAGMA application_id`` of a cudatrace store: "CUDT" in ASCII.
+APPLICATION_ID = 0x43554454
+#: The schema version this code writes; older stores are migrated forward on open.
+SCHEMA_VERSION = 2
+#: Environment variable that moves the store.
+ENV_VAR = "CUDATRACE_DB"
+#: File name of the store in the user data folder.
+DEFAULT_FILE_NAME = "cudatrace.sqlite3"
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HASH_CHUNK = 1 << 20
+
+
+class ResultKind(str, Enum):
+    """Which command produced a stored result."""
+
+    SCAN = "scan"
+    TRACE = "trace"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramRecord:
+    """One program known to the store: a file identified by path and content.
+
+    ``sha256`` is None for a traced executable that could not be read. ``first_seen``/``last_seen`` are ISO 8601
+    UTC timestamps of its oldest and newest recorded result; ``scans``/``traces`` count its results.
+    """
+
+    id: int
+    name: str
+    path: str
+    sha256: str | None
+    first_seen: str
+    last_seen: str
+    scans: int
+    traces: int
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRecord:
+    """The newest verdict recorded for one program under one ZLUDA release, and where it came from."""
+
+    program_id: int
+    release: str
+    status: VerdictStatus
+    reasons: tuple[Reason, ...]
+    kind: ResultKind
+    result_id: int
+    recorded_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRow:
+    """One entry point of one stored document, flattened for aggregation (see :mod:`.frames`)."""
+
+    program_id: int
+    program: str
+    path: str
+    result_id: int
+    kind: ResultKind
+    recorded_at: str
+    family: Family
+    library: str
+    function: str
+    how: EntryHow
+    ordinal: int | None
+    calls: int | None
+    statuses: tuple[tuple[str, int], ...]
+    callers: tuple[tuple[str, int], ...]
+    zluda_release: str | None
+    zluda_status: ZludaStatus | None
+    hip: tuple[str, ...]
+
+
+Documents = tuple[tuple[ScanResult, ...], tuple[TraceResult, ...]]
+
+
+def default_store_path() -> Path:
+    """``$CUDATRACE_DB`` when set and not empty, else ``cudatrace.sqlite3`` in the user data folder."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("cudatrace")) / DEFAULT_FILE_NAME
+
+
+def open_store(db: str | os.PathLike[str] | None = None, *, timeout_s: float = 30.0) -> Store:
+    """Open (creating when missing) the store at ``db``, else at :func:`default_store_path`.
+
+    ``timeout_s`` is how long a writer waits for another one before giving up with a StoreError ("locked").
+    Raises StoreError for anything at that path that is not a cudatrace store this code can use.
+    """
+    path = Path(db).expanduser() if db is not None and str(db) != "" else default_store_path()
+    return Store(path, timeout_s=timeout_s)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Schema and migrations
+
+_V1 = """
+CREATE TABLE programs (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  path TEXT NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '',
+  first_seen TEXT NOT NULL,
+  last_seen TEXT NOT NULL,
+  UNIQUE (path, sha256)
+);
+CREATE TABLE results (
+  id INTEGER PRIMARY KEY,
+  program_id INTEGER NOT NULL REFERENCES programs(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL CHECK (kind IN ('scan', 'trace')),
+  recorded_at TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  zluda_release TEXT,
+  verdict_status TEXT,
+  document TEXT NOT NULL
+);
+CREATE INDEX results_program ON results (program_id, kind, recorded_at);
+CREATE TABLE evidence (
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  family TEXT NOT NULL,
+  library TEXT NOT NULL,
+  function TEXT NOT NULL,
+  how TEXT NOT NULL,
+  ordinal INTEGER,
+  calls INTEGER,
+  statuses TEXT NOT NULL DEFAULT '{}',
+  callers TEXT NOT NULL DEFAULT '{}',
+  zluda_release TEXT,
+  zluda_status TEXT
+);
+CREATE INDEX evidence_result ON evidence (result_id);
+"""
+
+# v2: the HIP calls behind each entry point, an index for "who uses X", and the verdict per program per release.
+_V2 = """
+ALTER TABLE evidence ADD COLUMN hip TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX evidence_entry ON evidence (family, function);
+CREATE TABLE verdicts (
+  program_id INTEGER NOT NULL REFERENCES programs(id) ON DELETE CASCADE,
+  release TEXT NOT NULL,
+  status TEXT NOT NULL,
+  reasons TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+  recorded_at TEXT NOT NULL,
+  PRIMARY KEY (program_id, release)
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Migration:
+    """One forward step: DDL to run, and whether derived rows must be re-derived from the stored documents."""
+
+    to_version: int
+    ddl: str
+    rederive: bool
+
+
+# Index i brings a store from version i to version i + 1. Never edit a released step: append a new one.
+_MIGRATIONS: tuple[_Migration, ...] = (
+    _Migration(1, _V1, rederive=False),
+    _Migration(2, _V2, rederive=True),
+)
+
+_TABLES_AT: dict[int, frozenset[str]] = {
+    1: frozenset({"programs", "results", "evidence"}),
+    2: frozenset({"programs", "results", "evidence", "verdicts"}),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _stamp(when: datetime | None) -> str:
+    """An ISO 8601 UTC timestamp that sorts as text; a naive datetime is taken as UTC."""
+    if when is None:
+        return _now()
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _sha256_of(path: str) -> str | None:
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_HASH_CHUNK):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def _file_name(path: str) -> str:
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or path
+
+
+def _scan_program_path(path: str) -> str:
+    # A Windows-style absolute path scanned elsewhere stays as written; a relative one is made absolute so a scan
+    # and a later trace of the same file meet under one program.
+    if os.path.isabs(path) or (len(path) > 2 and path[1] == ":" and path[2] in "\\/"):
+        return path
+    return os.path.abspath(path)
+
+
+def _trace_program_path(command: Sequence[str]) -> str:
+    exe = command[0]
+    if os.sep not in exe and (os.altsep is None or os.altsep not in exe):
+        found = shutil.which(exe)
+        if found:
+            exe = found
+    return os.path.abspath(exe) if os.path.exists(exe) else exe
+
+
+def _verdict_of(doc: Mapping[str, Any]) -> Verdict | None:
+    if doc.get("schema") == SCAN_SCHEMA:
+        binaries = doc.get("binaries") or ()
+        raw = binaries[0].get("verdict") if binaries else None
+    else:
+        raw = doc.get("verdict")
+    return Verdict.from_dict(raw) if raw else None
+
+
+def _entries_of(doc: Mapping[str, Any]) -> tuple[EntryPointUse, ...]:
+    if doc.get("schema") == SCAN_SCHEMA:
+        binaries = doc.get("binaries") or ()
+        return tuple(EntryPointUse.from_dict(e) for e in binaries[0].get("imports", ())) if binaries else ()
+    return tuple(EntryPointUse.from_dict(c) for c in doc.get("calls", ()))
+
+
+def _pairs_json(pairs: tuple[tuple[str, int], ...]) -> str:
+    return json.dumps(dict(pairs), sort_keys=True)
+
+
+def _pairs_from(text: str) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in json.loads(text).items()))
+
+
+def _read_header(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(100)
+    except OSError as exc:
+        raise StoreError(f"cannot read the coverage store: {exc.strerror or exc}", str(path)) from exc
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The store
+
+
+class Store:
+    """An open coverage store. Use :func:`open_store` to get one; close it (or use ``with``) when done."""
+
+    def __init__(self, path: Path, *, timeout_s: float = 30.0) -> None:
+        self.path = path
+        self._conn = self._connect(timeout_s)
+        try:
+            self._prepare()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- context manager ----------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._conn.close()
+
+    # -- opening ------------------------------------------------------------------------------------------------
+
+    def _error(self, message: str) -> StoreError:
+        return StoreError(message, str(self.path))
+
+    def _connect(self, timeout_s: float) -> sqlite3.Connection:
+        path = self.path
+        if path.is_dir():
+            raise self._error("is a folder, not a coverage store file")
+        exists = path.exists()
+        if exists:
+            header = _read_header(path)
+            if header and not header.startswith(_SQLITE_MAGIC):
+                raise self._error("not a SQLite database, so not a cudatrace coverage store; refusing to touch it")
+            if len(header) >= 72:
+                app_id = int.from_bytes(header[68:72], "big")
+                if app_id not in (0, APPLICATION_ID):
+                    raise self._error(
+                        f"SQLite database of another application (application_id {app_id:#x}); refusing to touch it"
+                    )
+            if not os.access(path, os.W_OK):
+                raise self._error("coverage store is not writable")
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._error(f"cannot create the coverage store folder: {exc.strerror or exc}") from exc
+            if not path.parent.is_dir():
+                raise self._error("cannot create the coverage store: its parent is not a folder")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise self._error("the folder of the coverage store is not writable")
+        from urllib.parse import quote
+
+        # mode=rw never creates, so a file that vanished between the checks and here is not silently replaced.
+        uri = f"file:{quote(str(path.absolute()))}?mode={'rw' if exists else 'rwc'}"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._error(f"cannot open the coverage store: {exc}") from exc
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        return conn
+
+    def _probe(self) -> tuple[int, int, frozenset[str]]:
+        conn = self._conn
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = frozenset(
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        )
+        return app_id, version, tables
+
+    def _check(self, app_id: int, version: int, tables: frozenset[str]) -> bool:
+        """Raise for anything not ours; return True when the store is empty (fresh) and may be initialized."""
+        if app_id == 0:
+            if tables:
+                names = ", ".join(sorted(tables)[:5])
+                raise self._error(
+                    f"SQLite database of another application (tables: {names}); not a cudatrace coverage store, "
+                    "refusing to touch it"
+                )
+            if version != 0:
+                raise self._error("SQLite database of another application (user_version set); refusing to touch it")
+            return True
+        if app_id != APPLICATION_ID:
+            raise self._error(f"SQLite database of another application (application_id {app_id:#x})")
+        if version > SCHEMA_VERSION:
+            raise self._error(
+                f"coverage store has schema version {version}, newer than this cudatrace ({__version__}) knows "
+                f"(up to {SCHEMA_VERSION}): upgrade cudatrace or use another --db"
+            )
+        missing = _TABLES_AT.get(version, frozenset()) - tables
+        if version < 1 or missing:
+            raise self._error(f"corrupt coverage store: schema version {version} but tables missing: {sorted(missing)}")
+        return False
+
+    def _prepare(self) -> None:
+        try:
+            app_id, version, tables = self._probe()
+            fresh = self._check(app_id, version, tables)
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if not fresh and version == SCHEMA_VERSION:
+                return
+            # Persistent once set. A file system without shared memory keeps the rollback journal: still correct.
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._migrate()
+        except sqlite3.OperationalError as exc:
+            raise self._translate(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self._error(f"corrupt coverage store (SQLite: {exc}); move it away to start a new one") from exc
+
+    def _migrate(self) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have initialized or migrated while we waited for the write lock: look again.
+            app_id, version, tables = self._probe()
+            self._check(app_id, version, tables)
+            rederive = False
+            for step in _MIGRATIONS[version:]:
+                for statement in _statements(step.ddl):
+                    conn.execute(statement)
+                rederive = rederive or step.rederive
+            if rederive:
+                self._rederive_all()
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _translate(self, exc: sqlite3.OperationalError) -> StoreError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return self._error("coverage store is locked by another process (timed out waiting)")
+        if "readonly" in text or "read-only" in text:
+            return self._error("coverage store is not writable")
+        if "malformed" in text or "not a database" in text:
+            return self._error(f"corrupt coverage store (SQLite: {text}); move it away to start a new one")
+        return self._error(f"coverage store error (SQLite: {text})")
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            raise self._translate(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self._error(f"corrupt coverage store (SQLite: {exc}); move it away to start a new one") from exc
+
+    def _write(self, fn: Callable[[], Any]) -> Any:
+        def tx() -> Any:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn()
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return out
+
+        return self._run(tx)
+
+    # -- recording ----------------------------------------------------------------------------------------------
+
+    def record_scan(self, result: ScanResult, *, recorded_at: datetime | None = None) -> tuple[int, ...]:
+        """Record every binary of a scan as one result of its program, atomically; return the result ids."""
+        stamp = _stamp(recorded_at)
+        tool = result.tool_version or __version__
+
+        def work() -> tuple[int, ...]:
+            ids = []
+            for binary in result.binaries:
+                doc = ScanResult(
+                    binaries=(binary,),
+                    roots=result.roots,
+                    tool_version=result.tool_version,
+                    zluda_release=result.zluda_release,
+                ).to_dict()
+                program = self._upsert_program(binary.name, _scan_program_path(binary.path), binary.sha256, stamp)
+                ids.append(self._insert_result(program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc))
+            return tuple(ids)
+
+        out: tuple[int, ...] = self._write(work)
+        return out
+
+    def record_trace(self, trace: TraceResult, *, recorded_at: datetime | None = None) -> int:
+        """Record a trace under its executable (``command[0]``); return the result id."""
+        command = trace.command or (trace.processes[0].argv if trace.processes else ())
+        if not command:
+            raise ValueError("a trace without a command cannot be attributed to a program")
+        stamp = _stamp(recorded_at)
+        path = _trace_program_path(command)
+        sha = _sha256_of(path) if os.path.isfile(path) else None
+        release = trace.verdict.release if trace.verdict else None
+        doc = trace.to_dict()
+
+        def work() -> int:
+            program = self._upsert_program(_file_name(path), path, sha or "", stamp)
+            return self._insert_result(
+                program, ResultKind.TRACE, stamp, trace.tool_version or __version__, release, doc
+            )
+
+        out: int = self._write(work)
+        return out
+
+    def _upsert_program(self, name: str, path: str, sha256: str, stamp: str) -> int:
+        row = self._conn.execute(
+            "INSERT INTO programs (name, path, sha256, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (path, sha256) DO UPDATE SET "
+            "first_seen = min(first_seen, excluded.first_seen), last_seen = max(last_seen, excluded.last_seen) "
+            "RETURNING id",
+            (name, path, sha256, stamp, stamp),
+        ).fetchone()
+        return int(row[0])
+
+    def _insert_result(
+        self, program: int, kind: ResultKind, stamp: str, tool: str, release: str | None, doc: dict[str, Any]
+    ) -> int:
+        verdict = _verdict_of(doc)
+        row = self._conn.execute(
+            "INSERT INTO results (program_id, kind, recorded_at, tool_version, zluda_release, verdict_status, "
+            "document) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                program,
+                kind.value,
+                stamp,
+                tool,
+                release,
+                verdict.status.value if verdict else None,
+                json.dumps(doc, separators=(",", ":")),
+            ),
+        ).fetchone()
+        result_id = int(row[0])
+        self._derive(result_id, program, kind, stamp, doc)
+        return result_id
+
+    def _derive(self, result_id: int, program: int, kind: ResultKind, stamp: str, doc: Mapping[str, Any]) -> None:
+        """Write the rows derived from one document: its evidence and its verdict."""
+        self._conn.executemany(
+            "INSERT INTO evidence (result_id, family, library, function, how, ordinal, calls, statuses, callers, "
+            "zluda_release, zluda_status, hip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    result_id,
+                    e.family.value,
+                    e.library,
+                    e.function,
+                    e.how.value,
+                    e.ordinal,
+                    e.calls,
+                    _pairs_json(e.statuses),
+                    _pairs_json(e.callers),
+                    e.zluda.release if e.zluda else None,
+                    e.zluda.status.value if e.zluda else None,
+                    json.dumps(list(e.zluda.hip) if e.zluda else []),
+                )
+                for e in _entries_of(doc)
+            ],
+        )
+        verdict = _verdict_of(doc)
+        if verdict is not None:
+            self._conn.execute(
+                "INSERT INTO verdicts (program_id, release, status, reasons, kind, result_id, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (program_id, release) DO UPDATE SET "
+                "status = excluded.status, reasons = excluded.reasons, kind = excluded.kind, "
+                "result_id = excluded.result_id, recorded_at = excluded.recorded_at "
+                "WHERE excluded.recorded_at >= verdicts.recorded_at",
+                (
+                    program,
+                    verdict.release,
+                    verdict.status.value,
+                    json.dumps([r.to_dict() for r in verdict.reasons]),
+                    kind.value,
+                    result_id,
+                    stamp,
+                ),
+            )
+
+    def _rederive_all(self) -> None:
+        """Rebuild evidence and verdicts from the stored documents (after a migration that changed them)."""
+        conn = self._conn
+        conn.execute("DELETE FROM evidence")
+        conn.execute("DELETE FROM verdicts")
+        rows = conn.execute("SELECT id, program_id, kind, recorded_at FROM results ORDER BY recorded_at, id").fetchall()
+        for result_id, program, kind, stamp in rows:
+            (text,) = conn.execute("SELECT document FROM results WHERE id = ?", (result_id,)).fetchone()
+            self._derive(int(result_id), int(program), ResultKind(kind), str(stamp), json.loads(text))
+
+    # -- queries ------------------------------------------------------------------------------------------------
+
+    _PROGRAM_SELECT = (
+        "SELECT p.id, p.name, p.path, p.sha256, p.first_seen, p.last_seen, "
+        "(SELECT count(*) FROM results r WHERE r.program_id = p.id AND r.kind = 'scan'), "
+        "(SELECT count(*) FROM results r WHERE r.program_id = p.id AND r.kind = 'trace') FROM programs p "
+    )
+
+    @staticmethod
+    def _program_record(row: Sequence[Any]) -> ProgramRecord:
+        return ProgramRecord(int(row[0]), row[1], row[2], row[3] or None, row[4], row[5], int(row[6]), int(row[7]))
+
+    def programs(self) -> list[ProgramRecord]:
+        """Every program, newest activity first."""
+        rows = self._run(lambda: self._conn.execute(self._PROGRAM_SELECT + "ORDER BY p.last_seen DESC, p.id DESC"))
+        return [self._program_record(r) for r in rows]
+
+    def program(self, program_id: int) -> ProgramRecord:
+        """One program by id; StoreError when the store has no such program."""
+        row = self._run(lambda: self._conn.execute(self._PROGRAM_SELECT + "WHERE p.id = ?", (program_id,)).fetchone())
+        if row is None:
+            raise self._error(f"no program with id {program_id} in the coverage store")
+        return self._program_record(row)
+
+    def find_programs(self, query: str) -> list[ProgramRecord]:
+        """Programs whose name or path contains ``query`` or whose sha256 starts with it (case-insensitive).
+
+        Exact name matches come first, then the newest activity.
+        """
+        q = query.strip()
+        if not q:
+            return []
+        like = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        prefix = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = (
+            self._PROGRAM_SELECT + "WHERE lower(p.name) LIKE ? ESCAPE '\\' OR lower(p.path) LIKE ? ESCAPE '\\' "
+            "OR (p.sha256 != '' AND p.sha256 LIKE ? ESCAPE '\\') "
+            "ORDER BY (lower(p.name) = ?) DESC, p.last_seen DESC, p.id DESC"
+        )
+        rows = self._run(lambda: self._conn.execute(sql, (like, like, prefix, q.lower())).fetchall())
+        return [self._program_record(r) for r in rows]
+
+    def _documents(self, sql: str, args: tuple[Any, ...]) -> Documents:
+        def work() -> Documents:
+            scans: list[ScanResult] = []
+            traces: list[TraceResult] = []
+            for kind, text in self._conn.execute(sql, args):
+                try:
+                    doc = json.loads(text)
+                    if kind == ResultKind.SCAN.value:
+                        scans.append(ScanResult.from_dict(doc))
+                    else:
+                        traces.append(TraceResult.from_dict(doc))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise self._error(f"corrupt document in the coverage store ({type(exc).__name__}: {exc})") from exc
+            return tuple(scans), tuple(traces)
+
+        out: Documents = self._run(work)
+        return out
+
+    def documents(self, program_id: int) -> Documents:
+        """Every stored document of a program as model objects, oldest first: ``(scans, traces)``."""
+        return self._documents(
+            "SELECT kind, document FROM results WHERE program_id = ? ORDER BY recorded_at, id", (program_id,)
+        )
+
+    def latest_documents(self, program_id: int) -> Documents:
+        """The newest scan and the newest trace of a program: ``(scans, traces)`` with at most one of each."""
+        return self._documents(
+            "SELECT kind, document FROM results WHERE id IN ("
+            "SELECT (SELECT r.id FROM results r WHERE r.program_id = ? AND r.kind = k.kind "
+            "ORDER BY r.recorded_at DESC, r.id DESC LIMIT 1) FROM (SELECT 'scan' AS kind UNION ALL "
+            "SELECT 'trace') k) ORDER BY kind",
+            (program_id,),
+        )
+
+    def all_latest(self) -> list[tuple[ProgramRecord, tuple[ScanResult, ...], tuple[TraceResult, ...]]]:
+        """For every program (newest activity first): its record, newest scan and newest trace."""
+        return [(p, *self.latest_documents(p.id)) for p in self.programs()]
+
+    def verdicts(self, program_id: int | None = None) -> list[VerdictRecord]:
+        """The newest verdict per program per release (of one program, or all), newest first."""
+        sql = "SELECT program_id, release, status, reasons, kind, result_id, recorded_at FROM verdicts "
+        args: tuple[Any, ...] = ()
+        if program_id is not None:
+            sql += "WHERE program_id = ? "
+            args = (program_id,)
+        rows = self._run(lambda: self._conn.execute(sql + "ORDER BY recorded_at DESC, release", args).fetchall())
+        return [
+            VerdictRecord(
+                int(r[0]),
+                r[1],
+                VerdictStatus(r[2]),
+                tuple(Reason.from_dict(x) for x in json.loads(r[3])),
+                ResultKind(r[4]),
+                int(r[5]),
+                r[6],
+            )
+            for r in rows
+        ]
+
+    def evidence_rows(self, program_id: int | None = None, *, latest_only: bool = True) -> Iterator[EvidenceRow]:
+        """Stream the evidence rows (of one program, or all). With ``latest_only``, only each program's newest
+        scan and newest trace count. Ordered by program, result, then family and function.
+        """
+        where = []
+        args: list[Any] = []
+        if program_id is not None:
+            where.append("r.program_id = ?")
+            args.append(program_id)
+        if latest_only:
+            where.append(
+                "r.id = (SELECT r2.id FROM results r2 WHERE r2.program_id = r.program_id AND r2.kind = r.kind "
+                "ORDER BY r2.recorded_at DESC, r2.id DESC LIMIT 1)"
+            )
+        sql = (
+            "SELECT p.id, p.name, p.path, r.id, r.kind, r.recorded_at, e.family, e.library, e.function, e.how, "
+            "e.ordinal, e.calls, e.statuses, e.callers, e.zluda_release, e.zluda_status, e.hip "
+            "FROM evidence e JOIN results r ON r.id = e.result_id JOIN programs p ON p.id = r.program_id "
+            + ("WHERE " + " AND ".join(where) + " " if where else "")
+            + "ORDER BY p.id, r.id, e.family, e.function, e.how"
+        )
+        cursor = self._run(lambda: self._conn.execute(sql, args))
+        while True:
+            batch = self._run(lambda: cursor.fetchmany(1000))
+            if not batch:
+                return
+            for r in batch:
+                yield EvidenceRow(
+                    program_id=int(r[0]),
+                    program=r[1],
+                    path=r[2],
+                    result_id=int(r[3]),
+                    kind=ResultKind(r[4]),
+                    recorded_at=r[5],
+                    family=Family(r[6]),
+                    library=r[7],
+                    function=r[8],
+                    how=EntryHow(r[9]),
+                    ordinal=r[10],
+                    calls=r[11],
+                    statuses=_pairs_from(r[12]),
+                    callers=_pairs_from(r[13]),
+                    zluda_release=r[14],
+                    zluda_status=ZludaStatus(r[15]) if r[15] else None,
+                    hip=tuple(json.loads(r[16])),
+                )
+
+    def schema_version(self) -> int:
+        """The schema version of the open store (always :data:`SCHEMA_VERSION` once opened)."""
+        return int(self._run(lambda: self._conn.execute("PRAGMA user_version").fetchone()[0]))
+
+
+def _statements(script: str) -> list[str]:
+    """Split a DDL script into statements (ours hold no semicolons inside strings or triggers)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+__all__ = [
+    "APPLICATION_ID",
+    "DEFAULT_FILE_NAME",
+    "ENV_VAR",
+    "SCHEMA_VERSION",
+    "EvidenceRow",
+    "ProgramRecord",
+    "ResultKind",
+    "Store",
+    "VerdictRecord",
+    "default_store_path",
+    "open_store",
+]
