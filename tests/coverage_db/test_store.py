@@ -1,0 +1,656 @@
+"""The coverage store: round trips, identity, queries, concurrency, migration, and hostile files at its path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sqlite3
+import stat
+import sys
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main as cli_main
+from cudatrace.coverage_db.store import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    ResultKind,
+    default_store_path,
+    open_store,
+)
+from cudatrace.errors import EXIT_STORE, StoreError
+from cudatrace.model import (
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExitInfo,
+    Family,
+    FileError,
+    GpuCode,
+    GpuImage,
+    ImageKind,
+    LibraryHow,
+    ProcessInfo,
+    ProcLookup,
+    Reason,
+    ScanResult,
+    Severity,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaInfo,
+    ZludaStatus,
+)
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+REL = "v6-preview.69"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def zl(status: ZludaStatus, hip: tuple[str, ...] = (), release: str = REL) -> ZludaInfo:
+    return ZludaInfo(release, status, hip, "v5-preview.81" if status is ZludaStatus.TRANSLATED else None)
+
+
+def binary(
+    path: str, digest: str, *, verdict: VerdictStatus | None = VerdictStatus.AT_RISK, extra: int = 0
+) -> BinaryScan:
+    imports = (
+        EntryPointUse(
+            Family.CUBLAS,
+            "cublas64_12.dll",
+            "cublasSgemm_v2",
+            EntryHow.IMPORT,
+            zluda=zl(ZludaStatus.TRANSLATED, ("rocblas_sgemm",)),
+        ),
+        EntryPointUse(
+            Family.CUFFT, "cufft64_11.dll", "cufftPlan1d", EntryHow.IMPORT, ordinal=7, zluda=zl(ZludaStatus.STUB)
+        ),
+        EntryPointUse(
+            Family.DRIVER, "nvcuda.dll", "cuGetProcAddress_v2", EntryHow.PROC_STRING, zluda=zl(ZludaStatus.TRANSLATED)
+        ),
+        *(EntryPointUse(Family.DRIVER, "nvcuda.dll", f"cuExtra{i}", EntryHow.IMPORT) for i in range(extra)),
+    )
+    reasons = (
+        Reason(Severity.RISK, "stub_imported", "cuFFT is stubbed", "use a CPU FFT", Family.CUFFT, ("cufftPlan1d",)),
+    )
+    return BinaryScan(
+        path=path,
+        format=BinaryFormat.PE,
+        size=4096,
+        sha256=digest,
+        machine="x86_64",
+        cuda_libraries=(CudaLibrary("cublas64_12.dll", Family.CUBLAS, LibraryHow.IMPORT, "12"),),
+        imports=imports,
+        gpu_code=GpuCode((GpuImage(ImageKind.PTX, "sm_80", True, 100, "zstd", 400, "8.8", "sm_80", ".nv_fatbin"),), 1),
+        verdict=Verdict(REL, verdict, reasons) if verdict else None,
+    )
+
+
+def scan_of(*binaries: BinaryScan, release: str | None = REL) -> ScanResult:
+    return ScanResult(
+        binaries=binaries,
+        failed=(FileError("/apps/broken.dll", "corrupt", "truncated PE header"),),
+        skipped=3,
+        roots=("/apps",),
+        tool_version="0.1.0",
+        zluda_release=release,
+    )
+
+
+def trace_of(
+    command: tuple[str, ...], *, verdict: VerdictStatus = VerdictStatus.BLOCKED, calls: int = 7296
+) -> TraceResult:
+    return TraceResult(
+        command=command,
+        exit=ExitInfo(code=0),
+        processes=(ProcessInfo(4242, None, command, 0, None, ("/usr/lib/libcuda.so.1",)),),
+        calls=(
+            EntryPointUse(
+                Family.CUBLASLT,
+                "libcublasLt.so.12",
+                "cublasLtMatmul",
+                EntryHow.CALLED,
+                calls=calls,
+                statuses=(("CUBLAS_STATUS_NOT_SUPPORTED", 3),),
+                callers=(("libcublas.so.12", calls - 10), ("train", 10)),
+                first_call_s=0.5,
+                zluda=zl(ZludaStatus.TRANSLATED, ("hipblasLtMatmul",)),
+            ),
+            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.CALLED, calls=1, callers=(("train", 1),)),
+        ),
+        proc_lookups=(ProcLookup("cuInit", 12000, 0, True),),
+        libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.LOADED, "1"),),
+        duration_s=2.5,
+        platform="linux",
+        tool_version="0.1.0",
+        verdict=Verdict(REL, verdict, (Reason(Severity.BLOCKER, "absent_called", "cuFoo is absent"),)),
+    )
+
+
+def single(scan: ScanResult, b: BinaryScan) -> ScanResult:
+    """What the store gives back for one binary of a scan."""
+    return ScanResult((b,), roots=scan.roots, tool_version=scan.tool_version, zluda_release=scan.zluda_release)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "cudatrace.sqlite3"
+
+
+@pytest.fixture(scope="session")
+def traced_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real executable to attribute traces to (a copy, so its path is ours and stable)."""
+    folder = tmp_path_factory.mktemp("prog")
+    exe = folder / "train"
+    src = shutil.which("true") or sys.executable
+    shutil.copyfile(src, exe)
+    exe.chmod(0o755)
+    return exe
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Round trips and identity
+
+
+def test_scan_round_trip_one_program_per_binary(db: Path) -> None:
+    a = binary("/apps/a.exe", "aa" * 32)
+    b = binary("/apps/lib/b.dll", "bb" * 32, verdict=None)
+    scan = scan_of(a, b)
+    with open_store(db) as store:
+        ids = store.record_scan(scan, recorded_at=T0)
+        assert len(ids) == 2
+        progs = {p.name: p for p in store.programs()}
+        assert set(progs) == {"a.exe", "b.dll"}
+        assert progs["a.exe"].path == "/apps/a.exe" and progs["a.exe"].sha256 == "aa" * 32
+        assert (progs["a.exe"].scans, progs["a.exe"].traces) == (1, 0)
+        assert progs["a.exe"].first_seen == progs["a.exe"].last_seen == "2026-01-02T03:04:05.000000+00:00"
+        scans, traces = store.documents(progs["a.exe"].id)
+        assert scans == (single(scan, a),) and traces == ()
+        assert store.documents(progs["b.dll"].id)[0] == (single(scan, b),)
+    # a fresh connection reads the same back from disk
+    with open_store(db) as store:
+        scans, _ = store.documents(store.find_programs("a.exe")[0].id)
+        assert scans[0].binaries[0] == a
+        assert scans[0].binaries[0].imports[0].zluda == zl(ZludaStatus.TRANSLATED, ("rocblas_sgemm",))
+
+
+def test_trace_round_trip_resolves_executable_and_hashes_it(db: Path, traced_program: Path) -> None:
+    trace = trace_of((str(traced_program), "--epochs", "1"))
+    with open_store(db) as store:
+        rid = store.record_trace(trace, recorded_at=T0)
+        (prog,) = store.programs()
+        assert prog.name == "train" and prog.path == str(traced_program)
+        assert prog.sha256 == sha(traced_program)
+        assert (prog.scans, prog.traces) == (0, 1)
+        assert store.documents(prog.id) == ((), (trace,))
+        (v,) = store.verdicts(prog.id)
+        assert (v.release, v.status, v.kind, v.result_id) == (REL, VerdictStatus.BLOCKED, ResultKind.TRACE, rid)
+        assert v.reasons[0].code == "absent_called"
+
+
+def test_trace_command_found_on_path(db: Path, traced_program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(traced_program.parent))
+    with open_store(db) as store:
+        store.record_trace(trace_of(("train",)))
+        (prog,) = store.programs()
+        assert prog.path == str(traced_program) and prog.sha256 == sha(traced_program)
+
+
+def test_trace_of_unreadable_program_has_no_sha(db: Path, tmp_path: Path) -> None:
+    missing = str(tmp_path / "gone" / "app")
+    with open_store(db) as store:
+        store.record_trace(trace_of((missing,)))
+        store.record_trace(trace_of((missing,)))
+        (prog,) = store.programs()
+        assert prog.sha256 is None and prog.path == missing and prog.traces == 2
+
+
+def test_scan_and_trace_of_the_same_file_meet_under_one_program(db: Path, traced_program: Path) -> None:
+    b = binary(str(traced_program), sha(traced_program))
+    with open_store(db) as store:
+        store.record_scan(scan_of(b), recorded_at=T0)
+        store.record_trace(trace_of((str(traced_program),)), recorded_at=T0 + timedelta(hours=1))
+        (prog,) = store.programs()
+        assert (prog.scans, prog.traces) == (1, 1)
+        assert prog.first_seen < prog.last_seen
+        scans, traces = store.latest_documents(prog.id)
+        assert scans[0].binaries[0] == b and traces[0].command == (str(traced_program),)
+
+
+def test_rebuilt_binary_is_a_new_program_and_relative_paths_become_absolute(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("bin/app", "01" * 32)))
+        store.record_scan(scan_of(binary("bin/app", "02" * 32)))
+        store.record_scan(scan_of(binary("C:\\Apps\\app.exe", "03" * 32)))
+        paths = sorted((p.path, p.sha256) for p in store.programs())
+        assert paths == [
+            (str(tmp_path / "bin" / "app"), "01" * 32),
+            (str(tmp_path / "bin" / "app"), "02" * 32),
+            ("C:\\Apps\\app.exe", "03" * 32),
+        ]
+        assert [p.name for p in store.find_programs("APP.EXE")] == ["app.exe"]
+
+
+def test_empty_scan_records_nothing(db: Path) -> None:
+    with open_store(db) as store:
+        assert store.record_scan(ScanResult()) == ()
+        assert store.programs() == []
+        assert store.all_latest() == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Queries
+
+
+def test_latest_documents_and_history_follow_recording_time(db: Path) -> None:
+    old = binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.BLOCKED)
+    new = binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.RUNS, extra=2)
+    with open_store(db) as store:
+        # recorded out of order: the time given, not the insertion order, decides what is newest
+        store.record_scan(scan_of(new), recorded_at=T0 + timedelta(days=1))
+        store.record_scan(scan_of(old), recorded_at=T0)
+        (prog,) = store.programs()
+        assert prog.scans == 2
+        assert prog.first_seen.startswith("2026-01-02") and prog.last_seen.startswith("2026-01-03")
+        scans, traces = store.documents(prog.id)
+        assert [s.binaries[0] for s in scans] == [old, new] and traces == ()
+        latest_scans, latest_traces = store.latest_documents(prog.id)
+        assert [s.binaries[0] for s in latest_scans] == [new] and latest_traces == ()
+        (v,) = store.verdicts(prog.id)
+        assert v.status is VerdictStatus.RUNS and v.recorded_at.startswith("2026-01-03")
+
+
+def test_verdict_per_program_per_release(db: Path) -> None:
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
+        b7 = replace(binary("/a", "aa" * 32), verdict=Verdict("v7", VerdictStatus.RUNS))
+        store.record_scan(scan_of(b7, release="v7"), recorded_at=T0 + timedelta(minutes=1))
+        store.record_scan(scan_of(binary("/b", "bb" * 32, verdict=VerdictStatus.BLOCKED)), recorded_at=T0)
+        got = {(v.program_id, v.release): v.status for v in store.verdicts()}
+        a_id = store.find_programs("/a")[0].id
+        b_id = store.find_programs("/b")[0].id
+        assert got == {
+            (a_id, REL): VerdictStatus.AT_RISK,
+            (a_id, "v7"): VerdictStatus.RUNS,
+            (b_id, REL): VerdictStatus.BLOCKED,
+        }
+        assert [v.release for v in store.verdicts(a_id)] == ["v7", REL]
+
+
+def test_find_programs_by_name_path_and_sha_prefix(db: Path) -> None:
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("/opt/game/game.exe", "c0ffee" + "0" * 58)), recorded_at=T0)
+        store.record_scan(scan_of(binary("/opt/game/bin/cudnn_ops.dll", "de" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(binary("/srv/x_y.exe", "ef" * 32)), recorded_at=T0)
+        assert [p.name for p in store.find_programs("game.exe")] == ["game.exe"]
+        assert sorted(p.name for p in store.find_programs("/opt/game")) == ["cudnn_ops.dll", "game.exe"]
+        assert [p.name for p in store.find_programs("C0FFEE")] == ["game.exe"]
+        assert store.find_programs("0" * 10) == []  # a sha256 matches by prefix only
+        # LIKE wildcards in the query are literal characters
+        assert [p.name for p in store.find_programs("x_y")] == ["x_y.exe"]
+        assert store.find_programs("%") == []
+        assert sorted(p.name for p in store.find_programs("_")) == ["cudnn_ops.dll", "x_y.exe"]
+        assert store.find_programs("   ") == []
+        prog = store.find_programs("game.exe")[0]
+        assert store.program(prog.id) == prog
+        with pytest.raises(StoreError, match="no program with id 999"):
+            store.program(999)
+
+
+def test_all_latest_pairs_each_program_with_its_newest_documents(db: Path, traced_program: Path) -> None:
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
+        store.record_trace(trace_of((str(traced_program),), calls=20), recorded_at=T0)
+        store.record_trace(trace_of((str(traced_program),), calls=99), recorded_at=T0 + timedelta(seconds=1))
+        rows = store.all_latest()
+        assert [(p.name, len(s), len(t)) for p, s, t in rows] == [("train", 0, 1), ("a", 1, 0)]
+        assert rows[0][2][0].calls[0].calls == 99
+
+
+def test_evidence_rows_carry_counts_statuses_callers_and_zluda(db: Path, traced_program: Path) -> None:
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(binary("/a", "aa" * 32, extra=1)), recorded_at=T0 + timedelta(seconds=1))
+        store.record_trace(trace_of((str(traced_program),)), recorded_at=T0)
+        rows = list(store.evidence_rows())
+        scan_rows = [r for r in rows if r.kind is ResultKind.SCAN]
+        assert sorted(r.function for r in scan_rows) == [
+            "cuExtra0",
+            "cuGetProcAddress_v2",
+            "cublasSgemm_v2",
+            "cufftPlan1d",
+        ]
+        fft = next(r for r in scan_rows if r.function == "cufftPlan1d")
+        assert (fft.family, fft.how, fft.ordinal, fft.calls, fft.zluda_status) == (
+            Family.CUFFT,
+            EntryHow.IMPORT,
+            7,
+            None,
+            ZludaStatus.STUB,
+        )
+        extra = next(r for r in scan_rows if r.function == "cuExtra0")
+        assert extra.zluda_status is None and extra.zluda_release is None
+        lt = next(r for r in rows if r.function == "cublasLtMatmul")
+        assert (lt.kind, lt.how, lt.calls, lt.program) == (ResultKind.TRACE, EntryHow.CALLED, 7296, "train")
+        assert lt.statuses == (("CUBLAS_STATUS_NOT_SUPPORTED", 3),)
+        assert lt.callers == (("libcublas.so.12", 7286), ("train", 10))
+        assert lt.hip == ("hipblasLtMatmul",) and lt.zluda_release == REL
+        # every recorded scan counts when asked for history
+        assert len([r for r in store.evidence_rows(latest_only=False) if r.kind is ResultKind.SCAN]) == 3 + 4
+        a_id = store.find_programs("/a")[0].id
+        assert {r.program_id for r in store.evidence_rows(a_id)} == {a_id}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Location: --db, $CUDATRACE_DB, user data folder
+
+
+def test_location_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDATRACE_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if sys.platform.startswith("linux"):
+        assert default_store_path() == tmp_path / "xdg" / "cudatrace" / "cudatrace.sqlite3"
+    assert default_store_path().name == "cudatrace.sqlite3"
+    with open_store() as store:
+        assert store.path == default_store_path() and store.path.is_file()
+    monkeypatch.setenv("CUDATRACE_DB", str(tmp_path / "env" / "e.sqlite3"))
+    assert default_store_path() == tmp_path / "env" / "e.sqlite3"
+    with open_store(None) as store:
+        assert store.path == tmp_path / "env" / "e.sqlite3"
+    with open_store(tmp_path / "explicit.sqlite3") as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+    assert (tmp_path / "explicit.sqlite3").is_file()
+    with open_store(None) as store:
+        assert store.programs() == []  # the explicit path won over the environment
+    monkeypatch.setenv("CUDATRACE_DB", "")  # set but empty: ignored
+    assert default_store_path().parent.name == "cudatrace" and "env" not in default_store_path().parts
+
+
+def test_new_store_is_created_with_folders_and_identified(db: Path) -> None:
+    assert not db.parent.exists()
+    with open_store(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Concurrent writers
+
+
+def _writer(db: str, worker: int, scans: int, barrier: multiprocessing.synchronize.Barrier) -> None:
+    barrier.wait()
+    for i in range(scans):
+        with open_store(db, timeout_s=60) as store:
+            shared = binary("/shared/app.exe", "5a" * 32)
+            own = binary(f"/w{worker}/scan{i}.dll", hashlib.sha256(f"{worker}/{i}".encode()).hexdigest(), extra=i % 3)
+            store.record_scan(scan_of(shared, own))
+
+
+def test_concurrent_writers_lose_nothing(db: Path) -> None:
+    workers, scans = 4, 15
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(workers)
+    # the store does not exist yet: the workers race to create and initialize it, then to record
+    procs = [ctx.Process(target=_writer, args=(str(db), w, scans, barrier)) for w in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * workers
+    with open_store(db) as store:
+        progs = store.programs()
+        assert len(progs) == 1 + workers * scans
+        shared = store.find_programs("/shared/app.exe")
+        assert len(shared) == 1 and shared[0].scans == workers * scans
+        assert len(store.documents(shared[0].id)[0]) == workers * scans
+        for w in range(workers):
+            for i in range(scans):
+                (p,) = store.find_programs(f"/w{w}/scan{i}.dll")
+                (doc,) = store.documents(p.id)[0]
+                assert len(doc.binaries[0].imports) == 3 + i % 3
+        rows = list(store.evidence_rows(latest_only=False))
+        assert len(rows) == workers * scans * 3 + sum(3 + i % 3 for i in range(scans)) * workers
+
+
+def test_writer_waiting_too_long_gets_locked_error(db: Path) -> None:
+    with open_store(db):
+        pass
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with open_store(db, timeout_s=0.2) as store, pytest.raises(StoreError, match="locked") as err:
+            store.record_scan(scan_of(binary("/a", "aa" * 32)))
+        assert str(db) in str(err.value) and "\n" not in str(err.value)
+        assert err.value.exit_code == EXIT_STORE
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Hostile files at the store path: one-line error naming the path, file untouched
+
+_V1_DDL = """
+CREATE TABLE programs (id INTEGER PRIMARY KEY, name TEXT NOT NULL, path TEXT NOT NULL,
+  sha256 TEXT NOT NULL DEFAULT '', first_seen TEXT NOT NULL, last_seen TEXT NOT NULL, UNIQUE (path, sha256));
+CREATE TABLE results (id INTEGER PRIMARY KEY, program_id INTEGER NOT NULL REFERENCES programs(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL CHECK (kind IN ('scan', 'trace')), recorded_at TEXT NOT NULL, tool_version TEXT NOT NULL,
+  zluda_release TEXT, verdict_status TEXT, document TEXT NOT NULL);
+CREATE INDEX results_program ON results (program_id, kind, recorded_at);
+CREATE TABLE evidence (result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE, family TEXT NOT NULL,
+  library TEXT NOT NULL, function TEXT NOT NULL, how TEXT NOT NULL, ordinal INTEGER, calls INTEGER,
+  statuses TEXT NOT NULL DEFAULT '{}', callers TEXT NOT NULL DEFAULT '{}', zluda_release TEXT, zluda_status TEXT);
+CREATE INDEX evidence_result ON evidence (result_id);
+"""
+
+
+def _sqlite_file(path: Path, script: str, app_id: int = 0, version: int = 0) -> Path:
+    conn = sqlite3.connect(path)
+    conn.executescript(script)
+    conn.execute(f"PRAGMA application_id = {app_id}")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def _assert_refused(path: Path, match: str, *, op: str = "open") -> None:
+    before = sha(path) if path.is_file() else None
+    siblings = sorted(os.listdir(path.parent))
+    with pytest.raises(StoreError, match=match) as err:
+        if op == "open":
+            open_store(path).close()
+        else:
+            with open_store(path) as store:
+                store.record_scan(scan_of(binary("/a", "aa" * 32)))
+                store.programs()
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    assert err.value.exit_code == EXIT_STORE
+    if before is not None:
+        assert sha(path) == before
+    assert sorted(os.listdir(path.parent)) == siblings  # no -wal/-shm/-journal left behind
+
+
+def test_text_file_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "notes.sqlite3"
+    p.write_text("my precious notes\n" * 20)
+    _assert_refused(p, "not a SQLite database")
+
+
+def test_short_binary_file_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "x.sqlite3"
+    p.write_bytes(b"SQLite")
+    _assert_refused(p, "not a SQLite database")
+
+
+def test_folder_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "dir.sqlite3"
+    p.mkdir()
+    (p / "keep").write_text("x")
+    _assert_refused(p, "is a folder")
+    assert (p / "keep").read_text() == "x"
+
+
+def test_foreign_sqlite_with_tables_is_refused(tmp_path: Path) -> None:
+    p = _sqlite_file(
+        tmp_path / "places.sqlite", "CREATE TABLE moz_places (id INTEGER); INSERT INTO moz_places VALUES (1);"
+    )
+    _assert_refused(p, "another application.*moz_places")
+
+
+def test_foreign_sqlite_with_our_table_names_but_no_id_is_refused(tmp_path: Path) -> None:
+    p = _sqlite_file(tmp_path / "lookalike.sqlite3", "CREATE TABLE programs (id INTEGER);")
+    _assert_refused(p, "another application")
+
+
+def test_foreign_application_id_is_refused(tmp_path: Path) -> None:
+    p = _sqlite_file(tmp_path / "geo.gpkg", "CREATE TABLE t (x);", app_id=0x47504B47)
+    _assert_refused(p, "application_id 0x47504b47")
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    p = _sqlite_file(tmp_path / "future.sqlite3", _V1_DDL, app_id=APPLICATION_ID, version=SCHEMA_VERSION + 5)
+    _assert_refused(p, f"schema version {SCHEMA_VERSION + 5}, newer than")
+
+
+def test_our_id_with_missing_tables_is_corrupt(tmp_path: Path) -> None:
+    p = _sqlite_file(tmp_path / "half.sqlite3", "CREATE TABLE programs (id INTEGER);", app_id=APPLICATION_ID, version=1)
+    _assert_refused(p, "corrupt coverage store")
+
+
+def _filled_store(path: Path, n: int = 40) -> Path:
+    with open_store(path) as store:
+        for i in range(n):
+            store.record_scan(scan_of(binary(f"/apps/{i}.exe", f"{i:064x}", extra=20)))
+    assert not Path(f"{path}-wal").exists()  # the last close checkpointed everything into the main file
+    return path
+
+
+def test_store_with_garbage_pages_is_refused(tmp_path: Path) -> None:
+    p = _filled_store(tmp_path / "garbled.sqlite3")
+    data = bytearray(p.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = bytes((i * 7 + 3) % 251 for i in range(len(data) - page))  # every page after the first
+    p.write_bytes(bytes(data))
+    _assert_refused(p, "corrupt coverage store", op="use")
+
+
+def test_truncated_store_is_refused(tmp_path: Path) -> None:
+    p = _filled_store(tmp_path / "cut.sqlite3")
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 3])
+    _assert_refused(p, "corrupt coverage store", op="use")
+
+
+def test_store_under_a_file_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    p = blocker / "sub" / "cudatrace.sqlite3"
+    with pytest.raises(StoreError) as err:
+        open_store(p)
+    assert str(err.value).startswith(f"{p}: ") and "\n" not in str(err.value)
+    assert blocker.read_text() == "x"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through file permissions")
+def test_read_only_store_is_refused(tmp_path: Path) -> None:
+    p = _filled_store(tmp_path / "ro.sqlite3", 2)
+    p.chmod(stat.S_IRUSR)
+    try:
+        _assert_refused(p, "not writable")
+    finally:
+        p.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    p = tmp_path / "empty.sqlite3"
+    p.touch()
+    with open_store(p) as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+        assert len(store.programs()) == 1
+
+
+def test_scan_command_reports_a_foreign_store_as_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("cudatrace.tracer.static.scanner", reason="needs the static scanner")
+    target = tmp_path / "empty-dir"
+    target.mkdir()
+    p = _sqlite_file(tmp_path / "other.db", "CREATE TABLE accounts (id INTEGER);")
+    before = sha(p)
+    code = cli_main(["scan", "--no-zluda", "--no-progress", "--db", str(p), str(target)])
+    err = capsys.readouterr().err
+    assert code == EXIT_STORE
+    assert err.strip().splitlines() == [f"cudatrace: error: {p}: " + err.split(f"{p}: ", 1)[1].strip()]
+    assert sha(p) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Migration
+
+
+def test_v1_store_is_migrated_and_derived_rows_rebuilt(tmp_path: Path, traced_program: Path) -> None:
+    p = tmp_path / "v1.sqlite3"
+    _sqlite_file(p, _V1_DDL, app_id=APPLICATION_ID, version=1)
+    scan = scan_of(binary("/apps/old.exe", "0d" * 32))
+    trace = trace_of((str(traced_program),))
+    conn = sqlite3.connect(p)
+    stamp = "2025-06-01T00:00:00.000000+00:00"
+    conn.execute("INSERT INTO programs VALUES (1, 'old.exe', '/apps/old.exe', ?, ?, ?)", ("0d" * 32, stamp, stamp))
+    conn.execute("INSERT INTO programs VALUES (2, 'train', ?, '', ?, ?)", (str(traced_program), stamp, stamp))
+    conn.execute(
+        "INSERT INTO results VALUES (10, 1, 'scan', ?, '0.0.9', ?, 'at_risk', ?)",
+        (stamp, REL, json.dumps(single(scan, scan.binaries[0]).to_dict())),
+    )
+    conn.execute(
+        "INSERT INTO results VALUES (11, 2, 'trace', ?, '0.0.9', ?, 'blocked', ?)",
+        (stamp, REL, json.dumps(trace.to_dict())),
+    )
+    # v1 evidence rows: no HIP column yet
+    conn.execute(
+        "INSERT INTO evidence (result_id, family, library, function, how) "
+        "VALUES (10, 'cublas', 'cublas64_12.dll', 'cublasSgemm_v2', 'import')"
+    )
+    conn.commit()
+    conn.close()
+
+    with open_store(p) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        old = store.find_programs("old.exe")[0]
+        assert (old.id, old.scans, old.first_seen) == (1, 1, stamp)
+        assert store.documents(1) == ((single(scan, scan.binaries[0]),), ())
+        assert store.documents(2) == ((), (trace,))
+        got = {(v.program_id, v.release, v.status, v.result_id) for v in store.verdicts()}
+        assert got == {(1, REL, VerdictStatus.AT_RISK, 10), (2, REL, VerdictStatus.BLOCKED, 11)}
+        rows = list(store.evidence_rows())
+        sgemm = [r for r in rows if r.function == "cublasSgemm_v2"]
+        assert len(sgemm) == 1 and sgemm[0].hip == ("rocblas_sgemm",)
+        assert len(rows) == 3 + 2
+        store.record_scan(scan, recorded_at=T0)  # and the migrated store takes new results
+        assert store.program(1).scans == 2
+    conn = sqlite3.connect(p)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert {"verdicts", "evidence_entry"} <= names
+    finally:
+        conn.close()
