@@ -125,12 +125,17 @@ class FatbinEntry:
 
 @dataclass(frozen=True, slots=True)
 class FatbinContainer:
-    """One parsed container: where it sits, its total size (header included), its entries and problems."""
+    """One parsed container: where it sits, its declared size (header included), its entries and problems.
+
+    ``walked_to`` is the offset just past the last entry read: the declared end for a sound container, or where
+    the walk stopped for a broken one (the next container may start there).
+    """
 
     offset: int
     size: int
     entries: tuple[FatbinEntry, ...]
     errors: tuple[str, ...] = ()
+    walked_to: int = 0
 
 
 def _plausible_header(buf: mmap.mmap | bytes, offset: int, end: int) -> bool:
@@ -199,7 +204,7 @@ def parse_container(buf: mmap.mmap | bytes, offset: int, end: int) -> FatbinCont
             break
         entries.append(FatbinEntry(pos, kind, ehs, payload, padded, csize, (major, minor), sm, flags, usize))
         pos = payload + padded
-    return FatbinContainer(offset, declared_end - offset, tuple(entries), tuple(errors))
+    return FatbinContainer(offset, declared_end - offset, tuple(entries), tuple(errors), pos)
 
 
 def find_containers(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[int]:
@@ -286,21 +291,37 @@ def _zstd_prefix(src: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
+class ShortPayloadError(ValueError):
+    """A compressed payload decompressed to less than its entry header promises; ``partial`` holds what came out."""
+
+    def __init__(self, message: str, partial: bytes) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
 def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) -> bytes:
-    """The first ``limit`` bytes of an entry's image, decompressed if needed. Raises ValueError if corrupt."""
+    """The first ``limit`` bytes of an entry's image, decompressed if needed.
+
+    Raises ValueError if the payload is corrupt, ShortPayloadError (with the bytes it did give) if it ends early.
+    """
     raw_len = min(entry.stored_size, COMPRESSED_PREFIX)
     raw = bytes(buf[entry.payload_offset : entry.payload_offset + raw_len])
     method = entry.compression
     if method is None:
         return raw[:limit]
     if method == "lz4":
-        return _lz4_block_prefix(raw, limit)
-    try:
-        return _zstd_prefix(raw, limit)
-    except ValueError:
-        raise
-    except Exception as exc:  # zstandard.ZstdError is not a ValueError
-        raise ValueError(str(exc)) from exc
+        out = _lz4_block_prefix(raw, limit)
+    else:
+        try:
+            out = _zstd_prefix(raw, limit)
+        except ValueError:
+            raise
+        except Exception as exc:  # zstandard.ZstdError is not a ValueError
+            raise ValueError(str(exc)) from exc
+    expected = min(limit, entry.uncompressed_size)
+    if len(out) < expected:
+        raise ShortPayloadError(f"it ends after {len(out)} bytes, the entry header promises {expected}", out)
+    return out
 
 
 def _ptx_facts(text: bytes) -> tuple[str | None, str | None]:
@@ -333,19 +354,25 @@ def image_from_entry(
     ptx_version: str | None = None
     ptx_target: str | None = None
     problem: str | None = None
+    limit = PTX_PREFIX if kind is ImageKind.PTX else 64
     try:
-        if kind is ImageKind.PTX:
-            ptx_version, ptx_target = _ptx_facts(read_payload_prefix(buf, entry, PTX_PREFIX))
-            if ptx_version is None:
-                problem = f"{where}: PTX image without a .version line in its first {PTX_PREFIX} bytes"
-        else:
-            sm = _cubin_sm(read_payload_prefix(buf, entry, 64))
-            if sm is None:
-                problem = f"{where}: SASS image is not a CUDA ELF cubin"
-            elif sm != entry.sm:
-                problem = f"{where}: entry header says sm_{entry.sm}, the cubin's e_flags say sm_{sm}"
+        head = read_payload_prefix(buf, entry, limit)
+    except ShortPayloadError as exc:
+        head = exc.partial
+        problem = f"{where}: corrupt {compression} payload: {exc}"
     except ValueError as exc:
+        head = None
         problem = f"{where}: corrupt {compression or 'uncompressed'} payload: {exc}"
+    if head is not None and kind is ImageKind.PTX:
+        ptx_version, ptx_target = _ptx_facts(head)
+        if ptx_version is None and problem is None:
+            problem = f"{where}: PTX image without a .version line in its first {PTX_PREFIX} bytes"
+    elif head is not None and problem is None:
+        sm = _cubin_sm(head)
+        if sm is None:
+            problem = f"{where}: SASS image is not a CUDA ELF cubin"
+        elif sm != entry.sm:
+            problem = f"{where}: entry header says sm_{entry.sm}, the cubin's e_flags say sm_{sm}"
     if ptx_version is None and kind is ImageKind.PTX and entry.code_version != (0, 0):
         ptx_version = f"{entry.code_version[0]}.{entry.code_version[1]}"
     image = GpuImage(
@@ -405,7 +432,9 @@ class _Collector:
                 self.images.append(image)
             if problem:
                 self.error(problem)
-        return max(offset + 1, min(offset + parsed.size, end))
+        # A broken container's declared size cannot be trusted: resume where its walk stopped.
+        resume = parsed.walked_to if parsed.errors else offset + parsed.size
+        return max(offset + 1, min(resume, end))
 
     def region(self, region: FatbinRegion, start: int, end: int) -> None:
         """Every container inside one section, back to back (zero padding between them is skipped)."""
