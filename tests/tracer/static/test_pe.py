@@ -1,0 +1,367 @@
+"""PE parsing on real mingw-w64 binaries, cross-checked against objdump -p and llvm-readobj; malformed inputs."""
+
+from __future__ import annotations
+
+import mmap
+import re
+import shutil
+import struct
+import subprocess
+import tracemalloc
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from cudatrace.errors import CorruptBinaryError, CudatraceError, NotABinaryError
+from cudatrace.model import BinaryFormat, EntryHow, LibraryHow
+from cudatrace.tracer.static.parsed import ParsedBinary
+from cudatrace.tracer.static.pe import MAX_SECTIONS, is_pe, machine_name, parse_pe
+from tests.pe_binaries import (
+    CUBLAS_FUNCS,
+    CUDNN_FUNCS,
+    CUFFT_FUNCS,
+    CURAND_ORDINALS,
+    DRIVER_DLL_EXPORTS,
+    DRIVER_FUNCS,
+    DYNAMIC_FUNCS,
+    DYNAMIC_LIBRARY,
+    PeSet,
+    tool,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "pe"
+
+
+def parse_file(path: Path) -> ParsedBinary:
+    """Parse through an mmap, as the scanner does."""
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return parse_pe(m, str(path))
+
+
+def table(parsed: ParsedBinary, how: EntryHow) -> dict[str, set[str]]:
+    """{dll (lower case): {function or '#ordinal'}} for one kind of import."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for imp in parsed.imports:
+        if imp.how is how:
+            assert imp.library is not None
+            out[imp.library.lower()].add(imp.function if imp.function is not None else f"#{imp.ordinal}")
+    return dict(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Independent tools
+
+
+def objdump_imports(path: Path, arch: str) -> dict[str, set[str]]:
+    """The import table as GNU objdump -p prints it (it does not print delay imports)."""
+    text = subprocess.run([tool(arch, "objdump"), "-p", str(path)], capture_output=True, text=True, check=True).stdout
+    out: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in text.splitlines():
+        m = re.match(r"\s*DLL Name: (\S+)", line)
+        if m:
+            current = out.setdefault(m.group(1).lower(), set())
+            continue
+        if current is None:
+            continue
+        if not line.strip():
+            current = None
+            continue
+        m = re.match(r"\s*[0-9a-f]+\s+(\d+)\s+(\S+)", line)
+        if m and m.group(2) != "Member-Name":
+            current.add(f"#{int(m.group(1))}" if m.group(2) == "<none>" else m.group(2))
+    return out
+
+
+def readobj(path: Path, what: str) -> str:
+    """llvm-readobj output (``--coff-imports`` or ``--coff-exports``); skips when it is not installed."""
+    exe = shutil.which("llvm-readobj") or shutil.which("llvm-readobj-14")
+    if exe is None:
+        pytest.skip("llvm-readobj not installed (Debian package llvm)")
+    return subprocess.run([exe, what, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def readobj_imports(path: Path) -> dict[str, dict[str, set[str]]]:
+    """{"Import"|"DelayImport": {dll: {function or '#ordinal'}}} from llvm-readobj --coff-imports."""
+    out: dict[str, dict[str, set[str]]] = {"Import": {}, "DelayImport": {}}
+    kind = ""
+    current: set[str] = set()
+    for line in readobj(path, "--coff-imports").splitlines():
+        m = re.match(r"(Import|DelayImport) \{", line)
+        if m:
+            kind = m.group(1)
+            continue
+        m = re.match(r"  Name: (\S+)", line)
+        if m and kind:
+            current = out[kind].setdefault(m.group(1).lower(), set())
+            continue
+        m = re.match(r"\s+Symbol: (\S*) \((\d+)\)", line)
+        if m and kind:
+            current.add(m.group(1) or f"#{m.group(2)}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Real binaries
+
+
+def test_import_table_matches_objdump(pe_set: PeSet) -> None:
+    parsed = parse_file(pe_set.app)
+    assert table(parsed, EntryHow.IMPORT) == objdump_imports(pe_set.app, pe_set.arch)
+
+
+def test_import_and_delay_import_tables_match_llvm_readobj(pe_set: PeSet) -> None:
+    parsed = parse_file(pe_set.app)
+    expected = readobj_imports(pe_set.app)
+    assert table(parsed, EntryHow.IMPORT) == expected["Import"]
+    assert table(parsed, EntryHow.DELAY_IMPORT) == expected["DelayImport"]
+    assert expected["DelayImport"]  # the delay directory really is there for the tool to read
+
+
+def test_cuda_program_imports(pe_set: PeSet) -> None:
+    parsed = parse_file(pe_set.app)
+    assert parsed.format is BinaryFormat.PE
+    assert parsed.machine == pe_set.arch
+    libs = {(lib.name, lib.how) for lib in parsed.libraries}
+    for dll in ("nvcuda.dll", "cublas64_12.dll", "cudnn64_9.dll", "curand64_10.dll"):
+        assert (dll, LibraryHow.IMPORT) in libs
+    assert ("cufft64_11.dll", LibraryHow.DELAY_IMPORT) in libs
+    assert ("cufft64_11.dll", LibraryHow.IMPORT) not in libs
+    imports = table(parsed, EntryHow.IMPORT)
+    assert imports["nvcuda.dll"] == set(DRIVER_FUNCS)
+    assert imports["cublas64_12.dll"] == set(CUBLAS_FUNCS)
+    assert imports["cudnn64_9.dll"] == set(CUDNN_FUNCS)
+    assert table(parsed, EntryHow.DELAY_IMPORT) == {"cufft64_11.dll": set(CUFFT_FUNCS)}
+    by_ordinal = [i for i in parsed.imports if i.library == "curand64_10.dll"]
+    assert {(i.function, i.ordinal) for i in by_ordinal} == {(None, n) for n in CURAND_ORDINALS.values()}
+    named = [i for i in parsed.imports if i.function is not None]
+    assert all(i.ordinal is None for i in named)
+    assert parsed.soname is None and parsed.exports == ()
+
+
+def test_run_time_loading_leaves_no_cuda_import(pe_set: PeSet) -> None:
+    parsed = parse_file(pe_set.dynamic)
+    assert {lib.name.lower() for lib in parsed.libraries} == {"kernel32.dll", "msvcrt.dll"}
+    kernel32 = table(parsed, EntryHow.IMPORT)["kernel32.dll"]
+    assert {"LoadLibraryA", "GetProcAddress"} <= kernel32
+    # The names the program loads by are only in its strings, which the scanner reads, not the parser.
+    data = pe_set.dynamic.read_bytes()
+    assert DYNAMIC_LIBRARY.encode() in data
+    assert all(f.encode() in data for f in DYNAMIC_FUNCS)
+
+
+def test_driver_dll_exports_match_llvm_readobj(pe_set: PeSet) -> None:
+    parsed = parse_file(pe_set.driver_dll)
+    assert parsed.soname == "nvcuda.dll"
+    assert set(parsed.exports) == set(DRIVER_DLL_EXPORTS)
+    names = set(re.findall(r"^\s+Name: (\S+)$", readobj(pe_set.driver_dll, "--coff-exports"), re.M))
+    assert set(parsed.exports) == names
+
+
+def test_sections_match_objdump(pe_set: PeSet) -> None:
+    for path in (pe_set.app, pe_set.driver_dll):
+        text = subprocess.run(
+            [tool(pe_set.arch, "objdump"), "-h", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+        rows = re.findall(r"^\s*\d+ (\S+)\s+([0-9a-f]+)\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)", text, re.M)
+        parsed = parse_file(path)
+        size = path.stat().st_size
+        assert [s.name for s in parsed.sections] == [r[0] for r in rows]  # long GNU names resolved too
+        for section, (_, vsize, offset) in zip(parsed.sections, rows, strict=True):
+            assert section.offset == int(offset, 16)
+            assert section.offset + section.size <= size
+            if section.offset:
+                assert section.size >= min(int(vsize, 16), size - section.offset)
+
+
+def test_fatbin_section_name_is_cut_to_eight_characters(pe_set: PeSet) -> None:
+    if pe_set.kernels is None:
+        pytest.skip("nvcc not installed (/usr/local/bin/nvcc)")
+    parsed = parse_file(pe_set.kernels)
+    (fatb,) = [s for s in parsed.sections if s.name.startswith(".nv_fat")]
+    assert fatb.name == ".nv_fatb"
+    fatbin = (pe_set.kernels.parent / "kernels.fatbin").read_bytes()
+    data = pe_set.kernels.read_bytes()
+    assert data[fatb.offset : fatb.offset + len(fatbin)] == fatbin
+    assert fatb.size >= len(fatbin)
+
+
+def test_mmap_and_bytes_give_the_same_result(pe_x64: PeSet) -> None:
+    assert parse_file(pe_x64.app) == parse_pe(pe_x64.app.read_bytes(), str(pe_x64.app))
+
+
+def test_mmap_is_not_copied(tmp_path: Path, pe_x64: PeSet) -> None:
+    # A 64 MiB DLL (the stand-in driver DLL with a large overlay): parsing must not allocate its size.
+    big = tmp_path / "big.dll"
+    big.write_bytes(pe_x64.driver_dll.read_bytes() + b"\xa5" * (64 << 20))
+    tracemalloc.start()
+    try:
+        parsed = parse_file(big)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parsed.exports
+    assert peak < 4 << 20, f"parsing a 64 MiB file allocated {peak} bytes"
+
+
+def test_machine_names() -> None:
+    assert machine_name(0x8664) == "x86_64"
+    assert machine_name(0x14C) == "i386"
+    assert machine_name(0xAA64) == "aarch64"
+    assert machine_name(0x1234) == "0x1234"
+
+
+def test_is_pe(pe_x64: PeSet) -> None:
+    assert is_pe(pe_x64.app.read_bytes()[:4096])
+    assert not is_pe(b"\x7fELF" + b"\0" * 60)
+    assert not is_pe(b"MZ" + b"\0" * 58 + struct.pack("<I", 0x40) + b"NE\0\0")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Malformed input: every way of being broken is one CorruptBinaryError line naming the file
+
+
+def _patch(data: bytes, offset: int, fmt: str, *values: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, offset, *values)
+    return bytes(out)
+
+
+def _headers(data: bytes) -> tuple[int, int, int, int]:
+    """(e_lfanew, optional header offset, section table offset, number of sections)."""
+    (lfanew,) = struct.unpack_from("<I", data, 0x3C)
+    nsec, opt_size = struct.unpack_from("<H12xH", data, lfanew + 6)
+    opt = lfanew + 24
+    return lfanew, opt, opt + opt_size, nsec
+
+
+def _directory(data: bytes, index: int) -> int:
+    _, opt, _, _ = _headers(data)
+    (magic,) = struct.unpack_from("<H", data, opt)
+    return opt + (112 if magic == 0x20B else 96) + 8 * index
+
+
+def _malformed(seed: bytes) -> dict[str, tuple[bytes, str]]:
+    """name -> (bytes, regex the error message must match)."""
+    lfanew, opt, sections, nsec = _headers(seed)
+    cases = {
+        "empty": (b"", "no MZ signature"),
+        "mz_only": (b"MZ", "truncated PE file"),
+        "truncated_dos_header": (seed[:40], "truncated PE file"),
+        "truncated_before_pe_header": (seed[: lfanew + 2], "e_lfanew .* outside the file"),
+        "truncated_in_optional_header": (seed[: opt + 40], "section table .* past the end|optional header"),
+        "truncated_in_section_table": (seed[: sections + 40 * nsec - 7], "section table .* past the end"),
+        "mz_without_pe_header": (seed[:0x3C] + struct.pack("<I", 0x40) + b"\0" * 200, "no PE signature"),
+        "lfanew_outside_file": (_patch(seed, 0x3C, "<I", len(seed) + 0x1000), "e_lfanew 0x[0-9a-f]+ points outside"),
+        "lfanew_huge": (_patch(seed, 0x3C, "<I", 0xFFFFFFF0), "e_lfanew .* outside"),
+        "bad_optional_magic": (_patch(seed, opt, "<H", 0x1234), "optional header magic 0x1234"),
+        "section_table_outside_file": (_patch(seed[:4096], lfanew + 20, "<H", 0xF000), "section table .* past the end"),
+        "too_many_sections": (_patch(seed, lfanew + 6, "<H", MAX_SECTIONS + 1), "sections, more than"),
+        "random_after_mz": (b"MZ" + bytes((i * 7919 + 13) % 251 for i in range(4000)), "e_lfanew|PE signature"),
+    }
+    # Every section's raw data claimed at the end of a 4 GiB file: pefile would copy it all as "header".
+    far = bytearray(seed)
+    for i in range(nsec):
+        struct.pack_into("<I", far, sections + 40 * i + 20, 0xFFFFF000)
+    cases["sections_beyond_file"] = (bytes(far) + b"\0" * (17 << 20), "header area")
+    return cases
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "empty",
+        "mz_only",
+        "truncated_dos_header",
+        "truncated_before_pe_header",
+        "truncated_in_optional_header",
+        "truncated_in_section_table",
+        "mz_without_pe_header",
+        "lfanew_outside_file",
+        "lfanew_huge",
+        "bad_optional_magic",
+        "section_table_outside_file",
+        "too_many_sections",
+        "random_after_mz",
+        "sections_beyond_file",
+    ],
+)
+def test_malformed_headers(pe_set: PeSet, case: str) -> None:
+    data, pattern = _malformed(pe_set.app.read_bytes())[case]
+    error = NotABinaryError if case == "empty" else CorruptBinaryError
+    with pytest.raises(error, match=pattern) as info:
+        parse_pe(data, f"/apps/{case}.exe")
+    message = str(info.value)
+    assert message.startswith(f"/apps/{case}.exe: ")
+    assert "\n" not in message
+    assert info.value.path == f"/apps/{case}.exe"
+
+
+def test_import_directory_outside_the_file(pe_set: PeSet) -> None:
+    seed = pe_set.app.read_bytes()
+    data = _patch(seed, _directory(seed, 1), "<II", 0x7FFFFF00, 0x100)
+    parsed = parse_pe(data, "x.exe")  # the loader would refuse it; we report no imports rather than fail
+    assert table(parsed, EntryHow.IMPORT) == {}
+    assert table(parsed, EntryHow.DELAY_IMPORT) == {"cufft64_11.dll": set(CUFFT_FUNCS)}
+
+
+def test_delay_import_directory_outside_the_file(pe_set: PeSet) -> None:
+    seed = pe_set.app.read_bytes()
+    data = _patch(seed, _directory(seed, 13), "<II", 0xFFFFFFF0, 0x40)
+    parsed = parse_pe(data, "x.exe")
+    assert table(parsed, EntryHow.DELAY_IMPORT) == {}
+    assert set(table(parsed, EntryHow.IMPORT)["nvcuda.dll"]) == set(DRIVER_FUNCS)
+
+
+def test_export_directory_pointing_outside(pe_set: PeSet) -> None:
+    seed = pe_set.driver_dll.read_bytes()
+    parsed = parse_pe(_patch(seed, _directory(seed, 0), "<II", 0xFFFFFF00, 0x100), "x.dll")
+    assert parsed.soname is None and parsed.exports == ()
+
+
+def test_export_names_beyond_the_file_are_cut(pe_set: PeSet) -> None:
+    seed = pe_set.driver_dll.read_bytes()
+    clean = parse_pe(seed, "x.dll")
+    (rva, _size) = struct.unpack_from("<II", seed, _directory(seed, 0))
+    parsed0 = parse_pe(seed, "x.dll")
+    assert parsed0.exports
+    # NumberOfNames claims 4 billion names: the walk stops where the names stop being names.
+    data = bytearray(seed)
+    offset = _rva_to_offset(seed, rva)
+    struct.pack_into("<I", data, offset + 24, 0xFFFFFFFF)
+    parsed = parse_pe(bytes(data), "x.dll")
+    assert parsed.exports[: len(clean.exports)] == clean.exports
+    assert len(parsed.exports) < 100
+
+
+def _rva_to_offset(data: bytes, rva: int) -> int:
+    _, _, table_off, nsec = _headers(data)
+    for i in range(nsec):
+        vsize, va, raw_size, raw = struct.unpack_from("<IIII", data, table_off + 40 * i + 8)
+        if va <= rva < va + max(vsize, raw_size):
+            return rva - va + raw
+    raise AssertionError(f"rva 0x{rva:x} in no section")
+
+
+def test_looping_import_descriptors_are_bounded(pe_set: PeSet) -> None:
+    # Point every thunk of the first descriptor at the descriptor table itself, and make the names loop.
+    seed = pe_set.app.read_bytes()
+    (rva, _size) = struct.unpack_from("<II", seed, _directory(seed, 1))
+    offset = _rva_to_offset(seed, rva)
+    data = bytearray(seed)
+    struct.pack_into("<IIIII", data, offset, rva, 0, 0, rva, rva)
+    parsed = parse_pe(bytes(data), "loop.exe")
+    assert len(parsed.imports) < 10_000
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.bin")) if DATA.is_dir() else [], ids=lambda p: p.name)
+def test_committed_malformed_samples(path: Path) -> None:
+    """Regression inputs (hand-made malformed files and fuzzing crashers): a result or a CudatraceError."""
+    try:
+        parsed = parse_file(path) if path.stat().st_size else parse_pe(b"", str(path))
+    except CudatraceError as exc:
+        assert str(exc).startswith(f"{path}: ")
+        assert "\n" not in str(exc)
+    else:
+        assert parsed.format is BinaryFormat.PE
