@@ -1,0 +1,204 @@
+"""What a program needs from CUDA, gathered from its scan and run evidence, in the shape ``configure`` plans from.
+
+Evidence comes from saved documents given on the command line, from the coverage store (the newest scan and
+run of the program), or, when there is none, from scanning the program now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudatrace.errors import ConfigureError, InputError
+from cudatrace.model import CudaLibrary, Family, LibraryHow, ScanResult, TraceResult
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramEvidence:
+    """The CUDA needs of one program, merged over its scan and run documents."""
+
+    program: str
+    platform: str  # "linux" | "windows"
+    libraries: tuple[CudaLibrary, ...] = ()  # CUDA libraries named or loaded, one per file name
+    families: tuple[Family, ...] = ()  # families of entry points imported or called
+    needs_driver: bool = False  # a CUDA runtime (static or shared) or driver entry points: the driver is needed
+    sass_only: tuple[str, ...] = ()  # binaries whose GPU code is SASS only
+    sass_archs: tuple[str, ...] = ()
+    min_ptx_sm: int | None = None  # the highest "lowest PTX target" over binaries: the compute capability needed
+    verdict_release: str | None = None  # the ZLUDA release the evidence was classified against
+    sources: tuple[str, ...] = ()  # "scan", "trace", "store", "scanned now"
+
+    def library_names(self) -> tuple[str, ...]:
+        """The file names the program asks for."""
+        return tuple(lib.name for lib in self.libraries)
+
+    def uses(self, family: Family) -> bool:
+        """True when the program names, loads or calls anything of this family."""
+        return family in self.families or any(lib.family is family for lib in self.libraries)
+
+
+def platform_of(program: str | os.PathLike[str]) -> str:
+    """``windows`` for a PE file, ``linux`` for an ELF file, read from the first bytes; InputError otherwise."""
+    path = Path(program)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except FileNotFoundError:
+        raise InputError("program does not exist", str(path)) from None
+    except IsADirectoryError:
+        raise InputError("program is a folder, not an executable", str(path)) from None
+    except OSError as exc:
+        raise InputError(f"program is not readable: {exc.strerror or exc}", str(path)) from None
+    if head[:2] == b"MZ":
+        return "windows"
+    if head == b"\x7fELF":
+        return "linux"
+    if head[:2] == b"#!":
+        return "linux"  # a script (python launcher): the interpreter loads the CUDA libraries
+    raise InputError("not a PE or ELF program", str(path))
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file, read in blocks."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def evidence_from_documents(
+    program: str | os.PathLike[str],
+    scans: Sequence[ScanResult] = (),
+    traces: Sequence[TraceResult] = (),
+    *,
+    platform: str | None = None,
+    sources: Sequence[str] = (),
+) -> ProgramEvidence:
+    """Merge scan and trace documents into the needs of ``program``.
+
+    Every binary of a scan counts (an application folder's libraries load into the same process); a trace adds
+    what the process really loaded and called.
+    """
+    libs: dict[str, CudaLibrary] = {}
+    families: set[Family] = set()
+    needs_driver = False
+    sass_only: list[str] = []
+    sass_archs: set[str] = set()
+    min_ptx: list[int] = []
+    release: str | None = None
+
+    def add_lib(lib: CudaLibrary) -> None:
+        key = lib.name.lower() if (platform or "") == "windows" else lib.name
+        key = key.replace("\\", "/").rsplit("/", 1)[-1]
+        if key not in libs or libs[key].how is LibraryHow.DLOPEN_STRING:
+            libs[key] = CudaLibrary(key if lib.name.endswith(key) else lib.name, lib.family, lib.how, lib.version)
+
+    for scan in scans:
+        release = release or scan.zluda_release
+        for b in scan.binaries:
+            if b.verdict is not None:
+                release = release or b.verdict.release
+            for lib in b.cuda_libraries:
+                add_lib(lib)
+            families.update(e.family for e in b.imports)
+            if b.static_runtime is not None:
+                needs_driver = True
+            if b.gpu_code.sass_only:
+                sass_only.append(b.path)
+                sass_archs.update(i.arch for i in b.gpu_code.sass)
+            if b.gpu_code.min_ptx_sm:
+                min_ptx.append(b.gpu_code.min_ptx_sm)
+    for trace in traces:
+        if trace.verdict is not None:
+            release = release or trace.verdict.release
+        for lib in trace.libraries:
+            add_lib(lib)
+        families.update(c.family for c in trace.calls)
+        if trace.proc_lookups:
+            needs_driver = True
+    fams = set(families) | {lib.family for lib in libs.values()}
+    if fams & {Family.RUNTIME, Family.DRIVER, Family.CUBLAS, Family.CUBLASLT, Family.CUDNN, Family.CUSPARSE}:
+        needs_driver = True  # every CUDA library reaches the GPU through the driver
+    if fams & {Family.CUFFT, Family.CURAND, Family.CUSOLVER, Family.NVRTC, Family.NVJITLINK, Family.NCCL}:
+        needs_driver = True
+    if needs_driver:
+        families.add(Family.DRIVER)
+    return ProgramEvidence(
+        program=str(program),
+        platform=platform or platform_of(program),
+        libraries=tuple(sorted(libs.values(), key=lambda x: (x.family.value, x.name))),
+        families=tuple(sorted(families, key=lambda f: f.value)),
+        needs_driver=needs_driver,
+        sass_only=tuple(sass_only),
+        sass_archs=tuple(sorted(sass_archs)),
+        min_ptx_sm=max(min_ptx) if min_ptx else None,
+        verdict_release=release,
+        sources=tuple(sources),
+    )
+
+
+def load_documents(paths: Sequence[str]) -> tuple[tuple[ScanResult, ...], tuple[TraceResult, ...]]:
+    """Read saved ``cudatrace.scan/1`` and ``cudatrace.trace/1`` JSON documents; InputError naming a bad file."""
+    import json
+
+    from cudatrace.model import SCAN_SCHEMA, TRACE_SCHEMA
+
+    scans: list[ScanResult] = []
+    traces: list[TraceResult] = []
+    for p in paths:
+        try:
+            with open(p, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except FileNotFoundError:
+            raise InputError("evidence document does not exist", p) from None
+        except (OSError, ValueError) as exc:
+            raise InputError(f"evidence document is not readable JSON: {exc}", p) from None
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        try:
+            if schema == SCAN_SCHEMA:
+                scans.append(ScanResult.from_dict(doc))
+            elif schema == TRACE_SCHEMA:
+                traces.append(TraceResult.from_dict(doc))
+            else:
+                raise InputError(f"not a cudatrace scan or trace document (schema {schema!r})", p)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"damaged cudatrace document ({type(exc).__name__}: {exc})", p) from None
+    return tuple(scans), tuple(traces)
+
+
+def gather_evidence(
+    program: str | os.PathLike[str],
+    *,
+    documents: Sequence[str] = (),
+    db: str | None = None,
+    use_store: bool = True,
+) -> ProgramEvidence:
+    """The program's needs: from ``documents`` when given, else the store's newest scan and run of this exact
+    file (same path and content), else a scan of the program made now."""
+    path = Path(program).resolve()
+    platform = platform_of(path)
+    if documents:
+        scans, traces = load_documents(documents)
+        return evidence_from_documents(path, scans, traces, platform=platform, sources=("documents",))
+    if use_store:
+        from cudatrace.coverage_db.store import open_store
+
+        digest = sha256_of(path)
+        with open_store(db) as store:
+            for rec in store.find_programs(str(path)):
+                if rec.path == str(path) and rec.sha256 in (digest, None):
+                    scans, traces = store.latest_documents(rec.id)
+                    if scans or traces:
+                        return evidence_from_documents(path, scans, traces, platform=platform, sources=("store",))
+    from cudatrace.tracer.static.scanner import scan_file
+
+    try:
+        scanned = scan_file(path)
+    except ConfigureError:
+        raise
+    result = ScanResult(binaries=(scanned,), roots=(str(path),))
+    return evidence_from_documents(path, (result,), (), platform=platform, sources=("scanned now",))

@@ -1,0 +1,754 @@
+"""The ZLUDA runtime mapping of one program: which ZLUDA file replaces which CUDA library under which name, the
+AMD libraries behind each, the environment, the libraries that stay NVIDIA's own, and what ZLUDA cannot serve.
+
+:func:`plan_mapping` builds a :class:`MappingPlan` from a program's evidence and the ZLUDA (and HIP SDK) folders;
+:func:`check_plan` refuses a plan that cannot be staged; :func:`plan_to_toml` / :func:`plan_from_toml` write and
+read the mapping file a person can edit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path, PureWindowsPath
+from typing import Any
+
+from cudatrace.configure.evidence import ProgramEvidence
+from cudatrace.configure.gpu import hsa_override
+from cudatrace.configure.layout import COMPONENT_NAMES, HipLayout, ZludaLayout, component_of
+from cudatrace.configure.runtime_data import (
+    HIP7_WINDOWS_SINCE,
+    TORCH_CUDNN_V8_DISABLED_SINCE,
+    ZLUDA_CC_OLD_DEFAULT_UNTIL,
+    ZLUDA_CC_SINCE,
+    ZLUDA_EXE_TABLE_SINCE,
+    ZLUDA_LD_SINCE,
+    LibraryRow,
+    RuntimeData,
+    load_runtime_data,
+)
+from cudatrace.errors import ConfigureError, InputError
+from cudatrace.model import CudaLibrary, Family, LibraryHow
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MAPPING_SCHEMA = "cudatrace.mapping/1"
+
+
+class Placement(str, Enum):
+    """Where a mapped ZLUDA file must sit for the program to load it."""
+
+    RUNTIME_DIR = "runtime_dir"  # the staging folder the launcher points the loader (or zluda.exe) at
+    BESIDE_PROGRAM = "beside_program"  # next to the program: Windows finds it first in the application folder
+
+
+class Method(str, Enum):
+    """How the launcher makes the program load ZLUDA."""
+
+    LD_LIBRARY_PATH = "ld_library_path"  # Linux, as ZLUDA documents
+    LD_AUDIT = "ld_audit"  # Linux, zluda_ld: also wins over RPATH and absolute dlopen paths
+    ZLUDA_EXE = "zluda_exe"  # Windows: zluda.exe injects zluda_redirect.dll
+
+
+@dataclass(frozen=True, slots=True)
+class AmdDependency:
+    """An AMD library behind a ZLUDA shim, and whether the HIP SDK given holds it (None: no SDK given)."""
+
+    component: str  # "amdhip64", "rocblas", "hipblaslt", "rocsparse", "miopen", "rocm_smi64"
+    name: str
+    present: bool | None = None
+    required_major: int | None = None  # HIP runtime major the shim was linked against
+    files: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mapping-file form (None values left out: TOML has no null)."""
+        d: dict[str, Any] = {"component": self.component, "name": self.name, "files": list(self.files)}
+        if self.present is not None:
+            d["present"] = self.present
+        if self.required_major is not None:
+            d["required_major"] = self.required_major
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AmdDependency:
+        """Read the mapping-file form back."""
+        return cls(
+            str(d["component"]),
+            str(d.get("name", d["component"])),
+            d.get("present"),
+            d.get("required_major"),
+            tuple(d.get("files", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryMapping:
+    """One CUDA library the program asks for, served by one ZLUDA file staged under the requested name."""
+
+    requested: str  # the file name the program asks for: cublas64_11.dll, libcublas.so.12
+    family: Family
+    zluda_library: str  # the ZLUDA shim: driver, cublas, cublaslt, cudnn9, ...
+    source: str  # the file in the ZLUDA folder that serves it
+    placement: Placement
+    present: bool  # the source file is in the ZLUDA folder
+    amd: tuple[str, ...] = ()  # AMD component keys behind the shim
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mapping-file form."""
+        d: dict[str, Any] = {
+            "requested": self.requested,
+            "family": self.family.value,
+            "zluda_library": self.zluda_library,
+            "source": self.source,
+            "placement": self.placement.value,
+            "present": self.present,
+            "amd": list(self.amd),
+        }
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LibraryMapping:
+        """Read the mapping-file form back."""
+        return cls(
+            str(d["requested"]),
+            Family(d["family"]),
+            str(d.get("zluda_library", d["family"])),
+            str(d["source"]),
+            Placement(d.get("placement", Placement.RUNTIME_DIR.value)),
+            bool(d.get("present", True)),
+            tuple(d.get("amd", ())),
+            d.get("note"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One environment variable the launcher sets; ``prepend`` keeps the existing value after it (search paths)."""
+
+    name: str
+    value: str
+    reason: str
+    prepend: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mapping-file form."""
+        return {"name": self.name, "value": self.value, "reason": self.reason, "prepend": self.prepend}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EnvVar:
+        """Read the mapping-file form back."""
+        return cls(str(d["name"]), str(d["value"]), str(d.get("reason", "")), bool(d.get("prepend", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class NvidiaOwn:
+    """A CUDA library that stays NVIDIA's own file: ZLUDA does not replace it."""
+
+    library: str
+    family: Family
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mapping-file form."""
+        return {"library": self.library, "family": self.family.value, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NvidiaOwn:
+        """Read the mapping-file form back."""
+        return cls(str(d["library"]), Family(d["family"]), str(d.get("reason", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """Something ZLUDA cannot serve: with a remedy, or a plain "cannot run" and the reason."""
+
+    what: str  # the library or "GPU code"
+    family: Family
+    reason: str
+    remedy: str | None = None
+    cannot_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Mapping-file form."""
+        d: dict[str, Any] = {
+            "what": self.what,
+            "family": self.family.value,
+            "reason": self.reason,
+            "cannot_run": self.cannot_run,
+        }
+        if self.remedy:
+            d["remedy"] = self.remedy
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Unserved:
+        """Read the mapping-file form back."""
+        return cls(
+            str(d["what"]),
+            Family(d["family"]),
+            str(d.get("reason", "")),
+            d.get("remedy"),
+            bool(d.get("cannot_run", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MappingPlan:
+    """Everything ``configure`` stages and the launcher sets for one program under one ZLUDA release."""
+
+    program: str
+    platform: str  # "linux" | "windows"
+    release: str
+    release_range: str  # what the ZLUDA folder's files are consistent with
+    zluda_dir: str
+    method: Method
+    staging: str  # the staging folder's name, beside the program
+    libraries: tuple[LibraryMapping, ...] = ()
+    amd: tuple[AmdDependency, ...] = ()
+    environment: tuple[EnvVar, ...] = ()
+    nvidia_own: tuple[NvidiaOwn, ...] = ()
+    unserved: tuple[Unserved, ...] = ()
+    launcher_files: tuple[str, ...] = ()  # zluda.exe, zluda_redirect.dll or zluda_ld copied into the staging folder
+    hip_dir: str | None = None
+    gpu: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def program_dir(self) -> Path:
+        """The folder holding the program."""
+        return Path(self.program).parent
+
+    @property
+    def staging_dir(self) -> Path:
+        """The staging folder (beside the program)."""
+        return self.program_dir / self.staging
+
+    @property
+    def launcher_name(self) -> str:
+        """The launcher script's file name, beside the program."""
+        stem = Path(self.program).name
+        return f"{stem}.zluda.ps1" if self.platform == "windows" else f"{stem}.zluda.sh"
+
+    @property
+    def cannot_run(self) -> bool:
+        """True when something the program needs cannot be served at all."""
+        return any(u.cannot_run for u in self.unserved)
+
+    def problems(self) -> tuple[str, ...]:
+        """What keeps this plan from being staged: ZLUDA files missing from the folder."""
+        out = [f"the ZLUDA folder lacks {m.source} (needed as {m.requested})" for m in self.libraries if not m.present]
+        zdir = Path(self.zluda_dir)
+        out.extend(f"the ZLUDA folder lacks {name}" for name in self.launcher_files if not (zdir / name).is_file())
+        return tuple(out)
+
+    def missing_amd(self) -> tuple[AmdDependency, ...]:
+        """AMD libraries the HIP SDK given does not hold."""
+        return tuple(a for a in self.amd if a.present is False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mapping document (TOML and JSON share it)."""
+        d: dict[str, Any] = {
+            "schema": MAPPING_SCHEMA,
+            "program": self.program,
+            "platform": self.platform,
+            "release": self.release,
+            "release_range": self.release_range,
+            "zluda_dir": self.zluda_dir,
+            "method": self.method.value,
+            "staging": self.staging,
+            "launcher_files": list(self.launcher_files),
+        }
+        if self.hip_dir:
+            d["hip_dir"] = self.hip_dir
+        if self.gpu:
+            d["gpu"] = self.gpu
+        d["notes"] = list(self.notes)
+        d["library"] = [m.to_dict() for m in self.libraries]
+        d["amd"] = [a.to_dict() for a in self.amd]
+        d["environment"] = [e.to_dict() for e in self.environment]
+        d["nvidia_own"] = [n.to_dict() for n in self.nvidia_own]
+        d["unserved"] = [u.to_dict() for u in self.unserved]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MappingPlan:
+        """Read the mapping document back."""
+        return cls(
+            program=str(d["program"]),
+            platform=str(d["platform"]),
+            release=str(d["release"]),
+            release_range=str(d.get("release_range", d["release"])),
+            zluda_dir=str(d["zluda_dir"]),
+            method=Method(d["method"]),
+            staging=str(d["staging"]),
+            libraries=tuple(LibraryMapping.from_dict(x) for x in d.get("library", ())),
+            amd=tuple(AmdDependency.from_dict(x) for x in d.get("amd", ())),
+            environment=tuple(EnvVar.from_dict(x) for x in d.get("environment", ())),
+            nvidia_own=tuple(NvidiaOwn.from_dict(x) for x in d.get("nvidia_own", ())),
+            unserved=tuple(Unserved.from_dict(x) for x in d.get("unserved", ())),
+            launcher_files=tuple(d.get("launcher_files", ())),
+            hip_dir=d.get("hip_dir"),
+            gpu=d.get("gpu"),
+            notes=tuple(d.get("notes", ())),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What stays NVIDIA's and what ZLUDA cannot serve
+
+_NVIDIA_OWN_REASON: dict[Family, str] = {
+    Family.RUNTIME: "the CUDA runtime has no ZLUDA shim: NVIDIA's cudart stays and calls ZLUDA's driver",
+    Family.NVRTC: "ZLUDA has no NVRTC shim: NVIDIA's NVRTC stays; ZLUDA can run the PTX it produces, not CUBIN",
+    Family.NVJITLINK: "ZLUDA has no nvJitLink shim: NVIDIA's library stays",
+    Family.NVTX: "NVTX markers stay NVIDIA's (no GPU work)",
+    Family.CURAND: "ZLUDA has no cuRAND shim: NVIDIA's cuRAND stays; its kernels run only where it carries PTX",
+    Family.CUSOLVER: "ZLUDA has no cuSOLVER shim: NVIDIA's cuSOLVER stays; its kernels run only where it carries PTX",
+    Family.NVBLAS: "ZLUDA has no NVBLAS shim: NVIDIA's NVBLAS stays and calls cuBLAS (ZLUDA's)",
+    Family.CUFFTW: "ZLUDA has no cuFFTW shim: NVIDIA's cuFFTW stays and calls cuFFT",
+    Family.CUPTI: "ZLUDA has no CUPTI: NVIDIA's profiling library stays and will find no NVIDIA GPU",
+}
+_NVIDIA_RUNTIME_NAMES = {
+    "linux": "libcudart.so",
+    "windows": "cudart64_*.dll",
+}
+NCCL_REMEDY = (
+    "use gloo instead of NCCL (torch.distributed.init_process_group(backend='gloo')); a single-GPU run needs no NCCL"
+)
+CUDNN_REMEDY = "disable cuDNN in the framework (PyTorch: torch.backends.cudnn.enabled = False)"
+
+
+def _version_of(name: str, family: Family) -> str | None:
+    m = re.search(r"(?:64_|\.so\.)(\d+)", name)
+    return m.group(1) if m else None
+
+
+def _requested_driver(platform: str) -> str:
+    return "nvcuda.dll" if platform == "windows" else "libcuda.so.1"
+
+
+def _rows_for_family(rows: tuple[LibraryRow, ...], family: Family, requested: str) -> list[LibraryRow]:
+    """Shim rows of the family; for cuDNN the major (8 or 9) in the requested name decides the shim."""
+    out = [r for r in rows if r.family is family and r.library != "driver_win32"]
+    if family is Family.CUDNN:
+        major = _version_of(requested, family)
+        wanted = f"cudnn{major}" if major in ("8", "9") else "cudnn9"
+        out = [r for r in out if r.library == wanted]
+    return out
+
+
+def _closest(files: tuple[str, ...], requested: str, family: Family) -> str:
+    want = _version_of(requested, family)
+    versioned = [(f, _version_of(f, family)) for f in files]
+    if want is not None:
+        # the same version if shipped, else the nearest newer, else the newest
+        exact = [f for f, v in versioned if v == want]
+        if exact:
+            return exact[0]
+        newer = sorted((int(v), f) for f, v in versioned if v is not None and int(v) > int(want))
+        if newer:
+            return newer[0][1]
+    numbered = sorted((int(v), f) for f, v in versioned if v is not None)
+    return numbered[-1][1] if numbered else files[0]
+
+
+def _amd_for(row: LibraryRow, platform: str) -> list[tuple[str, int | None]]:
+    names = row.amd_linux if platform == "linux" else (*row.amd_windows, *row.amd_windows_runtime)
+    seen: dict[str, int | None] = {}
+    for n in names:
+        comp, major = component_of(n)
+        if comp == "amdhip64" and platform == "windows" and comp in seen:
+            continue  # delay-load amdhip64_7 first; the runtime fallback to _6 is not a second requirement
+        seen.setdefault(comp, major)
+    return list(seen.items())
+
+
+def _placement(row: LibraryRow, requested: str, platform: str, release: str, data: RuntimeData) -> Placement:
+    if platform == "linux":
+        return Placement.RUNTIME_DIR
+    if requested.lower() in ("nvcuda.dll", "nvml.dll"):
+        return Placement.RUNTIME_DIR  # zluda.exe redirects these in every release
+    if data.at_least(release, ZLUDA_EXE_TABLE_SINCE) and any(
+        dll.lower() == requested.lower() for _, dll in row.exe_redirects
+    ):
+        return Placement.RUNTIME_DIR
+    return Placement.BESIDE_PROGRAM  # not in zluda.exe's table: found first in the application folder
+
+
+def select_release(
+    layout: ZludaLayout, *, release: str | None, verdict_release: str | None, data: RuntimeData | None = None
+) -> tuple[str, list[str]]:
+    """The release to plan for, and notes; ConfigureError when the folder belongs to another release."""
+    data = data or load_runtime_data()
+    notes: list[str] = []
+    if not layout.ordinals:
+        foreign = ", ".join(layout.foreign) or "its files"
+        raise ConfigureError(
+            f"ZLUDA folder mixes files of several releases ({foreign}): reinstall one release", layout.path
+        )
+    for wanted, why in ((release, "--release"), (verdict_release, "the verdict")):
+        if wanted is None:
+            continue
+        if not data.is_known(wanted):
+            raise ConfigureError(f"unknown ZLUDA release {wanted!r} (from {why})", layout.path)
+        if not layout.contains(wanted, data):
+            raise ConfigureError(
+                f"ZLUDA folder holds release {layout.release_range}, not {wanted} that {why} was computed for"
+                if why == "the verdict"
+                else f"ZLUDA folder holds release {layout.release_range}, not {wanted}",
+                layout.path,
+            )
+    chosen = release or verdict_release
+    if chosen is None:
+        mainline = [o for o in layout.ordinals if data.tag(o) in data.mainline] or list(layout.ordinals)
+        chosen = data.tag(max(mainline))
+        if len(layout.ordinals) > 1:
+            notes.append(
+                f"the ZLUDA folder's files match {layout.release_range}; planned for {chosen} "
+                "(pass --release to name the exact one)"
+            )
+    if release and verdict_release and release != verdict_release:
+        notes.append(f"the verdict was computed for {verdict_release}; scan again with --zluda {release} to match")
+    return chosen, notes
+
+
+def plan_mapping(
+    evidence: ProgramEvidence,
+    zluda: ZludaLayout,
+    hip: HipLayout | None = None,
+    *,
+    gpu: str | None = None,
+    release: str | None = None,
+    method: Method | None = None,
+    device: str | None = None,
+    data: RuntimeData | None = None,
+) -> MappingPlan:
+    """The mapping the program needs under the ZLUDA release in ``zluda`` (and the HIP SDK in ``hip``)."""
+    data = data or load_runtime_data()
+    platform = evidence.platform
+    if zluda.platform != platform:
+        raise ConfigureError(
+            f"ZLUDA folder is a {zluda.platform} build but {Path(evidence.program).name} is a {platform} program",
+            zluda.path,
+        )
+    if hip is not None and hip.platform != platform:
+        raise ConfigureError(f"HIP folder is for {hip.platform}, the program is for {platform}", hip.path)
+    chosen, notes = select_release(zluda, release=release, verdict_release=evidence.verdict_release, data=data)
+    ordinal = data.ordinal(chosen)
+    rows = data.rows_at(ordinal, platform)
+    if method is None:
+        method = Method.ZLUDA_EXE if platform == "windows" else Method.LD_LIBRARY_PATH
+    if platform == "windows" and method is not Method.ZLUDA_EXE:
+        raise ConfigureError(f"method {method.value} is for Linux; Windows programs start through zluda.exe")
+    if platform == "linux" and method is Method.ZLUDA_EXE:
+        raise ConfigureError("zluda.exe is Windows only; use ld_library_path or ld_audit on Linux")
+    if method is Method.LD_AUDIT and not data.at_least(chosen, ZLUDA_LD_SINCE):
+        raise ConfigureError(f"zluda_ld (LD_AUDIT) exists from {ZLUDA_LD_SINCE}, not in {chosen}", zluda.path)
+
+    wanted: list[CudaLibrary] = list(evidence.libraries)
+    if evidence.needs_driver and not any(lib.family is Family.DRIVER for lib in wanted):
+        wanted.append(CudaLibrary(_requested_driver(platform), Family.DRIVER, LibraryHow.DLOPEN_STRING))
+
+    mappings: list[LibraryMapping] = []
+    nvidia_own: list[NvidiaOwn] = []
+    unserved: list[Unserved] = []
+    amd: dict[str, AmdDependency] = {}
+    seen: set[str] = set()
+    for lib in sorted(wanted, key=lambda x: (x.family.value, x.name)):
+        key = lib.name.lower() if platform == "windows" else lib.name
+        if key in seen:
+            continue
+        seen.add(key)
+        fam = lib.family
+        if fam in _NVIDIA_OWN_REASON:
+            nvidia_own.append(NvidiaOwn(lib.name, fam, _NVIDIA_OWN_REASON[fam]))
+            continue
+        if fam is Family.TENSORRT:
+            unserved.append(
+                Unserved(
+                    lib.name,
+                    fam,
+                    "no ZLUDA release has TensorRT; its engines are NVIDIA machine code",
+                    None,
+                    cannot_run=True,
+                )
+            )
+            continue
+        if fam is Family.NCCL:
+            nvidia_own.append(NvidiaOwn(lib.name, fam, "ZLUDA has no NCCL: NVIDIA's file may stay to load, unused"))
+            unserved.append(Unserved(lib.name, fam, "ZLUDA has no NCCL (multi-GPU collectives)", NCCL_REMEDY))
+            continue
+        if fam is Family.OTHER:
+            continue
+        candidates = _rows_for_family(rows, fam, lib.name)
+        if not candidates:
+            if fam is Family.CUDNN:
+                unserved.append(Unserved(lib.name, fam, f"ZLUDA {chosen} ships no {lib.name}", CUDNN_REMEDY))
+            elif fam is Family.DRIVER:
+                unserved.append(
+                    Unserved(lib.name, fam, f"ZLUDA {chosen} has no {platform} driver", None, cannot_run=True)
+                )
+            else:
+                nvidia_own.append(NvidiaOwn(lib.name, fam, f"ZLUDA {chosen} has no {fam.value} shim"))
+            continue
+        row = candidates[0]
+        files = row.files(platform)
+        exact = next((f for f in files if (f.lower() if platform == "windows" else f) == key), None)
+        source = exact or _closest(files, lib.name, fam)
+        note = None
+        if exact is None:
+            note = f"ZLUDA {chosen} ships this shim as {source} only; staged under the requested name {lib.name}"
+        if row.forwards_to.startswith("(none") and fam not in (Family.NVML,):
+            reason = f"ZLUDA {chosen}'s {row.library} shim has no AMD backend: its calls return NOT_SUPPORTED"
+            remedy = (
+                "keep the program off this library's code paths (e.g. FFT on the CPU)" if fam is Family.CUFFT else None
+            )
+            unserved.append(Unserved(lib.name, fam, reason, remedy))
+        comps = _amd_for(row, platform)
+        for comp, major in comps:
+            if comp not in amd:
+                present: bool | None = None
+                files_found: tuple[str, ...] = ()
+                if hip is not None:
+                    files_found = hip.component_files(comp)
+                    present = bool(files_found)
+                    if comp == "amdhip64" and major is not None:
+                        present = major in hip.hip_majors or (
+                            platform == "windows" and fam is Family.DRIVER and 6 in hip.hip_majors
+                        )
+                amd[comp] = AmdDependency(comp, COMPONENT_NAMES.get(comp, comp), present, major, files_found)
+        placed = _placement(row, lib.name, platform, chosen, data)
+        src_path = zluda.file(source)
+        mappings.append(
+            LibraryMapping(
+                requested=lib.name,
+                family=fam,
+                zluda_library=row.library,
+                source=src_path.name if src_path else source,
+                placement=placed,
+                present=src_path is not None,
+                amd=tuple(c for c, _ in comps),
+                note=note,
+            )
+        )
+
+    if evidence.sass_only:
+        archs = ", ".join(evidence.sass_archs) or "NVIDIA architectures"
+        names = ", ".join(Path(p).name for p in evidence.sass_only[:5])
+        unserved.append(
+            Unserved(
+                "GPU code",
+                Family.OTHER,
+                f"{names}: GPU code is SASS only ({archs}) with no PTX; ZLUDA recompiles PTX only",
+                None,
+                cannot_run=True,
+            )
+        )
+
+    launcher_files: tuple[str, ...] = ()
+    if platform == "windows":
+        launcher_files = ("zluda.exe", "zluda_redirect.dll")
+    elif method is Method.LD_AUDIT:
+        launcher_files = ("zluda_ld",)
+
+    env = _environment(evidence, zluda, hip, chosen, method, mappings, gpu, device, data, notes, unserved)
+    if platform == "windows" and not data.at_least(chosen, HIP7_WINDOWS_SINCE) and hip and 6 not in hip.hip_majors:
+        notes.append(f"ZLUDA {chosen} on Windows was built for HIP 6 (amdhip64_6.dll)")
+    return MappingPlan(
+        program=str(Path(evidence.program)),
+        platform=platform,
+        release=chosen,
+        release_range=zluda.release_range,
+        zluda_dir=zluda.path,
+        method=method,
+        staging=f"{Path(evidence.program).name}.zluda",
+        libraries=tuple(mappings),
+        amd=tuple(sorted(amd.values(), key=lambda a: a.component)),
+        environment=tuple(env),
+        nvidia_own=tuple(nvidia_own),
+        unserved=tuple(unserved),
+        launcher_files=launcher_files,
+        hip_dir=hip.path if hip else None,
+        gpu=gpu,
+        notes=tuple(notes),
+    )
+
+
+def _cc_default(release: str, data: RuntimeData) -> float:
+    return 8.8 if data.ordinal(release) <= data.ordinal(ZLUDA_CC_OLD_DEFAULT_UNTIL) else 8.5
+
+
+def _join(platform: str, *parts: str) -> str:
+    if platform == "windows":
+        return str(PureWindowsPath(*parts))
+    return os.path.join(*parts)
+
+
+def _environment(
+    evidence: ProgramEvidence,
+    zluda: ZludaLayout,
+    hip: HipLayout | None,
+    release: str,
+    method: Method,
+    mappings: list[LibraryMapping],
+    gpu: str | None,
+    device: str | None,
+    data: RuntimeData,
+    notes: list[str],
+    unserved: list[Unserved],
+) -> list[EnvVar]:
+    platform = evidence.platform
+    staging = str(Path(evidence.program).parent / f"{Path(evidence.program).name}.zluda")
+    fams = {m.family for m in mappings}
+    env: list[EnvVar] = []
+    if platform == "linux":
+        search = staging
+        if hip is not None:
+            search = f"{staging}:{hip.libdir}"
+        env.append(
+            EnvVar("LD_LIBRARY_PATH", search, "ZLUDA's libraries (staged) first, then the ROCm libraries", prepend=True)
+        )
+        if method is Method.LD_AUDIT:
+            env.append(
+                EnvVar(
+                    "LD_AUDIT",
+                    os.path.join(staging, "zluda_ld"),
+                    "zluda_ld redirects CUDA sonames to its own folder, even past RPATH",
+                    prepend=True,
+                )
+            )
+    else:
+        if hip is not None:
+            env.append(EnvVar("HIP_PATH", hip.path, "ZLUDA's shims look for ROCm DLLs in %HIP_PATH%\\bin"))
+            env.append(EnvVar("PATH", hip.libdir, "the HIP runtime and ROCm DLLs", prepend=True))
+    if hip is not None:
+        if Family.CUBLAS in fams and hip.tensile_dir("rocblas"):
+            env.append(
+                EnvVar(
+                    "ROCBLAS_TENSILE_LIBPATH",
+                    str(hip.tensile_dir("rocblas")),
+                    "rocBLAS kernel library (cuBLAS runs on rocBLAS)",
+                )
+            )
+        if Family.CUBLASLT in fams and hip.tensile_dir("hipblaslt"):
+            env.append(
+                EnvVar(
+                    "HIPBLASLT_TENSILE_LIBPATH",
+                    str(hip.tensile_dir("hipblaslt")),
+                    "hipBLASLt kernel library (cuBLASLt runs on hipBLASLt)",
+                )
+            )
+    if device is not None:
+        env.append(EnvVar("HIP_VISIBLE_DEVICES", device, "run on this AMD GPU only"))
+    if gpu is not None:
+        component = "rocblas" if Family.CUBLAS in fams else "hipblaslt" if Family.CUBLASLT in fams else None
+        kernels = hip.kernels_for(component) if (hip is not None and component) else None
+        override = hsa_override(gpu, kernels)
+        if override and platform == "linux":
+            env.append(
+                EnvVar(
+                    "HSA_OVERRIDE_GFX_VERSION",
+                    override,
+                    f"ROCm ships no kernels for {gpu}; run those of a compatible sibling",
+                )
+            )
+        elif override:
+            unserved.append(
+                Unserved(
+                    f"{component or 'ROCm'} kernels for {gpu}",
+                    Family.OTHER,
+                    f"the HIP SDK has no {component or 'ROCm'} kernels for {gpu}; Windows has no HSA override",
+                    "install a HIP SDK (or community ROCm libraries) built for " + gpu,
+                )
+            )
+    if evidence.min_ptx_sm and data.at_least(release, ZLUDA_CC_SINCE):
+        default = _cc_default(release, data)
+        need = evidence.min_ptx_sm / 10
+        if need > default:
+            env.append(
+                EnvVar(
+                    "ZLUDA_CC",
+                    f"{evidence.min_ptx_sm // 10}.{evidence.min_ptx_sm % 10}",
+                    f"the program's PTX needs compute capability {need:.1f}; ZLUDA {release} reports "
+                    f"{default:.1f} by default",
+                )
+            )
+    elif evidence.min_ptx_sm and evidence.min_ptx_sm > 88:
+        notes.append(
+            f"the program's PTX targets sm_{evidence.min_ptx_sm}; ZLUDA {release} cannot report a higher "
+            f"compute capability (ZLUDA_CC arrived in {ZLUDA_CC_SINCE})"
+        )
+    if Family.CUDNN in fams and (platform == "linux" or not data.at_least(release, TORCH_CUDNN_V8_DISABLED_SINCE)):
+        env.append(
+            EnvVar(
+                "TORCH_CUDNN_V8_API_DISABLED",
+                "1",
+                "PyTorch must not use the cuDNN graph API: ZLUDA leaves every cudnnBackend* unimplemented",
+            )
+        )
+    return env
+
+
+def check_plan(plan: MappingPlan) -> None:
+    """ConfigureError (one line naming the ZLUDA folder) when the plan cannot be staged."""
+    problems = plan.problems()
+    if problems:
+        raise ConfigureError("; ".join(problems), plan.zluda_dir)
+
+
+def refresh_presence(plan: MappingPlan, zluda: ZludaLayout) -> MappingPlan:
+    """The plan with each library's ``present`` flag checked against the ZLUDA folder again (edited mappings)."""
+    libs = tuple(replace(m, present=zluda.file(m.source) is not None) for m in plan.libraries)
+    return replace(plan, libraries=libs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The mapping file
+
+
+def plan_to_toml(plan: MappingPlan) -> str:
+    """The mapping as TOML a person can read and edit."""
+    import tomli_w
+
+    header = (
+        f"# cudatrace ZLUDA mapping for {Path(plan.program).name}\n"
+        "# Edit it and pass it back with: cudatrace configure PROGRAM --mapping THIS_FILE [--apply]\n"
+        "# [[library]]: the ZLUDA file (source) that serves each CUDA library under the name the program asks for\n"
+        "# [[environment]]: what the launcher sets; prepend = true keeps the existing value after it\n\n"
+    )
+    return header + tomli_w.dumps(plan.to_dict())
+
+
+def plan_from_toml(text: str, origin: str) -> MappingPlan:
+    """Read a mapping file; InputError naming ``origin`` when it is not one."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"mapping file is not valid TOML: {exc}", origin) from None
+    if doc.get("schema") != MAPPING_SCHEMA:
+        raise InputError(f"not a cudatrace mapping (schema {doc.get('schema')!r}, expected {MAPPING_SCHEMA})", origin)
+    try:
+        return MappingPlan.from_dict(doc)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InputError(f"damaged mapping file ({type(exc).__name__}: {exc})", origin) from None
+
+
+def read_mapping(path: str | os.PathLike[str]) -> MappingPlan:
+    """Read a mapping file from disk."""
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError:
+        raise InputError("mapping file does not exist", str(p)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"mapping file is not readable: {exc}", str(p)) from None
+    return plan_from_toml(text, str(p))

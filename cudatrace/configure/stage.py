@@ -1,0 +1,295 @@
+"""Stage a mapping (``configure --apply``) and undo it (``configure --restore``), proving every byte by hash.
+
+``apply_plan`` builds the staging folder ``<program>.zluda`` in a temporary folder beside the program (ZLUDA
+files under the requested names, the launcher tools, backups, a manifest with sha256 hashes) and renames it into
+place in one step. Files that must sit beside the program (the launcher script, Windows DLLs that zluda.exe
+does not redirect) are written afterwards; an existing file there is backed up first. Any failure rolls back
+what was done, so a folder is either fully configured or untouched.
+
+``restore`` puts every backed-up file back, removes every file it added and the staging folder, and checks each
+restored file's sha256 against the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cudatrace.configure.evidence import sha256_of
+from cudatrace.configure.launcher import render_launcher
+from cudatrace.configure.mapping import MappingPlan, Placement, check_plan
+from cudatrace.errors import ConfigureError
+
+MANIFEST_SCHEMA = "cudatrace.stage/1"
+MANIFEST_NAME = "manifest.json"
+BACKUP_DIR = "backup"
+
+
+@dataclass(frozen=True, slots=True)
+class FileProof:
+    """One file of a stage or restore: where, the hash it must have, the hash it has."""
+
+    path: str
+    action: str  # "staged", "added", "replaced", "restored", "removed"
+    expected_sha256: str | None
+    actual_sha256: str | None
+
+    @property
+    def ok(self) -> bool:
+        """True when the file has the hash it must have (or is gone when it must be)."""
+        return self.expected_sha256 == self.actual_sha256
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "path": self.path,
+            "action": self.action,
+            "expected_sha256": self.expected_sha256,
+            "actual_sha256": self.actual_sha256,
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StageReport:
+    """What ``--apply`` or ``--restore`` did, file by file."""
+
+    program: str
+    staging_dir: str
+    launcher: str | None
+    files: tuple[FileProof, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every file proof holds."""
+        return all(f.ok for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "program": self.program,
+            "staging_dir": self.staging_dir,
+            "launcher": self.launcher,
+            "ok": self.ok,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+
+def staging_dir_of(program: str | os.PathLike[str]) -> Path:
+    """The staging folder of a program: ``<program>.zluda`` beside it."""
+    p = Path(program)
+    return p.parent / f"{p.name}.zluda"
+
+
+def _err(message: str, path: Path | str, exc: OSError | None = None) -> ConfigureError:
+    detail = f": {exc.strerror or exc}" if exc is not None else ""
+    return ConfigureError(f"{message}{detail}", str(path))
+
+
+def _copy(src: Path, dst: Path, *, symlink: bool) -> None:
+    if symlink:
+        os.symlink(src.resolve(), dst)
+    else:
+        shutil.copyfile(src, dst)
+        shutil.copymode(src, dst)
+
+
+def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
+    """Stage the mapping beside the program; ConfigureError and no change at all when anything fails."""
+    check_plan(plan)
+    program = Path(plan.program)
+    folder = program.parent
+    staging = plan.staging_dir
+    zdir = Path(plan.zluda_dir)
+    if not program.is_file():
+        raise ConfigureError("program does not exist", str(program))
+    if staging.exists() or staging.is_symlink():
+        raise ConfigureError("already configured (run configure --restore first)", str(staging))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{plan.staging}.tmp-", dir=folder))
+    except OSError as exc:
+        raise _err("cannot write in the program folder", folder, exc) from None
+    proofs: list[FileProof] = []
+    beside: list[tuple[Path, bytes | Path]] = []  # (target, new content or source file)
+    try:
+        for m in plan.libraries:
+            src = zdir / m.source
+            if m.placement is Placement.RUNTIME_DIR:
+                try:
+                    _copy(src, tmp / m.requested, symlink=symlink)
+                except OSError as exc:
+                    raise _err(f"cannot stage {m.source}", src, exc) from None
+                proofs.append(FileProof(str(staging / m.requested), "staged", sha256_of(src), sha256_of(src)))
+            else:
+                beside.append((folder / m.requested, src))
+        for name in plan.launcher_files:
+            src = zdir / name
+            try:
+                _copy(src, tmp / name, symlink=symlink)
+            except OSError as exc:
+                raise _err(f"cannot stage {name}", src, exc) from None
+            proofs.append(FileProof(str(staging / name), "staged", sha256_of(src), sha256_of(src)))
+        launcher_path = folder / plan.launcher_name
+        beside.append((launcher_path, render_launcher(plan).encode("utf-8")))
+        manifest: dict[str, Any] = {
+            "schema": MANIFEST_SCHEMA,
+            "program": str(program),
+            "staging": plan.staging,
+            "release": plan.release,
+            "staged": [{"name": Path(p.path).name, "sha256": p.expected_sha256} for p in proofs],
+            "added": [],
+            "replaced": [],
+        }
+        (tmp / BACKUP_DIR).mkdir()
+        for target, content in beside:
+            if target.is_dir() and not target.is_symlink():
+                raise ConfigureError("a folder is in the way of a file to stage", str(target))
+            new_hash = _hash_content(content)
+            if target.exists() or target.is_symlink():
+                backup = tmp / BACKUP_DIR / target.name
+                try:
+                    shutil.copy2(target, backup, follow_symlinks=False)
+                except OSError as exc:
+                    raise _err("cannot back up", target, exc) from None
+                before = sha256_of(target)
+                if sha256_of(backup) != before:
+                    raise ConfigureError("backup does not match the original", str(target))
+                manifest["replaced"].append({"name": target.name, "sha256_before": before, "sha256_after": new_hash})
+            else:
+                manifest["added"].append({"name": target.name, "sha256": new_hash})
+        _write_json(tmp / MANIFEST_NAME, manifest)
+        try:
+            os.rename(tmp, staging)
+        except OSError as exc:
+            raise _err("cannot create the staging folder", staging, exc) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    done: list[Path] = []
+    try:
+        for target, content in beside:
+            _place(target, content)
+            done.append(target)
+            proofs.append(
+                FileProof(
+                    str(target),
+                    "replaced" if (staging / BACKUP_DIR / target.name).exists() else "added",
+                    _hash_content(content),
+                    sha256_of(target),
+                )
+            )
+    except BaseException as exc:
+        _rollback(staging, folder, done)
+        if isinstance(exc, OSError):
+            raise _err("cannot place a file beside the program; nothing changed", folder, exc) from None
+        raise
+    return StageReport(str(program), str(staging), str(folder / plan.launcher_name), tuple(proofs))
+
+
+def _hash_content(content: bytes | Path) -> str:
+    if isinstance(content, Path):
+        return sha256_of(content)
+    import hashlib
+
+    return hashlib.sha256(content).hexdigest()
+
+
+def _place(target: Path, content: bytes | Path) -> None:
+    tmp = target.parent / f".{target.name}.cudatrace-tmp"
+    if isinstance(content, Path):
+        shutil.copyfile(content, tmp)
+    else:
+        tmp.write_bytes(content)
+        if target.suffix == ".sh":
+            tmp.chmod(0o755)
+    os.replace(tmp, target)
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _rollback(staging: Path, folder: Path, done: list[Path]) -> None:
+    """Undo a partly placed stage: put backups back, remove what was added, remove the staging folder."""
+    for target in reversed(done):
+        backup = staging / BACKUP_DIR / target.name
+        try:
+            if backup.exists() or backup.is_symlink():
+                _restore_one(backup, target)
+            else:
+                target.unlink(missing_ok=True)
+        except OSError:
+            pass  # keep undoing the rest; the backup stays in the staging folder if this one failed
+    for leftover in folder.glob(".*.cudatrace-tmp"):
+        leftover.unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _restore_one(backup: Path, target: Path) -> None:
+    tmp = target.parent / f".{target.name}.cudatrace-tmp"
+    if tmp.exists() or tmp.is_symlink():
+        tmp.unlink()
+    shutil.copy2(backup, tmp, follow_symlinks=False)
+    os.replace(tmp, target)
+
+
+def read_manifest(program: str | os.PathLike[str]) -> dict[str, Any]:
+    """The stage manifest of a configured program; ConfigureError when the program was not configured."""
+    path = staging_dir_of(program) / MANIFEST_NAME
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        raise ConfigureError("nothing to restore: no stage manifest", str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigureError(f"stage manifest is not readable: {exc}", str(path)) from None
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:
+        raise ConfigureError("not a cudatrace stage manifest", str(path))
+    for entry in [*doc.get("added", ()), *doc.get("replaced", ())]:
+        name = entry.get("name", "") if isinstance(entry, dict) else ""
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ConfigureError(f"stage manifest names an unsafe file {name!r}", str(path))
+    return doc
+
+
+def restore(program: str | os.PathLike[str]) -> StageReport:
+    """Undo ``apply_plan``: every replaced file back byte for byte (checked by sha256), every added file removed."""
+    prog = Path(program).resolve() if Path(program).exists() else Path(program)
+    staging = staging_dir_of(prog)
+    folder = prog.parent
+    doc = read_manifest(prog)
+    backups = staging / BACKUP_DIR
+    for entry in doc.get("replaced", ()):
+        backup = backups / entry["name"]
+        if not (backup.exists() or backup.is_symlink()):
+            raise ConfigureError("backup missing: cannot restore", str(backup))
+        if sha256_of(backup) != entry["sha256_before"]:
+            raise ConfigureError("backup does not match its recorded sha256: cannot restore", str(backup))
+    proofs: list[FileProof] = []
+    try:
+        for entry in doc.get("replaced", ()):
+            target = folder / entry["name"]
+            _restore_one(backups / entry["name"], target)
+            proofs.append(FileProof(str(target), "restored", entry["sha256_before"], sha256_of(target)))
+        for entry in doc.get("added", ()):
+            target = folder / entry["name"]
+            if target.is_file() or target.is_symlink():
+                target.unlink()
+            proofs.append(FileProof(str(target), "removed", None, sha256_of(target) if target.exists() else None))
+    except OSError as exc:
+        raise _err("cannot restore; the staging folder and its backups are kept", folder, exc) from None
+    bad = [p for p in proofs if not p.ok]
+    if bad:
+        raise ConfigureError("restored file does not match its recorded sha256; staging folder kept", bad[0].path)
+    try:
+        shutil.rmtree(staging)
+    except OSError as exc:
+        raise _err("restored every file but cannot remove the staging folder", staging, exc) from None
+    proofs.append(FileProof(str(staging), "removed", None, None if not staging.exists() else "still there"))
+    return StageReport(str(prog), str(staging), None, tuple(proofs))
