@@ -90,6 +90,29 @@ def anchor_id(family: Family, function: str) -> str:
     return f"ep-{family.value}-{slug}-{digest}"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (terminal escapes, NUL, newlines, bidi overrides) shown as ``\\xNN`` escapes.
+
+    Names come from hostile binaries; a name holding ``\\x1b[2J`` must not clear the reader's terminal.
+    """
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", text
+    )
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 run"``, ``"2 runs"``, ``"3 binaries"``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def format_codes(pairs: Iterable[tuple[str, int]]) -> str:
+    """Return codes with counts, most frequent first: ``CUDA_ERROR_NOT_SUPPORTED x12, ...``."""
+    return ", ".join(f"{k} x{v}" for k, v in sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
+
+
 def _pairs_dict(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     return {k: v for k, v in pairs}
 
@@ -484,7 +507,11 @@ class Report:
         if not self.uses_cuda:
             where = []
             if self.binaries:
-                where.append(f"none of the {len(self.binaries)} scanned binaries imports, names or embeds CUDA")
+                where.append(
+                    "the scanned binary neither imports, names nor embeds CUDA"
+                    if len(self.binaries) == 1
+                    else f"none of the {len(self.binaries)} scanned binaries imports, names or embeds CUDA"
+                )
             if self.traced:
                 where.append("the traced run loaded and called nothing from CUDA")
             out.append(
@@ -503,7 +530,9 @@ class Report:
             if run.crashed:
                 first = self.first_failure
                 tail = f"; the first failing call was {first.function}" if first else ""
-                out.append(f"The traced run crashed: {run.outcome} after {run.calls} CUDA calls{tail}.")
+                out.append(f"The traced run {run.outcome} after {run.calls} CUDA calls{tail}.")
+            elif run.exit_code not in (0, None):
+                out.append(f"The traced run {run.outcome}.")
         if self.uses_cuda and self.verdict is None:
             out.append(f"No verdict: the evidence was not classified against ZLUDA {self.release}.")
         return tuple(out)

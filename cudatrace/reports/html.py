@@ -1,0 +1,538 @@
+"""HTML rendering: one self-contained page (inline CSS, JS and SVG; no CDN, no network) per report or aggregate.
+
+Everything that comes from a document is escaped with :func:`html.escape` (``quote=True``) at the point it is
+written; the document itself is embedded as JSON in a ``<script type="application/json">`` block with every
+``<`` written as ``\\u003c`` so no name can close the block. A Content-Security-Policy allows only the page's own
+script and style (by hash), so even a missed escape could not run code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cache
+from html import escape
+from importlib import resources
+from typing import Any
+
+from cudatrace.model import VerdictStatus
+from cudatrace.reports.charts import Segment, bar_chart, stacked_bars
+from cudatrace.reports.document import Aggregate, Evidence, Report, ReportEntry, format_codes, plural, printable
+
+TOP_N = 15
+VERDICT_TEXT = {
+    VerdictStatus.RUNS: "Runs",
+    VerdictStatus.AT_RISK: "At risk",
+    VerdictStatus.BLOCKED: "Blocked",
+}
+
+
+def _e(text: object) -> str:
+    return escape(printable(str(text)), quote=True)
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("cudatrace.reports").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def embed_json(doc: dict[str, Any]) -> str:
+    """JSON text safe inside ``<script type="application/json">``: no ``</script>``, no ``<!--``, no U+2028."""
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+class _Cell:
+    __slots__ = ("cls", "html", "sort")
+
+    def __init__(self, html: str, sort: object = None, cls: str = "") -> None:
+        self.html, self.sort, self.cls = html, sort, cls
+
+
+def _num(value: int | float | None) -> _Cell:
+    if value is None:
+        return _Cell("-", -1, "num")
+    return _Cell(_e(value), value, "num")
+
+
+def _table(
+    table_id: str, headers: Sequence[str], rows: Sequence[Sequence[_Cell]], *, row_ids: Sequence[str] = ()
+) -> str:
+    numeric = {i for i, c in enumerate(rows[0]) if "num" in c.cls} if rows else set()
+    head = "".join(
+        f'<th class="num">{_e(h)}</th>' if i in numeric else f"<th>{_e(h)}</th>" for i, h in enumerate(headers)
+    )
+    body = []
+    for r, row in enumerate(rows):
+        rid = f' id="{_e(row_ids[r])}"' if r < len(row_ids) else ""
+        cells = []
+        for c in row:
+            attrs = f' class="{c.cls}"' if c.cls else ""
+            if c.sort is not None:
+                attrs += f' data-sort="{_e(c.sort)}"'
+            cells.append(f"<td{attrs}>{c.html}</td>")
+        body.append(f"<tr{rid}>{''.join(cells)}</tr>")
+    return (
+        f'<table class="sortable" id="{_e(table_id)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def _status(e: ReportEntry) -> str:
+    if e.status is None:
+        return '<span class="st">unclassified</span>'
+    return f'<span class="st st-{e.status.value}">{_e(e.status.value.replace("_", " "))}</span>'
+
+
+def _link(e: ReportEntry) -> str:
+    return f'<a href="#{_e(e.anchor)}"><code>{_e(e.function)}</code></a>'
+
+
+def _page(title: str, body: str, data: dict[str, Any]) -> str:
+    css, js = _asset("report.css"), _asset("report.js")
+    csp = (
+        f"default-src 'none'; style-src {_csp_hash(css)}; script-src {_csp_hash(js)}; img-src data:; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp, quote=True)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="cudatrace">'
+        f"<title>{_e(title)}</title><style>{css}</style></head>\n<body>\n{body}\n"
+        f'<script type="application/json" id="cudatrace-data">{embed_json(data)}</script>\n'
+        f"<script>{js}</script>\n</body></html>\n"
+    )
+
+
+def _verdict_badge(status: VerdictStatus | None, fallback: str) -> str:
+    if status is None:
+        return f'<div class="verdict verdict-none">{_e(fallback)}</div>'
+    return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_TEXT[status])}</div>'
+
+
+def _report_body(doc: Report) -> str:
+    out: list[str] = []
+    out.append(f"<header><h1>{_e(doc.program)}</h1>")
+    out.append(
+        f'<div class="sub">cudatrace report under ZLUDA <b>{_e(doc.release)}</b> · evidence: {_e(doc.evidence.value)}'
+        f" · {plural(len(doc.binaries), 'binary', 'binaries')} scanned · {plural(len(doc.runs), 'run')} traced</div>"
+    )
+    out.append(
+        _verdict_badge(doc.verdict.status if doc.verdict else None, "No CUDA" if not doc.uses_cuda else "Unclassified")
+    )
+    if doc.notes:
+        out.append('<ul class="notes">')
+        for note in doc.notes:
+            cls = ' class="crash"' if "crashed" in note else ""
+            out.append(f"<li{cls}>{_e(note)}</li>")
+        out.append("</ul>")
+    out.append("</header>")
+
+    if doc.verdict and doc.verdict.reasons:
+        out.append('<section id="verdict"><h2>Why</h2><ol class="reasons">')
+        for r in doc.verdict.reasons:
+            fns = "".join(
+                f' <a href="#{_e(e.anchor)}"><code>{_e(e.function)}</code></a>'
+                for e in doc.entries
+                if e.function in r.functions
+            )
+            calls = f" ({r.calls} calls)" if r.calls else ""
+            out.append(
+                f'<li><span class="sev sev-{r.severity.value}">{_e(r.severity.value)}</span>'
+                f"{_e(r.message)}{calls}{fns}</li>"
+            )
+        out.append("</ol></section>")
+    if doc.remedies:
+        out.append('<section id="remedies"><h2>What to do</h2><ol>')
+        out.extend(f"<li>{_e(r)}</li>" for r in doc.remedies)
+        out.append("</ol></section>")
+    if not doc.uses_cuda:
+        return "\n".join(out)
+
+    # Charts: where a picture beats a table.
+    charts = []
+    fam_rows = [
+        (
+            f.family.value,
+            [
+                Segment("translated", f.translated),
+                Segment("stub", f.stub),
+                Segment("absent", f.absent),
+                Segment("not_replaced", f.not_replaced),
+                Segment("nvidia_own", f.nvidia_own),
+                Segment("unknown", f.unknown),
+            ],
+        )
+        for f in doc.families
+    ]
+    charts.append(
+        ("Coverage per family (entry points)", stacked_bars("chart-coverage", "Coverage per family", fam_rows))
+    )
+    called = sorted((e for e in doc.entries if e.calls), key=lambda e: (-(e.calls or 0), e.function))[:TOP_N]
+    if called:
+        items = [(e.function, e.calls or 0, e.status.value if e.status else "unknown") for e in called]
+        charts.append(
+            (
+                f"Calls per entry point (top {len(called)}, coloured by ZLUDA status)",
+                bar_chart("chart-calls", "Calls per entry point", items, links=[e.anchor for e in called]),
+            )
+        )
+    ev_rows = []
+    for f in doc.families:
+        rows = [e for e in doc.entries if e.family is f.family]
+        ev_rows.append(
+            (
+                f.family.value,
+                [
+                    Segment("static", sum(1 for e in rows if e.evidence is Evidence.STATIC)),
+                    Segment("both", sum(1 for e in rows if e.evidence is Evidence.BOTH)),
+                    Segment("dynamic", sum(1 for e in rows if e.evidence is Evidence.DYNAMIC)),
+                ],
+            )
+        )
+    charts.append(
+        (
+            "Static vs dynamic evidence (entry points seen in files, called, or both)",
+            stacked_bars("chart-evidence", "Static vs dynamic evidence", ev_rows),
+        )
+    )
+    out.append('<section id="charts"><h2>At a glance</h2><div class="charts">')
+    out.extend(f"<figure><figcaption>{_e(cap)}</figcaption>{svg}</figure>" for cap, svg in charts)
+    out.append("</div></section>")
+
+    out.append('<section id="families"><h2>Per family</h2>')
+    out.append(
+        _table(
+            "family-table",
+            ("family", "used", "called", "translated", "stub", "absent", "not replaced", "NVIDIA's own", "blocking"),
+            [
+                [
+                    _Cell(_e(f.family.value)),
+                    _num(f.used),
+                    _num(f.called),
+                    _num(f.translated),
+                    _num(f.stub),
+                    _num(f.absent),
+                    _num(f.not_replaced),
+                    _num(f.nvidia_own),
+                    _num(f.blocking),
+                ]
+                for f in doc.families
+            ],
+        )
+    )
+    out.append("</section>")
+
+    blocking = doc.blocking
+    out.append('<section id="blocking"><h2>Blocking calls</h2>')
+    if blocking:
+        out.append(
+            _table(
+                "blocking-table",
+                ("family", "function", "ZLUDA", "calls", "failed", "return codes", "seen as"),
+                [
+                    [
+                        _Cell(_e(e.family.value)),
+                        _Cell(_link(e), e.function),
+                        _Cell(_status(e), e.status.value if e.status else ""),
+                        _num(e.calls),
+                        _num(e.failed_calls if e.calls is not None else None),
+                        _Cell(_e(format_codes(e.statuses) or "-")),
+                        _Cell(_e(", ".join(h.value for h in e.static_how) or "called")),
+                    ]
+                    for e in blocking
+                ],
+            )
+        )
+    else:
+        out.append("<p>None: no stub or absent entry point is reached for sure.</p>")
+    unresolved = doc.unresolved
+    if unresolved:
+        links = ", ".join(_link(e) for e in unresolved)
+        out.append(f"<p>Named in strings but never seen called (stub or absent in ZLUDA): {links}</p>")
+    out.append("</section>")
+
+    first = doc.first_failure
+    if doc.failing:
+        out.append('<section id="failing"><h2>Failing calls</h2>')
+        if first is not None:
+            when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
+            out.append(
+                f"<p><b>First failing call:</b> {_link(first)}{_e(when)} returned "
+                f"<code>{_e(format_codes(first.statuses))}</code></p>"
+            )
+        out.append(
+            _table(
+                "failing-table",
+                ("function", "first call (s)", "calls", "failed", "return codes", "callers"),
+                [
+                    [
+                        _Cell(_link(e), e.function),
+                        _num(e.first_call_s),
+                        _num(e.calls),
+                        _num(e.failed_calls),
+                        _Cell(_e(format_codes(e.statuses))),
+                        _Cell(_e(format_codes(e.callers))),
+                    ]
+                    for e in doc.failing
+                ],
+            )
+        )
+        out.append("</section>")
+    if doc.missing_lookups or doc.export_tables:
+        out.append('<section id="lookups"><h2>Lookups by name</h2>')
+        if doc.missing_lookups:
+            out.append(
+                _table(
+                    "lookup-table",
+                    ("symbol", "via", "CUDA version", "count"),
+                    [
+                        [
+                            _Cell(f"<code>{_e(p.symbol)}</code>", p.symbol),
+                            _Cell(_e(p.via)),
+                            _num(p.cuda_version),
+                            _num(p.count),
+                        ]
+                        for p in doc.missing_lookups
+                    ],
+                )
+            )
+        if doc.export_tables:
+            out.append(
+                _table(
+                    "export-table",
+                    ("export table", "name", "count", "status"),
+                    [
+                        [
+                            _Cell(f"<code>{_e(x.uuid)}</code>"),
+                            _Cell(_e(x.name or "?")),
+                            _num(x.count),
+                            _Cell(_e(x.status or "-")),
+                        ]
+                        for x in doc.export_tables
+                    ],
+                )
+            )
+        out.append("</section>")
+
+    out.append('<section id="entry-points"><h2>Every entry point and what ZLUDA does with it</h2>')
+    out.append('<p><input id="entry-filter" type="search" placeholder="filter entry points" aria-label="filter"></p>')
+    out.append(
+        _table(
+            "entries",
+            (
+                "family",
+                "function",
+                "ZLUDA",
+                "HIP/ROCm",
+                "since",
+                "evidence",
+                "calls",
+                "failed",
+                "return codes",
+                "library",
+            ),
+            [
+                [
+                    _Cell(_e(e.family.value)),
+                    _Cell(_link(e), e.function),
+                    _Cell(_status(e), e.status.value if e.status else ""),
+                    _Cell(", ".join(f"<code>{_e(h)}</code>" for h in e.zluda.hip) if e.zluda else ""),
+                    _Cell(_e(e.zluda.since or "") if e.zluda else ""),
+                    _Cell(_e(e.evidence.value)),
+                    _num(e.calls),
+                    _num(e.failed_calls if e.calls is not None else None),
+                    _Cell(_e(format_codes(e.statuses))),
+                    _Cell(_e(", ".join(e.libraries))),
+                ]
+                for e in doc.entries
+            ],
+            row_ids=[e.anchor for e in doc.entries],
+        )
+    )
+    out.append("</section>")
+
+    if doc.gpu:
+        out.append('<section id="gpu"><h2>GPU code</h2>')
+        out.append(
+            _table(
+                "gpu-table",
+                ("binary", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
+                [
+                    [
+                        _Cell(_e(g.binary)),
+                        _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-")),
+                        _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-")),
+                        _Cell(_e(g.static_runtime or "-")),
+                        _Cell(_e(g.gpu_code.summary())),
+                    ]
+                    for g in doc.gpu
+                ],
+            )
+        )
+        out.append("</section>")
+    if doc.libraries:
+        out.append('<section id="libraries"><h2>CUDA libraries</h2><p>')
+        out.append(
+            ", ".join(f"<code>{_e(x.name)}</code> ({_e(x.family.value)}, {_e(x.how.value)})" for x in doc.libraries)
+        )
+        out.append("</p></section>")
+    if doc.runs:
+        out.append('<section id="runs"><h2>Runs</h2><ul>')
+        for run in doc.runs:
+            out.append(
+                f"<li><code>{_e(' '.join(run.command))}</code>: {_e(run.outcome)}, {run.calls} CUDA calls in "
+                f"{run.duration_s:.1f} s on {_e(run.platform or '?')}</li>"
+            )
+        out.append("</ul></section>")
+    if doc.environment:
+        out.append('<section id="environment"><h2>Environment</h2><table>')
+        out.extend(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in doc.environment)
+        out.append("</table></section>")
+    if doc.errors:
+        out.append(
+            f'<section id="errors"><h2>Files not fully read</h2><details><summary>{len(doc.errors)} files</summary><ul>'
+        )
+        out.extend(f"<li>{_e(err)}</li>" for err in doc.errors)
+        out.append("</ul></details></section>")
+    return "\n".join(out)
+
+
+def _aggregate_body(doc: Aggregate) -> str:
+    out: list[str] = []
+    blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
+    out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
+    out.append(
+        f'<div class="sub">{len(doc.programs)} programs · {blocked} blocked · '
+        f"{len(doc.blockers)} blocking entry points</div>"
+        "</header>"
+    )
+    if doc.blockers:
+        top = doc.blockers[:TOP_N]
+        out.append('<section id="charts"><h2>At a glance</h2><div class="charts">')
+        svg = bar_chart(
+            "chart-blockers",
+            "Programs blocked per entry point",
+            [(b.function, len(b.programs), b.status.value) for b in top],
+            links=[b.anchor for b in top],
+        )
+        out.append(f"<figure><figcaption>Programs blocked per entry point (top {len(top)})</figcaption>{svg}</figure>")
+        fam = stacked_bars(
+            "chart-families",
+            "Programs per family",
+            [
+                (
+                    f.family.value,
+                    [
+                        Segment("absent", f.programs_blocked),
+                        Segment("translated", f.programs_using - f.programs_blocked),
+                    ],
+                )
+                for f in doc.families
+            ],
+        )
+        out.append(
+            f"<figure><figcaption>Programs using each family: blocked (red) or not (green)</figcaption>{fam}</figure>"
+        )
+        out.append("</div></section>")
+    unlock = doc.unlockable
+    out.append('<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>')
+    if unlock:
+        out.append(
+            _table(
+                "unlock-table",
+                ("function", "family", "programs", "which"),
+                [
+                    [
+                        _Cell(f'<a href="#{_e(b.anchor)}"><code>{_e(b.function)}</code></a>', b.function),
+                        _Cell(_e(b.family.value)),
+                        _num(len(b.unlocks)),
+                        _Cell(_e(", ".join(b.unlocks))),
+                    ]
+                    for b in unlock
+                ],
+            )
+        )
+    else:
+        out.append("<p>No program is blocked by a single entry point alone.</p>")
+    out.append("</section>")
+    out.append('<section id="entry-points"><h2>Blocking entry points</h2>')
+    out.append(
+        _table(
+            "entries",
+            ("family", "function", "ZLUDA", "programs", "calls", "unlocks", "which programs"),
+            [
+                [
+                    _Cell(_e(b.family.value)),
+                    _Cell(f"<code>{_e(b.function)}</code>", b.function),
+                    _Cell(f'<span class="st st-{b.status.value}">{_e(b.status.value)}</span>', b.status.value),
+                    _num(len(b.programs)),
+                    _num(b.calls),
+                    _num(len(b.unlocks)),
+                    _Cell(_e(", ".join(b.programs))),
+                ]
+                for b in doc.blockers
+            ],
+            row_ids=[b.anchor for b in doc.blockers],
+        )
+    )
+    out.append("</section>")
+    out.append('<section id="families"><h2>Per family</h2>')
+    out.append(
+        _table(
+            "family-table",
+            ("family", "programs using", "programs blocked", "blocking entry points", "blocked calls"),
+            [
+                [
+                    _Cell(_e(f.family.value)),
+                    _num(f.programs_using),
+                    _num(f.programs_blocked),
+                    _num(f.blockers),
+                    _num(f.blocked_calls),
+                ]
+                for f in doc.families
+            ],
+        )
+    )
+    out.append("</section>")
+    out.append('<section id="programs"><h2>Programs</h2>')
+    out.append(
+        _table(
+            "program-table",
+            ("program", "verdict", "evidence", "blocking", "blocked by"),
+            [
+                [
+                    _Cell(_e(p.program)),
+                    _Cell(_e(p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified"))),
+                    _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
+                    _num(len(p.blockers)),
+                    _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
+                ]
+                for p in doc.programs
+            ],
+        )
+    )
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def render_html(doc: Report | Aggregate) -> str:
+    """The report (or aggregate) as one self-contained HTML page."""
+    if isinstance(doc, Report):
+        title = f"cudatrace report: {doc.program} under ZLUDA {doc.release}"
+        body = _report_body(doc)
+    else:
+        title = f"cudatrace aggregate under ZLUDA {doc.release}"
+        body = _aggregate_body(doc)
+    footer = f"<footer>Generated by cudatrace {_e(doc.tool_version or '')} · schema in the embedded JSON.</footer>"
+    return _page(title, body + "\n" + footer, doc.to_dict())

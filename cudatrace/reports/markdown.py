@@ -1,0 +1,198 @@
+"""Markdown rendering, ready to paste into a ZLUDA bug report (github.com/vosen/ZLUDA issue form).
+
+The form asks for: Description, Steps to reproduce, Operating System, GPU (and zluda_dump logs, attached by
+hand); cudatrace adds the ZLUDA version, the failing calls, the first failing call and the environment. Long
+lists are folded into ``<details>`` so the issue stays short to read.
+
+Names from binaries are escaped for GitHub-flavoured Markdown: ``&``, ``<`` and ``>`` become entities, the
+punctuation that acts (``|``, backticks, ``*``, ``_``, brackets, ``~``, ``#``, ``@``) gets a backslash, and
+control characters are shown as ``\\xNN``. No name is ever put inside a code span (backslashes do not escape there).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from cudatrace.model import VerdictStatus
+from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable
+
+SHOWN = 10
+# Emphasis, code, links, tables, strikethrough, headings/issue links and @mentions; the rest is inert in GFM.
+_MD_PUNCT = re.compile(r"([\\`*_\[\]|~#@])")
+VERDICT_WORDS = {
+    VerdictStatus.RUNS: "runs (nothing found that ZLUDA cannot serve)",
+    VerdictStatus.AT_RISK: "at risk",
+    VerdictStatus.BLOCKED: "blocked",
+}
+
+
+def md_escape(text: object) -> str:
+    """``text`` safe as inline Markdown (in a paragraph or a table cell)."""
+    s = printable(str(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_PUNCT.sub(r"\\\1", s)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out.extend("| " + " | ".join(row) + " |" for row in rows)
+    return out
+
+
+def _folded(headers: Sequence[str], rows: Sequence[Sequence[str]], what: str) -> list[str]:
+    """A table of the first rows; the rest folded into a ``<details>`` block."""
+    out = _table(headers, rows[:SHOWN])
+    if len(rows) > SHOWN:
+        out += ["", f"<details><summary>{len(rows) - SHOWN} more {what}</summary>", ""]
+        out += _table(headers, rows[SHOWN:])
+        out += ["", "</details>"]
+    return out
+
+
+def _entry_row(e: ReportEntry) -> list[str]:
+    return [
+        md_escape(e.function),
+        e.family.value,
+        e.status.value if e.status else "?",
+        str(e.calls) if e.calls is not None else "-",
+        str(e.failed_calls) if e.calls is not None else "-",
+        md_escape(format_codes(e.statuses)) or "-",
+    ]
+
+
+def _env(doc: Report, *keys: str) -> str | None:
+    wanted = {k.lower() for k in keys}
+    for k, v in doc.environment:
+        if k.lower() in wanted and v:
+            return v
+    return None
+
+
+def _report_md(doc: Report) -> str:
+    out: list[str] = []
+    status = doc.verdict.status if doc.verdict else None
+    out += ["### ZLUDA version", "", md_escape(doc.release), ""]
+    os_name = _env(doc, "os", "operating system") or next((r.platform for r in doc.runs if r.platform), None)
+    out += ["### Operating System", "", md_escape(os_name) if os_name else "(fill in, e.g. Ubuntu 24.04 LTS)", ""]
+    gpu = _env(doc, "gpu")
+    out += ["### GPU", "", md_escape(gpu) if gpu else "(fill in, e.g. AMD Radeon RX 7900 XTX)", ""]
+
+    out += ["### Description", ""]
+    if status is not None:
+        out.append(
+            f"**{md_escape(doc.program)}** is **{VERDICT_WORDS[status]}** under ZLUDA {md_escape(doc.release)} "
+            f"according to cudatrace ({doc.evidence.value} evidence: {plural(len(doc.binaries), 'binary', 'binaries')} "
+            f"scanned, {plural(len(doc.runs), 'run')} traced)."
+        )
+    else:
+        out.append(f"**{md_escape(doc.program)}**: no verdict ({doc.evidence.value} evidence).")
+    out.append("")
+    out += [f"> {md_escape(note)}" for note in doc.notes]
+    if doc.notes:
+        out.append("")
+    for r in doc.verdict.reasons if doc.verdict else ():
+        out.append(f"- **{r.severity.value}**: {md_escape(r.message)}")
+    if doc.verdict and doc.verdict.reasons:
+        out.append("")
+
+    out += ["### Steps to reproduce", ""]
+    if doc.runs:
+        for i, run in enumerate(doc.runs, 1):
+            where = f" with ZLUDA from {md_escape(run.zluda_dir)}" if run.zluda_dir else " with ZLUDA"
+            out.append(f"{i}. Run {md_escape(' '.join(run.command))}{where}: it {md_escape(run.outcome)}.")
+    else:
+        out.append("1. (describe how to get and start the program; it was only scanned, never run under the tracer)")
+    out.append("")
+
+    if doc.uses_cuda:
+        out += ["### Failing calls", ""]
+        first = doc.first_failure
+        if first is not None:
+            when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
+            out += [
+                f"**First failing call:** {md_escape(first.function)} ({first.family.value}){when} returned "
+                f"{md_escape(format_codes(first.statuses))}",
+                "",
+            ]
+        headers = ("function", "family", "ZLUDA", "calls", "failed", "return codes")
+        if doc.failing:
+            out += _folded(headers, [_entry_row(e) for e in doc.failing], "failing calls")
+        else:
+            out.append("No traced call returned an error." if doc.traced else "No run was traced.")
+        out.append("")
+        blocking = doc.blocking
+        out += ["### Entry points ZLUDA does not implement (stub or absent)", ""]
+        if blocking:
+            out += _folded(headers, [_entry_row(e) for e in blocking], "entry points")
+        else:
+            out.append("None reached for sure.")
+        unresolved = doc.unresolved
+        if unresolved:
+            out += [
+                "",
+                f"Also named in strings, never seen called: {', '.join(md_escape(e.function) for e in unresolved)}",
+            ]
+        out.append("")
+        if doc.missing_lookups:
+            looks = ", ".join(f"{md_escape(p.symbol)} x{p.count}" for p in doc.missing_lookups)
+            out += [f"Lookups by name that found nothing: {looks}", ""]
+        if doc.gpu:
+            out += ["### GPU code", ""]
+            out += [f"- {md_escape(g.binary)}: {md_escape(g.gpu_code.summary())}" for g in doc.gpu]
+            out.append("")
+        fam_rows = [
+            [f.family.value, str(f.used), str(f.called), str(f.translated), str(f.stub), str(f.absent)]
+            for f in doc.families
+        ]
+        out += ["<details><summary>Entry points per family</summary>", ""]
+        out += _table(("family", "used", "called", "translated", "stub", "absent"), fam_rows)
+        out += ["", "</details>", ""]
+    out += ["### Environment", ""]
+    env_rows = [[md_escape(k), md_escape(v)] for k, v in doc.environment]
+    if env_rows:
+        out += ["<details><summary>Environment</summary>", ""]
+        out += _table(("name", "value"), env_rows)
+        out += ["", "</details>", ""]
+    else:
+        out += ["(none recorded)", ""]
+    if doc.remedies:
+        out += ["### What cudatrace suggests", ""]
+        out += [f"{i}. {md_escape(r)}" for i, r in enumerate(doc.remedies, 1)]
+        out.append("")
+    tool = f" {md_escape(doc.tool_version)}" if doc.tool_version else ""
+    out.append(f"<sub>Generated by cudatrace{tool}; attach the zluda\\_dump logs by hand.</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _aggregate_md(doc: Aggregate) -> str:
+    out = [f"## ZLUDA {md_escape(doc.release)}: entry points that block the most programs", ""]
+    blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
+    out += [f"{len(doc.programs)} programs, {blocked} blocked, {len(doc.blockers)} blocking entry points.", ""]
+    rows = [
+        [md_escape(b.function), b.family.value, b.status.value, str(len(b.programs)), str(b.calls), str(len(b.unlocks))]
+        for b in doc.blockers
+    ]
+    if rows:
+        out += _folded(("function", "family", "ZLUDA", "programs", "calls", "unlocks"), rows, "entry points")
+        out.append("")
+    unlock = doc.unlockable
+    if unlock:
+        out += ["### Implement one entry point, and these programs lose their last blocker", ""]
+        out += [f"- {md_escape(b.function)}: {', '.join(md_escape(p) for p in b.unlocks)}" for b in unlock]
+        out.append("")
+    if doc.families:
+        out += ["### Per family", ""]
+        out += _table(
+            ("family", "programs using", "blocked", "blocking entry points", "blocked calls"),
+            [
+                [f.family.value, str(f.programs_using), str(f.programs_blocked), str(f.blockers), str(f.blocked_calls)]
+                for f in doc.families
+            ],
+        )
+        out.append("")
+    return "\n".join(out)
+
+
+def render_markdown(doc: Report | Aggregate) -> str:
+    """The report as Markdown for a ZLUDA issue (or the aggregate as a priority list)."""
+    return _report_md(doc) if isinstance(doc, Report) else _aggregate_md(doc)

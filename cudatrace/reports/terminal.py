@@ -1,0 +1,225 @@
+"""Terminal rendering (rich): the verdict first, then per family, blocking calls, GPU code, remedies.
+
+Every string from a binary goes into a :class:`rich.text.Text` (never into markup, so a symbol named
+``[bold red]`` prints as itself) after :func:`~cudatrace.reports.document.printable` (so a name holding a
+terminal escape sequence cannot drive the reader's terminal).
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from cudatrace.model import VerdictStatus, ZludaStatus
+from cudatrace.reports.document import Aggregate, Report, format_codes, printable
+
+VERDICT_STYLE = {
+    VerdictStatus.RUNS: "bold green",
+    VerdictStatus.AT_RISK: "bold yellow",
+    VerdictStatus.BLOCKED: "bold red",
+}
+STATUS_STYLE = {
+    ZludaStatus.TRANSLATED: "green",
+    ZludaStatus.STUB: "yellow",
+    ZludaStatus.ABSENT: "red",
+    ZludaStatus.NOT_REPLACED: "magenta",
+    ZludaStatus.NVIDIA_OWN: "cyan",
+}
+VERDICT_WORDS = {
+    VerdictStatus.RUNS: "RUNS: nothing found that ZLUDA cannot serve",
+    VerdictStatus.AT_RISK: "AT RISK: it may start, some paths reach entry points ZLUDA lacks",
+    VerdictStatus.BLOCKED: "BLOCKED: it needs entry points or code ZLUDA cannot serve",
+}
+MAX_ROWS = 40
+
+
+def _t(text: object, style: str = "") -> Text:
+    return Text(printable(str(text)), style=style)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=Text(title, style="bold"), title_justify="left", show_edge=False, pad_edge=False)
+    for col in columns:
+        numeric = col in {"used", "called", "translated", "stub", "absent", "blocking", "calls", "failed", "programs"}
+        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
+    return table
+
+
+def _console(color: bool, width: int) -> Console:
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        record=False,
+        legacy_windows=False,
+    )
+
+
+def _report_parts(doc: Report) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    head = Text()
+    head.append("cudatrace report: ", style="bold")
+    head.append(printable(doc.program), style="bold")
+    head.append(f"  (ZLUDA {printable(doc.release)}, evidence: {doc.evidence.value})")
+    parts.append(head)
+    if doc.verdict is not None:
+        parts.append(Text("VERDICT  " + VERDICT_WORDS[doc.verdict.status], style=VERDICT_STYLE[doc.verdict.status]))
+        for r in doc.verdict.reasons:
+            line = Text(f"  [{r.severity.value}] ", style="bold" if r.severity.value == "blocker" else "")
+            line.append(printable(r.message))
+            if r.calls:
+                line.append(f" ({r.calls} calls)")
+            parts.append(line)
+    for note in doc.notes:
+        parts.append(Text("NOTE  " + printable(note), style="bold"))
+    if not doc.uses_cuda:
+        return parts
+
+    fam = _table(
+        "Entry points per family", "family", "used", "called", "translated", "stub", "absent", "other", "blocking"
+    )
+    for f in doc.families:
+        fam.add_row(
+            f.family.value,
+            str(f.used),
+            str(f.called),
+            _t(f.translated, "green" if f.translated else ""),
+            _t(f.stub, "yellow" if f.stub else ""),
+            _t(f.absent, "red" if f.absent else ""),
+            str(f.not_replaced + f.nvidia_own + f.unknown),
+            _t(f.blocking, "bold red" if f.blocking else ""),
+        )
+    parts.extend((Text(""), fam))
+
+    blocking = doc.blocking
+    if blocking:
+        tab = _table("Blocking calls", "family", "function", "ZLUDA", "calls", "failed", "return codes", "seen as")
+        for e in blocking[:MAX_ROWS]:
+            status = e.status.value if e.status else "?"
+            tab.add_row(
+                e.family.value,
+                _t(e.function, "bold"),
+                _t(status, STATUS_STYLE.get(e.status, "") if e.status else ""),
+                str(e.calls) if e.calls is not None else "-",
+                str(e.failed_calls) if e.calls is not None else "-",
+                _t(format_codes(e.statuses) or "-"),
+                _t(", ".join(h.value for h in e.static_how) or "called"),
+            )
+        parts.extend((Text(""), tab))
+        if len(blocking) > MAX_ROWS:
+            parts.append(Text(f"  ... and {len(blocking) - MAX_ROWS} more (see --format html or csv)"))
+    elif doc.verdict is not None:
+        parts.append(Text("Blocking calls: none", style="green"))
+    unresolved = doc.unresolved
+    if unresolved:
+        names = ", ".join(printable(e.function) for e in unresolved[:12])
+        more = f" and {len(unresolved) - 12} more" if len(unresolved) > 12 else ""
+        parts.append(Text(f"Named in strings but never seen called (stub/absent): {names}{more}", style="yellow"))
+
+    first = doc.first_failure
+    if first is not None:
+        line = Text("First failing call: ", style="bold")
+        line.append(printable(first.function), style="bold red")
+        when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
+        line.append(f"{when} -> {printable(format_codes(first.statuses))}")
+        parts.append(line)
+    failing = [e for e in doc.failing if not e.is_blocker(doc.traced)]
+    if failing:
+        tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
+        for e in failing[:MAX_ROWS]:
+            tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
+        parts.extend((Text(""), tab))
+    if doc.missing_lookups:
+        names = ", ".join(f"{printable(p.symbol)} x{p.count}" for p in doc.missing_lookups[:12])
+        parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
+
+    if doc.gpu:
+        tab = _table("GPU code", "binary", "PTX", "SASS", "runtime", "what ZLUDA can do")
+        for g in doc.gpu:
+            ptx = ", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-"
+            sass = ", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-"
+            style = "red" if g.gpu_code.sass_only else ""
+            tab.add_row(_t(g.binary), _t(ptx), _t(sass), _t(g.static_runtime or "-"), _t(g.gpu_code.summary(), style))
+        parts.extend((Text(""), tab))
+    for run in doc.runs:
+        style = "bold red" if run.crashed else ""
+        cmd = printable(" ".join(run.command))[:160]
+        parts.append(Text(f"Run: {cmd} -> {run.outcome}, {run.calls} CUDA calls in {run.duration_s:.1f} s", style))
+    if doc.remedies:
+        parts.append(Text("What to do", style="bold"))
+        for i, remedy in enumerate(doc.remedies, 1):
+            parts.append(Text(f"  {i}. {printable(remedy)}"))
+    if doc.errors:
+        parts.append(Text(f"{len(doc.errors)} file(s) could not be read fully:", style="yellow"))
+        for err in doc.errors[:10]:
+            parts.append(Text("  " + printable(err)))
+    return parts
+
+
+def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
+    parts.append(
+        Text(
+            f"cudatrace aggregate: {len(doc.programs)} programs under ZLUDA {printable(doc.release)}, "
+            f"{blocked} blocked, {len(doc.blockers)} blocking entry points",
+            style="bold",
+        )
+    )
+    if doc.blockers:
+        tab = _table("Entry points that block the most programs", "family", "function", "ZLUDA", "programs", "calls")
+        for b in doc.blockers[:MAX_ROWS]:
+            tab.add_row(
+                b.family.value,
+                _t(b.function, "bold"),
+                _t(b.status.value, STATUS_STYLE[b.status]),
+                str(len(b.programs)),
+                str(b.calls),
+            )
+        parts.extend((Text(""), tab))
+    unlock = doc.unlockable
+    if unlock:
+        tab = _table("Implement one entry point, and these programs lose their last blocker", "function", "programs")
+        for b in unlock[:MAX_ROWS]:
+            tab.add_row(_t(b.function, "bold"), _t(", ".join(b.unlocks)))
+        parts.extend((Text(""), tab))
+    if doc.families:
+        tab = _table("Per family", "family", "programs", "blocked", "blocking", "calls")
+        for f in doc.families:
+            tab.add_row(
+                f.family.value, str(f.programs_using), str(f.programs_blocked), str(f.blockers), str(f.blocked_calls)
+            )
+        parts.extend((Text(""), tab))
+    if doc.programs:
+        tab = _table("Programs", "program", "verdict", "evidence", "blocking", "blocked by")
+        for p in doc.programs:
+            verdict = p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified")
+            why = ", ".join([*p.blockers[:6], *p.other_blockers]) + (" ..." if len(p.blockers) > 6 else "")
+            style = VERDICT_STYLE.get(p.verdict, "") if p.verdict else ""
+            tab.add_row(
+                _t(p.program),
+                _t(verdict + (" (crashed)" if p.crashed else ""), style),
+                p.evidence.value,
+                str(len(p.blockers)),
+                _t(why or "-"),
+            )
+        parts.extend((Text(""), tab))
+    return parts
+
+
+def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110) -> str:
+    """The report as terminal text; ANSI colours only with ``color=True``."""
+    console = _console(color, width)
+    parts = _report_parts(doc) if isinstance(doc, Report) else _aggregate_parts(doc)
+    console.print(Group(*parts))
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()
