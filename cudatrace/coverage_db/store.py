@@ -16,7 +16,8 @@ What is recorded
     A *program* is one file identified by ``(path, sha256)``: a rebuilt binary at the same path is a new program
     (its CUDA needs may differ), the same bytes at two paths are two programs. ``find_programs`` finds all of
     them by name. A scan records one program per binary it scanned; a trace records the traced executable
-    (``command[0]``, resolved through ``PATH`` when it names no folder) with its sha256 when the file can be read.
+    (``command[0]``, resolved through ``PATH`` when it names no folder) with its sha256 when the file can be read;
+    when it cannot, the trace joins the program most recently seen at that path, if any.
 
     Each recorded *result* keeps the tool version, the kind (scan or trace), the time (UTC), the ZLUDA release it
     was classified against (``ScanResult.zluda_release``, a trace's verdict release), and the whole JSON
@@ -409,6 +410,13 @@ class Store:
 
     def _probe(self) -> tuple[int, int, frozenset[str]]:
         conn = self._conn
+        if not conn.in_transaction:
+            # One snapshot: another process may initialize the store between two separate reads.
+            conn.execute("BEGIN")
+            try:
+                return self._probe()
+            finally:
+                conn.execute("COMMIT")
         app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
         tables = frozenset(
@@ -532,7 +540,10 @@ class Store:
         return out
 
     def record_trace(self, trace: TraceResult, *, recorded_at: datetime | None = None) -> int:
-        """Record a trace under its executable (``command[0]``); return the result id."""
+        """Record a trace under its executable (``command[0]``); return the result id.
+
+        An unreadable executable joins the program most recently seen at its path, else becomes one without sha256.
+        """
         command = trace.command or (trace.processes[0].argv if trace.processes else ())
         if not command:
             raise ValueError("a trace without a command cannot be attributed to a program")
@@ -543,7 +554,11 @@ class Store:
         doc = trace.to_dict()
 
         def work() -> int:
-            program = self._upsert_program(_file_name(path), path, sha or "", stamp)
+            program = self._program_at(path) if sha is None else None
+            if program is None:
+                program = self._upsert_program(_file_name(path), path, sha or "", stamp)
+            else:
+                self._touch_program(program, stamp)
             return self._insert_result(
                 program, ResultKind.TRACE, stamp, trace.tool_version or __version__, release, doc
             )
@@ -560,6 +575,19 @@ class Store:
             (name, path, sha256, stamp, stamp),
         ).fetchone()
         return int(row[0])
+
+    def _program_at(self, path: str) -> int | None:
+        """The most recently seen program at ``path`` (any content), for a trace whose file cannot be read."""
+        row = self._conn.execute(
+            "SELECT id FROM programs WHERE path = ? ORDER BY last_seen DESC, id DESC LIMIT 1", (path,)
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def _touch_program(self, program: int, stamp: str) -> None:
+        self._conn.execute(
+            "UPDATE programs SET first_seen = min(first_seen, ?), last_seen = max(last_seen, ?) WHERE id = ?",
+            (stamp, stamp, program),
+        )
 
     def _insert_result(
         self, program: int, kind: ResultKind, stamp: str, tool: str, release: str | None, doc: dict[str, Any]

@@ -216,6 +216,18 @@ def test_trace_of_unreadable_program_has_no_sha(db: Path, tmp_path: Path) -> Non
         assert prog.sha256 is None and prog.path == missing and prog.traces == 2
 
 
+def test_trace_of_unreadable_program_joins_the_program_scanned_at_that_path(db: Path, tmp_path: Path) -> None:
+    gone = str(tmp_path / "gone.exe")
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary(gone, "0a" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(binary(gone, "0b" * 32)), recorded_at=T0 + timedelta(days=1))
+        store.record_trace(trace_of((gone,)), recorded_at=T0 + timedelta(days=2))
+        newest = store.find_programs("0b")[0]
+        assert (newest.scans, newest.traces) == (1, 1) and newest.last_seen.startswith("2026-01-04")
+        assert store.find_programs("0a")[0].traces == 0
+        assert len(store.programs()) == 2
+
+
 def test_scan_and_trace_of_the_same_file_meet_under_one_program(db: Path, traced_program: Path) -> None:
     b = binary(str(traced_program), sha(traced_program))
     with open_store(db) as store:
