@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cudatrace.commands import scan
+from cudatrace.commands import scan, zluda
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (scan,)
+COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda)

@@ -303,6 +303,11 @@ def zluda_library_of_file(file_name: str) -> str | None:
     return None
 
 
+def _is_file_name(name: str) -> bool:
+    n = name.lower()
+    return n.endswith(".dll") or ".so" in n
+
+
 def _platform_of_file(file_name: str) -> str:
     return "windows" if file_name.lower().endswith(".dll") else "linux"
 
@@ -490,7 +495,7 @@ class Catalog:
     # -- entry points ------------------------------------------------------------------------------------------
 
     def _keys(self, family: Family, library: str | None) -> list[str]:
-        if library:
+        if library and _is_file_name(library):
             key = zluda_library_of_file(library)
             if key is None:
                 return []
@@ -505,7 +510,6 @@ class Catalog:
             Family.CUDNN: ["cudnn9", "cudnn8"],
             Family.NVML: ["nvml"],
             Family.NCCL: ["nccl"],
-            Family.OTHER: ["nvapi", "optix6"],
         }.get(family, [])
 
     def _run(self, key: str, function: str, ordinal: int) -> list[Any] | None:
@@ -578,9 +582,9 @@ class Catalog:
         if not keys:
             what = _basename(library) if library else family.value
             return ZludaInfo(relname, ZludaStatus.NOT_REPLACED, note=f"ZLUDA has no replacement for {what}")
-        if library and not self.replaces(library, relname):
+        if library and _is_file_name(library) and not self.replaces(library, relname):
             first = self.first_shipping(library, after=relname)
-            later = f"; first shipped in {first}" if first else "; no ZLUDA release ships it"
+            later = f"; first shipped in {first}" if first else "; no later mainline release ships it"
             return ZludaInfo(
                 relname,
                 ZludaStatus.NOT_REPLACED,
@@ -666,13 +670,25 @@ class Catalog:
     def first_translated(self, family: Family, function: str, after: str, library: str | None = None) -> str | None:
         """The first mainline release after ``after`` that translates ``function`` (under ``library``), or None."""
         start = self._rel(after).ordinal
-        for r in self._tags:
-            if (
-                r.ordinal > start
-                and r.line == "amd"
-                and self.classify(family, function, r.name, library).status is ZludaStatus.TRANSLATED
-            ):
-                return r.name
+        keys = self._keys(family, library)
+        if family in NVIDIA_OWN or not keys:
+            return None
+        names = [function]
+        alias = self._header_alias(function) if family is Family.DRIVER else None
+        if alias:
+            names.append(alias)
+        spans = sorted(
+            (max(run[3], start + 1), run[4])
+            for k in keys
+            for n in names
+            for run in self._api.get(k, {}).get(n, ())
+            if run[0] == "i" and run[4] > start and not self._strings[run[5]].startswith(_STUB_NOTE)
+        )
+        for lo, hi in spans:
+            for o in range(lo, hi + 1):
+                r = self._by_ordinal[o]
+                if r.line == "amd" and (library is None or self.replaces(library, r.name)):
+                    return r.name
         return None
 
     def history(self, function: str, family: Family | None = None) -> tuple[HistoryRun, ...]:

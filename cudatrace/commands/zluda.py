@@ -1,0 +1,240 @@
+"""``cudatrace zluda releases|show|coverage``: browse the ZLUDA coverage catalog."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from typing import Any
+
+from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.errors import EXIT_OK, CatalogError
+from cudatrace.model import Family, ZludaStatus
+
+# Libraries shown as columns of ``zluda releases`` (ZLUDA library keys).
+RELEASE_COLUMNS = ("driver", "cublas", "cublaslt", "cusparse", "cufft", "cudnn8", "cudnn9", "nvml")
+_STATUS_STYLE = {
+    ZludaStatus.TRANSLATED: "green",
+    ZludaStatus.STUB: "yellow",
+    ZludaStatus.ABSENT: "red",
+    ZludaStatus.NOT_REPLACED: "magenta",
+    ZludaStatus.NVIDIA_OWN: "cyan",
+}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``zluda`` command and its sub-commands."""
+    p = sub.add_parser(
+        "zluda",
+        help="what each ZLUDA release does with CUDA entry points (releases, one entry point's history, coverage)",
+        description="Browse the ZLUDA coverage catalog built from ZLUDA's git history.",
+    )
+    zsub = p.add_subparsers(dest="zluda_command", metavar="SUBCOMMAND", required=True)
+
+    r = zsub.add_parser("releases", parents=[common_parent()], help="list releases with implemented counts")
+    r.add_argument("--all", action="store_true", help="include the Intel Level Zero releases v1 and v2")
+    add_output_args(r)
+    r.set_defaults(handler=run_releases)
+
+    s = zsub.add_parser("show", parents=[common_parent()], help="one entry point's status across releases")
+    s.add_argument("function", metavar="ENTRY_POINT", help="e.g. cublasSgemm_v2, cuMemAlloc_v2, cudnnCreate")
+    s.add_argument("--family", choices=[f.value for f in Family], help="limit to one library family")
+    add_output_args(s)
+    s.set_defaults(handler=run_show)
+
+    c = zsub.add_parser("coverage", parents=[common_parent()], help="per-library counts for one release")
+    c.add_argument("--family", choices=[f.value for f in Family], help="limit to one library family")
+    c.add_argument("--release", metavar="R", help="ZLUDA release (default: the newest), e.g. v6-preview.69")
+    add_output_args(c)
+    c.set_defaults(handler=run_coverage)
+
+
+def _console(buf: io.StringIO, color: bool) -> Any:
+    from rich.console import Console
+
+    return Console(file=buf, force_terminal=color, no_color=not color, width=160, highlight=False)
+
+
+def _line_label(line: str) -> str:
+    return {"amd": "mainline", "intel": "Intel era"}.get(line, "side branch")
+
+
+def releases_document(include_intel: bool = False) -> dict[str, Any]:
+    """The ``zluda releases`` JSON document."""
+    from cudatrace.coverage_db.catalog import load_catalog
+
+    cat = load_catalog()
+    rows = []
+    for name in cat.releases(include_intel=include_intel):
+        rel = cat.release(name)
+        rows.append(
+            {
+                "release": rel.name,
+                "date": rel.date[:10],
+                "commit": rel.commit,
+                "backend": rel.backend,
+                "line": _line_label(rel.line),
+                "coverage": [c.to_dict() for c in cat.coverage(name)],
+            }
+        )
+    return {
+        "schema": "cudatrace.zluda-releases/1",
+        "latest": cat.latest,
+        "intel_releases": list(cat.intel_releases()),
+        "releases": rows,
+    }
+
+
+def render_releases(doc: dict[str, Any], color: bool) -> str:
+    """Terminal table of ``zluda releases``."""
+    from rich.table import Table
+
+    table = Table(title="ZLUDA releases (implemented / declared)", title_justify="left")
+    for col in ("release", "date", "backend", "line"):
+        table.add_column(col)
+    for key in RELEASE_COLUMNS:
+        table.add_column(key, justify="right")
+    for row in doc["releases"]:
+        cov = {c["library"]: c for c in row["coverage"]}
+        cells = [f"{cov[k]['implemented']}/{cov[k]['declared']}" if k in cov else "-" for k in RELEASE_COLUMNS]
+        name = row["release"] + (" (latest)" if row["release"] == doc["latest"] else "")
+        table.add_row(name, row["date"], row["backend"], row["line"], *cells)
+    buf = io.StringIO()
+    con = _console(buf, color)
+    con.print(table)
+    if doc["intel_releases"] and not any(r["release"] in doc["intel_releases"] for r in doc["releases"]):
+        con.print(f"Intel Level Zero era releases not shown: {', '.join(doc['intel_releases'])} (use --all)")
+    return buf.getvalue()
+
+
+def run_releases(args: argparse.Namespace) -> int:
+    """Handler of ``zluda releases``."""
+    doc = releases_document(args.all)
+    text = dump_json(doc) if args.format == "json" else render_releases(doc, use_color(args))
+    write_output(text, args.output)
+    return EXIT_OK
+
+
+def show_document(function: str, family: str | None = None) -> dict[str, Any]:
+    """The ``zluda show`` JSON document: every status run of one entry point, and its status in the newest release."""
+    from cudatrace.coverage_db.catalog import load_catalog
+
+    cat = load_catalog()
+    fam = Family(family) if family else None
+    runs = cat.history(function, fam)
+    name = runs[0].function if runs else function
+    latest = {
+        lib: cat.classify(runs_fam, name, cat.latest).to_dict()
+        for lib, runs_fam in {r.library: r.family for r in runs}.items()
+        if lib not in ("driver_win32", "cublaslt_internal")
+    }
+    api = cat.api_name(name)
+    return {
+        "schema": "cudatrace.zluda-show/1",
+        "function": name,
+        "asked": function,
+        "api_name": api if api != name else None,
+        "latest_release": cat.latest,
+        "latest": latest,
+        "runs": [r.to_dict() for r in runs],
+    }
+
+
+def render_show(doc: dict[str, Any], color: bool) -> str:
+    """Terminal view of ``zluda show``."""
+    from rich.table import Table
+    from rich.text import Text
+
+    buf = io.StringIO()
+    con = _console(buf, color)
+    title = doc["function"]
+    if doc["asked"] != doc["function"]:
+        title += f" (asked for {doc['asked']})"
+    if doc["api_name"]:
+        title += f", the export behind API name {doc['api_name']}"
+    con.print(Text(title, style="bold"))
+    for lib, info in doc["latest"].items():
+        status = ZludaStatus(info["status"])
+        line = Text(f"  {lib} in {doc['latest_release']}: ")
+        line.append(status.value, style=_STATUS_STYLE[status])
+        if info.get("since"):
+            line.append(f" since {info['since']}")
+        if info.get("hip"):
+            line.append(f" -> {', '.join(info['hip'])}")
+        if info.get("note"):
+            line.append(f" ({info['note']})")
+        con.print(line)
+    table = Table(title="history", title_justify="left")
+    for col in ("library", "status", "first", "last", "macro / error", "hip"):
+        table.add_column(col)
+    for run in doc["runs"]:
+        status = ZludaStatus(run["status"])
+        detail = run["error"] or run["macro"] or ""
+        if run["note"]:
+            detail += f" [{run['note']}]"
+        table.add_row(
+            run["library"],
+            Text(status.value, style=_STATUS_STYLE[status]),
+            run["first"],
+            run["last"],
+            detail,
+            ", ".join(run["hip"]),
+        )
+    con.print(table)
+    return buf.getvalue()
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Handler of ``zluda show``."""
+    doc = show_document(args.function, args.family)
+    text = dump_json(doc) if args.format == "json" else render_show(doc, use_color(args))
+    write_output(text, args.output)
+    return EXIT_OK
+
+
+def coverage_document(release: str | None, family: str | None = None) -> dict[str, Any]:
+    """The ``zluda coverage`` JSON document."""
+    from cudatrace.coverage_db.catalog import load_catalog
+
+    cat = load_catalog()
+    rel = cat.resolve_release(release)
+    fam = Family(family) if family else None
+    rows = cat.coverage(rel, fam)
+    if not rows:
+        raise CatalogError(f"ZLUDA {rel} has no {family} library")
+    return {
+        "schema": "cudatrace.zluda-coverage/1",
+        "release": rel,
+        "family": family,
+        "libraries": [c.to_dict() for c in rows],
+    }
+
+
+def render_coverage(doc: dict[str, Any], color: bool) -> str:
+    """Terminal table of ``zluda coverage``."""
+    from rich.table import Table
+
+    table = Table(title=f"ZLUDA {doc['release']}: entry points per library", title_justify="left")
+    for col in ("library", "declared", "implemented", "stub", "not exported", "panics", "implemented %"):
+        table.add_column(col, justify="left" if col == "library" else "right")
+    for c in doc["libraries"]:
+        pct = 100.0 * c["implemented"] / c["declared"] if c["declared"] else 0.0
+        table.add_row(
+            c["title"],
+            str(c["declared"]),
+            str(c["implemented"]),
+            str(c["stub"]),
+            str(c["not_exported"]),
+            str(c["panicking"]),
+            f"{pct:.1f}",
+        )
+    buf = io.StringIO()
+    _console(buf, color).print(table)
+    return buf.getvalue()
+
+
+def run_coverage(args: argparse.Namespace) -> int:
+    """Handler of ``zluda coverage``."""
+    doc = coverage_document(args.release, args.family)
+    text = dump_json(doc) if args.format == "json" else render_coverage(doc, use_color(args))
+    write_output(text, args.output)
+    return EXIT_OK

@@ -1,0 +1,558 @@
+"""The verdict: will this program run under a given ZLUDA release? Runs / at risk / blocked, with ranked reasons.
+
+:func:`judge` joins what a program needs (entry points seen statically or called at run time, the CUDA libraries
+it links or loads, its GPU code) with what the catalog says a release does, and returns a
+:class:`cudatrace.model.Verdict`. :func:`annotate_scan` and :func:`annotate_trace` fill the ``zluda`` field of
+every entry point and the ``verdict`` of every binary or trace.
+
+Rules, most certain first:
+
+* blockers: an imported entry point that ZLUDA does not export (PE: the DLL fails to load; ELF: symbol binding
+  fails), a function called at run time that ZLUDA does not export, GPU code with SASS only (ZLUDA recompiles
+  PTX, never SASS), TensorRT linked in;
+* risks: stubs called (weighted by program-side calls) or imported, CUDA libraries ZLUDA does not replace (NVIDIA's
+  would load on ZLUDA's driver and can work only through PTX in its fatbin), functions listed as implemented that
+  panic, export tables ZLUDA does not know, PTX only for recent architectures;
+* info: names resolved by name at run time (a static CUDA runtime asks ``cuGetProcAddress`` for hundreds of names;
+  a missing one just comes back empty), calls made inside libraries ZLUDA replaces, NVIDIA's own libraries.
+
+Only calls the program's side makes count: with run evidence, calls whose caller is a CUDA library that the
+release replaces (NVIDIA's libcublas calling libcublasLt internals) never happen under ZLUDA
+(:func:`program_side_calls`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+
+from cudatrace.coverage_db import remedies
+from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
+from cudatrace.model import (
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExportTableRequest,
+    Family,
+    GpuCode,
+    LibraryHow,
+    Reason,
+    ScanResult,
+    Severity,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaInfo,
+    ZludaStatus,
+)
+
+# Certainty order of reason codes within one severity (lower = more certain).
+CODE_RANK: dict[str, int] = {
+    "sass_only": 0,
+    "absent_import": 1,
+    "absent_called": 2,
+    "library_unsupported": 3,
+    "stub_called": 10,
+    "panicking_called": 11,
+    "library_not_replaced": 12,
+    "export_table_unknown": 13,
+    "stub_imported": 14,
+    "panicking_imported": 15,
+    "absent_delay_import": 16,
+    "ptx_recent_arch_only": 17,
+    "replaced_by_zluda": 20,
+    "proc_string_missing": 21,
+    "inner_calls_left_out": 22,
+    "nvidia_own": 23,
+    "ptx_recompiled": 24,
+    "translated": 25,
+}
+_SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.RISK: 1, Severity.INFO: 2}
+_STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
+# PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
+_RECENT_PTX_SM = 90
+_LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
+
+
+def _cuda_version(version: str | None) -> int | None:
+    """``"13.0"`` -> 13000 (the cudaVersion a runtime passes to cuGetProcAddress)."""
+    if not version:
+        return None
+    m = re.match(r"(\d+)(?:\.(\d+))?", version)
+    if not m:
+        return None
+    return int(m.group(1)) * 1000 + int(m.group(2) or 0) * 10
+
+
+def classify_entry(
+    entry: EntryPointUse, release: str, catalog: Catalog | None = None, cuda_version: int | None = None
+) -> ZludaInfo:
+    """The catalog's answer for one entry point record (names seen only in strings are resolved by name)."""
+    cat = catalog or load_catalog()
+    return cat.classify(
+        entry.family,
+        entry.function,
+        release,
+        entry.library or None,
+        by_name=entry.how is EntryHow.PROC_STRING,
+        cuda_version=cuda_version,
+    )
+
+
+def _cudnn_main_name(module: str) -> str | None:
+    """For a cuDNN sub-library (``cudnn_ops64_9.dll``, ``libcudnn_graph.so.9``) the main library's name."""
+    m = re.match(r"^cudnn_[a-z_]+?64_(\d+)\.dll$", module, re.IGNORECASE)
+    if m:
+        return f"cudnn64_{m.group(1)}.dll"
+    m = re.match(r"^libcudnn_[a-z_]+\.so\.(\d+)", module)
+    if m:
+        return f"libcudnn.so.{m.group(1)}"
+    return None
+
+
+def replaced_caller(module: str, release: str, catalog: Catalog | None = None) -> bool:
+    """True when calls made from ``module`` never happen under ``release``: ZLUDA replaces that library."""
+    cat = catalog or load_catalog()
+    base = module.replace("\\", "/").rsplit("/", 1)[-1]
+    if zluda_library_of_file(base) is not None and cat.replaces(base, release):
+        return True
+    main = _cudnn_main_name(base)
+    return main is not None and cat.replaces(main, release)
+
+
+def program_side_calls(entry: EntryPointUse, release: str, catalog: Catalog | None = None) -> int:
+    """Calls of ``entry`` that still happen under ``release``: calls made by replaced CUDA libraries left out.
+
+    Static evidence (``calls`` None) gives 0. Calls not attributed to any caller count as the program's.
+    """
+    if entry.calls is None:
+        return 0
+    if not entry.callers:
+        return entry.calls
+    cat = catalog or load_catalog()
+    rel = cat.resolve_release(release)
+    inner = sum(n for module, n in entry.callers if replaced_caller(module, rel, cat))
+    return max(0, entry.calls - inner)
+
+
+def _fmt_names(names: Iterable[str]) -> str:
+    return remedies.name_list(sorted(set(names)))
+
+
+def _lib_label(library: str, family: Family) -> str:
+    return library or family.value
+
+
+def judge(
+    entries: Iterable[EntryPointUse],
+    libraries: Iterable[CudaLibrary],
+    gpu_code: GpuCode | None,
+    release: str,
+    catalog: Catalog | None = None,
+    *,
+    cuda_version: int | None = None,
+    binary_format: BinaryFormat | None = None,
+    export_tables: Iterable[ExportTableRequest] = (),
+) -> Verdict:
+    """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
+
+    ``entries`` may already carry ``zluda`` for this release (then it is reused). ``cuda_version`` is the
+    version of a statically linked CUDA runtime (``13000``), used to resolve names looked up through
+    ``cuGetProcAddress``. ``binary_format`` words the absent-import reason (PE load failure vs ELF binding).
+    """
+    cat = catalog or load_catalog()
+    rel = cat.resolve_release(release)
+    reasons: list[Reason] = []
+
+    absent_static: dict[tuple[Family, str], list[str]] = defaultdict(list)
+    absent_delay: dict[tuple[Family, str], list[str]] = defaultdict(list)
+    absent_called: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
+    stub_static: dict[tuple[Family, str], list[str]] = defaultdict(list)
+    stub_called: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
+    panicking: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
+    not_replaced: dict[tuple[Family, str], list[str]] = {}
+    proc_missing: dict[str, list[str]] = defaultdict(list)
+    inner_left_out: dict[str, int] = defaultdict(int)
+    nvidia_own: set[tuple[Family, str]] = set()
+    translated = 0
+    total = 0
+
+    for e in entries:
+        info = e.zluda if e.zluda is not None and e.zluda.release == rel else classify_entry(e, rel, cat, cuda_version)
+        total += 1
+        key = (e.family, e.library)
+        called = e.how is EntryHow.CALLED
+        n_calls = program_side_calls(e, rel, cat) if called else 0
+        if called and e.calls and n_calls == 0:
+            inner_left_out[e.function] += e.calls
+            continue
+        if called and n_calls < (e.calls or 0):
+            inner_left_out[e.function] += (e.calls or 0) - n_calls
+        status = info.status
+        if status is ZludaStatus.NOT_REPLACED:
+            not_replaced.setdefault(key, []).append(e.function)
+            continue
+        if status is ZludaStatus.NVIDIA_OWN:
+            nvidia_own.add(key)
+            continue
+        if e.how is EntryHow.PROC_STRING:
+            if status in (ZludaStatus.ABSENT, ZludaStatus.STUB):
+                proc_missing[status.value].append(e.function)
+            else:
+                translated += 1
+            continue
+        if status is ZludaStatus.TRANSLATED:
+            translated += 1
+            continue
+        is_panic = status is ZludaStatus.STUB and "panics" in (info.note or "")
+        if status is ZludaStatus.ABSENT:
+            if called:
+                absent_called[key][e.function] = n_calls
+            elif e.how is EntryHow.DELAY_IMPORT:
+                absent_delay[key].append(e.function)
+            else:
+                absent_static[key].append(e.function)
+        elif is_panic:
+            panicking[key][e.function] = n_calls
+        elif called:
+            stub_called[key][e.function] = n_calls
+        else:
+            stub_static[key].append(e.function)
+
+    pe = binary_format is BinaryFormat.PE
+    for (fam, lib), names in absent_static.items():
+        what = _lib_label(lib, fam)
+        effect = (
+            f"Windows refuses to load {what}, so the program does not start"
+            if pe or lib.lower().endswith(".dll")
+            else "symbol binding fails (at load with BIND_NOW, else at the first call)"
+        )
+        reasons.append(
+            Reason(
+                Severity.BLOCKER,
+                "absent_import",
+                f"{len(names)} imported {fam.value} entry point(s) not exported by ZLUDA {rel}: "
+                f"{_fmt_names(names)}; {effect}",
+                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None),
+                fam,
+                tuple(sorted(names)),
+            )
+        )
+    for (fam, lib), calls in absent_called.items():
+        total_calls = sum(calls.values())
+        reasons.append(
+            Reason(
+                Severity.BLOCKER,
+                "absent_called",
+                f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are not exported by ZLUDA {rel}: "
+                f"{_fmt_names(calls)}",
+                remedies.upgrade_remedy(cat, fam, sorted(calls, key=lambda f: -calls[f]), rel, lib or None),
+                fam,
+                tuple(sorted(calls, key=lambda f: (-calls[f], f))),
+                total_calls,
+            )
+        )
+    for (fam, lib), calls in stub_called.items():
+        total_calls = sum(calls.values())
+        ordered = sorted(calls, key=lambda f: (-calls[f], f))
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "stub_called",
+                f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are stubs in ZLUDA {rel} "
+                f"(they return a not-supported status): {remedies.name_list(ordered)}",
+                remedies.stub_remedy(cat, fam, ordered, rel, lib or None),
+                fam,
+                tuple(ordered),
+                total_calls,
+            )
+        )
+    for (fam, lib), calls in panicking.items():
+        ordered = sorted(calls, key=lambda f: (-calls[f], f))
+        total_calls = sum(calls.values())
+        was_called = total_calls > 0
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "panicking_called" if was_called else "panicking_imported",
+                f"{len(calls)} {fam.value} function(s) are listed as implemented in ZLUDA {rel} but their body is "
+                f"todo!(), so a call panics: {remedies.name_list(ordered)}",
+                remedies.upgrade_remedy(cat, fam, ordered, rel, lib or None),
+                fam,
+                tuple(ordered),
+                total_calls if was_called else None,
+            )
+        )
+    for (fam, lib), names in stub_static.items():
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "stub_imported",
+                f"{len(names)} imported {fam.value} entry point(s) are stubs in ZLUDA {rel}; a call returns a "
+                f"not-supported status: {_fmt_names(names)}",
+                remedies.stub_remedy(cat, fam, sorted(names), rel, lib or None),
+                fam,
+                tuple(sorted(names)),
+            )
+        )
+    for (fam, lib), names in absent_delay.items():
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "absent_delay_import",
+                f"{len(names)} delay-imported {fam.value} entry point(s) are not exported by ZLUDA {rel}; the "
+                f"first call fails: {_fmt_names(names)}",
+                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None),
+                fam,
+                tuple(sorted(names)),
+            )
+        )
+
+    # Libraries: the ones the program links or loads, plus those its entry points come from.
+    libs: dict[str, CudaLibrary] = {}
+    for cl in libraries:
+        libs.setdefault(cl.name, cl)
+    for (fam, libname), _names in not_replaced.items():
+        if libname and libname not in libs:
+            libs[libname] = CudaLibrary(libname, fam, LibraryHow.IMPORT)
+    for cl in libs.values():
+        lib_info = cat.classify(cl.family, "", rel, cl.name)
+        if lib_info.status is ZludaStatus.NVIDIA_OWN:
+            nvidia_own.add((cl.family, cl.name))
+            continue
+        if lib_info.status is not ZludaStatus.NOT_REPLACED:
+            continue
+        reasons.append(_library_reason(cat, cl, rel, lib_info, not_replaced.get((cl.family, cl.name), [])))
+    for (fam, libname), names in not_replaced.items():
+        if not libname:
+            reasons.append(
+                Reason(
+                    Severity.RISK,
+                    "library_not_replaced",
+                    f"{fam.value}: ZLUDA {rel} has no replacement; NVIDIA's library would run on ZLUDA's driver "
+                    f"and can work only if its GPU code carries PTX ({len(names)} entry point(s) used)",
+                    remedies.FAMILY_ADVICE.get(fam),
+                    fam,
+                    tuple(sorted(names)),
+                )
+            )
+
+    for req in export_tables:
+        table = cat.export_table(req.uuid, rel)
+        if table is None:
+            name = req.name or cat.export_table_name(req.uuid) or req.uuid
+            reasons.append(
+                Reason(
+                    Severity.RISK,
+                    "export_table_unknown",
+                    f"export table {name} (requested {req.count} time(s)) is unknown to ZLUDA {rel}: "
+                    "cuGetExportTable returns CUDA_ERROR_INVALID_VALUE",
+                    None,
+                    Family.DRIVER,
+                    (name,),
+                    req.count,
+                )
+            )
+
+    if gpu_code is not None and gpu_code.images:
+        reasons.extend(_gpu_reasons(gpu_code))
+
+    if proc_missing:
+        absent = sorted(set(proc_missing.get("absent", [])))
+        stubs = sorted(set(proc_missing.get("stub", [])))
+        parts = []
+        if absent:
+            parts.append(f"{len(absent)} not exported ({remedies.name_list(absent)})")
+        if stubs:
+            parts.append(f"{len(stubs)} stubs ({remedies.name_list(stubs)})")
+        reasons.append(
+            Reason(
+                Severity.INFO,
+                "proc_string_missing",
+                f"of the names looked up by name at run time, {' and '.join(parts)} in ZLUDA {rel}; a lookup of a "
+                "missing name returns nothing and a static CUDA runtime asks for every name it knows, so these "
+                "matter only if the program calls them",
+                None,
+                Family.DRIVER,
+                tuple(absent + stubs),
+            )
+        )
+    if inner_left_out:
+        n = sum(inner_left_out.values())
+        reasons.append(
+            Reason(
+                Severity.INFO,
+                "inner_calls_left_out",
+                f"{n:,} call(s) made inside CUDA libraries that ZLUDA {rel} replaces were left out (they do not "
+                f"happen under ZLUDA): {remedies.name_list(sorted(inner_left_out, key=lambda f: -inner_left_out[f]))}",
+                None,
+                None,
+                tuple(sorted(inner_left_out)),
+                n,
+            )
+        )
+    for fam, lib in sorted(nvidia_own, key=lambda k: (k[0].value, k[1])):
+        if lib:
+            reasons.append(
+                Reason(
+                    Severity.INFO,
+                    "nvidia_own",
+                    f"{lib}: {cat.classify(fam, '', rel).note}",
+                    None,
+                    fam,
+                )
+            )
+    if translated:
+        reasons.append(
+            Reason(
+                Severity.INFO,
+                "translated",
+                f"{translated} of {total} entry point(s) are translated by ZLUDA {rel}",
+            )
+        )
+
+    # One reason per (code, family, functions) even when several libraries share it.
+    unique: dict[tuple[str, str, tuple[str, ...], str], Reason] = {}
+    for r in reasons:
+        unique.setdefault((r.code, r.family.value if r.family else "", r.functions, r.message), r)
+    ranked = sorted(
+        unique.values(),
+        key=lambda r: (
+            _SEVERITY_RANK[r.severity],
+            CODE_RANK.get(r.code, 50),
+            -(r.calls or 0),
+            -len(r.functions),
+            r.message,
+        ),
+    )
+    if any(r.severity is Severity.BLOCKER for r in ranked):
+        overall = VerdictStatus.BLOCKED
+    elif any(r.severity is Severity.RISK for r in ranked):
+        overall = VerdictStatus.AT_RISK
+    else:
+        overall = VerdictStatus.RUNS
+    return Verdict(rel, overall, tuple(ranked))
+
+
+def _library_reason(cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str]) -> Reason:
+    used = f" ({len(names)} entry point(s) used)" if names else ""
+    linked = lib.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
+    if lib.family is Family.TENSORRT:
+        return Reason(
+            Severity.BLOCKER if linked else Severity.RISK,
+            "library_unsupported",
+            f"{lib.name}: TensorRT has no ZLUDA replacement in any release, and its engines run precompiled "
+            f"NVIDIA kernels{used}",
+            remedies.FAMILY_ADVICE[Family.TENSORRT],
+            lib.family,
+            tuple(sorted(names)),
+        )
+    how = {
+        LibraryHow.DLOPEN_STRING: "may be loaded at run time",
+        LibraryHow.LOADED: "was loaded",
+        LibraryHow.DELAY_IMPORT: "is delay-loaded",
+    }.get(lib.how, "is linked")
+    note = info.note or f"ZLUDA {rel} has no replacement"
+    return Reason(
+        Severity.RISK,
+        "library_not_replaced",
+        f"{lib.name} {how}: {note}; NVIDIA's {lib.name} would run on ZLUDA's driver and can work only if its GPU "
+        f"code carries PTX{used}",
+        remedies.library_remedy(cat, lib.family, lib.name, rel),
+        lib.family,
+        tuple(sorted(names)),
+    )
+
+
+def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
+    if gpu.sass_only:
+        archs = ", ".join(sorted({i.arch for i in gpu.sass}))
+        return [
+            Reason(
+                Severity.BLOCKER,
+                "sass_only",
+                f"the embedded GPU code is SASS only ({archs}) with no PTX: ZLUDA recompiles PTX and cannot run "
+                "these kernels",
+                "rebuild with PTX embedded (nvcc -gencode arch=compute_XX,code=compute_XX, e.g. compute_80)",
+            )
+        ]
+    ptx_archs = sorted({i.arch for i in gpu.ptx}, key=lambda a: (len(a), a))
+    low = gpu.min_ptx_sm or 0
+    if low >= _RECENT_PTX_SM:
+        return [
+            Reason(
+                Severity.RISK,
+                "ptx_recent_arch_only",
+                f"PTX only for sm_{low} and above ({', '.join(ptx_archs)}): ZLUDA recompiles PTX, but code built for "
+                "these architectures may use instructions (wgmma, TMA, clusters) it does not translate",
+                "rebuild with PTX for an older target as well (e.g. -gencode arch=compute_80,code=compute_80)",
+            )
+        ]
+    return [
+        Reason(
+            Severity.INFO,
+            "ptx_recompiled",
+            f"PTX for {', '.join(ptx_archs)}: ZLUDA recompiles it for the AMD GPU",
+        )
+    ]
+
+
+def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict | None:
+    """A scanned file that is itself a CUDA library the release replaces is never loaded under ZLUDA."""
+    if zluda_library_of_file(b.name) is None or not cat.replaces(b.name, rel):
+        return None
+    return Verdict(
+        rel,
+        VerdictStatus.RUNS,
+        (
+            Reason(
+                Severity.INFO,
+                "replaced_by_zluda",
+                f"{b.name} is NVIDIA's library; ZLUDA {rel} ships its own {b.name}, so this file is not loaded "
+                "under ZLUDA",
+            ),
+        ),
+    )
+
+
+def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
+    """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``."""
+    cat = load_catalog()
+    rel = cat.resolve_release(release)
+    binaries: list[BinaryScan] = []
+    for b in result.binaries:
+        cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
+        imports = tuple(replace(e, zluda=classify_entry(e, rel, cat, cuda_version)) for e in b.imports)
+        verdict: Verdict | None = None
+        if b.uses_cuda:
+            verdict = _replaced_binary_verdict(cat, b, rel) or judge(
+                imports,
+                b.cuda_libraries,
+                b.gpu_code,
+                rel,
+                cat,
+                cuda_version=cuda_version,
+                binary_format=b.format,
+            )
+        binaries.append(replace(b, imports=imports, verdict=verdict))
+    return replace(result, binaries=tuple(binaries), zluda_release=rel)
+
+
+def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
+    """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest)."""
+    cat = load_catalog()
+    rel = cat.resolve_release(release)
+    calls = tuple(replace(c, zluda=classify_entry(c, rel, cat)) for c in trace.calls)
+    verdict = judge(
+        calls,
+        [lib for lib in trace.libraries if lib.how in _LINKED],
+        None,
+        rel,
+        cat,
+        export_tables=trace.export_tables,
+    )
+    return replace(trace, calls=calls, verdict=verdict)
