@@ -1,0 +1,282 @@
+"""Builders of real test binaries (gcc, nvcc), cached on disk and exposed as session fixtures in conftest.py.
+
+Each builder compiles real programs with this machine's toolchain; there is no GPU here, so small C libraries
+with the real sonames and (where NVIDIA uses them) the real symbol versions stand in for libcuda.so.1,
+libcublas.so.12 and libnccl.so.2 at link time. Results are cached under ``$CUDATRACE_TEST_CACHE`` (default: a
+``cudatrace-test-binaries-<uid>`` folder in the system temp folder), keyed by a hash of sources, commands and
+compiler identity, and published by an atomic rename so parallel pytest workers share one build.
+
+Session fixtures (tests/conftest.py), each a :class:`pathlib.Path`:
+
+``cuda_stub_libs``   folder holding the stand-in ``libcuda.so.1`` (unversioned symbols, like the real driver),
+                     ``libcublas.so.12`` (symbols versioned ``libcublas.so.12`` through a version script, and
+                     DT_NEEDED on libcuda.so.1) and ``libnccl.so.2`` (unversioned, like the real NCCL)
+``elf_linked``       gcc program linked against the three stubs: calls cuInit, cuDeviceGet, cuMemAlloc_v2,
+                     cuLaunchKernel, cublasCreate_v2, cublasSgemm_v2, ncclGetVersion, ncclAllReduce; its data
+                     also holds the look-alike strings "cuFileDriverOpen" and "cuDNN"
+``elf_dlopen``       gcc program with no CUDA in DT_NEEDED that dlopens "libcuda.so.1" and "libcublasLt.so.12"
+                     and dlsyms cuInit, cuDeviceGetCount, cuMemAlloc_v2, cublasLtCreate and (look-alike)
+                     cuFileDriverOpen
+``elf_plain``        gcc hello world: no CUDA at all
+``nvcc_static``      ``nvcc k.cu`` (defaults: static CUDA runtime, sm_75 SASS + compute_75 PTX)
+``nvcc_shared``      ``nvcc --cudart shared k.cu`` (DT_NEEDED libcudart.so.13)
+``nvcc_ptx_only``    ``-gencode arch=compute_80,code=compute_80``
+``nvcc_sass_only``   ``-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90``
+``nvcc_multi_arch``  SASS sm_75 + sm_86, PTX compute_90
+``nvcc_compressed``  ``-Xfatbin -compress-all`` with sm_80 SASS + compute_80 PTX
+``nvcc_rdc``         ``-rdc=true`` with two translation units (adds ``__nv_relfatbin``)
+
+The module-level ``build_*`` functions work without pytest (scripts/build_examples.sh reuses the sources).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+NVCC = os.environ.get("NVCC", "/usr/local/bin/nvcc")
+
+KERNEL_CU = r"""
+#include <cstdio>
+__global__ void scale(float *x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+int main() {
+    float *d = nullptr;
+    if (cudaMalloc(&d, 1024 * sizeof(float)) != cudaSuccess) { printf("no device\n"); return 1; }
+    scale<<<4, 256>>>(d, 2.0f, 1024);
+    cudaDeviceSynchronize();
+    cudaFree(d);
+    printf("ok\n");
+    return 0;
+}
+"""
+
+RDC_MAIN_CU = r"""
+#include <cstdio>
+extern __device__ float twice(float);
+__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }
+int main() { float *d; cudaMalloc(&d, 64 * sizeof(float)); k<<<1, 64>>>(d); cudaDeviceSynchronize(); return 0; }
+"""
+
+RDC_LIB_CU = r"""
+__device__ float twice(float v) { return 2.0f * v; }
+"""
+
+CUDA_STUB_C = r"""
+typedef int CUresult;
+CUresult cuInit(unsigned f) { return 0; }
+CUresult cuDeviceGet(int *d, int o) { return 0; }
+CUresult cuDeviceGetCount(int *c) { return 0; }
+CUresult cuMemAlloc_v2(void **p, unsigned long n) { return 0; }
+CUresult cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g,
+                        unsigned s, void *st, void **pa, void **ex) { return 0; }
+CUresult cuGetProcAddress_v2(const char *n, void **p, int v, unsigned long long fl, int *st) { return 0; }
+"""
+
+CUBLAS_STUB_C = r"""
+extern int cuInit(unsigned);
+int cublasCreate_v2(void **h) { return cuInit(0); }
+int cublasSgemm_v2(void *h, int ta, int tb, int m, int n, int k, const float *al, const float *A, int lda,
+                   const float *B, int ldb, const float *be, float *C, int ldc) { return 0; }
+int cublasDestroy_v2(void *h) { return 0; }
+"""
+
+CUBLAS_VERSION_SCRIPT = "libcublas.so.12 { global: cublas*; local: *; };\n"
+
+NCCL_STUB_C = r"""
+int ncclGetVersion(int *v) { *v = 23203; return 0; }
+int ncclAllReduce(const void *s, void *r, unsigned long n, int t, int o, void *c, void *st) { return 0; }
+"""
+
+LINKED_MAIN_C = r"""
+#include <stdio.h>
+typedef int CUresult;
+extern CUresult cuInit(unsigned);
+extern CUresult cuDeviceGet(int *, int);
+extern CUresult cuMemAlloc_v2(void **, unsigned long);
+extern CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               void *, void **, void **);
+extern int cublasCreate_v2(void **);
+extern int cublasSgemm_v2(void *, int, int, int, int, int, const float *, const float *, int, const float *, int,
+                          const float *, float *, int);
+extern int ncclGetVersion(int *);
+extern int ncclAllReduce(const void *, void *, unsigned long, int, int, void *, void *);
+static const char *const notes[] = {"cuFileDriverOpen", "cuDNN"};
+int main(int argc, char **argv) {
+    int dev = 0, v = 0; void *p = 0, *h = 0; float a = 1.0f;
+    cuInit(0); cuDeviceGet(&dev, 0); cuMemAlloc_v2(&p, 16);
+    cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    cublasCreate_v2(&h); cublasSgemm_v2(h, 0, 0, 1, 1, 1, &a, &a, 1, &a, 1, &a, &a, 1);
+    ncclGetVersion(&v); ncclAllReduce(0, 0, 0, 0, 0, 0, 0);
+    printf("%s %s %d\n", notes[argc & 1], notes[0], v);
+    return 0;
+}
+"""
+
+DLOPEN_MAIN_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    void *lt = dlopen("libcublasLt.so.12", RTLD_NOW);
+    if (!h) { printf("no driver\n"); return 1; }
+    const char *names[] = {"cuInit", "cuDeviceGetCount", "cuMemAlloc_v2", "cuFileDriverOpen"};
+    for (int i = 0; i < 4; i++) printf("%s %p\n", names[i], dlsym(h, names[i]));
+    if (lt) printf("%p\n", dlsym(lt, "cublasLtCreate"));
+    return 0;
+}
+"""
+
+PLAIN_MAIN_C = r"""
+#include <stdio.h>
+int main(void) { printf("hello\n"); return 0; }
+"""
+
+
+def cache_root() -> Path:
+    """Where built binaries are kept between test runs."""
+    env = os.environ.get("CUDATRACE_TEST_CACHE")
+    if env:
+        return Path(env)
+    return Path(tempfile.gettempdir()) / f"cudatrace-test-binaries-{os.getuid()}"
+
+
+def _tool_id(tool: str) -> str:
+    path = shutil.which(tool) or tool
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return f"{path}:{out.strip()}"
+
+
+def have(tool: str) -> bool:
+    """True when ``tool`` can be run."""
+    return shutil.which(tool) is not None or Path(tool).is_file()
+
+
+def _run(cmd: Sequence[str], cwd: Path) -> None:
+    proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"build failed: {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+
+
+def cached_build(key: str, build: Callable[[Path], None]) -> Path:
+    """Run ``build(folder)`` once per ``key`` and return the folder; later calls (any process) reuse it."""
+    root = cache_root()
+    final = root / hashlib.sha256(key.encode()).hexdigest()[:20]
+    if (final / ".done").is_file():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    try:
+        build(work)
+        (work / ".done").write_text(key)
+        try:
+            os.rename(work, final)
+        except OSError:
+            if not (final / ".done").is_file():
+                raise
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def build_cuda_stub_libs() -> Path:
+    """The folder with stand-in libcuda.so.1, libcublas.so.12 (versioned symbols) and libnccl.so.2."""
+
+    def build(d: Path) -> None:
+        (d / "cuda.c").write_text(CUDA_STUB_C)
+        (d / "cublas.c").write_text(CUBLAS_STUB_C)
+        (d / "cublas.map").write_text(CUBLAS_VERSION_SCRIPT)
+        (d / "nccl.c").write_text(NCCL_STUB_C)
+        _run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1", "cuda.c"], d)
+        _run(
+            ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcublas.so.12", "-Wl,--version-script,cublas.map",
+             "-o", "libcublas.so.12", "cublas.c", "-L.", "-l:libcuda.so.1"],
+            d,
+        )  # fmt: skip
+        _run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", "libnccl.so.2", "nccl.c"], d)
+
+    key = "stubs/1\n" + CUDA_STUB_C + CUBLAS_STUB_C + CUBLAS_VERSION_SCRIPT + NCCL_STUB_C + _tool_id("gcc")
+    return cached_build(key, build)
+
+
+def build_elf_linked() -> Path:
+    """A gcc program linked against the stub CUDA libraries."""
+    libs = build_cuda_stub_libs()
+
+    def build(d: Path) -> None:
+        (d / "main.c").write_text(LINKED_MAIN_C)
+        _run(
+            ["gcc", "-O0", "-o", "linked", "main.c", f"-L{libs}", "-l:libcuda.so.1", "-l:libcublas.so.12",
+             "-l:libnccl.so.2", f"-Wl,-rpath,{libs}"],
+            d,
+        )  # fmt: skip
+
+    return cached_build("linked/1\n" + LINKED_MAIN_C + str(libs) + _tool_id("gcc"), build) / "linked"
+
+
+def build_elf_dlopen() -> Path:
+    """A gcc program that reaches libcuda.so.1 only through dlopen/dlsym."""
+
+    def build(d: Path) -> None:
+        (d / "main.c").write_text(DLOPEN_MAIN_C)
+        _run(["gcc", "-O0", "-o", "dlopen_cuda", "main.c", "-ldl"], d)
+
+    return cached_build("dlopen/1\n" + DLOPEN_MAIN_C + _tool_id("gcc"), build) / "dlopen_cuda"
+
+
+def build_elf_plain() -> Path:
+    """A gcc hello world."""
+
+    def build(d: Path) -> None:
+        (d / "main.c").write_text(PLAIN_MAIN_C)
+        _run(["gcc", "-O0", "-o", "hello", "main.c"], d)
+
+    return cached_build("plain/1\n" + PLAIN_MAIN_C + _tool_id("gcc"), build) / "hello"
+
+
+NVCC_VARIANTS: dict[str, tuple[str, ...]] = {
+    "nvcc_static": (),
+    "nvcc_shared": ("--cudart", "shared"),
+    "nvcc_ptx_only": ("-gencode", "arch=compute_80,code=compute_80"),
+    "nvcc_sass_only": ("-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"),
+    "nvcc_multi_arch": (
+        "-gencode",
+        "arch=compute_75,code=sm_75",
+        "-gencode",
+        "arch=compute_86,code=sm_86",
+        "-gencode",
+        "arch=compute_90,code=compute_90",
+    ),
+    "nvcc_compressed": ("-Xfatbin", "-compress-all", "-gencode", "arch=compute_80,code=[sm_80,compute_80]"),
+}
+
+
+def build_nvcc(variant: str) -> Path:
+    """One of :data:`NVCC_VARIANTS` (or ``nvcc_rdc``) compiled from :data:`KERNEL_CU` by this machine's nvcc."""
+    if variant == "nvcc_rdc":
+
+        def build_rdc(d: Path) -> None:
+            (d / "main.cu").write_text(RDC_MAIN_CU)
+            (d / "lib.cu").write_text(RDC_LIB_CU)
+            _run([NVCC, "-rdc=true", "-gencode", "arch=compute_80,code=[sm_80,compute_80]", "-o", variant,
+                  "main.cu", "lib.cu"], d)  # fmt: skip
+
+        return cached_build("nvcc_rdc/1\n" + RDC_MAIN_CU + RDC_LIB_CU + _tool_id(NVCC), build_rdc) / variant
+    flags = NVCC_VARIANTS[variant]
+
+    def build(d: Path) -> None:
+        (d / "k.cu").write_text(KERNEL_CU)
+        _run([NVCC, *flags, "-o", variant, "k.cu"], d)
+
+    return cached_build(f"{variant}/1\n{flags}\n{KERNEL_CU}{_tool_id(NVCC)}", build) / variant
