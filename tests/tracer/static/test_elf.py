@@ -59,7 +59,7 @@ def test_matches_readelf(fixture: str, request: pytest.FixtureRequest) -> None:
 def test_stub_library_soname_exports_and_needed(cuda_stub_libs: Path) -> None:
     lib = cuda_stub_libs / "libcublas.so.12"
     parsed = _parse(lib)
-    needed, soname, undefined = _readelf(lib)
+    needed, soname, _undefined = _readelf(lib)
     assert parsed.soname == soname == "libcublas.so.12"
     assert [n.name for n in parsed.libraries] == needed == ["libcuda.so.1"]
     assert {"cublasCreate_v2", "cublasSgemm_v2", "cublasDestroy_v2"} <= set(parsed.exports)
@@ -81,7 +81,7 @@ def test_sections_include_fatbins(nvcc_rdc: Path, nvcc_static: Path) -> None:
     assert {".nv_fatbin", "__nv_relfatbin", ".dynsym", ".text"} <= names
     size = nvcc_static.stat().st_size
     for s in _parse(nvcc_static).sections:
-        assert 0 <= s.offset and s.offset + s.size <= size
+        assert s.offset >= 0 and s.offset + s.size <= size
 
 
 @needs_readelf
