@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cudatrace.commands import scan, zluda
+from cudatrace.commands import report, scan, zluda
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda)
+COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda, report)

@@ -698,6 +698,15 @@ def build_report(
         tool_version = tool_version or scan.tool_version
         errors.extend(f"{f.path}: {f.message}" for f in scan.failed)
         for b in scan.binaries:
+            if b.path in binaries:
+                # the same file scanned again (store history): its evidence merges, it is listed once
+                for e in b.imports:
+                    a = slot(e)
+                    a.static_how.setdefault(e.how, None)
+                    a.binaries.setdefault(b.name, None)
+                if b.verdict is not None and b.uses_cuda:
+                    verdicts.append(b.verdict)
+                continue
             binaries.append(b.path)
             errors.extend(f"{b.path}: {msg}" for msg in b.errors)
             for lib in b.cuda_libraries:
@@ -910,6 +919,7 @@ class Aggregate:
     blockers: tuple[AggregateBlocker, ...] = ()
     families: tuple[AggregateFamily, ...] = ()
     tool_version: str = ""
+    without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
 
     @property
     def unlockable(self) -> tuple[AggregateBlocker, ...]:
@@ -926,6 +936,7 @@ class Aggregate:
             "programs": [p.to_dict() for p in self.programs],
             "blockers": [b.to_dict() for b in self.blockers],
             "families": [f.to_dict() for f in self.families],
+            "without_cuda": self.without_cuda,
         }
 
     @classmethod
@@ -940,6 +951,7 @@ class Aggregate:
                 blockers=tuple(AggregateBlocker.from_dict(b) for b in d.get("blockers", ())),
                 families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
                 tool_version=str(d.get("tool_version", "")),
+                without_cuda=int(d.get("without_cuda", 0)),
             )
         except ReportError:
             raise
@@ -948,14 +960,18 @@ class Aggregate:
 
 
 def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
-    """The aggregate of reports already built (one per program)."""
+    """The aggregate of reports already built (one per program); programs without any CUDA are only counted."""
     per_key: dict[tuple[Family, str], dict[str, Any]] = {}
     lines: list[ProgramLine] = []
     fam_using: dict[Family, set[str]] = defaultdict(set)
     fam_blocked: dict[Family, set[str]] = defaultdict(set)
     tool_version = ""
+    without_cuda = 0
     for rep in reports:
         tool_version = tool_version or rep.tool_version
+        if not rep.uses_cuda:
+            without_cuda += 1
+            continue
         blocking = {(e.family, e.function): e for e in rep.blocking}
         by_name = {e.function: e for e in rep.entries}
         other: list[str] = []
@@ -1018,7 +1034,7 @@ def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
             )
         )
     lines.sort(key=lambda p: (-len(p.blockers), p.program))
-    return Aggregate(release, tuple(lines), tuple(blockers), tuple(families), tool_version)
+    return Aggregate(release, tuple(lines), tuple(blockers), tuple(families), tool_version, without_cuda)
 
 
 def build_aggregate(
