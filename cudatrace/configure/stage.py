@@ -22,11 +22,12 @@ from typing import Any
 
 from cudatrace.configure.evidence import sha256_of
 from cudatrace.configure.launcher import render_launcher
-from cudatrace.configure.mapping import MappingPlan, Placement, check_plan
+from cudatrace.configure.mapping import MappingPlan, Placement, check_plan, plan_to_toml
 from cudatrace.errors import ConfigureError
 
 MANIFEST_SCHEMA = "cudatrace.stage/1"
 MANIFEST_NAME = "manifest.json"
+MAPPING_NAME = "mapping.toml"  # the staged plan: ``cudatrace run --zluda`` reads it back
 BACKUP_DIR = "backup"
 
 
@@ -163,6 +164,7 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
             else:
                 manifest["added"].append({"name": target.name, "sha256": new_hash})
         _write_json(tmp / MANIFEST_NAME, manifest)
+        (tmp / MAPPING_NAME).write_text(plan_to_toml(plan), encoding="utf-8")
         try:
             os.rename(tmp, staging)
         except OSError as exc:

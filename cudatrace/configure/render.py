@@ -1,0 +1,120 @@
+"""Terminal rendering of a mapping plan, a stage/restore report and a doctor report (rich, to a string).
+
+File names and paths come from hostile folders, so every value is rendered as plain :class:`rich.text.Text`,
+never parsed as rich markup.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cudatrace.configure.doctor import DoctorReport, Level
+from cudatrace.configure.mapping import MappingPlan, Placement
+from cudatrace.configure.stage import StageReport
+
+
+def _console(buf: io.StringIO, color: bool) -> Console:
+    return Console(file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, soft_wrap=False)
+
+
+def _t(value: object, style: str = "") -> Text:
+    return Text(str(value), style=style)
+
+
+def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False) -> str:
+    """The plan as a person reads it: mappings, AMD libraries, environment, NVIDIA's own, unserved, launcher."""
+    buf = io.StringIO()
+    con = _console(buf, color)
+    head = Text()
+    head.append("ZLUDA mapping for ", style="bold")
+    head.append(plan.program, style="bold")
+    con.print(head)
+    con.print(_t(f"release {plan.release} (folder matches {plan.release_range}), {plan.platform}, {plan.method.value}"))
+    con.print(_t(f"ZLUDA folder: {plan.zluda_dir}"))
+    con.print(_t(f"HIP SDK: {plan.hip_dir or 'not given'}" + (f", GPU {plan.gpu}" if plan.gpu else "")))
+    if plan.libraries:
+        t = Table(title="CUDA libraries served by ZLUDA", title_justify="left", show_lines=False)
+        for col in ("program asks for", "ZLUDA file", "where", "AMD libraries", "note"):
+            t.add_column(col)
+        for m in plan.libraries:
+            where = "staging folder" if m.placement is Placement.RUNTIME_DIR else "beside the program"
+            src = _t(m.source, "" if m.present else "bold red")
+            if not m.present:
+                src.append(" (missing)")
+            t.add_row(_t(m.requested), src, _t(where), _t(", ".join(m.amd) or "-"), _t(m.note or ""))
+        con.print(t)
+    if plan.amd:
+        t = Table(title="AMD libraries behind them", title_justify="left")
+        for col in ("library", "in the HIP SDK", "files"):
+            t.add_column(col)
+        for a in plan.amd:
+            state = "not checked" if a.present is None else ("yes" if a.present else "MISSING")
+            major = f" (HIP {a.required_major})" if a.required_major else ""
+            t.add_row(_t(a.name + major), _t(state, "red" if a.present is False else ""), _t(", ".join(a.files)))
+        con.print(t)
+    if plan.environment:
+        t = Table(title="Environment", title_justify="left")
+        for col in ("variable", "value", "why"):
+            t.add_column(col)
+        for e in plan.environment:
+            t.add_row(_t(e.name), _t(e.value + (" + existing" if e.prepend else "")), _t(e.reason))
+        con.print(t)
+    if plan.nvidia_own:
+        con.print(_t("Stays NVIDIA's own:", "bold"))
+        for n in plan.nvidia_own:
+            con.print(_t(f"  {n.library}: {n.reason}"))
+    if plan.unserved:
+        con.print(_t("ZLUDA cannot serve:", "bold"))
+        for u in plan.unserved:
+            line = _t(f"  {u.what}: ")
+            line.append(_t("cannot run: " if u.cannot_run else "", "bold red"))
+            line.append(_t(u.reason))
+            if u.remedy:
+                line.append(_t(f"; remedy: {u.remedy}"))
+            con.print(line)
+    for note in plan.notes:
+        con.print(_t(f"note: {note}", "dim"))
+    con.print(_t(f"Launcher ({plan.launcher_name}):", "bold"))
+    con.print(_t(launcher.replace("\r\n", "\n").rstrip("\n")))
+    if not applied:
+        con.print(_t("Dry run: nothing was written. Add --apply to stage these files and the launcher.", "dim"))
+    return buf.getvalue()
+
+
+def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False) -> str:
+    """What --apply / --restore did, each file with its hash proof."""
+    buf = io.StringIO()
+    con = _console(buf, color)
+    verb = "Restored" if restored else "Staged"
+    con.print(_t(f"{verb} {report.program}", "bold"))
+    for f in report.files:
+        proof = "ok" if f.ok else "MISMATCH"
+        digest = (f.actual_sha256 or "absent")[:16]
+        con.print(_t(f"  {f.action:9} {f.path}  sha256 {digest}  {proof}", "" if f.ok else "bold red"))
+    if report.launcher:
+        con.print(_t(f"Run it with: {report.launcher}"))
+    if restored:
+        con.print(_t("Every file is back as it was, proven by sha256." if report.ok else "Some files do not match."))
+    return buf.getvalue()
+
+
+_LEVEL_STYLE = {Level.OK: "green", Level.INFO: "", Level.WARN: "yellow", Level.PROBLEM: "bold red"}
+
+
+def render_doctor_terminal(report: DoctorReport, *, color: bool = False) -> str:
+    """The diagnosis, one finding per line."""
+    buf = io.StringIO()
+    con = _console(buf, color)
+    for f in report.findings:
+        line = Text()
+        line.append(f"[{f.level.value}]".ljust(10), style=_LEVEL_STYLE[f.level])
+        line.append(f"{f.topic}: ", style="bold")
+        line.append(f.message)
+        con.print(line)
+    summary = "no problems found" if not report.problems else f"{len(report.problems)} problem(s) found"
+    con.print(_t(summary, "bold"))
+    return buf.getvalue()
