@@ -433,11 +433,12 @@ class Catalog:
         rel = self._rel(release)
         names: set[str] = set()
         for p in self._package_rows(rel.ordinal):
-            if platform == "windows":
+            only32 = "no-x86-64" in p["platforms"]  # the 32-bit driver: its "windows" files are 32-bit
+            if platform == "windows" and not only32:
                 names.update(p["windows"], p["windows_extra"])
             elif platform == "windows32":
-                names.update(p["windows32"])
-            else:
+                names.update(p["windows32"], p["windows"] if only32 else ())
+            elif platform == "linux":
                 names.update(p["linux"])
         return tuple(sorted(names, key=str.lower))
 

@@ -1,0 +1,354 @@
+"""The ZLUDA coverage catalog: pinned facts, histories, classification of aliases, packaging, data provenance."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
+from cudatrace.errors import CatalogError
+from cudatrace.model import Family, ZludaStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT.parent / "shared" / "reference"
+DATA = ROOT / "cudatrace" / "coverage_db" / "data" / "catalog.json.gz"
+needs_reference = pytest.mark.skipif(
+    not (REFERENCE / "zluda" / "api_status.csv").is_file(), reason=f"reference data not at {REFERENCE}"
+)
+
+T = ZludaStatus.TRANSLATED
+S = ZludaStatus.STUB
+A = ZludaStatus.ABSENT
+NR = ZludaStatus.NOT_REPLACED
+OWN = ZludaStatus.NVIDIA_OWN
+
+
+@pytest.fixture(scope="module")
+def cat() -> Catalog:
+    return load_catalog()
+
+
+# -- releases ---------------------------------------------------------------------------------------------------
+
+
+def test_releases_order_latest_and_intel_era(cat: Catalog) -> None:
+    rel = cat.releases()
+    assert rel[0] == "v3" and rel[1] == "v4" and rel[-1] == "v7-preview.9"
+    assert len(rel) == 191 and len(cat.releases(include_intel=True)) == 193
+    assert cat.intel_releases() == ("v1", "v2")
+    assert cat.latest == "v7-preview.9"
+    # history order: the preview tag comes before the release on the same commit
+    assert rel.index("v5-preview.142") + 1 == rel.index("v5")
+    assert rel.index("v6-preview.79") + 1 == rel.index("v6")
+    assert cat.release("v3").line == "side:v3" and cat.release("v4").line == "amd" and cat.release("v1").intel
+
+
+@pytest.mark.parametrize(
+    ("asked", "canonical"),
+    [
+        (None, "v7-preview.9"),
+        ("latest", "v7-preview.9"),
+        ("v6-preview.69", "v6-preview.69"),
+        ("6-preview.69", "v6-preview.69"),
+        ("V6-Preview.69", "v6-preview.69"),
+        ("v6-preview69", "v6-preview.69"),
+        ("v6", "v6"),
+        ("6", "v6"),
+        ("v1", "v1"),
+    ],
+)
+def test_resolve_release_spellings(cat: Catalog, asked: str | None, canonical: str) -> None:
+    assert cat.resolve_release(asked) == canonical
+
+
+def test_unknown_release_lists_close_matches(cat: Catalog) -> None:
+    with pytest.raises(CatalogError, match=r"unknown ZLUDA release 'v6-preview\.690'.*v6-preview\.69") as exc:
+        cat.resolve_release("v6-preview.690")
+    assert "\n" not in str(exc.value)
+    with pytest.raises(CatalogError, match=r"v7-preview\.9"):
+        cat.resolve_release("v9")
+
+
+# -- pinned counts ----------------------------------------------------------------------------------------------
+
+SEED_COUNTS = {  # v6-preview.69: library -> (implemented, declared)
+    "driver": (136, 672),
+    "cublas": (19, 530),
+    "cublaslt": (18, 45),
+    "cusparse": (16, 448),
+    "cudnn8": (33, 264),
+    "cudnn9": (34, 220),
+    "nvml": (15, 398),
+    "cufft": (0, 60),
+}
+
+
+def test_seed_release_counts(cat: Catalog) -> None:
+    cov = {c.library: c for c in cat.coverage("v6-preview.69")}
+    for lib, (implemented, declared) in SEED_COUNTS.items():
+        assert (cov[lib].implemented, cov[lib].declared) == (implemented, declared), lib
+    assert cov["cufft"].stub == 60
+    assert cov["cublaslt_internal"].not_exported == 135 and cov["cublaslt_internal"].implemented == 0
+    assert cov["cublas"].panicking == 2 and cov["cudnn9"].panicking == 3
+    assert "driver_win32" not in cov and "nvapi" not in cov
+
+
+def test_latest_counts_and_the_five_driver_additions(cat: Catalog) -> None:
+    cov = {c.library: c for c in cat.coverage("v7-preview.9")}
+    assert cov["driver"].implemented == 141 and cov["driver_win32"].implemented == 58
+    old = cat.functions("driver", "v6-preview.69")
+    new = cat.functions("driver", "v7-preview.9")
+    gained = sorted(f for f, s in new.items() if s is T and old.get(f) is not T)
+    assert gained == [
+        "cuCtxCreate_v4",
+        "cuCtxSetCacheConfig",
+        "cuDeviceGetPCIBusId",
+        "cuModuleGetSurfRef",
+        "cuStreamQuery",
+    ]
+
+
+def test_coverage_agrees_with_counts_json_for_every_release(cat: Catalog) -> None:
+    for rel in cat.releases(include_intel=True):
+        ours = {c.library: (c.declared, c.implemented, c.stub, c.not_exported) for c in cat.coverage(rel)}
+        ref = {k: v for k, v in cat.reference_counts(rel).items() if v[0]}
+        assert ours == ref, rel
+
+
+def test_cufft_is_a_stub_on_the_whole_mainline_and_real_only_in_v3(cat: Catalog) -> None:
+    for rel in cat.releases():
+        cov = [c for c in cat.coverage(rel, Family.CUFFT) if c.library == "cufft"]
+        if rel == "v3":
+            assert (cov[0].implemented, cov[0].declared) == (11, 53)
+        elif cov:
+            assert cov[0].implemented == 0 and cov[0].stub == cov[0].declared, rel
+    assert cat.classify(Family.CUFFT, "cufftPlan1d", "v6-preview.69").note == "returns CUFFT_NOT_SUPPORTED"
+    assert cat.classify(Family.CUFFT, "cufftExecC2C", "v3", "libcufft.so.10").status is T
+
+
+# -- histories --------------------------------------------------------------------------------------------------
+
+
+def test_history_cublas_sgemm_v2(cat: Catalog) -> None:
+    runs = cat.history("cublasSgemm_v2")
+    assert [(r.status, r.first, r.last) for r in runs] == [
+        (T, "v3", "v3"),
+        (S, "v5-preview.43", "v5-preview.80"),
+        (T, "v5-preview.81", "v7-preview.9"),
+    ]
+    assert runs[1].error == "CUBLAS_STATUS_NOT_SUPPORTED"
+    assert runs[2].hip == ("rocblas_sgemm",)
+    info = cat.classify(Family.CUBLAS, "cublasSgemm_v2", "v6-preview.69")
+    assert (info.status, info.hip, info.since) == (T, ("rocblas_sgemm",), "v5-preview.81")
+
+
+def test_cudnn9_appears_at_v5_preview_43_and_cudnn8_at_v6_preview_4(cat: Catalog) -> None:
+    def first_with(lib: str) -> str:
+        return next(r for r in cat.releases() if any(c.library == lib for c in cat.coverage(r)) and r != "v3")
+
+    assert first_with("cudnn9") == "v5-preview.43"
+    assert {c.library: c.implemented for c in cat.coverage("v5-preview.43", Family.CUDNN)}["cudnn9"] == 5
+    exported8 = next(
+        r
+        for r in cat.releases()
+        if r != "v3" and any(c.library == "cudnn8" and c.not_exported == 0 for c in cat.coverage(r))
+    )
+    assert exported8 == "v6-preview.4"
+    conv = [h for h in cat.history("cudnnConvolutionForward") if h.status is T and h.first_ordinal > 3]
+    assert {h.library for h in conv} == {"cudnn8", "cudnn9"}
+    assert all(h.first == "v6-preview.12" for h in conv)
+    assert any("miopen" in call.lower() for h in conv for call in h.hip)
+
+
+def test_history_of_ctx_create_v4_and_unknown_function(cat: Catalog) -> None:
+    runs = cat.history("cuCtxCreate_v4", Family.DRIVER)
+    assert [(r.status, r.first) for r in runs if r.library == "driver"] == [(S, "v5-preview.43"), (T, "v6-preview.77")]
+    assert [(r.status, r.first) for r in runs if r.library == "driver_win32"] == [(S, "v7-preview.2")]
+    assert cat.classify(Family.DRIVER, "cuCtxCreate_v4", "v6-preview.69").status is S
+    assert cat.classify(Family.DRIVER, "cuCtxCreate_v4", "v7-preview.9").since == "v6-preview.77"
+    with pytest.raises(CatalogError, match="cublasSgemm_v2"):
+        cat.history("cublasSgem_v2")
+
+
+def test_since_spans_macro_changes_but_not_lines(cat: Catalog) -> None:
+    # cuMemAlloc_v2: hand-written in v1/v2 (Intel), v3 side branch, mainline from v4
+    assert cat.classify(Family.DRIVER, "cuMemAlloc_v2", "v6-preview.69").since == "v4"
+    assert cat.classify(Family.DRIVER, "cuMemAlloc_v2", "v3").since == "v3"
+    assert cat.classify(Family.DRIVER, "cuMemAlloc_v2", "v2").since == "v1"
+    # cuLaunchKernel changed macro at v4 and stays translated
+    assert cat.classify(Family.DRIVER, "cuLaunchKernel", "v7-preview.9").since == "v4"
+
+
+# -- classification ---------------------------------------------------------------------------------------------
+
+
+def test_export_aliases(cat: Catalog) -> None:
+    r = "v6-preview.69"
+    alloc = cat.classify(Family.DRIVER, "cuMemAlloc_v2", r)
+    assert alloc.status is T and "hipMalloc" in alloc.hip
+    legacy = cat.classify(Family.DRIVER, "cuMemAlloc", r)
+    assert legacy.status is S and "cuMemAlloc_v2" in (legacy.note or "")
+    by_name = cat.classify(Family.DRIVER, "cuMemAlloc", r, by_name=True, cuda_version=13000)
+    assert by_name.status is T and "cuMemAlloc_v2" in (by_name.note or "")
+    assert cat.classify(Family.DRIVER, "cuLaunchKernel_ptsz", r).status is S
+    assert cat.classify(Family.DRIVER, "cuMemcpyHtoD_v2_ptds", r).status is T
+    assert cat.classify(Family.DRIVER, "cuMemcpyHtoD_v2_ptds", "v6-preview.11").status is S
+    inline = cat.classify(Family.DRIVER, "cuGetProcAddress_v2_ptsz", r)
+    assert inline.status is T and "cuGetProcAddress_v2" in (inline.note or "")
+    # cuCtxCreate by name: CUDA 13 asks for the _v4 ABI, CUDA 11 for _v2
+    assert cat.classify(Family.DRIVER, "cuCtxCreate", r, by_name=True, cuda_version=13000).status is S
+    assert cat.classify(Family.DRIVER, "cuCtxCreate", r, by_name=True, cuda_version=11000).status is T
+    # the legacy cuBLAS API name is not exported by the mainline; the _v2 export is
+    assert cat.classify(Family.CUBLAS, "cublasSgemm", r).status is A
+    assert cat.classify(Family.CUBLAS, "cublasSgemm_v2", r, "cublas64_12.dll").status is T
+    assert cat.export_name("cuMemAlloc") == "cuMemAlloc_v2"
+    assert cat.export_name("cuCtxCreate", 12090) == "cuCtxCreate_v2"
+    assert cat.export_name("cuCtxCreate", 13000) == "cuCtxCreate_v4"
+    assert cat.api_name("cuLaunchKernel_ptsz") == "cuLaunchKernel"
+
+
+def test_library_file_names_decide_not_replaced(cat: Catalog) -> None:
+    fn = "cublasSgemm_v2"
+    info = cat.classify(Family.CUBLAS, fn, "v6-preview.27", "cublas64_13.dll")
+    assert info.status is NR and "first shipped in v6-preview.28" in (info.note or "")
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.28", "cublas64_13.dll").status is T
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.27", "cublas.dll").status is T
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.3", "libcublas.so.13").status is NR
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.4", "libcublas.so.13").status is T
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.4", "/opt/x/LIBCUBLAS.so.13").status is NR  # case matters
+    assert cat.classify(Family.CUBLAS, fn, "v6-preview.69", "CUBLAS64_12.DLL").status is T  # not on Windows
+    assert cat.classify(Family.CUDNN, "cudnnCreate", "v6-preview.69", "cudnn_graph64_9.dll").status is NR
+    assert cat.classify(Family.CUDNN, "cudnnCreate", "v6-preview.3", "cudnn64_8.dll").status is NR
+    assert cat.classify(Family.RUNTIME, "cudaMalloc", "v6-preview.69", "cudart64_12.dll").status is OWN
+    assert cat.classify(Family.NVRTC, "nvrtcCompileProgram", "v6-preview.69").status is OWN
+    assert cat.classify(Family.TENSORRT, "createInferBuilder_INTERNAL", "v6-preview.69").status is NR
+    assert cat.classify(Family.NCCL, "ncclAllReduce", "v6-preview.69", "libnccl.so.2").status is NR
+    assert cat.classify(Family.NCCL, "ncclGetErrorString", "v3", "libnccl.so.2").status is T
+    assert cat.classify(Family.CUSOLVER, "cusolverDnCreate", "v7-preview.9", "cusolver64_11.dll").status is NR
+
+
+def test_stub_kinds(cat: Catalog) -> None:
+    r = "v6-preview.69"
+    assert cat.classify(Family.CUBLAS, "cublasDgemm_v2", r).note == "returns CUBLAS_STATUS_NOT_SUPPORTED"
+    panic = cat.classify(Family.CUBLAS, "cublasGetCudartVersion", r)
+    assert panic.status is S and "panics" in (panic.note or "")
+    assert cat.classify(Family.NVML, "nvmlDeviceGetMemoryInfo", r, "libnvidia-ml.so.1").status is T
+    win = cat.classify(Family.NVML, "nvmlDeviceGetMemoryInfo", r, "nvml.dll")
+    assert win.status is S and "Windows" in (win.note or "")
+    internal = cat.classify(Family.CUBLASLT, "cublasLtSSSMatmul", r, "libcublasLt.so.12")
+    assert internal.status is A
+    assert cat.classify(Family.DRIVER, "cuNoSuchThing", r).status is A
+
+
+def test_zluda_library_of_file() -> None:
+    cases = {
+        "nvcuda.dll": "driver",
+        "libcuda.so.1": "driver",
+        "cublasLt64_12.dll": "cublaslt",
+        "libcublas.so.12": "cublas",
+        "cufft64_11.dll": "cufft",
+        "cufftw64_11.dll": None,
+        "cudnn64_8.dll": "cudnn8",
+        "libcudnn.so.9": "cudnn9",
+        "libcudnn_ops.so.9": None,
+        "libnvidia-ml.so.1": "nvml",
+        "libcudart.so.12": None,
+        "nvapi64.dll": "nvapi",
+    }
+    for name, key in cases.items():
+        assert zluda_library_of_file(name) == key, name
+
+
+# -- packaging, proc address, export tables, environment --------------------------------------------------------
+
+
+def test_packaging(cat: Catalog) -> None:
+    win = cat.shipped_files("v6-preview.69", "windows")
+    assert {"nvcuda.dll", "cublas64_12.dll", "cublas64_13.dll", "cudnn64_9.dll", "nvcudart_hybrid64.dll"} <= set(win)
+    assert "cublas64_13.dll" not in cat.shipped_files("v6-preview.27", "windows")
+    assert "libcuda.so.1" in cat.shipped_files("v6-preview.69", "linux")
+    assert cat.shipped_files("v7-preview.9", "windows32") == ("nvapi.dll", "nvcuda.dll")
+    assert cat.shipped_files("v6-preview.69", "windows32") == ()
+    assert cat.replaces("C:\\Windows\\System32\\NVCUDA.DLL", "v6-preview.69")
+    assert cat.replaces("libcublas.so.12.9.3", "v6-preview.69")
+    assert not cat.replaces("libcudart.so.12", "v6-preview.69")
+    assert cat.replaces("nvcuda.dll", "v4")  # no packaging data: the build output's usual name counts
+    assert "libcublas.so.13" in cat.redirected_files("v6-preview.69", "linux")
+    assert "cublas64_13.dll" in cat.redirected_files("v6-preview.69", "windows")
+    assert cat.first_shipping("cublas64_13.dll") == "v6-preview.28"
+    pkgs = {p.library: p for p in cat.packages("v6-preview.69")}
+    assert "rocBLAS" in pkgs["cublas"].forwards_to
+    with pytest.raises(CatalogError):
+        cat.shipped_files("v6-preview.69", "macos")
+
+
+def test_proc_address(cat: Catalog) -> None:
+    r = "v6-preview.69"
+    res = cat.proc_address("cuCtxCreate", 12000, 0, r)
+    assert (res.result, res.resolves_to) == ("found", "cuCtxCreate_v3")
+    assert res.info is not None and res.info.status is S
+    assert cat.proc_address("cuLaunchKernel", 12000, 2, r).resolves_to == "cuLaunchKernel_ptsz"
+    assert cat.proc_address("cuMemAlloc", None, 0, r).resolves_to == "cuMemAlloc_v2"
+    assert cat.proc_address("cuMemAlloc", 1000, 0, r).result == "version_not_sufficient"
+    assert cat.proc_address("cuNoSuchThing", 13000, 0, r).result == "not_found"
+    assert cat.proc_address("cuMemAlloc", 13000, 0, "v4").result == "no_table"
+
+
+def test_export_tables(cat: Catalog) -> None:
+    tables = {t.name: t for t in cat.export_tables("v6-preview.69")}
+    assert {"CUDART_INTERFACE", "CONTEXT_CHECKS", "INTEGRITY_CHECK", "HYBRID_CUDART"} <= set(tables)
+    assert tables["CUDART_INTERFACE"].working_slots
+    assert not tables["HEAP_ACCESS"].working_slots and tables["HEAP_ACCESS"].stub_slots
+    guid = tables["CONTEXT_CHECKS"].guid
+    assert cat.export_table("{" + guid.lower() + "}", "v6-preview.69") is not None
+    old = cat.export_table(guid, "v6-preview.47")  # the same table, named UNKNOWN_CHECKS before v6-preview.48
+    assert old is not None and old.name == "UNKNOWN_CHECKS"
+    assert cat.export_table(guid, "v4") is None  # the export-table data starts at v5-preview.43
+    assert cat.export_table("00000000-0000-0000-0000-000000000000", "v6-preview.69") is None
+
+
+def test_env_vars(cat: Catalog) -> None:
+    names = {e.name for e in cat.env_vars("v6-preview.69")}
+    assert {"ZLUDA_CC", "ZLUDA_LOG_DIR", "ZLUDA_CUDA_LIB"} <= names
+    assert "ZLUDA_CC" not in {e.name for e in cat.env_vars("v6-preview.62")}
+
+
+# -- provenance and speed ---------------------------------------------------------------------------------------
+
+
+@needs_reference
+def test_catalog_sources_match_the_reference_files(cat: Catalog) -> None:
+    for rel_path, digest in cat.sources.items():
+        assert hashlib.sha256((REFERENCE / rel_path).read_bytes()).hexdigest() == digest, rel_path
+
+
+@needs_reference
+def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.write(mod.build(REFERENCE), tmp_path)
+    assert out.read_bytes() == DATA.read_bytes()
+
+
+@needs_reference
+def test_statuses_match_api_status_csv(cat: Catalog) -> None:
+    """Every row of the reference api_status.csv, checked at both ends of its run."""
+    status_of = {"implemented": "i", "unimplemented": "u", "not_exported": "x"}
+    with (REFERENCE / "zluda" / "api_status.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) > 7000
+    raw = json.loads(gzip.decompress(DATA.read_bytes()))
+    for r in rows:
+        runs = raw["api"][r["library"]][r["function"]]
+        for end in (r["first_ordinal"], r["last_ordinal"]):
+            o = int(end)
+            match = [run for run in runs if run[3] <= o <= run[4]]
+            assert len(match) == 1 and match[0][0] == status_of[r["status"]], (r["library"], r["function"], o)
