@@ -1,0 +1,333 @@
+"""The verdict: hand-built scan and trace documents, program-side call filtering, and real scanned binaries."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from cudatrace.coverage_db.catalog import load_catalog
+from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace, judge, program_side_calls, replaced_caller
+from cudatrace.model import (
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExitInfo,
+    ExportTableRequest,
+    Family,
+    GpuCode,
+    GpuImage,
+    ImageKind,
+    LibraryHow,
+    ScanResult,
+    Severity,
+    StaticRuntime,
+    TraceResult,
+    Verdict,
+    VerdictStatus,
+    ZludaStatus,
+)
+
+SEED = "v6-preview.69"
+E = EntryPointUse
+
+
+def sym(family: Family, library: str, function: str, how: EntryHow = EntryHow.SYMBOL) -> EntryPointUse:
+    return E(family, library, function, how)
+
+
+def call(family: Family, library: str, function: str, calls: int, callers: dict[str, int] | None = None) -> E:
+    return E(family, library, function, EntryHow.CALLED, calls=calls, callers=tuple(sorted((callers or {}).items())))
+
+
+def codes(v: Verdict) -> list[str]:
+    return [r.code for r in v.reasons]
+
+
+def reason(v: Verdict, code: str) -> object:
+    return next(r for r in v.reasons if r.code == code)
+
+
+PTX80 = GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 100), GpuImage(ImageKind.PTX, "sm_80", False, 100)), 1)
+SASS_ONLY = GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 100), GpuImage(ImageKind.SASS, "sm_90", False, 100)), 1)
+PTX90 = GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 100), GpuImage(ImageKind.PTX, "sm_90", False, 100)), 1)
+DRIVER_LIB = CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.NEEDED, "1")
+
+
+# -- judge on hand-built evidence -------------------------------------------------------------------------------
+
+
+def test_translated_imports_and_ptx_run() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", f) for f in ("cuInit", "cuMemAlloc_v2", "cuLaunchKernel")]
+    v = judge(entries, [DRIVER_LIB], PTX80, SEED)
+    assert v.status is VerdictStatus.RUNS and v.release == SEED
+    assert "ptx_recompiled" in codes(v) and "translated" in codes(v)
+    assert all(r.severity is Severity.INFO for r in v.reasons)
+
+
+def test_absent_import_blocks_with_upgrade_remedy() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit"), sym(Family.DRIVER, "libcuda.so.1", "cuCtxGetDevice_v2")]
+    v = judge(entries, [DRIVER_LIB], PTX80, "v6-preview.3")
+    assert v.status is VerdictStatus.BLOCKED
+    top = v.reasons[0]
+    assert top.code == "absent_import" and top.functions == ("cuCtxGetDevice_v2",)
+    assert "symbol binding fails" in top.message
+    assert top.remedy == "release v6-preview.4 implements cuCtxGetDevice_v2: upgrade"
+    assert judge(entries, [DRIVER_LIB], PTX80, "v6-preview.4").status is VerdictStatus.RUNS
+
+
+def test_pe_absent_import_says_the_dll_fails_to_load() -> None:
+    entries = [sym(Family.CUBLASLT, "cublasLt64_12.dll", "cublasLtSSSMatmul", EntryHow.IMPORT)]
+    v = judge(entries, [], None, SEED, binary_format=BinaryFormat.PE)
+    assert v.status is VerdictStatus.BLOCKED
+    assert "refuses to load cublasLt64_12.dll" in v.reasons[0].message
+    assert "no release" not in (v.reasons[0].remedy or "")  # no later release exports it: no upgrade claim
+    assert v.reasons[0].remedy is None
+
+
+def test_sass_only_blocks_and_recent_ptx_is_a_risk() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    blocked = judge(entries, [DRIVER_LIB], SASS_ONLY, SEED)
+    assert blocked.status is VerdictStatus.BLOCKED and blocked.reasons[0].code == "sass_only"
+    assert "sm_80, sm_90" in blocked.reasons[0].message
+    risky = judge(entries, [DRIVER_LIB], PTX90, SEED)
+    assert risky.status is VerdictStatus.AT_RISK and "ptx_recent_arch_only" in codes(risky)
+    assert "sm_90" in risky.reasons[0].message
+
+
+def test_stub_import_is_a_risk_with_family_remedies() -> None:
+    v = judge(
+        [
+            sym(Family.CUBLAS, "libcublas.so.12", "cublasSgemm_v2"),
+            sym(Family.CUBLAS, "libcublas.so.12", "cublasDgemm_v2"),
+            sym(Family.CUDNN, "libcudnn.so.9", "cudnnBackendExecute"),
+            sym(Family.CUFFT, "libcufft.so.11", "cufftPlan1d"),
+        ],
+        [],
+        None,
+        SEED,
+    )
+    assert v.status is VerdictStatus.AT_RISK
+    by_family = {r.family: r for r in v.reasons if r.code == "stub_imported"}
+    assert by_family[Family.CUBLAS].functions == ("cublasDgemm_v2",)
+    assert "no ZLUDA release up to v7-preview.9 implements cublasDgemm_v2" in (by_family[Family.CUBLAS].remedy or "")
+    assert "torch.backends.cudnn.enabled = False" in (by_family[Family.CUDNN].remedy or "")
+    assert "TORCH_CUDNN_V8_API_DISABLED=1" in (by_family[Family.CUDNN].remedy or "")
+    assert "v3 (11 of 53)" in (by_family[Family.CUFFT].remedy or "")
+
+
+def test_stub_upgrade_remedy_names_the_release() -> None:
+    v = judge([sym(Family.DRIVER, "libcuda.so.1", "cuCtxCreate_v4")], [DRIVER_LIB], None, SEED)
+    assert v.status is VerdictStatus.AT_RISK
+    assert v.reasons[0].remedy == "release v6-preview.77 implements cuCtxCreate_v4: upgrade"
+    assert judge([sym(Family.DRIVER, "libcuda.so.1", "cuCtxCreate_v4")], [DRIVER_LIB], None, None).status is (
+        VerdictStatus.RUNS
+    )
+
+
+def test_called_stubs_are_ranked_by_program_side_calls() -> None:
+    v = judge(
+        [
+            call(Family.DRIVER, "libcuda.so.1", "cuMemcpy3DAsync_v2", 5),
+            call(Family.CUSPARSE, "libcusparse.so.12", "cusparseSpGEMM_compute", 900),
+            call(Family.DRIVER, "libcuda.so.1", "cuMemAlloc_v2", 10_000),
+        ],
+        [],
+        None,
+        SEED,
+    )
+    stubs = [r for r in v.reasons if r.code == "stub_called"]
+    assert [(r.family, r.calls) for r in stubs] == [(Family.CUSPARSE, 900), (Family.DRIVER, 5)]
+    assert v.status is VerdictStatus.AT_RISK
+
+
+def test_inner_library_calls_are_left_out() -> None:
+    inner = call(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul", 7296, {"libcublas.so.12": 7296})
+    assert program_side_calls(inner, SEED) == 0
+    mixed = call(Family.DRIVER, "libcuda.so.1", "cuMemcpy3DAsync_v2", 50, {"libcublasLt.so.12": 30, "app": 15})
+    assert program_side_calls(mixed, SEED) == 20  # 15 from the app plus 5 unattributed
+    assert program_side_calls(sym(Family.DRIVER, "libcuda.so.1", "cuInit"), SEED) == 0
+    # a library the release does not replace keeps its calls: cublas64_13.dll before v6-preview.28
+    win = call(Family.CUBLASLT, "cublasLt64_13.dll", "cublasLtSSSMatmul", 10, {"cublas64_13.dll": 10})
+    assert program_side_calls(win, "v6-preview.27") == 10 and program_side_calls(win, "v6-preview.28") == 0
+    assert replaced_caller("libcudnn_graph.so.9", SEED) and not replaced_caller("libtorch_cuda.so", SEED)
+
+    v = judge([inner, call(Family.CUBLAS, "libcublas.so.12", "cublasSgemm_v2", 7296)], [], None, SEED)
+    assert v.status is VerdictStatus.RUNS, v
+    left = reason(v, "inner_calls_left_out")
+    assert left.calls == 7296 and "cublasLtSSSMatmul" in left.functions  # type: ignore[attr-defined]
+
+
+def test_called_absent_function_blocks() -> None:
+    c = call(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul", 12, {"libmyapp.so": 12})
+    v = judge([c], [], None, SEED)
+    assert v.status is VerdictStatus.BLOCKED and v.reasons[0].code == "absent_called" and v.reasons[0].calls == 12
+
+
+def test_proc_string_names_never_block() -> None:
+    names = ["cuInit", "cuMemAlloc", "cuCtxCreate", "cuNoSuchFunction", "cuGraphAddNode", "cuMemcpy3DAsync"]
+    entries = [sym(Family.DRIVER, "libcuda.so.1", n, EntryHow.PROC_STRING) for n in names]
+    v = judge(entries, [], PTX80, SEED, cuda_version=13000)
+    assert v.status is VerdictStatus.RUNS
+    missing = reason(v, "proc_string_missing")
+    assert missing.severity is Severity.INFO  # type: ignore[attr-defined]
+    assert "cuNoSuchFunction" in missing.functions  # type: ignore[attr-defined]
+    assert "cuMemAlloc" not in missing.functions  # type: ignore[attr-defined]  # resolves to cuMemAlloc_v2
+
+
+def test_libraries_not_replaced() -> None:
+    v = judge(
+        [sym(Family.CUBLAS, "cublas64_13.dll", "cublasSgemm_v2", EntryHow.IMPORT)],
+        [CudaLibrary("cublas64_13.dll", Family.CUBLAS, LibraryHow.IMPORT, "13")],
+        PTX80,
+        "v6-preview.27",
+        binary_format=BinaryFormat.PE,
+    )
+    assert v.status is VerdictStatus.AT_RISK
+    r = reason(v, "library_not_replaced")
+    assert "can work only if its GPU code carries PTX" in r.message  # type: ignore[attr-defined]
+    assert r.remedy == (  # type: ignore[attr-defined]
+        "this cublas64_13 needs a ZLUDA release that ships cublas64_13.dll (first: v6-preview.28): upgrade"
+    )
+    nccl = judge([], [CudaLibrary("libnccl.so.2", Family.NCCL, LibraryHow.NEEDED, "2")], None, SEED)
+    assert nccl.status is VerdictStatus.AT_RISK and "use gloo instead of NCCL" in (nccl.reasons[0].remedy or "")
+    trt = judge([], [CudaLibrary("nvinfer_10.dll", Family.TENSORRT, LibraryHow.IMPORT, "10")], None, SEED)
+    assert trt.status is VerdictStatus.BLOCKED and trt.reasons[0].code == "library_unsupported"
+    rt = judge([], [CudaLibrary("libcudart.so.13", Family.RUNTIME, LibraryHow.NEEDED, "13")], None, SEED)
+    assert rt.status is VerdictStatus.RUNS and codes(rt) == ["nvidia_own"]
+
+
+# -- annotate ---------------------------------------------------------------------------------------------------
+
+
+def _binary(name: str, imports: list[EntryPointUse], libs: list[CudaLibrary], gpu: GpuCode) -> BinaryScan:
+    return BinaryScan(
+        f"/apps/{name}", BinaryFormat.ELF, 1000, "0" * 64, "x86_64", tuple(libs), tuple(imports), gpu_code=gpu
+    )
+
+
+def test_annotate_scan_fills_every_import_and_round_trips() -> None:
+    app = _binary(
+        "app",
+        [sym(Family.DRIVER, "libcuda.so.1", "cuInit"), sym(Family.CUBLAS, "libcublas.so.12", "cublasDgemm_v2")],
+        [DRIVER_LIB, CudaLibrary("libcublas.so.12", Family.CUBLAS, LibraryHow.NEEDED, "12")],
+        PTX80,
+    )
+    nvidia_cublas = _binary(
+        "libcublas.so.12", [sym(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul")], [], GpuCode()
+    )
+    plain = _binary("ls", [], [], GpuCode())
+    doc = annotate_scan(ScanResult(binaries=(app, nvidia_cublas, plain)), "6-preview.69")
+    assert doc.zluda_release == SEED
+    a, lib, p = doc.binaries
+    assert [i.zluda.status for i in a.imports if i.zluda] == [ZludaStatus.TRANSLATED, ZludaStatus.STUB]
+    assert a.imports[0].zluda and a.imports[0].zluda.release == SEED
+    assert a.verdict is not None and a.verdict.status is VerdictStatus.AT_RISK
+    assert lib.verdict is not None and lib.verdict.status is VerdictStatus.RUNS  # replaced, never loaded
+    assert codes(lib.verdict) == ["replaced_by_zluda"]
+    assert p.verdict is None
+    again = ScanResult.from_dict(doc.to_dict())
+    assert again == doc
+    d = doc.to_dict()["binaries"][0]
+    assert d["imports"][1]["zluda"]["status"] == "stub" and d["verdict"]["status"] == "at_risk"
+    assert set(d["imports"][0]["zluda"]) >= {"release", "status", "hip", "since"}
+
+
+def test_annotate_scan_static_runtime_resolves_names_with_its_version() -> None:
+    b = BinaryScan(
+        "/apps/k",
+        BinaryFormat.ELF,
+        1000,
+        "0" * 64,
+        imports=(sym(Family.DRIVER, "libcuda.so.1", "cuCtxCreate", EntryHow.PROC_STRING),),
+        gpu_code=PTX80,
+        static_runtime=StaticRuntime("11.0", "cudart version string"),
+    )
+    out = annotate_scan(ScanResult(binaries=(b,)), SEED).binaries[0]
+    info = out.imports[0].zluda
+    assert info is not None and info.status is ZludaStatus.TRANSLATED  # CUDA 11.0 asks for cuCtxCreate_v2
+    b13 = BinaryScan(b.path, b.format, b.size, b.sha256, imports=b.imports, static_runtime=StaticRuntime("13.0", ""))
+    info13 = annotate_scan(ScanResult(binaries=(b13,)), SEED).binaries[0].imports[0].zluda
+    assert info13 is not None and info13.status is ZludaStatus.STUB  # CUDA 13.0 asks for cuCtxCreate_v4
+
+
+def test_annotate_trace() -> None:
+    cat = load_catalog()
+    known = cat.export_tables(SEED)[0].guid
+    trace = TraceResult(
+        command=("python3", "train.py"),
+        exit=ExitInfo(code=0),
+        calls=(
+            call(Family.DRIVER, "libcuda.so.1", "cuMemAlloc_v2", 100, {"libcudart.so.12": 100}),
+            call(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul", 7296, {"libcublas.so.12": 7296}),
+            call(Family.CUDNN, "libcudnn.so.9", "cudnnBackendExecute", 40, {"libtorch_cuda.so": 40}),
+        ),
+        export_tables=(
+            ExportTableRequest(known, None, 3),
+            ExportTableRequest("{01234567-89AB-CDEF-0123-456789ABCDEF}", None, 2),
+        ),
+        libraries=(CudaLibrary("libcudnn.so.9", Family.CUDNN, LibraryHow.LOADED, "9"),),
+    )
+    out = annotate_trace(trace, None)
+    assert out.verdict is not None and out.verdict.release == "v7-preview.9"
+    assert all(c.zluda is not None for c in out.calls)
+    assert codes(out.verdict)[:2] == ["stub_called", "export_table_unknown"]
+    assert out.verdict.reasons[0].calls == 40 and out.verdict.status is VerdictStatus.AT_RISK
+    assert "inner_calls_left_out" in codes(out.verdict)
+    assert TraceResult.from_dict(out.to_dict()) == out
+
+
+# -- real binaries built by the tests ---------------------------------------------------------------------------
+
+_HAVE_SCANNER = importlib.util.find_spec("cudatrace.tracer.static.scanner") is not None
+needs_scanner = pytest.mark.skipif(not _HAVE_SCANNER, reason="cudatrace.tracer.static.scanner not available")
+
+
+def _scan(path: Path) -> BinaryScan:
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    result = annotate_scan(scan_paths([str(path)]), SEED)
+    assert len(result.binaries) == 1, result
+    return result.binaries[0]
+
+
+@needs_scanner
+def test_real_nvcc_static_runtime_runs(nvcc_static: Path) -> None:
+    b = _scan(nvcc_static)
+    assert b.verdict is not None and b.verdict.status in (VerdictStatus.RUNS, VerdictStatus.AT_RISK)
+    assert all(r.severity is not Severity.BLOCKER for r in b.verdict.reasons)
+    assert b.static_runtime is not None
+    proc = [i for i in b.imports if i.how is EntryHow.PROC_STRING]
+    assert proc and all(i.zluda is not None for i in proc)
+    if any(i.zluda and i.zluda.status in (ZludaStatus.ABSENT, ZludaStatus.STUB) for i in proc):
+        assert "proc_string_missing" in codes(b.verdict)
+
+
+@needs_scanner
+def test_real_nvcc_sass_only_is_blocked(nvcc_sass_only: Path) -> None:
+    b = _scan(nvcc_sass_only)
+    assert b.verdict is not None and b.verdict.status is VerdictStatus.BLOCKED
+    assert b.verdict.reasons[0].code == "sass_only"
+
+
+@needs_scanner
+def test_real_nvcc_ptx_only_is_not_blocked(nvcc_ptx_only: Path) -> None:
+    b = _scan(nvcc_ptx_only)
+    assert b.verdict is not None and b.verdict.status is not VerdictStatus.BLOCKED
+    assert "ptx_recompiled" in codes(b.verdict)
+
+
+@needs_scanner
+def test_real_elf_linked_against_cublas_and_nccl(elf_linked: Path) -> None:
+    b = _scan(elf_linked)
+    assert b.verdict is not None
+    statuses = {i.function: i.zluda.status for i in b.imports if i.zluda}
+    assert statuses.get("cuMemAlloc_v2") is ZludaStatus.TRANSLATED
+    assert statuses.get("cublasSgemm_v2") is ZludaStatus.TRANSLATED
+    assert statuses.get("ncclAllReduce") is ZludaStatus.NOT_REPLACED
+    assert b.verdict.status is VerdictStatus.AT_RISK
+    nccl = next(r for r in b.verdict.reasons if r.family is Family.NCCL)
+    assert "gloo" in (nccl.remedy or "")
