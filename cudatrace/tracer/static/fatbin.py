@@ -64,6 +64,7 @@ MAX_ERRORS = 50  # per file: one message per problem up to this many, then a cou
 PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read to find .version and .target
 COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
 ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
+SEARCH_WINDOW = 4 << 20  # the magic search hands back the pages of each searched window of this size
 
 _VERSION_RE = re.compile(rb"^[ \t]*\.version[ \t]+(\d+\.\d+)", re.MULTILINE)
 _TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.MULTILINE)
@@ -136,6 +137,36 @@ class FatbinContainer:
     entries: tuple[FatbinEntry, ...]
     errors: tuple[str, ...] = ()
     walked_to: int = 0
+
+
+def _release(buf: mmap.mmap | bytes, start: int, end: int) -> None:
+    """Drop the pages of ``buf[start:end]`` from this process's resident set (an mmap only).
+
+    Scanning a 500 MB file would otherwise leave every page it touched counted in the process's memory. The
+    file mapping is read-only, so the kernel simply reloads a page from the page cache if it is read again.
+    """
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    first, last = -(-start // page) * page, (end // page) * page
+    if last > first:
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, first, last - first)
+        except (OSError, ValueError):
+            pass
+
+
+def _find_magic(buf: mmap.mmap | bytes, pos: int, end: int) -> int:
+    """The next magic in ``buf[pos:end]`` or -1, searched window by window, releasing the windows passed."""
+    while pos < end:
+        window_end = min(end, pos + SEARCH_WINDOW)
+        hit = buf.find(MAGIC_BYTES, pos, min(end, window_end + len(MAGIC_BYTES) - 1))
+        if hit >= 0:
+            _release(buf, pos, hit)
+            return hit
+        _release(buf, pos, window_end)
+        pos = window_end
+    return -1
 
 
 def _plausible_header(buf: mmap.mmap | bytes, offset: int, end: int) -> bool:
@@ -215,7 +246,7 @@ def find_containers(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[in
     end = min(end, len(buf))
     pos = max(0, start)
     while pos < end:
-        hit = buf.find(MAGIC_BYTES, pos, end)
+        hit = _find_magic(buf, pos, end)
         if hit < 0:
             return
         if _plausible_header(buf, hit, end):
@@ -276,13 +307,29 @@ def _lz4_block_prefix(src: bytes, limit: int) -> bytes:
     return bytes(out[:limit])
 
 
-def _zstd_prefix(src: bytes, limit: int) -> bytes:
+class _PayloadReader:
+    """File-like view of one payload: the decompressor pulls only the compressed bytes it needs (at most a cap)."""
+
+    def __init__(self, buf: mmap.mmap | bytes, start: int, size: int) -> None:
+        self._buf = buf
+        self._pos = start
+        self._end = start + min(size, COMPRESSED_PREFIX)
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` more bytes (all remaining for n < 0)."""
+        stop = self._end if n < 0 else min(self._end, self._pos + n)
+        data = bytes(self._buf[self._pos : stop])
+        self._pos = stop
+        return data
+
+
+def _zstd_prefix(src: bytes | _PayloadReader, limit: int) -> bytes:
     """The first ``limit`` bytes a Zstandard frame decompresses to. Raises ValueError (or zstd's error)."""
     import zstandard
 
     dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     out = bytearray()
-    with dctx.stream_reader(src, read_across_frames=False) as reader:
+    with dctx.stream_reader(src, read_size=16384, read_across_frames=False) as reader:
         while len(out) < limit:
             chunk = reader.read(limit - len(out))
             if not chunk:
@@ -304,16 +351,23 @@ def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) 
 
     Raises ValueError if the payload is corrupt, ShortPayloadError (with the bytes it did give) if it ends early.
     """
-    raw_len = min(entry.stored_size, COMPRESSED_PREFIX)
-    raw = bytes(buf[entry.payload_offset : entry.payload_offset + raw_len])
+    start, stored = entry.payload_offset, entry.stored_size
     method = entry.compression
     if method is None:
-        return raw[:limit]
+        return bytes(buf[start : start + min(stored, limit)])
     if method == "lz4":
-        out = _lz4_block_prefix(raw, limit)
+        # Literals are copied 1:1, so a little more input than output is nearly always enough; retry with the
+        # full (capped) payload only when the short prefix runs out.
+        short = min(stored, 2 * limit + 4096)
+        try:
+            out = _lz4_block_prefix(bytes(buf[start : start + short]), limit)
+        except ValueError:
+            if short >= min(stored, COMPRESSED_PREFIX):
+                raise
+            out = _lz4_block_prefix(bytes(buf[start : start + min(stored, COMPRESSED_PREFIX)]), limit)
     else:
         try:
-            out = _zstd_prefix(raw, limit)
+            out = _zstd_prefix(_PayloadReader(buf, start, stored), limit)
         except ValueError:
             raise
         except Exception as exc:  # zstandard.ZstdError is not a ValueError
@@ -433,15 +487,16 @@ class _Collector:
             if problem:
                 self.error(problem)
         # A broken container's declared size cannot be trusted: resume where its walk stopped.
-        resume = parsed.walked_to if parsed.errors else offset + parsed.size
-        return max(offset + 1, min(resume, end))
+        resume = max(offset + 1, min(parsed.walked_to if parsed.errors else offset + parsed.size, end))
+        _release(self.buf, offset, resume)
+        return resume
 
     def region(self, region: FatbinRegion, start: int, end: int) -> None:
         """Every container inside one section, back to back (zero padding between them is skipped)."""
         found = False
         pos = start
         while pos < end and not self.full:
-            hit = self.buf.find(MAGIC_BYTES, pos, end)
+            hit = _find_magic(self.buf, pos, end)
             if hit < 0:
                 break
             found = True
@@ -483,7 +538,7 @@ def extract_gpu_code(
         for gap_start, gap_end in [*covered, (size, size)]:
             # Search the bytes between the previous covered range and this one.
             while pos < gap_start and not col.full:
-                hit = buf.find(MAGIC_BYTES, pos, gap_start)
+                hit = _find_magic(buf, pos, gap_start)
                 if hit < 0:
                     break
                 if _plausible_header(buf, hit, gap_start):
