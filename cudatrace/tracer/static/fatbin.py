@@ -36,6 +36,7 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import IO, cast
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.model import GpuCode, GpuImage, ImageKind
@@ -329,7 +330,9 @@ def _zstd_prefix(src: bytes | _PayloadReader, limit: int) -> bytes:
 
     dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     out = bytearray()
-    with dctx.stream_reader(src, read_size=16384, read_across_frames=False) as reader:
+    # zstandard only calls read() on a source that is not a buffer; its type hints ask for a full IO[bytes].
+    source = cast("IO[bytes]", src) if isinstance(src, _PayloadReader) else src
+    with dctx.stream_reader(source, read_size=16384, read_across_frames=False) as reader:
         while len(out) < limit:
             chunk = reader.read(limit - len(out))
             if not chunk:
