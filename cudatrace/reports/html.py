@@ -414,7 +414,9 @@ def _aggregate_body(doc: Aggregate) -> str:
     out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
     out.append(
         f'<div class="sub">{len(doc.programs)} programs · {blocked} blocked · '
-        f"{len(doc.blockers)} blocking entry points</div>"
+        f"{len(doc.blockers)} blocking entry points"
+        + (f" · {plural(doc.without_cuda, 'program')} without CUDA left out" if doc.without_cuda else "")
+        + "</div>"
         "</header>"
     )
     if doc.blockers:

@@ -167,7 +167,11 @@ def _report_md(doc: Report) -> str:
 def _aggregate_md(doc: Aggregate) -> str:
     out = [f"## ZLUDA {md_escape(doc.release)}: entry points that block the most programs", ""]
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
-    out += [f"{len(doc.programs)} programs, {blocked} blocked, {len(doc.blockers)} blocking entry points.", ""]
+    left_out = f" {plural(doc.without_cuda, 'program')} without CUDA left out." if doc.without_cuda else ""
+    out += [
+        f"{len(doc.programs)} programs, {blocked} blocked, {len(doc.blockers)} blocking entry points.{left_out}",
+        "",
+    ]
     rows = [
         [md_escape(b.function), b.family.value, b.status.value, str(len(b.programs)), str(b.calls), str(len(b.unlocks))]
         for b in doc.blockers

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cudatrace.model import VerdictStatus, ZludaStatus
-from cudatrace.reports.document import Aggregate, Report, format_codes, printable
+from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable
 
 VERDICT_STYLE = {
     VerdictStatus.RUNS: "bold green",
@@ -43,7 +43,19 @@ def _t(text: object, style: str = "") -> Text:
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_edge=False, pad_edge=False)
     for col in columns:
-        numeric = col in {"used", "called", "translated", "stub", "absent", "blocking", "calls", "failed", "programs"}
+        numeric = col in {
+            "used",
+            "called",
+            "translated",
+            "stub",
+            "absent",
+            "other",
+            "blocking",
+            "blocked",
+            "calls",
+            "failed",
+            "programs",
+        }
         table.add_column(col, justify="right" if numeric else "left", overflow="fold")
     return table
 
@@ -170,7 +182,8 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     parts.append(
         Text(
             f"cudatrace aggregate: {len(doc.programs)} programs under ZLUDA {printable(doc.release)}, "
-            f"{blocked} blocked, {len(doc.blockers)} blocking entry points",
+            f"{blocked} blocked, {len(doc.blockers)} blocking entry points"
+            + (f" ({plural(doc.without_cuda, 'program')} without CUDA left out)" if doc.without_cuda else ""),
             style="bold",
         )
     )
