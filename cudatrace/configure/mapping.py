@@ -346,7 +346,22 @@ def _rows_for_family(rows: tuple[LibraryRow, ...], family: Family, requested: st
     return out
 
 
-def _closest(files: tuple[str, ...], requested: str, family: Family) -> str:
+def library_stem(name: str) -> str:
+    """The library's name without folders, ``lib``, bitness, version and extension: ``cublas64_11.dll`` and
+    ``libcublas.so.12`` -> ``cublas``; ``cudnn_ops64_9.dll`` -> ``cudnn_ops``; ``libcublasLt.so`` -> ``cublaslt``."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    base = re.sub(r"\.so(\.[0-9.]+)?$", "", base)
+    base = re.sub(r"\.dll$", "", base)
+    base = base.removeprefix("lib")
+    base = re.sub(r"(64)?(_\d+)*$", "", base)
+    return base
+
+
+def _closest(files: tuple[str, ...], requested: str, family: Family) -> str | None:
+    stem = library_stem(requested)
+    files = tuple(f for f in files if library_stem(f) == stem)
+    if not files:
+        return None
     want = _version_of(requested, family)
     versioned = [(f, _version_of(f, family)) for f in files]
     if want is not None:
@@ -504,6 +519,15 @@ def plan_mapping(
         files = row.files(platform)
         exact = next((f for f in files if (f.lower() if platform == "windows" else f) == key), None)
         source = exact or _closest(files, lib.name, fam)
+        if source is None:
+            if fam is Family.DRIVER:
+                why = "an NVIDIA driver component that ZLUDA's driver does not use"
+            elif fam is Family.CUDNN:
+                why = "a cuDNN sub-library: ZLUDA's cuDNN replaces the whole library, so this file is not loaded"
+            else:
+                why = f"ZLUDA {chosen} ships no replacement under this name"
+            nvidia_own.append(NvidiaOwn(lib.name, fam, why))
+            continue
         note = None
         if exact is None:
             note = f"ZLUDA {chosen} ships this shim as {source} only; staged under the requested name {lib.name}"

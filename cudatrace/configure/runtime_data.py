@@ -96,6 +96,7 @@ class RuntimeData:
         self._by_ordinal: dict[int, str] = {int(t["ordinal"]): str(t["tag"]) for t in doc["tags"]}
         self.mainline = frozenset(t["tag"] for t in doc["tags"] if t.get("on_mainline", True))
         self.rows: tuple[LibraryRow, ...] = tuple(_row(r) for r in doc["libraries"])
+        self._files_cache: dict[tuple[int, str], frozenset[str]] = {}
         self.env_vars: tuple[EnvVarRow, ...] = tuple(
             EnvVarRow(e["variable"], int(e["first"]), int(e["last"]), bool(e["read"])) for e in doc["env_vars"]
         )
@@ -135,6 +136,13 @@ class RuntimeData:
 
     def package_files(self, ordinal: int, platform: str) -> frozenset[str]:
         """Every shim file name the release's package holds for ``platform`` (Windows names in lower case)."""
+        key = (ordinal, platform)
+        cached = self._files_cache.get(key)
+        if cached is None:
+            cached = self._files_cache[key] = self._package_files(ordinal, platform)
+        return cached
+
+    def _package_files(self, ordinal: int, platform: str) -> frozenset[str]:
         names: set[str] = set()
         for row in self.rows_at(ordinal, platform):
             names.update(_norm(n, platform) for n in row.files(platform))
