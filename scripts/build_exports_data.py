@@ -11,7 +11,8 @@ tables of the driver and runtime APIs. The package data keeps only what the scan
   the package versions read and the union of their exported function names (PE data exports dropped);
 * ``driver``: every real driver entry point name (API spellings and exported symbols of the CUDA 12.9, 13.0,
   13.5 headers, plus what libcuda.so.1 exports), the macro renames (``cuMemAlloc`` -> ``cuMemAlloc_v2``) and the
-  per-thread-stream exports (``cuLaunchKernel`` -> ``cuLaunchKernel_ptsz``) of the newest header declaring them;
+  per-thread-stream exports (``cuLaunchKernel`` -> ``cuLaunchKernel_ptsz``) of the newest header declaring them,
+  and the names of each header version (to date a statically linked runtime by the names it resolves);
 * ``runtime``: the same for the runtime API.
 
 The output is deterministic (sorted keys and lists, fixed gzip mtime) so rebuilding changes nothing when the
@@ -62,8 +63,11 @@ def build(ref: Path) -> dict[str, Any]:
     runtime_names: set[str] = set()
     runtime_renamed: dict[str, str] = {}
     runtime_ptds: dict[str, str] = {}
+    by_header: dict[str, list[str]] = {}
     for version in HEADER_VERSIONS:
-        for r in _rows(ref / f"driver-cuda{version}-header.csv"):
+        rows = _rows(ref / f"driver-cuda{version}-header.csv")
+        by_header[version] = sorted({r["function"] for r in rows})
+        for r in rows:
             driver_names.add(r["function"])
             if r["renamed_to_export"]:
                 driver_renamed[r["function"]] = r["renamed_to_export"]
@@ -84,6 +88,7 @@ def build(ref: Path) -> dict[str, Any]:
             "names": sorted(driver_names),
             "renamed_to_export": dict(sorted(driver_renamed.items())),
             "ptds_export": dict(sorted(driver_ptds.items())),
+            "by_header": by_header,
         },
         "runtime": {
             "names": sorted(runtime_names),

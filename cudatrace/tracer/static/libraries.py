@@ -17,7 +17,7 @@ import gzip
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -182,6 +182,7 @@ class ExportsData:
     driver_ptds: Mapping[str, str]  # API spelling -> per-thread-stream export (cuLaunchKernel -> ..._ptsz)
     runtime_names: frozenset[str]  # cuda* names and __cuda* entry points of the runtime
     runtime_renamed: Mapping[str, str]
+    driver_by_header: Mapping[str, frozenset[str]] = field(default_factory=dict)  # "13.0" -> names it declares
 
     def is_driver_entry_point(self, name: str) -> bool:
         """True for a real driver entry point name (not a look-alike such as ``cuFileRead``)."""
@@ -225,4 +226,5 @@ def load_exports() -> ExportsData:
         driver_ptds=dict(doc["driver"]["ptds_export"]),
         runtime_names=frozenset(doc["runtime"]["names"]),
         runtime_renamed=dict(doc["runtime"]["renamed_to_export"]),
+        driver_by_header={v: frozenset(n) for v, n in doc["driver"].get("by_header", {}).items()},
     )

@@ -1,0 +1,406 @@
+"""``scan``: turn files, application folders and site-packages folders into a ``cudatrace.scan/1`` document.
+
+For each regular file the magic decides: ELF goes to :func:`elf.parse_elf`, PE to :func:`pe.parse_pe`,
+anything else is skipped and counted. The file is mapped (mmap), hashed in a streaming pass and never copied;
+the parsers hand back format facts (:mod:`parsed`), and this module attributes them to CUDA:
+
+* libraries from DT_NEEDED / import tables, and from strings (run-time loading, ``how="dlopen_string"``);
+* entry points from imports (PE import and delay-import tables, ELF undefined dynamic symbols; an unversioned
+  ELF symbol is attributed to the NEEDED library whose NVIDIA export list holds it) and from strings
+  (``how="proc_string"``), each checked against the export lists so look-alikes such as ``cuFileRead`` never
+  count;
+* a statically linked CUDA runtime (:mod:`cudart`) and the GPU code inventory (:mod:`fatbin`).
+
+A file that cannot be read becomes a :class:`FileError` in the result; it never ends the scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import stat
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from cudatrace import __version__
+from cudatrace.errors import CorruptBinaryError, CudatraceError, InputError, UnsupportedBinaryError
+from cudatrace.model import (
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    Family,
+    FileError,
+    GpuCode,
+    LibraryHow,
+    ScanResult,
+    StaticRuntime,
+)
+from cudatrace.reports.progress import NullProgress, Progress
+from cudatrace.tracer.static.cudart import detect_static_runtime
+from cudatrace.tracer.static.libraries import ExportsData, family_of_function, identify_library, load_exports
+from cudatrace.tracer.static.parsed import ParsedBinary
+from cudatrace.tracer.static.strings import extract_cuda_strings
+
+HASH_CHUNK = 8 * 1024 * 1024
+MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
+
+# ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
+_ELF_NON_STRING_SECTIONS = (
+    ".dynstr",
+    ".dynsym",
+    ".strtab",
+    ".symtab",
+    ".shstrtab",
+    ".comment",
+    ".gnu.version",
+    ".gnu.version_r",
+    ".gnu.version_d",
+    ".gnu.hash",
+    ".hash",
+)
+_FATBIN_PREFIXES = (".nv_fatb", "__nv_rel")  # .nv_fatbin, __nv_relfatbin; PE cuts names to 8 characters
+# Families whose names are checked against NVIDIA's export lists; the others are taken by prefix alone.
+_NO_EXPORT_LIST = {Family.TENSORRT, Family.CUPTI, Family.NVTX, Family.OTHER}
+_DEFAULT_LIBRARY = {
+    ("linux", Family.DRIVER): "libcuda.so.1",
+    ("win", Family.DRIVER): "nvcuda.dll",
+    ("linux", Family.NVML): "libnvidia-ml.so.1",
+    ("win", Family.NVML): "nvml.dll",
+    ("linux", Family.NVTX): "libnvToolsExt.so.1",
+    ("win", Family.NVTX): "nvToolsExt64_1.dll",
+    ("linux", Family.CUPTI): "libcupti.so",
+    ("win", Family.CUPTI): "cupti64.dll",
+    ("linux", Family.TENSORRT): "libnvinfer.so",
+    ("win", Family.TENSORRT): "nvinfer.dll",
+}
+
+
+def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
+    if fmt is BinaryFormat.ELF:
+        from cudatrace.tracer.static.elf import parse_elf
+
+        return parse_elf(buf, path)
+    try:
+        from cudatrace.tracer.static.pe import parse_pe
+    except ImportError as exc:  # pragma: no cover - the PE parser ships with the package
+        raise UnsupportedBinaryError("PE parsing is not available", path) from exc
+    return parse_pe(buf, path)
+
+
+def _gpu_code(buf: mmap.mmap, parsed: ParsedBinary) -> tuple[GpuCode, tuple[str, ...]]:
+    try:
+        from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code
+    except ImportError:  # pragma: no cover - the fatbin reader ships with the package
+        return GpuCode(), ("GPU code not read: fatbin support is not available",)
+    regions = [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
+    return extract_gpu_code(buf, regions)
+
+
+def _format_of(head: bytes) -> BinaryFormat | None:
+    if head[:4] == b"\x7fELF":
+        return BinaryFormat.ELF
+    if head[:2] == b"MZ":
+        from cudatrace.tracer.static.pe import is_pe
+
+        return BinaryFormat.PE if is_pe(head) else None
+    return None
+
+
+def _sha256(buf: mmap.mmap) -> str:
+    digest = hashlib.sha256()
+    view = memoryview(buf)
+    try:
+        for pos in range(0, len(view), HASH_CHUNK):
+            digest.update(view[pos : pos + HASH_CHUNK])
+    finally:
+        view.release()
+    return digest.hexdigest()
+
+
+def scan_file(path: str) -> BinaryScan | None:
+    """Scan one file: a :class:`BinaryScan`, or None when it is neither PE nor ELF (or not a regular file).
+
+    Raises :class:`CudatraceError` subclasses naming ``path`` for unreadable or corrupt files; never executes
+    anything from the file.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return None  # folders, devices, FIFOs (opening one would block), empty files
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+            fmt = _format_of(head)
+            if fmt is None:
+                return None
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _scan_mapped(path, fmt, buf)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+    except ValueError as exc:  # mmap of a file that shrank to nothing meanwhile
+        raise InputError(f"cannot map: {exc}", path) from None
+
+
+def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
+    parsed = _parse(fmt, buf, path)
+    sha = _sha256(buf)
+    platform = "linux" if fmt is BinaryFormat.ELF else "win"
+    gpu_code, gpu_errors = _gpu_code(buf, parsed)
+    exclude = [
+        (s.offset, s.size)
+        for s in parsed.sections
+        if s.name.startswith(_FATBIN_PREFIXES)
+        or (fmt is BinaryFormat.ELF and (s.name in _ELF_NON_STRING_SECTIONS or s.name.startswith((".debug", ".note"))))
+    ]
+    found = extract_cuda_strings(buf, exclude)
+    data = load_exports()
+    errors = list(gpu_errors)
+    if found.truncated:
+        errors.append("too many names in strings: the list of names resolved at run time is cut")
+
+    own_names = {n.lower() for n in (parsed.soname, Path(path).name) if n}
+    needed_names = {lib.name.lower() for lib in parsed.libraries}
+    libraries: dict[tuple[str, LibraryHow], CudaLibrary] = {}
+    for needed in parsed.libraries:
+        lib = identify_library(needed.name)
+        if lib is not None:
+            libraries[(lib.name, needed.how)] = CudaLibrary(lib.name, lib.family, needed.how, lib.version)
+    for name in found.library_names:
+        if name.lower() in own_names or name.lower() in needed_names:
+            continue  # a library's own name and its NEEDED names sit in its strings: not run-time loading
+        lib = identify_library(name)
+        if lib is not None:
+            libraries[(lib.name, LibraryHow.DLOPEN_STRING)] = CudaLibrary(
+                lib.name, lib.family, LibraryHow.DLOPEN_STRING, lib.version
+            )
+
+    own_family = _own_family(parsed, path)
+    uses: dict[tuple[str, str, EntryHow], EntryPointUse] = {}
+    for use in _import_uses(parsed, platform, data):
+        uses.setdefault((use.library, use.function, use.how), use)
+
+    imported = {u.function for u in uses.values()} | set(parsed.exports)
+    by_name = _strings_by_family(found.function_names, imported, own_family, data)
+    driver_names = by_name.get(Family.DRIVER, [])
+    static_runtime: StaticRuntime | None = detect_static_runtime(buf, parsed, driver_names, found.library_names)
+    if static_runtime is not None:
+        by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
+    named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}
+    for family, names in by_name.items():
+        for name in names:
+            library = named_libs.get(family) or _default_library(name, family, platform, data)
+            uses.setdefault(
+                (library, name, EntryHow.PROC_STRING), EntryPointUse(family, library, name, EntryHow.PROC_STRING)
+            )
+
+    return BinaryScan(
+        path=path,
+        format=fmt,
+        size=len(buf),
+        sha256=sha,
+        machine=parsed.machine,
+        cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name, x.how.value))),
+        imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function, u.how.value))),
+        gpu_code=gpu_code,
+        static_runtime=static_runtime,
+        errors=tuple(errors),
+    )
+
+
+def _own_family(parsed: ParsedBinary, path: str) -> Family | None:
+    for name in (parsed.soname, Path(path).name):
+        lib = identify_library(name) if name else None
+        if lib is not None:
+            return lib.family
+    return None
+
+
+def _import_uses(parsed: ParsedBinary, platform: str, data: ExportsData) -> Iterator[EntryPointUse]:
+    needed = [(lib, identify_library(lib.name)) for lib in parsed.libraries]
+    cuda_needed = [(n.name, lid) for n, lid in needed if lid is not None]
+    for imp in parsed.imports:
+        function = imp.function if imp.function else f"#{imp.ordinal}" if imp.ordinal is not None else None
+        if function is None:
+            continue
+        library = imp.library
+        if library is None:
+            library = _attribute_unversioned(function, cuda_needed, platform, data)
+            if library is None:
+                continue
+        lib = identify_library(library)
+        if lib is None:
+            continue
+        yield EntryPointUse(lib.family, lib.name, function, imp.how, ordinal=imp.ordinal)
+
+
+def _attribute_unversioned(
+    function: str, cuda_needed: Sequence[tuple[str, object]], platform: str, data: ExportsData
+) -> str | None:
+    """The library an unversioned ELF symbol comes from: the NEEDED CUDA library whose export list has it."""
+    exporters = data.exporting_libraries(function, platform)
+    for name, _lid in cuda_needed:
+        if name in exporters:
+            return name
+    families = {data.library_family[e] for e in exporters}
+    if data.is_driver_entry_point(function):
+        families.add(Family.DRIVER)
+    if not families:
+        fam = family_of_function(function)
+        if fam is None or fam not in _NO_EXPORT_LIST:
+            return None
+        families = {fam}
+    for name, lid in cuda_needed:
+        if getattr(lid, "family", None) in families:
+            return name  # e.g. NEEDED libcublas.so.11, a version the export lists do not hold
+    if exporters:
+        return exporters[0]  # resolved through a library loaded by another one
+    if Family.DRIVER in families:
+        return _DEFAULT_LIBRARY[(platform, Family.DRIVER)]
+    return None
+
+
+def _strings_by_family(
+    names: Iterable[str], imported: set[str], own_family: Family | None, data: ExportsData
+) -> dict[Family, list[str]]:
+    """Entry point names found as strings that are real entry points, grouped by family."""
+    out: dict[Family, list[str]] = {}
+    for name in names:
+        if name in imported:
+            continue
+        family = family_of_function(name)
+        if family is None or family is own_family:
+            continue
+        if family is Family.DRIVER:
+            ok = data.is_driver_entry_point(name)
+        elif family is Family.RUNTIME:
+            ok = data.is_runtime_entry_point(name)
+        elif family in _NO_EXPORT_LIST:
+            ok = True
+        else:
+            ok = any(data.library_family.get(lib) is family for lib in data.exporting_libraries(name))
+        if ok:
+            out.setdefault(family, []).append(name)
+    return out
+
+
+def _default_library(name: str, family: Family, platform: str, data: ExportsData) -> str:
+    default = _DEFAULT_LIBRARY.get((platform, family))
+    if default is not None:
+        return default
+    for lib in data.exporting_libraries(name, platform) or data.exporting_libraries(name):
+        if data.library_family.get(lib) is family:
+            return lib
+    return family.value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paths and folders
+
+
+def _walk(root: str, seen_dirs: set[tuple[int, int]]) -> Iterator[str]:
+    """Regular files below ``root``, following symlinked folders once (no symlink loops), sorted per folder."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in seen_dirs:
+            continue
+        seen_dirs.add(key)
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            yield folder  # reported as unreadable by scan_file's caller
+            continue
+        subdirs = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    subdirs.append(entry.path)
+                else:
+                    yield entry.path
+            except OSError:
+                yield entry.path
+        stack.extend(reversed(subdirs))
+
+
+def collect_files(paths: Sequence[str]) -> list[str]:
+    """The files a scan of ``paths`` reads, each once (by device and inode), in a stable order.
+
+    Raises :class:`InputError` when a PATH does not exist.
+    """
+    for p in paths:
+        if not os.path.lexists(p):
+            raise InputError("no such file or folder", p)
+    files: list[str] = []
+    seen_files: set[tuple[int, int]] = set()
+    seen_dirs: set[tuple[int, int]] = set()
+    for p in paths:
+        candidates: Iterable[str] = _walk(p, seen_dirs) if os.path.isdir(p) else [p]
+        for f in candidates:
+            try:
+                st = os.stat(f)
+                key = (st.st_dev, st.st_ino)
+                if stat.S_ISREG(st.st_mode):
+                    if key in seen_files:
+                        continue
+                    seen_files.add(key)
+            except OSError:
+                pass  # scan_file reports it
+            files.append(f)
+            if len(files) >= MAX_FILES:
+                return files
+    return files
+
+
+def _error_kind(exc: CudatraceError) -> str:
+    if isinstance(exc, CorruptBinaryError):
+        return "corrupt"
+    if isinstance(exc, UnsupportedBinaryError):
+        return "unsupported"
+    return "unreadable"
+
+
+def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanResult:
+    """Scan files, application folders (recursively) and site-packages folders.
+
+    Non-binaries are skipped and counted; an unreadable or corrupt file becomes a :class:`FileError` entry.
+    Raises :class:`InputError` when a PATH does not exist (before anything is scanned).
+    """
+    if not paths:
+        raise InputError("nothing to scan: give at least one file or folder")
+    progress = progress or NullProgress()
+    files = collect_files(paths)
+    progress.start(len(files))
+    binaries: list[BinaryScan] = []
+    failed: list[FileError] = []
+    skipped = 0
+    for path in files:
+        try:
+            result = scan_file(path)
+        except CudatraceError as exc:
+            failed.append(FileError(path, _error_kind(exc), str(exc)))
+        except (MemoryError, RecursionError) as exc:
+            failed.append(FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning"))
+        else:
+            if result is None:
+                skipped += 1
+            else:
+                binaries.append(result)
+        progress.advance(path)
+    return ScanResult(
+        binaries=tuple(sorted(binaries, key=lambda b: b.path)),
+        failed=tuple(sorted(failed, key=lambda f: f.path)),
+        skipped=skipped,
+        roots=tuple(paths),
+        tool_version=__version__,
+    )
