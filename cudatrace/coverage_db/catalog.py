@@ -337,6 +337,7 @@ class Catalog:
         )
         self._by_ordinal = {r.ordinal: r for r in self._tags}
         self._by_key = {_release_key(r.name): r for r in self._tags}
+        self._by_name = {r.name: r for r in self._tags}
         self._api: dict[str, dict[str, list[list[Any]]]] = doc["api"]
         self._hip: dict[str, dict[str, list[list[Any]]]] = doc["hip"]
         self._proc: dict[str, list[list[Any]]] = doc["proc"]
@@ -348,6 +349,8 @@ class Catalog:
         """The newest release in the catalog (the tag on ZLUDA's HEAD)."""
         self._reverse_header: dict[str, str] | None = None
         self._nvidia: dict[str, frozenset[str]] | None = None
+        self._replaces_cache: dict[tuple[str, int], bool] = {}
+        self._proc_first = min((r[3] for rows in self._proc.values() for r in rows), default=0)
 
     # -- releases ----------------------------------------------------------------------------------------------
 
@@ -389,7 +392,10 @@ class Catalog:
         raise CatalogError(f"unknown ZLUDA release {name!r}{hint} (`cudatrace zluda releases` lists them)")
 
     def _rel(self, release: str | Release) -> Release:
-        return release if isinstance(release, Release) else self.release(release)
+        if isinstance(release, Release):
+            return release
+        exact = self._by_name.get(release)
+        return exact if exact is not None else self.release(release)
 
     def _tag(self, ordinal: int) -> str:
         return self._by_ordinal[ordinal].name
@@ -461,6 +467,13 @@ class Catalog:
         libraries they build.
         """
         rel = self._rel(release)
+        cache_key = (library_file_name, rel.ordinal)
+        cached = self._replaces_cache.get(cache_key)
+        if cached is None:
+            cached = self._replaces_cache[cache_key] = self._replaces(library_file_name, rel)
+        return cached
+
+    def _replaces(self, library_file_name: str, rel: Release) -> bool:
         base = _basename(library_file_name)
         key = zluda_library_of_file(base)
         plat = _platform_of_file(base)
@@ -605,6 +618,9 @@ class Catalog:
                 if res.resolves_to != function:
                     notes.append(f"cuGetProcAddress({function}) gives {res.resolves_to}")
                 name = res.resolves_to
+            elif res.result == "not_found" and self._run(keys[0], function, rel.ordinal) is not None:
+                # not a cuGetProcAddress base name, but an exported symbol: dlsym/GetProcAddress find it
+                notes.append(f"not in ZLUDA's cuGetProcAddress table; a lookup of the export {function} finds it")
             elif res.result in ("not_found", "version_not_sufficient"):
                 return ZludaInfo(
                     relname,
@@ -670,6 +686,15 @@ class Catalog:
 
     def first_translated(self, family: Family, function: str, after: str, library: str | None = None) -> str | None:
         """The first mainline release after ``after`` that translates ``function`` (under ``library``), or None."""
+        return self._first_with(family, function, after, library, ("i",))
+
+    def first_exported(self, family: Family, function: str, after: str, library: str | None = None) -> str | None:
+        """The first mainline release after ``after`` that exports ``function`` at all (maybe as a stub), or None."""
+        return self._first_with(family, function, after, library, ("i", "u"))
+
+    def _first_with(
+        self, family: Family, function: str, after: str, library: str | None, codes: tuple[str, ...]
+    ) -> str | None:
         start = self._rel(after).ordinal
         keys = self._keys(family, library)
         if family in NVIDIA_OWN or not keys:
@@ -683,7 +708,9 @@ class Catalog:
             for k in keys
             for n in names
             for run in self._api.get(k, {}).get(n, ())
-            if run[0] == "i" and run[4] > start and not self._strings[run[5]].startswith(_STUB_NOTE)
+            if run[0] in codes
+            and run[4] > start
+            and not (run[0] == "i" and self._strings[run[5]].startswith(_STUB_NOTE) and codes == ("i",))
         )
         for lo, hi in spans:
             for o in range(lo, hi + 1):
@@ -791,7 +818,7 @@ class Catalog:
         """
         rel = self._rel(release)
         fl = flags or 0
-        if rel.ordinal < min((r[3] for rows in self._proc.values() for r in rows), default=0) or not rel.mainline:
+        if rel.ordinal < self._proc_first or not rel.mainline:
             return ProcResolution(symbol, cuda_version, fl, rel.name, "no_table")
         rows = [r for r in self._proc.get(symbol, ()) if r[0] == fl and r[3] <= rel.ordinal <= r[4]]
         if not rows:

@@ -56,6 +56,25 @@ def upgrade_remedy(
     return text
 
 
+def absent_remedy(
+    catalog: Catalog, family: Family, functions: Sequence[str], release: str, library: str | None = None
+) -> str | None:
+    """For imports a release does not export: the release that implements them, else the one that exports them."""
+    upgrade = upgrade_remedy(catalog, family, functions, release, library)
+    if upgrade:
+        return upgrade
+    later = {fn: catalog.first_exported(family, fn, release, library) for fn in functions[:24]}
+    found = {fn: r for fn, r in later.items() if r}
+    if not found:
+        return None
+    target = max(found.values(), key=lambda r: catalog.release(r).ordinal)
+    text = f"release {target} exports {name_list(sorted(found))} (as stubs), so the library loads: upgrade"
+    missing = [fn for fn, r in later.items() if not r]
+    if missing:
+        text += f" (no release exports {name_list(missing)})"
+    return text
+
+
 def cufft_advice(catalog: Catalog) -> str:
     """Where cuFFT was ever implemented (v3 only on the data we have), computed from the catalog."""
     releases = [

@@ -237,7 +237,7 @@ def judge(
                 "absent_import",
                 f"{len(names)} imported {fam.value} entry point(s) not exported by ZLUDA {rel}: "
                 f"{_fmt_names(names)}; {effect}",
-                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None),
+                remedies.absent_remedy(cat, fam, sorted(names), rel, lib or None),
                 fam,
                 tuple(sorted(names)),
             )
@@ -366,16 +366,15 @@ def judge(
         stubs = sorted(set(proc_missing.get("stub", [])))
         parts = []
         if absent:
-            parts.append(f"{len(absent)} not exported ({remedies.name_list(absent)})")
+            parts.append(f"{len(absent)} are not exported, a lookup returns nothing ({remedies.name_list(absent)})")
         if stubs:
-            parts.append(f"{len(stubs)} stubs ({remedies.name_list(stubs)})")
+            parts.append(f"{len(stubs)} are stubs, a call returns a not-supported status ({remedies.name_list(stubs)})")
         reasons.append(
             Reason(
                 Severity.INFO,
                 "proc_string_missing",
-                f"of the names looked up by name at run time, {' and '.join(parts)} in ZLUDA {rel}; a lookup of a "
-                "missing name returns nothing and a static CUDA runtime asks for every name it knows, so these "
-                "matter only if the program calls them",
+                f"of the names resolved by name at run time, {'; '.join(parts)} in ZLUDA {rel}. A static CUDA "
+                "runtime resolves every name it knows up front, so these matter only if the program calls them",
                 None,
                 Family.DRIVER,
                 tuple(absent + stubs),
