@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 NVCC = os.environ.get("NVCC", "/usr/local/bin/nvcc")
@@ -148,6 +149,7 @@ def cache_root() -> Path:
     return Path(tempfile.gettempdir()) / f"cudatrace-test-binaries-{os.getuid()}"
 
 
+@cache
 def _tool_id(tool: str) -> str:
     path = shutil.which(tool) or tool
     try:

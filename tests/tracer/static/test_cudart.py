@@ -1,0 +1,69 @@
+"""Statically linked CUDA runtime: detection and version on nvcc-built programs, and what must not trigger it."""
+
+from __future__ import annotations
+
+import mmap
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudatrace.tracer.static.cudart import detect_static_runtime, header_version, release_string_version
+from cudatrace.tracer.static.elf import parse_elf
+from cudatrace.tracer.static.libraries import load_exports
+from cudatrace.tracer.static.strings import extract_cuda_strings
+from tests import binaries
+
+
+def _detect(path: Path):  # type: ignore[no-untyped-def]
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        parsed = parse_elf(mm, str(path))
+        found = extract_cuda_strings(mm)
+        data = load_exports()
+        driver = [n for n in found.function_names if data.is_driver_entry_point(n)]
+        return detect_static_runtime(mm, parsed, driver, found.library_names)
+
+
+def _nvcc_release() -> str:
+    out = subprocess.run([binaries.NVCC, "--version"], capture_output=True, text=True).stdout
+    return out.split("release ", 1)[1].split(",", 1)[0]
+
+
+@pytest.mark.parametrize("fixture", ["nvcc_static", "nvcc_multi_arch", "nvcc_sass_only", "nvcc_rdc"])
+def test_static_runtime_with_release_string(fixture: str, request: pytest.FixtureRequest) -> None:
+    runtime = _detect(request.getfixturevalue(fixture))
+    assert runtime is not None
+    assert runtime.version == _nvcc_release()
+    assert "481 driver entry point names" in runtime.evidence
+    assert "libcuda.so.1" in runtime.evidence
+
+
+def test_static_runtime_of_compressed_fatbin_dated_by_headers(nvcc_compressed: Path) -> None:
+    runtime = _detect(nvcc_compressed)
+    assert runtime is not None
+    # The compressed PTX hides nvcc's release string: the major version comes from the driver names.
+    assert runtime.version == _nvcc_release().split(".")[0]
+    assert "headers" in runtime.evidence
+
+
+@pytest.mark.parametrize("fixture", ["nvcc_shared", "elf_dlopen", "elf_linked", "elf_plain"])
+def test_no_static_runtime(fixture: str, request: pytest.FixtureRequest) -> None:
+    assert _detect(request.getfixturevalue(fixture)) is None
+
+
+def test_release_string() -> None:
+    assert release_string_version(b"x// Cuda compilation tools, release 12.4, V12.4.131\n") == "12.4"
+    assert (
+        release_string_version(b"Cuda compilation tools, release 11.8 .. Cuda compilation tools, release 12.1")
+        == "12.1"
+    )
+    assert release_string_version(b"Cuda compilation tools, release x") is None
+    assert release_string_version(b"") is None
+
+
+def test_header_version() -> None:
+    data = load_exports()
+    only_13 = sorted(data.driver_by_header["13.0"] - data.driver_by_header["12.9"])
+    assert header_version([*only_13[:3], "cuInit"])[0] == "13"
+    assert header_version(["cuInit", "cuMemAlloc_v2"]) == (None, "")
+    assert header_version([]) == (None, "")

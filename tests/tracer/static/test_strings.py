@@ -1,0 +1,122 @@
+"""Strings: every printable string (like ``strings``) and the CUDA fast path, on crafted buffers and real binaries."""
+
+from __future__ import annotations
+
+import mmap
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudatrace.tracer.static import strings
+from cudatrace.tracer.static.strings import extract_cuda_strings, iter_strings
+
+
+def test_whole_names_only() -> None:
+    buf = (
+        b"\x00cuInit\x00cuMemAlloc_v2\x00cuInit failed: %d\x00xcuDeviceGet\x00__cudaRegisterFatBinary\x00"
+        b"pncclAllReduce\x00nvmlInit_v2\x00\x01cublasLtCreate\x02cuFileRead\x00cuDNN\x00cudnnCreate"
+    )
+    found = extract_cuda_strings(buf)
+    assert found.function_names == (
+        "__cudaRegisterFatBinary",
+        "cuInit",
+        "cuMemAlloc_v2",
+        "cublasLtCreate",
+        "cudnnCreate",
+        "nvmlInit_v2",
+        "pncclAllReduce",
+    )
+    assert found.library_names == ()
+
+
+def test_library_names_ascii_wide_paths_and_case() -> None:
+    wide = "nvcuda.dll".encode("utf-16-le")
+    buf = (
+        b"\x00libcuda.so.1\x00/usr/local/cuda/lib64/libcublas.so.12\x00C:\\Windows\\System32\\NVCUDA.DLL\x00"
+        + b"\x00\x00"
+        + wide
+        + b"\x00\x00cublasLt64_12.dll\x00libc.so.6\x00kernel32.dll\x00cudart64_12.dll.bak\x00lib%s.so\x00"
+    )
+    found = extract_cuda_strings(buf)
+    assert found.library_names == ("NVCUDA.DLL", "cublasLt64_12.dll", "libcublas.so.12", "libcuda.so.1", "nvcuda.dll")
+
+
+def test_excluded_ranges_are_not_read() -> None:
+    buf = b"\x00cuInit\x00" + b"\x00" * 100 + b"\x00cuDeviceGet\x00libcuda.so.1\x00"
+    found = extract_cuda_strings(buf, exclude=[(100, len(buf) - 100)])
+    assert found.function_names == ("cuInit",)
+    assert found.library_names == ()
+    assert extract_cuda_strings(buf, exclude=[(0, len(buf))]).function_names == ()
+
+
+def test_name_limit_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(strings, "MAX_NAMES", 5)
+    buf = b"".join(b"\x00cuFunc%d\x00" % i for i in range(50))
+    found = extract_cuda_strings(buf)
+    assert len(found.function_names) == 5 and found.truncated
+
+
+def test_iter_strings_ascii_and_wide() -> None:
+    buf = b"\x01\x02hello world\x00ab\x00\x01\x01" + "wide text".encode("utf-16-le") + b"\x00\x00tail"
+    got = [(s.text, s.wide) for s in iter_strings(buf, min_len=4)]
+    assert ("hello world", False) in got
+    assert ("wide text", True) in got
+    assert ("tail", False) in got
+    assert all(len(t) >= 4 for t, _ in got)
+
+
+def test_iter_strings_across_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(strings, "WINDOW", 64)
+    pieces = [b"string-number-%03d" % i for i in range(40)]
+    buf = b"\x00".join(pieces)
+    got = [s.text for s in iter_strings(buf, wide=False)]
+    assert got == [p.decode() for p in pieces]  # none split, none repeated at a window edge
+    offsets = [s.offset for s in iter_strings(buf, wide=False)]
+    assert all(buf[o : o + 17] == p for o, p in zip(offsets, pieces, strict=True))
+
+
+@pytest.mark.skipif(shutil.which("strings") is None, reason="strings (binutils) is not installed")
+def test_iter_strings_matches_gnu_strings(elf_dlopen: Path) -> None:
+    expected = subprocess.run(["strings", "-a", "-n", "6", str(elf_dlopen)], capture_output=True, text=True).stdout
+    with elf_dlopen.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        got = [s.text for s in iter_strings(mm, min_len=6, wide=False)]
+    assert got == expected.splitlines()
+
+
+def test_real_dlopen_program(elf_dlopen: Path) -> None:
+    with elf_dlopen.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        found = extract_cuda_strings(mm)
+    assert found.library_names == ("libcublasLt.so.12", "libcuda.so.1")
+    assert {"cuInit", "cuDeviceGetCount", "cuMemAlloc_v2", "cublasLtCreate"} <= set(found.function_names)
+    assert "cuFileDriverOpen" not in found.function_names  # GPUDirect Storage, not the driver
+
+
+def test_static_runtime_names(nvcc_static: Path) -> None:
+    """The check of the issue: `nvcc k.cu` carries 481 driver entry point names (strings -> export lists)."""
+    from cudatrace.tracer.static.libraries import load_exports
+
+    with nvcc_static.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        found = extract_cuda_strings(mm)
+    data = load_exports()
+    driver = [n for n in found.function_names if data.is_driver_entry_point(n)]
+    assert len(driver) == 481
+    expected = subprocess.run(["strings", "-a", str(nvcc_static)], capture_output=True, text=True).stdout.split("\n")
+    assert set(driver) == {s for s in expected if data.is_driver_entry_point(s)}
+    assert "libcuda.so.1" in found.library_names
+
+
+def test_hostile_buffers_are_cheap() -> None:
+    for buf in (
+        b"",
+        b"cu",
+        b"cu" * 10000,
+        b"\x00cu" * 5000,
+        b".so" * 3000,
+        b".\x00d\x00l\x00l\x00" * 2000,
+        bytes(range(256)) * 40,
+    ):
+        found = extract_cuda_strings(buf)
+        assert len(found.function_names) <= strings.MAX_NAMES
+        list(iter_strings(buf))
