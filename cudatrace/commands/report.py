@@ -111,6 +111,8 @@ def load_document(path: str) -> ScanResult | TraceResult | dict[str, Any]:
             result = TraceResult.from_dict(doc)
         elif schema in (REPORT_SCHEMA, AGGREGATE_SCHEMA):
             return doc
+        elif schema is None:
+            raise ReportError('not a cudatrace document (no "schema" field)', path)
         else:
             raise ReportError(
                 f"unsupported schema {str(schema)[:60]!r}: expected {SCAN_SCHEMA}, {TRACE_SCHEMA} or {REPORT_SCHEMA}",
