@@ -352,3 +352,22 @@ def test_statuses_match_api_status_csv(cat: Catalog) -> None:
             o = int(end)
             match = [run for run in runs if run[3] <= o <= run[4]]
             assert len(match) == 1 and match[0][0] == status_of[r["status"]], (r["library"], r["function"], o)
+
+
+def test_hipify_and_nvidia_exports(cat: Catalog) -> None:
+    assert cat.hipify("cuMemAlloc_v2") == ("hipMalloc",)
+    assert cat.hipify("cublasSgemm_v2") == ("hipblasSgemm", "rocblas_sgemm")
+    assert cat.hipify("cudnnConvolutionForward") == ("miopenConvolutionForward",)
+    assert cat.hipify("cuMemcpyHtoD_v2_ptds") == ("hipMemcpyHtoD",)  # through the header's per-thread mapping
+    assert cat.hipify("ncclAllReduce") == ()  # HIPIFY has no NCCL table
+    # a translated function with no AMD call found by the extraction falls back to HIPIFY's name, and says so
+    info = cat.classify(Family.DRIVER, "cuCtxCreate_v4", "v7-preview.9")
+    assert info.hip == ("hipCtxCreate",) and "HIPIFY" in (info.note or "")
+    assert cat.is_nvidia_export(Family.DRIVER, "cuMemAlloc_v2")
+    assert cat.is_nvidia_export(Family.CUBLASLT, "cublasLtSSSMatmul")
+    assert not cat.is_nvidia_export(Family.DRIVER, "cuFileDriverOpen")
+
+
+def test_catalog_data_stays_compact() -> None:
+    """Not a timing assertion: the decompressed catalog stays small enough to parse in milliseconds."""
+    assert len(gzip.decompress(DATA.read_bytes())) < 2_000_000

@@ -347,3 +347,36 @@ def test_real_elf_linked_against_cublas_and_nccl(elf_linked: Path) -> None:
     assert b.verdict.status is VerdictStatus.AT_RISK
     nccl = next(r for r in b.verdict.reasons if r.family is Family.NCCL)
     assert "gloo" in (nccl.remedy or "")
+
+
+@pytest.fixture(scope="module")
+def pe_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.pe_binaries import MissingToolError, build_pe_set
+
+    try:
+        return build_pe_set(tmp_path_factory.mktemp("pe"), "x86_64").app
+    except MissingToolError as exc:
+        pytest.skip(str(exc))
+
+
+@needs_scanner
+def test_real_pe_app_by_release(pe_app: Path) -> None:
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    scanned = scan_paths([str(pe_app)])
+    now = annotate_scan(scanned, SEED).binaries[0]
+    assert now.verdict is not None and now.verdict.status is VerdictStatus.AT_RISK
+    status = {(i.library, i.function): i.zluda.status for i in now.imports if i.zluda}
+    assert status[("cublas64_12.dll", "cublasSgemm_v2")] is ZludaStatus.TRANSLATED
+    assert status[("cufft64_11.dll", "cufftPlan1d")] is ZludaStatus.STUB
+    assert {s for (lib, _), s in status.items() if lib == "curand64_10.dll"} == {ZludaStatus.NOT_REPLACED}
+    assert {r.code for r in now.verdict.reasons} >= {"library_not_replaced", "stub_imported"}
+
+    # before v6-preview.28 the Windows package had no cublas64_12.dll: NVIDIA's would load instead
+    old = annotate_scan(scanned, "v6-preview.27").binaries[0]
+    assert old.verdict is not None
+    cublas = next(r for r in old.verdict.reasons if r.code == "library_not_replaced" and r.family is Family.CUBLAS)
+    assert (
+        cublas.remedy
+        == "this cublas64_12 needs a ZLUDA release that ships cublas64_12.dll (first: v6-preview.28): upgrade"
+    )
