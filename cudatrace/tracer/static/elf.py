@@ -289,7 +289,12 @@ def parse_elf(buf: bytes | memoryview | object, path: str) -> ParsedBinary:
     pointing outside the file). Never executes or relocates anything; memory stays bounded by the size of the
     dynamic-linking tables.
     """
-    mv = memoryview(buf)  # type: ignore[arg-type]
+    # The view is released on every exit, so the caller can close its mmap even after an error.
+    with memoryview(buf) as mv:  # type: ignore[arg-type]
+        return _parse_view(mv, path)
+
+
+def _parse_view(mv: memoryview, path: str) -> ParsedBinary:
     size = len(mv)
     lay = _read_header(mv, path)
     machine = _MACHINES.get(lay.machine, f"machine-{lay.machine}")

@@ -341,24 +341,36 @@ def collect_files(paths: Sequence[str]) -> list[str]:
     for p in paths:
         if not os.path.lexists(p):
             raise InputError("no such file or folder", p)
-    files: list[str] = []
-    seen_files: set[tuple[int, int]] = set()
+    candidates: list[str] = []
     seen_dirs: set[tuple[int, int]] = set()
     for p in paths:
-        candidates: Iterable[str] = _walk(p, seen_dirs) if os.path.isdir(p) else [p]
-        for f in candidates:
-            try:
-                st = os.stat(f)
-                key = (st.st_dev, st.st_ino)
-                if stat.S_ISREG(st.st_mode):
-                    if key in seen_files:
-                        continue
-                    seen_files.add(key)
-            except OSError:
-                pass  # scan_file reports it
+        candidates.extend(_walk(p, seen_dirs) if os.path.isdir(p) else [p])
+        if len(candidates) >= MAX_FILES:
+            del candidates[MAX_FILES:]
+            break
+    # One path per file (by device and inode): the real file rather than a symlink to it.
+    chosen: dict[tuple[int, int], str] = {}
+    for f in candidates:
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in chosen or (os.path.islink(chosen[key]) and not os.path.islink(f)):
+            chosen[key] = f
+    keep = set(chosen.values())
+    files: list[str] = []
+    for f in candidates:
+        try:
+            st = os.stat(f)
+        except OSError:
+            files.append(f)  # scan_file reports it
+            continue
+        if not stat.S_ISREG(st.st_mode) or f in keep:
             files.append(f)
-            if len(files) >= MAX_FILES:
-                return files
+            keep.discard(f)
     return files
 
 

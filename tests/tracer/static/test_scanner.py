@@ -1,0 +1,238 @@
+"""The scanner on real binaries, folders and site-packages layouts, and on everything that can go wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from cudatrace.errors import InputError
+from cudatrace.model import SCAN_SCHEMA, BinaryScan, EntryHow, Family, LibraryHow, ScanResult
+from cudatrace.tracer.static.libraries import family_of_function
+from cudatrace.tracer.static.scanner import collect_files, scan_file, scan_paths
+
+
+def _scan(path: Path) -> BinaryScan:
+    result = scan_file(str(path))
+    assert result is not None
+    return result
+
+
+def _uses(scan: BinaryScan, how: EntryHow) -> set[tuple[str, str, str]]:
+    return {(u.family.value, u.library, u.function) for u in scan.imports if u.how is how}
+
+
+def test_linked_program(elf_linked: Path) -> None:
+    scan = _scan(elf_linked)
+    assert {(lib.name, lib.family, lib.how) for lib in scan.cuda_libraries} == {
+        ("libcuda.so.1", Family.DRIVER, LibraryHow.NEEDED),
+        ("libcublas.so.12", Family.CUBLAS, LibraryHow.NEEDED),
+        ("libnccl.so.2", Family.NCCL, LibraryHow.NEEDED),
+    }
+    assert _uses(scan, EntryHow.SYMBOL) == {
+        ("driver", "libcuda.so.1", "cuInit"),
+        ("driver", "libcuda.so.1", "cuDeviceGet"),
+        ("driver", "libcuda.so.1", "cuMemAlloc_v2"),
+        ("driver", "libcuda.so.1", "cuLaunchKernel"),
+        ("cublas", "libcublas.so.12", "cublasCreate_v2"),
+        ("cublas", "libcublas.so.12", "cublasSgemm_v2"),
+        ("nccl", "libnccl.so.2", "ncclGetVersion"),
+        ("nccl", "libnccl.so.2", "ncclAllReduce"),
+    }
+    assert not _uses(scan, EntryHow.PROC_STRING)  # "cuFileDriverOpen" and "cuDNN" are look-alikes
+    assert scan.static_runtime is None
+    assert scan.format.value == "elf" and scan.machine == "x86_64"
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
+def test_symbol_imports_match_readelf(elf_linked: Path, nvcc_shared: Path) -> None:
+    for path in (elf_linked, nvcc_shared):
+        out = subprocess.run(["readelf", "-W", "--dyn-syms", str(path)], capture_output=True, text=True).stdout
+        undefined = {m.group(1) for m in re.finditer(r"\sUND\s+([A-Za-z_]\w*)", out)}
+        cuda = {n for n in undefined if family_of_function(n) is not None}
+        scan = _scan(path)
+        assert {u.function for u in scan.imports if u.how is EntryHow.SYMBOL} == cuda
+        assert cuda
+
+
+def test_dlopen_program(elf_dlopen: Path) -> None:
+    scan = _scan(elf_dlopen)
+    assert {(lib.name, lib.how) for lib in scan.cuda_libraries} == {
+        ("libcuda.so.1", LibraryHow.DLOPEN_STRING),
+        ("libcublasLt.so.12", LibraryHow.DLOPEN_STRING),
+    }
+    assert _uses(scan, EntryHow.PROC_STRING) == {
+        ("driver", "libcuda.so.1", "cuInit"),
+        ("driver", "libcuda.so.1", "cuDeviceGetCount"),
+        ("driver", "libcuda.so.1", "cuMemAlloc_v2"),
+        ("cublaslt", "libcublasLt.so.12", "cublasLtCreate"),
+    }
+    assert scan.static_runtime is None
+    assert scan.uses_cuda
+
+
+def test_nvcc_default_static_runtime(nvcc_static: Path) -> None:
+    scan = _scan(nvcc_static)
+    assert [(lib.name, lib.how) for lib in scan.cuda_libraries] == [("libcuda.so.1", LibraryHow.DLOPEN_STRING)]
+    assert not [u for u in scan.imports if u.how is not EntryHow.PROC_STRING]  # no real CUDA import at all
+    driver = [u for u in scan.imports if u.family is Family.DRIVER]
+    assert len(driver) == 481 and {u.library for u in driver} == {"libcuda.so.1"}
+    assert not [u for u in scan.imports if u.family is Family.RUNTIME]  # the runtime's own names do not count
+    assert scan.static_runtime is not None and scan.static_runtime.version
+    assert scan.gpu_code.ptx and scan.gpu_code.sass
+
+
+def test_nvcc_shared_runtime(nvcc_shared: Path) -> None:
+    scan = _scan(nvcc_shared)
+    assert [(lib.name, lib.family, lib.version) for lib in scan.cuda_libraries] == [
+        ("libcudart.so.13", Family.RUNTIME, "13")
+    ]
+    runtime = {u.function for u in scan.imports if u.family is Family.RUNTIME and u.how is EntryHow.SYMBOL}
+    assert {"cudaMalloc", "cudaFree", "__cudaRegisterFatBinary"} <= runtime
+    assert scan.static_runtime is None
+
+
+def test_gpu_code_variants(nvcc_sass_only: Path, nvcc_ptx_only: Path, nvcc_rdc: Path) -> None:
+    sass = _scan(nvcc_sass_only).gpu_code
+    assert sass.sass_only and {i.arch for i in sass.sass} == {"sm_80", "sm_90"}
+    ptx = _scan(nvcc_ptx_only).gpu_code
+    assert ptx.ptx and not ptx.sass
+    rdc = _scan(nvcc_rdc).gpu_code
+    assert any(i.relocatable for i in rdc.images)
+
+
+def test_library_own_name_is_not_runtime_loading(cuda_stub_libs: Path) -> None:
+    scan = _scan(cuda_stub_libs / "libcublas.so.12")
+    assert [(lib.name, lib.how) for lib in scan.cuda_libraries] == [("libcuda.so.1", LibraryHow.NEEDED)]
+    assert _uses(scan, EntryHow.SYMBOL) == {("driver", "libcuda.so.1", "cuInit")}
+    assert not _uses(scan, EntryHow.PROC_STRING)  # its own cublas* exports are not names it resolves
+
+
+def test_pe_program(pe_x64) -> None:  # type: ignore[no-untyped-def]
+    scan = _scan(pe_x64.app)
+    assert scan.format.value == "pe"
+    libs = {(lib.name.lower(), lib.how) for lib in scan.cuda_libraries}
+    assert ("nvcuda.dll", LibraryHow.IMPORT) in libs
+    assert ("cufft64_11.dll", LibraryHow.DELAY_IMPORT) in libs
+    hows = {(u.function, u.how) for u in scan.imports}
+    assert ("cuInit", EntryHow.IMPORT) in hows
+    assert ("cufftPlan1d", EntryHow.DELAY_IMPORT) in hows
+    assert any(u.ordinal == 5 and u.family is Family.CURAND for u in scan.imports)
+    dynamic = _scan(pe_x64.dynamic)
+    assert ("cublasLt64_12.dll", LibraryHow.DLOPEN_STRING) in {(lib.name, lib.how) for lib in dynamic.cuda_libraries}
+    assert {"cublasLtCreate", "cublasLtMatmul"} <= {
+        u.function for u in dynamic.imports if u.how is EntryHow.PROC_STRING
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Folders
+
+
+@pytest.fixture
+def app_folder(tmp_path: Path, elf_linked: Path, elf_plain: Path, nvcc_static: Path, cuda_stub_libs: Path) -> Path:
+    """A site-packages-like tree: CUDA wheels, a framework library, Python files, junk and a corrupt binary."""
+    site = tmp_path / "site-packages"
+    (site / "nvidia" / "cublas" / "lib").mkdir(parents=True)
+    shutil.copy(cuda_stub_libs / "libcublas.so.12", site / "nvidia" / "cublas" / "lib" / "libcublas.so.12")
+    (site / "app" / "bin").mkdir(parents=True)
+    shutil.copy(elf_linked, site / "app" / "bin" / "linked")
+    shutil.copy(nvcc_static, site / "app" / "bin" / "kernels")
+    shutil.copy(elf_plain, site / "app" / "bin" / "hello")
+    (site / "app" / "__init__.py").write_text("import os\n")
+    (site / "app-1.0.dist-info").mkdir()
+    (site / "app-1.0.dist-info" / "RECORD").write_text("app/__init__.py,,\n")
+    (site / "app" / "empty.so").write_bytes(b"")
+    (site / "app" / "broken.so").write_bytes(elf_linked.read_bytes()[:200])
+    (site / "app" / "loop").symlink_to(site)  # a symlink loop back to the root
+    (site / "app" / "bin" / "again").symlink_to(site / "app" / "bin" / "linked")  # the same file twice
+    return site
+
+
+def test_folder_scan(app_folder: Path) -> None:
+    result = scan_paths([str(app_folder)])
+    names = [Path(b.path).name for b in result.binaries]
+    assert names == sorted(names, key=lambda n: [b.path for b in result.binaries][names.index(n)])
+    assert set(names) == {"libcublas.so.12", "linked", "kernels", "hello"}
+    assert [(Path(f.path).name, f.kind) for f in result.failed] == [("broken.so", "corrupt")]
+    assert "broken.so" in result.failed[0].message
+    assert result.skipped == 3  # __init__.py, RECORD, empty.so
+    assert result.roots == (str(app_folder),)
+
+
+def test_folder_scan_is_deterministic_and_round_trips(app_folder: Path) -> None:
+    first = scan_paths([str(app_folder)]).to_dict()
+    second = scan_paths([str(app_folder)]).to_dict()
+    assert first == second
+    assert first["schema"] == SCAN_SCHEMA
+    text = json.dumps(first)
+    assert ScanResult.from_dict(json.loads(text)).to_dict() == first
+    binary = next(b for b in first["binaries"] if b["path"].endswith("linked"))
+    assert set(binary) >= {"path", "format", "size", "sha256", "cuda_libraries", "imports", "gpu_code", "errors"}
+    assert binary["cuda_libraries"][0].keys() >= {"name", "family", "how"}
+    assert binary["imports"][0].keys() >= {"family", "library", "function", "how"}
+
+
+def test_sha256_and_size(elf_linked: Path) -> None:
+    import hashlib
+
+    scan = _scan(elf_linked)
+    data = elf_linked.read_bytes()
+    assert scan.sha256 == hashlib.sha256(data).hexdigest()
+    assert scan.size == len(data)
+
+
+def test_missing_path_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        scan_paths([str(tmp_path), str(tmp_path / "nope")])
+    assert str(tmp_path / "nope") in str(info.value)
+    with pytest.raises(InputError):
+        scan_paths([])
+
+
+def test_fifo_and_special_files_do_not_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "text.txt").write_text("hello")
+    done: list[ScanResult] = []
+    worker = threading.Thread(target=lambda: done.append(scan_paths([str(tmp_path)])), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert done, "scan hung on a FIFO"
+    assert done[0].skipped == 2 and not done[0].binaries and not done[0].failed
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file_is_an_error_entry(tmp_path: Path, elf_plain: Path) -> None:
+    target = tmp_path / "locked"
+    shutil.copy(elf_plain, target)
+    target.chmod(0)
+    result = scan_paths([str(tmp_path)])
+    assert [f.kind for f in result.failed] == ["unreadable"]
+
+
+def test_collect_files_dedupes_and_orders(app_folder: Path) -> None:
+    files = collect_files([str(app_folder), str(app_folder / "app" / "bin" / "linked")])
+    assert len(files) == len(set(files))
+    assert sum(1 for f in files if f.endswith(("linked", "again"))) == 1
+    assert files == collect_files([str(app_folder), str(app_folder / "app" / "bin" / "linked")])
+
+
+def test_progress_reports_every_file(app_folder: Path) -> None:
+    seen: list[str] = []
+    totals: list[int] = []
+
+    class Recorder:
+        def start(self, total: int) -> None:
+            totals.append(total)
+
+        def advance(self, label: str) -> None:
+            seen.append(label)
+
+    scan_paths([str(app_folder)], progress=Recorder())
+    assert totals == [len(seen)] and len(seen) == len(collect_files([str(app_folder)]))
