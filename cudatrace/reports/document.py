@@ -16,7 +16,7 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -29,6 +29,7 @@ from cudatrace.model import (
     ExportTableRequest,
     Family,
     GpuCode,
+    GpuImage,
     ProcLookup,
     Reason,
     ScanResult,
@@ -284,20 +285,55 @@ class FamilyCounts:
 
 @dataclass(frozen=True, slots=True)
 class BinaryGpu:
-    """The GPU code one scanned binary carries, and a statically linked runtime if any."""
+    """The GPU code one scanned binary carries (one image per kind and architecture), and a static runtime.
+
+    A large binary holds thousands of images (one per kernel file and architecture); the report keeps one per
+    ``(kind, arch)`` with the sizes added up and ``images`` counting the originals.
+    """
 
     binary: str
     gpu_code: GpuCode
     static_runtime: str | None = None  # the runtime version ("13.0"), "unknown" when present but unversioned
+    images: int = 0
+
+    @classmethod
+    def of(cls, binary: str, code: GpuCode, static_runtime: str | None) -> BinaryGpu:
+        """Group ``code``'s images per kind and architecture."""
+        groups: dict[tuple[str, str], list[GpuImage]] = defaultdict(list)
+        for img in code.images:
+            groups[(img.kind.value, img.arch)].append(img)
+        merged = []
+        for (_, _), imgs in sorted(groups.items(), key=lambda kv: (kv[0][0], len(kv[0][1]), kv[0][1])):
+            first = imgs[0]
+            merged.append(
+                replace(
+                    first,
+                    size=sum(i.size for i in imgs),
+                    uncompressed_size=sum(i.uncompressed_size or i.size for i in imgs),
+                    compressed=any(i.compressed for i in imgs),
+                    container=None,
+                )
+            )
+        return cls(binary, GpuCode(tuple(merged), code.containers), static_runtime, len(code.images))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"binary": self.binary, "gpu_code": self.gpu_code.to_dict(), "static_runtime": self.static_runtime}
+        return {
+            "binary": self.binary,
+            "gpu_code": self.gpu_code.to_dict(),
+            "static_runtime": self.static_runtime,
+            "images": self.images,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BinaryGpu:
         """Read the JSON form back."""
-        return cls(str(_req(d, "binary")), GpuCode.from_dict(d.get("gpu_code") or {}), d.get("static_runtime"))
+        return cls(
+            str(_req(d, "binary")),
+            GpuCode.from_dict(d.get("gpu_code") or {}),
+            d.get("static_runtime"),
+            int(d.get("images", 0)),
+        )
 
 
 def signal_name(sig: str | None) -> str | None:
@@ -713,7 +749,7 @@ def build_report(
                 libraries.setdefault((lib.name.lower(), lib.family), lib)
             if b.gpu_code.has_kernels or b.static_runtime:
                 rt = (b.static_runtime.version or "unknown") if b.static_runtime else None
-                gpu.append(BinaryGpu(b.name, b.gpu_code, rt))
+                gpu.append(BinaryGpu.of(b.name, b.gpu_code, rt))
             if b.verdict is not None and b.uses_cuda:
                 verdicts.append(b.verdict)
             for e in b.imports:

@@ -367,10 +367,11 @@ def _report_body(doc: Report) -> str:
         out.append(
             _table(
                 "gpu-table",
-                ("binary", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
+                ("binary", "images", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
                 [
                     [
                         _Cell(_e(g.binary)),
+                        _num(g.images),
                         _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-")),
                         _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-")),
                         _Cell(_e(g.static_runtime or "-")),

@@ -154,12 +154,19 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
 
     if doc.gpu:
-        tab = _table("GPU code", "binary", "PTX", "SASS", "runtime", "what ZLUDA can do")
+        tab = _table("GPU code", "binary", "images", "PTX", "SASS", "runtime", "what ZLUDA can do")
         for g in doc.gpu:
             ptx = ", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-"
             sass = ", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-"
             style = "red" if g.gpu_code.sass_only else ""
-            tab.add_row(_t(g.binary), _t(ptx), _t(sass), _t(g.static_runtime or "-"), _t(g.gpu_code.summary(), style))
+            tab.add_row(
+                _t(g.binary),
+                str(g.images),
+                _t(ptx),
+                _t(sass),
+                _t(g.static_runtime or "-"),
+                _t(g.gpu_code.summary(), style),
+            )
         parts.extend((Text(""), tab))
     for run in doc.runs:
         style = "bold red" if run.crashed else ""

@@ -1,0 +1,216 @@
+"""Terminal rendering of a ``cudatrace.scan/1`` document (rich): one block per binary, a summary line last.
+
+Per binary that shows CUDA: the verdict first when the coverage layer filled one in (status, the top reasons
+and their remedies, and the ZLUDA status counts of its entry points), then the CUDA libraries and how they are
+reached, entry point counts per family and per way of reaching them, a statically linked runtime, the GPU code
+inventory (PTX/SASS per architecture, and plainly when there is no PTX), and partial errors. A binary without
+any CUDA gets one line. Every string from a binary goes into a :class:`rich.text.Text` (never markup) after
+:func:`~cudatrace.reports.document.printable`, so hostile names cannot style or drive the terminal.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, VerdictStatus, ZludaStatus
+from cudatrace.reports.document import printable
+
+MAX_REASONS = 3
+_VERDICT_STYLE = {
+    VerdictStatus.RUNS: "bold green",
+    VerdictStatus.AT_RISK: "bold yellow",
+    VerdictStatus.BLOCKED: "bold red",
+}
+_STATUS_STYLE = {
+    ZludaStatus.TRANSLATED: "green",
+    ZludaStatus.STUB: "yellow",
+    ZludaStatus.ABSENT: "red",
+    ZludaStatus.NOT_REPLACED: "magenta",
+    ZludaStatus.NVIDIA_OWN: "cyan",
+}
+_LIB_HOW = {
+    LibraryHow.IMPORT: "imported",
+    LibraryHow.DELAY_IMPORT: "delay-loaded",
+    LibraryHow.NEEDED: "needed",
+    LibraryHow.DLOPEN_STRING: "loaded by name",
+    LibraryHow.LOADED: "loaded",
+}
+_ENTRY_COLUMNS = (
+    (EntryHow.IMPORT, "import"),
+    (EntryHow.DELAY_IMPORT, "delay"),
+    (EntryHow.SYMBOL, "symbol"),
+    (EntryHow.PROC_STRING, "by name"),
+    (EntryHow.CALLED, "called"),
+)
+
+
+def _t(text: object, style: str = "") -> Text:
+    return Text(printable(str(text)), style=style)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def _verdict_lines(binary: BinaryScan) -> list[Text]:
+    lines: list[Text] = []
+    verdict = binary.verdict
+    if verdict is not None:
+        line = Text("  verdict ")
+        line.append_text(_t(f"(ZLUDA {verdict.release}): "))
+        line.append_text(_t(verdict.status.value.upper().replace("_", " "), _VERDICT_STYLE[verdict.status]))
+        lines.append(line)
+        for reason in verdict.reasons[:MAX_REASONS]:
+            lines.append(_t(f"    - [{reason.severity.value}] {reason.message}"))
+            if reason.remedy:
+                lines.append(_t(f"      remedy: {reason.remedy}", "dim"))
+        if len(verdict.reasons) > MAX_REASONS:
+            lines.append(_t(f"    ... and {len(verdict.reasons) - MAX_REASONS} more reasons", "dim"))
+    statuses = Counter(u.zluda.status for u in binary.imports if u.zluda is not None)
+    if statuses:
+        line = Text("  ZLUDA: ")
+        parts = [s for s in ZludaStatus if statuses.get(s)]
+        for i, status in enumerate(parts):
+            if i:
+                line.append(", ")
+            line.append_text(_t(f"{statuses[status]} {status.value.replace('_', ' ')}", _STATUS_STYLE[status]))
+        lines.append(line)
+    return lines
+
+
+def _library_lines(binary: BinaryScan) -> list[Text]:
+    if not binary.cuda_libraries:
+        return []
+    line = Text("  libraries: ")
+    for i, lib in enumerate(binary.cuda_libraries):
+        if i:
+            line.append("; ")
+        line.append_text(_t(lib.name, "bold"))
+        version = f" v{lib.version}" if lib.version else ""
+        line.append_text(_t(f" ({lib.family.value}{version}, {_LIB_HOW.get(lib.how, lib.how.value)})"))
+    return [line]
+
+
+def _entry_table(binary: BinaryScan) -> Table | None:
+    if not binary.imports:
+        return None
+    counts: Counter[tuple[str, EntryHow]] = Counter((u.family.value, u.how) for u in binary.imports)
+    families = sorted({f for f, _ in counts})
+    columns = [(how, title) for how, title in _ENTRY_COLUMNS if any(h is how for _, h in counts)]
+    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2))
+    table.add_column("entry points")
+    for _how, title in columns:
+        table.add_column(title, justify="right")
+    table.add_column("total", justify="right")
+    for family in families:
+        row = [str(counts.get((family, how), 0) or "") for how, _ in columns]
+        table.add_row(family, *row, str(sum(counts.get((family, how), 0) for how, _ in columns)))
+    if len(families) > 1:
+        totals = [str(sum(counts.get((f, how), 0) for f in families)) for how, _ in columns]
+        table.add_row(Text("all", style="bold"), *totals, Text(str(len(binary.imports)), style="bold"))
+    return table
+
+
+def _arch_key(arch: str) -> tuple[int, str]:
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return (int(digits) if digits else 0, arch)
+
+
+def _gpu_lines(gpu: GpuCode) -> list[Text]:
+    if not gpu.images:
+        return []
+    lines = [_t(f"  GPU code: {_plural(len(gpu.images), 'image')} in {_plural(gpu.containers, 'fatbin container')}")]
+    for label, images in (("PTX", gpu.ptx), ("SASS", gpu.sass)):
+        if not images:
+            continue
+        per_arch = Counter(i.arch for i in images)
+        compressed = sum(1 for i in images if i.compressed)
+        archs = ", ".join(
+            f"{arch} x{per_arch[arch]}" if per_arch[arch] > 1 else arch for arch in sorted(per_arch, key=_arch_key)
+        )
+        extra = f" ({compressed} compressed)" if compressed else ""
+        relocatable = sum(1 for i in images if i.relocatable)
+        if relocatable:
+            extra += f" ({relocatable} relocatable)"
+        lines.append(_t(f"    {label}: {archs}{extra}"))
+    style = "bold red" if gpu.sass_only else "green"
+    lines.append(_t(f"    {gpu.summary()}", style))
+    return lines
+
+
+def _binary_block(binary: BinaryScan) -> list[object]:
+    header = Text()
+    header.append_text(_t(binary.path, "bold cyan"))
+    header.append_text(_t(f"  ({binary.format.value.upper()} {binary.machine or '?'}, {_size(binary.size)})", "dim"))
+    parts: list[object] = [header]
+    parts.extend(_verdict_lines(binary))
+    parts.extend(_library_lines(binary))
+    if binary.imports:
+        per_how = Counter(u.how for u in binary.imports)
+        summary = ", ".join(f"{per_how[how]} {title}" for how, title in _ENTRY_COLUMNS if per_how.get(how))
+        parts.append(_t(f"  {_plural(len(binary.imports), 'entry point')}: {summary}"))
+        table = _entry_table(binary)
+        if table is not None:
+            parts.append(Padding(table, (0, 0, 0, 4), expand=False))
+    if binary.static_runtime is not None:
+        rt = binary.static_runtime
+        version = f" {rt.version}" if rt.version else ""
+        parts.append(_t(f"  static CUDA runtime{version}: {rt.evidence}", "yellow"))
+        parts.append(_t("    it loads the driver by name and resolves entry points through cuGetProcAddress", "dim"))
+    parts.extend(_gpu_lines(binary.gpu_code))
+    for error in binary.errors:
+        parts.append(_t(f"  error: {error}", "red"))
+    return parts
+
+
+def render_scan_terminal(result: ScanResult, color: bool, width: int | None = None) -> str:
+    """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100)."""
+    console = Console(
+        file=io.StringIO(),
+        width=width or 100,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
+    with_cuda = [b for b in result.binaries if b.uses_cuda]
+    without = [b for b in result.binaries if not b.uses_cuda]
+    for binary in with_cuda:
+        for part in _binary_block(binary):
+            console.print(part)
+        console.print()
+    for binary in without:
+        line = Text()
+        line.append_text(_t(binary.path))
+        line.append_text(_t(f": no CUDA ({binary.format.value.upper()} {binary.machine or '?'})", "dim"))
+        console.print(line)
+    for failure in result.failed:
+        console.print(_t(f"failed ({failure.kind}): {failure.message}", "red"))
+    if without or result.failed:
+        console.print()
+    summary = (
+        f"{_plural(len(result.binaries), 'binary', 'binaries')} scanned: {len(with_cuda)} with CUDA, "
+        f"{len(without)} without; {result.skipped} skipped (not PE or ELF); {len(result.failed)} failed"
+    )
+    console.print(_t(summary, "bold"))
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()
