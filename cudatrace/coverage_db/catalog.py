@@ -43,6 +43,7 @@ from cudatrace.model import Family, ZludaInfo, ZludaStatus
 
 CATALOG_SCHEMA = "cudatrace.catalog/1"
 DATA_FILE = "catalog.json.gz"
+NAMES_FILE = "catalog_names.json.gz"  # HIPIFY names and NVIDIA export lists, read on first use
 
 PLATFORMS = ("windows", "windows32", "linux")
 
@@ -341,7 +342,7 @@ class Catalog:
         self._api: dict[str, dict[str, list[list[Any]]]] = doc["api"]
         self._hip: dict[str, dict[str, list[list[Any]]]] = doc["hip"]
         self._proc: dict[str, list[list[Any]]] = doc["proc"]
-        self._hipify: dict[str, list[str]] = doc["hipify"]
+        self._names: dict[str, Any] | None = None
         self._header: dict[str, dict[str, dict[str, list[Any]]]] = doc["header"]
         self._packages = tuple(doc["packaging"])
         heads = [r for r in self._tags if r.head]
@@ -548,7 +549,7 @@ class Catalog:
     def hipify(self, function: str) -> tuple[str, ...]:
         """HIPIFY's HIP and ROC-library equivalents of a CUDA name (its API name is tried too)."""
         for name in (function, self.api_name(function), re.sub(r"_pt(ds|sz)$", "", function)):
-            row = self._hipify.get(name)
+            row = self._names_doc()["hipify"].get(name)
             if row:
                 return tuple(x for x in row[1:] if x)
         return ()
@@ -934,8 +935,13 @@ class Catalog:
 
     def _nvidia_exports(self) -> dict[str, frozenset[str]]:
         if self._nvidia is None:
-            self._nvidia = {fam: frozenset(names) for fam, names in self._doc["nvidia_exports"].items()}
+            self._nvidia = {fam: frozenset(names) for fam, names in self._names_doc()["nvidia_exports"].items()}
         return self._nvidia
+
+    def _names_doc(self) -> dict[str, Any]:
+        if self._names is None:
+            self._names = _read_data(NAMES_FILE)
+        return self._names
 
     @property
     def sources(self) -> Mapping[str, str]:
@@ -949,15 +955,21 @@ def release_order(catalog: Catalog, names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: catalog.release(n).ordinal)
 
 
+def _read_data(name: str) -> dict[str, Any]:
+    try:
+        raw = resources.files("cudatrace.coverage_db").joinpath("data", name).read_bytes()
+        doc: dict[str, Any] = json.loads(gzip.decompress(raw))
+    except (OSError, ValueError, EOFError) as exc:
+        raise CatalogError(f"cannot read the ZLUDA catalog: {exc}", name) from exc
+    if doc.get("schema") != CATALOG_SCHEMA:
+        raise CatalogError(f"unknown catalog schema {doc.get('schema')!r}", name)
+    return doc
+
+
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The catalog shipped with cudatrace (read once per process)."""
-    try:
-        raw = resources.files("cudatrace.coverage_db").joinpath("data", DATA_FILE).read_bytes()
-        doc = json.loads(gzip.decompress(raw))
-    except (OSError, ValueError, EOFError) as exc:
-        raise CatalogError(f"cannot read the ZLUDA catalog: {exc}", DATA_FILE) from exc
-    return Catalog(doc)
+    return Catalog(_read_data(DATA_FILE))
 
 
 def families_of_libraries(keys: Sequence[str]) -> tuple[Family, ...]:

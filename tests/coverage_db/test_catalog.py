@@ -336,6 +336,8 @@ def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:
     spec.loader.exec_module(mod)
     out = mod.write(mod.build(REFERENCE), tmp_path)
     assert out.read_bytes() == DATA.read_bytes()
+    names = DATA.with_name("catalog_names.json.gz")
+    assert (tmp_path / names.name).read_bytes() == names.read_bytes()
 
 
 @needs_reference
