@@ -34,6 +34,9 @@ VERDICT_WORDS = {
     VerdictStatus.BLOCKED: "BLOCKED: it needs entry points or code ZLUDA cannot serve",
 }
 MAX_ROWS = 40
+NUMERIC_COLUMNS = frozenset(
+    "images used called translated stub absent other blocking blocked calls failed programs".split()
+)
 
 
 def _t(text: object, style: str = "") -> Text:
@@ -43,19 +46,7 @@ def _t(text: object, style: str = "") -> Text:
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_edge=False, pad_edge=False)
     for col in columns:
-        numeric = col in {
-            "used",
-            "called",
-            "translated",
-            "stub",
-            "absent",
-            "other",
-            "blocking",
-            "blocked",
-            "calls",
-            "failed",
-            "programs",
-        }
+        numeric = col in NUMERIC_COLUMNS
         table.add_column(col, justify="right" if numeric else "left", overflow="fold")
     return table
 
