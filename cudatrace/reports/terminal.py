@@ -35,7 +35,20 @@ VERDICT_WORDS = {
 }
 MAX_ROWS = 40
 NUMERIC_COLUMNS = frozenset(
-    "images used called translated stub absent other blocking blocked calls failed programs".split()
+    [
+        "images",
+        "used",
+        "called",
+        "translated",
+        "stub",
+        "absent",
+        "other",
+        "blocking",
+        "blocked",
+        "calls",
+        "failed",
+        "programs",
+    ]
 )
 
 
