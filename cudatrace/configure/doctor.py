@@ -97,7 +97,8 @@ class DoctorReport:
         }
 
 
-def _ld_so_conf_dirs(conf: Path, depth: int = 0) -> list[str]:
+def _ld_so_conf_dirs(conf: Path, root: Path, depth: int = 0) -> list[str]:
+    """Folders listed in ld.so.conf and the files it includes; paths are taken relative to ``root``."""
     dirs: list[str] = []
     if depth > 4:
         return dirs
@@ -110,12 +111,12 @@ def _ld_so_conf_dirs(conf: Path, depth: int = 0) -> list[str]:
         if not line:
             continue
         if line.startswith("include "):
-            pattern = line.split(None, 1)[1]
-            base = conf.parent if not pattern.startswith("/") else Path("/")
+            pattern = line.split(None, 1)[1].strip()
+            base = root if pattern.startswith("/") else conf.parent
             for inc in sorted(base.glob(pattern.lstrip("/")))[:200]:
-                dirs.extend(_ld_so_conf_dirs(inc, depth + 1))
+                dirs.extend(_ld_so_conf_dirs(inc, root, depth + 1))
         else:
-            dirs.append(line)
+            dirs.append(str(root / line.lstrip("/")))
     return dirs
 
 
@@ -138,7 +139,7 @@ def search_path(platform: str, env: Mapping[str, str], *, hip: HipLayout | None 
         for var in ("ROCM_PATH", "HIP_PATH"):
             if env.get(var):
                 dirs.append(str(Path(env[var]) / "lib"))
-        dirs.extend(_ld_so_conf_dirs(Path(root) / "etc" / "ld.so.conf"))
+        dirs.extend(_ld_so_conf_dirs(Path(root) / "etc" / "ld.so.conf", Path(root)))
         dirs.extend(
             str(Path(root) / d)
             for d in ("opt/rocm/lib", "usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib", "lib/x86_64-linux-gnu")

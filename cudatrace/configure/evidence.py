@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudatrace.errors import ConfigureError, InputError
+from cudatrace.errors import InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow, ScanResult, TraceResult
 
 
@@ -196,9 +196,8 @@ def gather_evidence(
                         return evidence_from_documents(path, scans, traces, platform=platform, sources=("store",))
     from cudatrace.tracer.static.scanner import scan_file
 
-    try:
-        scanned = scan_file(path)
-    except ConfigureError:
-        raise
+    scanned = scan_file(str(path))
+    if scanned is None:
+        raise InputError("not a PE or ELF program", str(path))
     result = ScanResult(binaries=(scanned,), roots=(str(path),))
     return evidence_from_documents(path, (result,), (), platform=platform, sources=("scanned now",))

@@ -126,7 +126,7 @@ class ZludaLayout:
 def detect_zluda(folder: str | os.PathLike[str], data: RuntimeData | None = None) -> ZludaLayout:
     """Recognize the ZLUDA release(s) a folder holds; ConfigureError when it holds no ZLUDA files."""
     data = data or load_runtime_data()
-    path = Path(folder)
+    path = Path(folder).absolute()
     names = _listdir(path)
     launchers = tuple(sorted(n for n in names if n.lower() in LAUNCHER_FILES))
     scored: dict[str, dict[str, str]] = {}
@@ -271,7 +271,7 @@ def _gfx_in(folder: Path) -> tuple[str, ...]:
 
 def detect_hip(folder: str | os.PathLike[str]) -> HipLayout:
     """Recognize a HIP SDK or ROCm folder; ConfigureError when it holds no HIP runtime."""
-    root = Path(folder)
+    root = Path(folder).absolute()
     if not root.exists():
         raise ConfigureError("HIP SDK / ROCm folder does not exist", str(root))
     if not root.is_dir():

@@ -417,7 +417,8 @@ def select_release(
             raise ConfigureError(f"unknown ZLUDA release {wanted!r} (from {why})", layout.path)
         if not layout.contains(wanted, data):
             raise ConfigureError(
-                f"ZLUDA folder holds release {layout.release_range}, not {wanted} that {why} was computed for"
+                f"ZLUDA folder holds release {layout.release_range}, not {wanted} that {why} was computed for "
+                f"(scan the program again with --zluda RELEASE for this folder's release)"
                 if why == "the verdict"
                 else f"ZLUDA folder holds release {layout.release_range}, not {wanted}",
                 layout.path,
