@@ -57,6 +57,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -345,6 +346,7 @@ class Store:
 
     def __init__(self, path: Path, *, timeout_s: float = 30.0) -> None:
         self.path = path
+        self._timeout_s = timeout_s
         self._conn = self._connect(timeout_s)
         try:
             self._prepare()
@@ -386,6 +388,8 @@ class Store:
                     raise self._error(
                         f"SQLite database of another application (application_id {app_id:#x}); refusing to touch it"
                     )
+                if app_id == 0:
+                    self._refuse_foreign_untouched()
             if not os.access(path, os.W_OK):
                 raise self._error("coverage store is not writable")
         else:
@@ -407,6 +411,47 @@ class Store:
             raise self._error(f"cannot open the coverage store: {exc}") from exc
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         return conn
+
+    def _refuse_foreign_untouched(self) -> None:
+        """Look at a SQLite file whose header carries no application id without changing it or its WAL.
+
+        A read-write connection to another application's WAL database would checkpoint that WAL into it on close.
+        So look read-only: first at the main file alone (immutable: no lock, no -wal/-shm created); when a -wal
+        file sits next to it, through that WAL too (read-only connections never checkpoint). Our own store carries
+        no id in the main file only while its creating transaction is still in the WAL; then the authoritative
+        check is made on the read-write connection.
+        """
+        wal = Path(f"{self.path}-wal").exists()
+        tables, problem = self._tables_read_only(immutable=True)
+        if wal and not tables:
+            tables, problem = self._tables_read_only(immutable=False)
+        if problem is not None:
+            if wal:
+                return  # possibly a page caught mid-checkpoint: let the locked, read-write check decide
+            raise self._error(f"corrupt coverage store (SQLite: {problem}); move it away to start a new one")
+        ours = _TABLES_AT[SCHEMA_VERSION] | _TABLES_AT[1]
+        if tables and (not wal or not tables <= ours):
+            names = ", ".join(sorted(tables)[:5])
+            raise self._error(
+                f"SQLite database of another application (tables: {names}); not a cudatrace coverage store, "
+                "refusing to touch it"
+            )
+
+    def _tables_read_only(self, *, immutable: bool) -> tuple[frozenset[str], str | None]:
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(self.path.absolute()))}?mode=ro" + ("&immutable=1" if immutable else "")
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=1.0)
+        except sqlite3.Error as exc:
+            return frozenset(), str(exc)
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            return frozenset(str(r[0]) for r in rows), None
+        except sqlite3.Error as exc:
+            return frozenset(), str(exc)
+        finally:
+            conn.close()
 
     def _probe(self) -> tuple[int, int, frozenset[str]]:
         conn = self._conn
@@ -456,13 +501,33 @@ class Store:
             self._conn.execute("PRAGMA foreign_keys = ON")
             if not fresh and version == SCHEMA_VERSION:
                 return
-            # Persistent once set. A file system without shared memory keeps the rollback journal: still correct.
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._ensure_wal()
             self._migrate()
         except sqlite3.OperationalError as exc:
             raise self._translate(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise self._error(f"corrupt coverage store (SQLite: {exc}); move it away to start a new one") from exc
+
+    def _ensure_wal(self) -> None:
+        """Switch to the WAL journal (persistent once set), retrying while other connections are in the way.
+
+        SQLite answers a journal mode change with "locked" at once, without its busy handler, when another
+        connection has the file open; stores opened side by side for the first time meet exactly that. A file
+        system without shared memory keeps the rollback journal: still correct, only slower.
+        """
+        deadline = time.monotonic() + self._timeout_s
+        delay = 0.002
+        while True:
+            try:
+                if str(self._conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                text = str(exc)
+                if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def _migrate(self) -> None:
         conn = self._conn

@@ -531,6 +531,26 @@ def test_foreign_sqlite_with_tables_is_refused(tmp_path: Path) -> None:
     _assert_refused(p, "another application.*moz_places")
 
 
+def test_foreign_wal_database_and_its_live_wal_are_left_alone(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    live = sqlite3.connect(src / "app.db")
+    live.execute("PRAGMA journal_mode = WAL")
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    live.execute("CREATE TABLE notes (body TEXT)")
+    live.commit()
+    live.executemany("INSERT INTO notes VALUES (?)", [(f"note {i}",) for i in range(200)])
+    live.commit()
+    # a snapshot of another application's database with un-checkpointed pages in its WAL
+    for suffix in ("", "-wal", "-shm"):
+        shutil.copyfile(src / f"app.db{suffix}", tmp_path / f"app.db{suffix}")
+    live.close()
+    wal = tmp_path / "app.db-wal"
+    wal_before = sha(wal)
+    _assert_refused(tmp_path / "app.db", "another application.*notes")
+    assert sha(wal) == wal_before
+
+
 def test_foreign_sqlite_with_our_table_names_but_no_id_is_refused(tmp_path: Path) -> None:
     p = _sqlite_file(tmp_path / "lookalike.sqlite3", "CREATE TABLE programs (id INTEGER);")
     _assert_refused(p, "another application")
