@@ -1,0 +1,202 @@
+"""``cudatrace scan`` end to end (exit codes, JSON document, -o) and the terminal renderer of scan results."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main
+from cudatrace.errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL
+from cudatrace.model import (
+    SCAN_SCHEMA,
+    BinaryFormat,
+    BinaryScan,
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    Family,
+    FileError,
+    GpuCode,
+    GpuImage,
+    ImageKind,
+    LibraryHow,
+    Reason,
+    ScanResult,
+    Severity,
+    StaticRuntime,
+    Verdict,
+    VerdictStatus,
+    ZludaInfo,
+    ZludaStatus,
+)
+from cudatrace.reports.scan_terminal import render_scan_terminal
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_json_to_file(tmp_path: Path, elf_linked: Path, nvcc_static: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scan.json"
+    code = main(
+        [
+            "scan",
+            "--no-store",
+            "--no-zluda",
+            "--no-progress",
+            "--format",
+            "json",
+            "-o",
+            str(out),
+            str(elf_linked),
+            str(nvcc_static),
+        ]
+    )
+    assert code == EXIT_OK
+    assert capsys.readouterr().out == ""
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == SCAN_SCHEMA
+    by_name = {Path(b["path"]).name: b for b in doc["binaries"]}
+    linked = by_name[elf_linked.name]
+    assert linked["format"] == "elf" and len(linked["sha256"]) == 64
+    assert {"name": "libcuda.so.1", "family": "driver", "how": "needed"}.items() <= linked["cuda_libraries"][1].items()
+    assert {(i["library"], i["function"], i["how"]) for i in linked["imports"]} >= {
+        ("libcuda.so.1", "cuInit", "symbol"),
+        ("libcublas.so.12", "cublasSgemm_v2", "symbol"),
+    }
+    kernels = by_name[nvcc_static.name]
+    assert kernels["static_runtime"]["version"]
+    assert {i["kind"] for i in kernels["gpu_code"]["images"]} == {"ptx", "sass"}
+    assert all(i["how"] == "proc_string" for i in kernels["imports"])
+    assert ScanResult.from_dict(doc).to_dict() == doc
+
+
+def test_terminal_output_with_verdict(elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["scan", "--no-store", "--no-progress", "--no-color", str(elf_linked)])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    assert "verdict (ZLUDA" in out
+    assert "libcublas.so.12 (cublas v12, needed)" in out
+    assert "1 binary scanned: 1 with CUDA" in out
+    assert not ANSI.search(out)
+
+
+def test_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["scan", "--no-store", "--no-zluda", str(tmp_path / "absent")])
+    err = capsys.readouterr().err
+    assert code == EXIT_INPUT
+    assert err.startswith("cudatrace: error: ") and str(tmp_path / "absent") in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_corrupt_file_gives_partial_exit(tmp_path: Path, elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "good").write_bytes(elf_linked.read_bytes())
+    (tmp_path / "bad.so").write_bytes(elf_linked.read_bytes()[:300])
+    (tmp_path / "notes.txt").write_text("not a binary")
+    code = main(["scan", "--no-store", "--no-zluda", "--no-progress", "--no-color", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == EXIT_PARTIAL
+    assert "failed (corrupt): " in out and "bad.so" in out
+    assert "1 skipped (not PE or ELF); 1 failed" in out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Renderer
+
+
+def _binary(path: str, **kw: object) -> BinaryScan:
+    return BinaryScan(path=path, format=BinaryFormat.ELF, size=2048, sha256="0" * 64, machine="x86_64", **kw)  # type: ignore[arg-type]
+
+
+def _result() -> ScanResult:
+    translated = ZludaInfo("v6", ZludaStatus.TRANSLATED)
+    app = _binary(
+        "app/bin/app",
+        cuda_libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.DLOPEN_STRING, "1"),),
+        imports=(
+            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING, zluda=translated),
+            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuMemAlloc_v2", EntryHow.PROC_STRING, zluda=translated),
+            EntryPointUse(
+                Family.CUBLAS,
+                "libcublas.so.12",
+                "cublasSgemm_v2",
+                EntryHow.SYMBOL,
+                zluda=ZludaInfo("v6", ZludaStatus.ABSENT),
+            ),
+        ),
+        gpu_code=GpuCode(
+            (GpuImage(ImageKind.SASS, "sm_80", False, 100), GpuImage(ImageKind.SASS, "sm_90", True, 80)), 1
+        ),
+        static_runtime=StaticRuntime("13.0", "481 driver entry point names"),
+        errors=("fatbin at 0x10: truncated",),
+        verdict=Verdict(
+            "v6",
+            VerdictStatus.BLOCKED,
+            (
+                Reason(Severity.BLOCKER, "sass_only", "kernels have no PTX", remedy="rebuild with PTX"),
+                Reason(Severity.RISK, "absent_import", "cublasSgemm_v2 is absent"),
+                Reason(Severity.INFO, "a", "one"),
+                Reason(Severity.INFO, "b", "two"),
+            ),
+        ),
+    )
+    plain = _binary("app/bin/helper")
+    return ScanResult(
+        binaries=(app, plain), failed=(FileError("app/x.so", "corrupt", "app/x.so: bad magic"),), skipped=7
+    )
+
+
+def test_render_sections_in_order() -> None:
+    text = render_scan_terminal(_result(), color=False, width=120)
+    lines = text.splitlines()
+    assert lines[0].startswith("app/bin/app  (ELF x86_64, 2.0 KB)")
+    order = [
+        "verdict (ZLUDA v6): BLOCKED",
+        "kernels have no PTX",
+        "remedy: rebuild with PTX",
+        "ZLUDA: 2 translated, 1 absent",
+        "libraries: libcuda.so.1",
+        "3 entry points: 1 symbol, 2 by name",
+        "static CUDA runtime 13.0",
+        "GPU code: 2 images",
+        "SASS: sm_80, sm_90 (1 compressed)",
+        "SASS only (sm_80, sm_90): no PTX",
+        "error: fatbin at 0x10: truncated",
+        "app/bin/helper: no CUDA (ELF x86_64)",
+        "failed (corrupt): app/x.so: bad magic",
+        "2 binaries scanned: 1 with CUDA, 1 without; 7 skipped (not PE or ELF); 1 failed",
+    ]
+    positions = [text.index(piece) for piece in order]
+    assert positions == sorted(positions)
+    assert "... and 1 more reasons" in text  # only the top three reasons are shown
+    assert not ANSI.search(text)
+    assert max(len(line) for line in lines) <= 120
+
+
+def test_render_color_and_width() -> None:
+    colored = render_scan_terminal(_result(), color=True, width=80)
+    assert ANSI.search(colored)
+    assert ANSI.sub("", colored).count("\n") >= render_scan_terminal(_result(), color=False, width=80).count("\n") - 1
+    assert all(len(line) <= 80 for line in render_scan_terminal(_result(), color=False, width=80).splitlines())
+
+
+def test_render_hostile_names() -> None:
+    evil = "app/\x1b[2J[bold red]x[/]\u202e.so"
+    result = ScanResult(
+        binaries=(
+            _binary(
+                evil, imports=(EntryPointUse(Family.DRIVER, "lib\x07cuda", "cu[red]Init\x1b]0;t\x07", EntryHow.SYMBOL),)
+            ),
+        )
+    )
+    for color in (False, True):
+        text = render_scan_terminal(result, color=color, width=200)
+        assert "\x1b[2J" not in text and "\x07" not in text and "\u202e" not in text
+        assert "[bold red]x[/]" in text  # shown as itself, never interpreted as markup
+        assert "\\x1b[2J" in text
+
+
+def test_render_empty() -> None:
+    text = render_scan_terminal(ScanResult(), color=False)
+    assert text.strip() == "0 binaries scanned: 0 with CUDA, 0 without; 0 skipped (not PE or ELF); 0 failed"
