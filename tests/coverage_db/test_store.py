@@ -686,3 +686,46 @@ def test_v1_store_is_migrated_and_derived_rows_rebuilt(tmp_path: Path, traced_pr
         assert {"verdicts", "evidence_entry"} <= names
     finally:
         conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End to end: `cudatrace scan` on real binaries records into the store that --db / $CUDATRACE_DB name
+
+
+def test_scan_command_records_real_binaries(
+    tmp_path: Path,
+    elf_linked: Path,
+    elf_dlopen: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    env_db = tmp_path / "env" / "env.sqlite3"
+    flag_db = tmp_path / "flag" / "flag.sqlite3"
+    monkeypatch.setenv("CUDATRACE_DB", str(env_db))
+    args = ["scan", "--no-progress", "--format", "json", str(elf_linked), str(elf_dlopen)]
+    code = cli_main([*args[:1], "--db", str(flag_db), *args[1:]])
+    assert code in (0, 4)
+    doc = json.loads(capsys.readouterr().out)
+    assert flag_db.is_file() and not env_db.exists()  # --db wins over the environment
+    with open_store(flag_db) as store:
+        progs = {p.name: p for p in store.programs()}
+        assert set(progs) == {elf_linked.name, elf_dlopen.name}
+        for b in doc["binaries"]:
+            prog = progs[Path(b["path"]).name]
+            assert prog.path == os.path.abspath(b["path"]) and prog.sha256 == sha(Path(b["path"]))
+            (stored,) = store.documents(prog.id)[0]
+            assert stored.to_dict()["binaries"] == [b] and stored.zluda_release == doc["zluda_release"]
+            rows = list(store.evidence_rows(prog.id))
+            assert sorted((r.family.value, r.function, r.how.value) for r in rows) == sorted(
+                (e["family"], e["function"], e["how"]) for e in b["imports"]
+            )
+            assert rows and all(r.zluda_status is not None and r.zluda_release == doc["zluda_release"] for r in rows)
+            if b.get("verdict"):
+                (v,) = store.verdicts(prog.id)
+                assert (v.release, v.status.value) == (b["verdict"]["release"], b["verdict"]["status"])
+    # without --db the environment names the store; --no-store records nothing
+    assert cli_main(args) in (0, 4)
+    assert cli_main([*args[:1], "--no-store", *args[1:]]) in (0, 4)
+    capsys.readouterr()
+    with open_store(env_db) as store:
+        assert sorted(p.scans for p in store.programs()) == [1, 1]
