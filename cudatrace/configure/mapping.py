@@ -750,7 +750,11 @@ def plan_to_toml(plan: MappingPlan) -> str:
         "# [[library]]: the ZLUDA file (source) that serves each CUDA library under the name the program asks for\n"
         "# [[environment]]: what the launcher sets; prepend = true keeps the existing value after it\n\n"
     )
-    return header + tomli_w.dumps(plan.to_dict())
+    doc = plan.to_dict()
+    for key in ("library", "amd", "environment", "nvidia_own", "unserved"):
+        if not doc[key]:
+            del doc[key]  # an empty array would block adding [[key]] tables by hand
+    return header + tomli_w.dumps(doc)
 
 
 def plan_from_toml(text: str, origin: str) -> MappingPlan:
