@@ -34,6 +34,7 @@ from __future__ import annotations
 import mmap
 import re
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, cast
@@ -140,11 +141,12 @@ class FatbinContainer:
     walked_to: int = 0
 
 
-def _release(buf: mmap.mmap | bytes, start: int, end: int) -> None:
-    """Drop the pages of ``buf[start:end]`` from this process's resident set (an mmap only).
+def release_pages(buf: mmap.mmap | bytes, start: int, end: int) -> None:
+    """Drop the pages of ``buf[start:end]`` from this process's resident set (an mmap only; bytes are ignored).
 
-    Scanning a 500 MB file would otherwise leave every page it touched counted in the process's memory. The
-    file mapping is read-only, so the kernel simply reloads a page from the page cache if it is read again.
+    Reading through a 500 MB mapping would otherwise leave every page it touched counted in the process's
+    memory. For a read-only file mapping this loses nothing: the kernel reloads a page from the page cache if it
+    is read again. Any reader that walks a whole mapping (hashing, string search) can call it per window.
     """
     if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
         return
@@ -163,9 +165,9 @@ def _find_magic(buf: mmap.mmap | bytes, pos: int, end: int) -> int:
         window_end = min(end, pos + SEARCH_WINDOW)
         hit = buf.find(MAGIC_BYTES, pos, min(end, window_end + len(MAGIC_BYTES) - 1))
         if hit >= 0:
-            _release(buf, pos, hit)
+            release_pages(buf, pos, hit)
             return hit
-        _release(buf, pos, window_end)
+        release_pages(buf, pos, window_end)
         pos = window_end
     return -1
 
@@ -324,11 +326,17 @@ class _PayloadReader:
         return data
 
 
+_LOCAL = threading.local()
+
+
 def _zstd_prefix(src: bytes | _PayloadReader, limit: int) -> bytes:
     """The first ``limit`` bytes a Zstandard frame decompresses to. Raises ValueError (or zstd's error)."""
     import zstandard
 
-    dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+    # One decompression context per thread, reused: creating one per image doubles the cost on big libraries.
+    dctx = getattr(_LOCAL, "dctx", None)
+    if dctx is None:
+        dctx = _LOCAL.dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
     out = bytearray()
     # zstandard only calls read() on a source that is not a buffer; its type hints ask for a full IO[bytes].
     source = cast("IO[bytes]", src) if isinstance(src, _PayloadReader) else src
@@ -491,7 +499,7 @@ class _Collector:
                 self.error(problem)
         # A broken container's declared size cannot be trusted: resume where its walk stopped.
         resume = max(offset + 1, min(parsed.walked_to if parsed.errors else offset + parsed.size, end))
-        _release(self.buf, offset, resume)
+        release_pages(self.buf, offset, resume)
         return resume
 
     def region(self, region: FatbinRegion, start: int, end: int) -> None:

@@ -171,9 +171,12 @@ def test_corrupt_compressed_payloads_are_reported_per_image() -> None:
         entry(1, zstd_good[:20], flags=FLAG_ZSTD, compressed=20, uncompressed=len(PTX) * 50),
         entry(2, junk, flags=FLAG_LZ4, compressed=len(junk), uncompressed=5000),
         entry(1, PTX),
+        # A sound frame after the corrupt ones: the reused decompression context must start clean.
+        entry(1, zstd_good, flags=FLAG_ZSTD, compressed=len(zstd_good), uncompressed=len(PTX) * 50),
     )
     code, errors = scan(data)
-    assert len(code.images) == 5  # corrupt images are still listed from their headers
+    assert len(code.images) == 6  # corrupt images are still listed from their headers
+    assert (code.images[-1].ptx_version, code.images[-1].ptx_target) == ("8.8", "sm_86")
     assert sum("corrupt zstd payload" in e for e in errors) == 2
     assert sum("corrupt lz4 payload" in e for e in errors) == 2
     assert code.images[-1].ptx_target == "sm_86"
