@@ -188,15 +188,14 @@ class ReportEntry:
         """HTML id of this entry point."""
         return anchor_id(self.family, self.function)
 
-    def is_blocker(self, traced: bool) -> bool:
-        """Stub or absent, and reached for sure: called, bound at load time, or (without a run) named.
+    @property
+    def is_blocker(self) -> bool:
+        """Stub or absent, and reached for sure: called, or bound at load time (import table, ELF symbol).
 
-        ``traced`` says whether the program has dynamic evidence; then a name found only in strings that was
-        never called does not block.
+        A name found only in strings is resolved by name at run time (a static CUDA runtime looks up every name
+        it knows), so it blocks only once a run shows it called; until then it is :attr:`Report.unresolved`.
         """
-        if self.status not in BLOCKING_STATUSES:
-            return False
-        return self.called or self.linked or (not traced and self.used_statically)
+        return self.status in BLOCKING_STATUSES and (self.called or self.linked)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -476,13 +475,13 @@ class Report:
     @property
     def blocking(self) -> tuple[ReportEntry, ...]:
         """Stub or absent entry points the program surely reaches, most-called first."""
-        rows = [e for e in self.entries if e.is_blocker(self.traced)]
+        rows = [e for e in self.entries if e.is_blocker]
         return tuple(sorted(rows, key=lambda e: (-(e.calls or 0), not e.linked, _FAMILY_ORDER[e.family], e.function)))
 
     @property
     def unresolved(self) -> tuple[ReportEntry, ...]:
-        """Stub or absent entry points only named in strings and never seen called: a risk, not a certainty."""
-        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker(self.traced))
+        """Stub or absent entry points only looked up by name and never seen called: a risk, not a certainty."""
+        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker)
 
     @property
     def failing(self) -> tuple[ReportEntry, ...]:
@@ -517,7 +516,7 @@ class Report:
                     not_replaced=st.count(ZludaStatus.NOT_REPLACED),
                     nvidia_own=st.count(ZludaStatus.NVIDIA_OWN),
                     unknown=st.count(None),
-                    blocking=sum(1 for e in rows if e.is_blocker(self.traced)),
+                    blocking=sum(1 for e in rows if e.is_blocker),
                 )
             )
         return tuple(out)

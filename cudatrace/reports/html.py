@@ -259,7 +259,10 @@ def _report_body(doc: Report) -> str:
     unresolved = doc.unresolved
     if unresolved:
         links = ", ".join(_link(e) for e in unresolved)
-        out.append(f"<p>Named in strings but never seen called (stub or absent in ZLUDA): {links}</p>")
+        out.append(
+            f"<details><summary>{len(unresolved)} stub or absent entry points are only looked up by name at run "
+            f"time and were never seen called: they matter only if called</summary><p>{links}</p></details>"
+        )
     out.append("</section>")
 
     first = doc.first_failure

@@ -138,7 +138,13 @@ def _report_parts(doc: Report) -> list[RenderableType]:
     if unresolved:
         names = ", ".join(printable(e.function) for e in unresolved[:12])
         more = f" and {len(unresolved) - 12} more" if len(unresolved) > 12 else ""
-        parts.append(Text(f"Named in strings but never seen called (stub/absent): {names}{more}", style="yellow"))
+        parts.append(
+            Text(
+                f"{len(unresolved)} stub/absent entry points are only looked up by name (they matter if called): "
+                f"{names}{more}",
+                style="yellow",
+            )
+        )
 
     first = doc.first_failure
     if first is not None:
@@ -147,7 +153,7 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
         line.append(f"{when} -> {printable(format_codes(first.statuses))}")
         parts.append(line)
-    failing = [e for e in doc.failing if not e.is_blocker(doc.traced)]
+    failing = [e for e in doc.failing if not e.is_blocker]
     if failing:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
         for e in failing[:MAX_ROWS]:

@@ -197,6 +197,7 @@ def test_markdown_follows_the_zluda_issue_form_and_folds_long_lists() -> None:
         replace(
             rep.entries[0],
             function=f"cuFake{i:02d}",
+            static_how=(samples.EntryHow.IMPORT,),
             zluda=replace(rep.entries[0].zluda, status=samples.ZludaStatus.ABSENT),
         )
         for i in range(25)
