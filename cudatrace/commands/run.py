@@ -1,0 +1,143 @@
+"""``cudatrace run [options] -- PROGRAM ARGS...``: record the CUDA entry points a program really calls (Frida)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` command."""
+    p = sub.add_parser(
+        "run",
+        parents=[common_parent()],
+        help="run a program (or attach to one) and record the CUDA entry points it really calls",
+        description="Trace every exported function of every CUDA library the program loads (also late, by "
+        "dlopen), entry points resolved through cuGetProcAddress and cuGetExportTable requests, following "
+        "forked and exec'd children. Counting is native (a few ns per call); the first calls of each entry "
+        "point also record return codes, callers and times.",
+    )
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS", help="the program to run")
+    add_output_args(p)
+    p.add_argument("--pid", type=int, metavar="N", help="attach to running process N instead of starting one")
+    p.add_argument(
+        "--timing", action="store_true", help="time spent per entry point (every call takes the detail path)"
+    )
+    p.add_argument("--events", metavar="FILE", help="write a per-call log with the arguments of common calls to FILE")
+    p.add_argument(
+        "--detail-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="calls of each entry point that record statuses and callers before plain counting "
+        "(default 1000; 0 counts only; -1 every call)",
+    )
+    p.add_argument("--zluda", metavar="DIR", help="run the program with ZLUDA's libraries from DIR (as `configure`)")
+    p.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable (repeatable)")
+    p.add_argument("--release", metavar="R", help="classify the calls against this ZLUDA release (default: newest)")
+    p.add_argument("--no-zluda-verdict", action="store_true", help="skip the ZLUDA classification and verdict")
+    p.set_defaults(handler=run_run)
+
+
+def _parse_env(items: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env expects K=V, got {item!r}")
+        env[key] = value
+    return env
+
+
+def run_run(args: argparse.Namespace) -> int:
+    """Trace, classify, record, render, write; return the exit code (130 when interrupted)."""
+    from cudatrace.tracer.dynamic.protocol import DEFAULT_DETAIL_CALLS
+    from cudatrace.tracer.dynamic.session import TraceOptions, resolve_program, trace_pid, trace_program
+
+    program = [a for a in args.program if a != "--"] if args.program[:1] == ["--"] else list(args.program)
+    if args.pid is None and not program:
+        raise UsageError("run needs a program after `--` (or --pid N)")
+    if args.pid is not None and program:
+        raise UsageError("give either --pid N or a program, not both")
+    env = _parse_env(args.env)
+    if args.zluda:
+        if args.pid is not None:
+            raise UsageError("--zluda applies to a program started by run, not to --pid")
+        from pathlib import Path
+
+        from cudatrace.configure.environment import zluda_environment
+
+        path = resolve_program(program[0], env.get("PATH", os.environ.get("PATH")))
+        zenv = zluda_environment(Path(args.zluda), path)
+        env = {**{k: v for k, v in zenv.items() if os.environ.get(k) != v}, **env}
+    options = TraceOptions(
+        detail_calls=DEFAULT_DETAIL_CALLS if args.detail_calls is None else args.detail_calls,
+        timing=args.timing,
+        events_path=args.events,
+        env=env,
+        zluda_dir=args.zluda,
+    )
+    sink = _StatusLine() if sys.stderr.isatty() else None
+    trace = trace_pid(args.pid, options, sink) if args.pid is not None else trace_program(program, options, sink)
+    if sink is not None:
+        sink.clear()
+    if not args.no_zluda_verdict:
+        try:
+            from cudatrace.coverage_db.verdict import annotate_trace
+        except ImportError:  # the catalog is optional for tracing
+            pass
+        else:
+            trace = annotate_trace(trace, args.release)
+    if not args.no_store:
+        try:
+            from cudatrace.coverage_db.store import open_store
+        except ImportError:
+            pass
+        else:
+            with open_store(args.db) as store:
+                store.record_trace(trace)
+    if args.format == "json":
+        text = dump_json(trace.to_dict())
+    else:
+        from cudatrace.reports.trace_terminal import render_trace_terminal
+
+        text = render_trace_terminal(trace, color=use_color(args))
+    write_output(text, args.output)
+    interrupted = any(n.startswith("interrupted") for n in trace.notes)
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+class _StatusLine:
+    """A one-line live status on stderr while the program runs (only on a terminal)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, tuple[int, int]] = {}
+        self.procs = 0
+
+    def process_added(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> None:
+        """Count processes."""
+        self.procs += 1
+        self._show()
+
+    def batch(self, pid: int, calls: int, entry_points: int) -> None:
+        """Show the running totals."""
+        self.calls[pid] = (calls, entry_points)
+        self._show()
+
+    def process_ended(self, pid: int, info: object) -> None:
+        """Nothing to show."""
+
+    def _show(self) -> None:
+        calls = sum(c for c, _ in self.calls.values())
+        eps = sum(e for _, e in self.calls.values())
+        sys.stderr.write(f"\r\x1b[Kcudatrace: {self.procs} process(es), {calls:,} CUDA calls to {eps} entry points")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Erase the status line."""
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()

@@ -1,0 +1,124 @@
+"""Terminal rendering of a ``cudatrace.trace/1`` document (rich).
+
+How the program ended and what it loaded, the verdict when the coverage layer filled one in, the top entry
+points by calls (with who called them), every entry point that returned a failure code, the
+cuGetProcAddress lookups and cuGetExportTable requests, and the notes. A program that touched no CUDA gets a
+plain sentence saying so. Every string from the traced program goes into a :class:`rich.text.Text` after
+:func:`~cudatrace.reports.document.printable`, never into markup.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cudatrace.model import EntryPointUse, TraceResult, VerdictStatus
+from cudatrace.reports.document import printable
+
+TOP = 15
+_VERDICT_STYLE = {
+    VerdictStatus.RUNS: "bold green",
+    VerdictStatus.AT_RISK: "bold yellow",
+    VerdictStatus.BLOCKED: "bold red",
+}
+
+
+def _t(text: object, style: str = "") -> Text:
+    return Text(printable(str(text)), style=style)
+
+
+def _callers(use: EntryPointUse, limit: int = 3) -> str:
+    ranked = sorted(use.callers, key=lambda kv: -kv[1])
+    shown = ", ".join(f"{name} {n:,}" for name, n in ranked[:limit])
+    return shown + (f", +{len(ranked) - limit}" if len(ranked) > limit else "")
+
+
+def _exit_line(trace: TraceResult) -> str:
+    e = trace.exit
+    if e.signal:
+        how = f"killed by {e.signal}" if e.signal != "killed" else "killed (no exit status: SIGKILL or SIGTERM?)"
+    elif e.code is not None:
+        how = f"exit code {e.code}"
+    else:
+        how = "exit status unknown"
+    if e.detached_reason:
+        how += f" ({e.detached_reason})"
+    n = len(trace.processes)
+    return f"{how}; {n} process{'es' if n != 1 else ''}; {trace.duration_s:.1f} s; {trace.mode} mode; {trace.platform}"
+
+
+def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
+    """The terminal summary of a trace."""
+    buf = io.StringIO()
+    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
+    con.print(_t(_exit_line(trace)))
+    if not trace.uses_cuda:
+        con.print(_t("no CUDA: the program loaded no CUDA library and called no CUDA entry point", "bold"))
+        for note in trace.notes:
+            if not note.startswith("no CUDA"):
+                con.print(_t(f"note: {note}", "dim"))
+        return buf.getvalue()
+    if trace.libraries:
+        libs = ", ".join(f"{lib.name} ({lib.family.value})" for lib in trace.libraries)
+        con.print(Text.assemble(("CUDA libraries loaded: ", "bold"), _t(libs)))
+    if trace.verdict is not None:
+        v = trace.verdict
+        con.print(
+            Text.assemble(
+                ("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(v.status.value, _VERDICT_STYLE.get(v.status, ""))
+            )
+        )
+        for r in v.reasons[:3]:
+            con.print(_t(f"  {r.severity.value}: {r.message}" + (f" ({r.remedy})" if r.remedy else "")))
+    total = sum(c.calls or 0 for c in trace.calls)
+    con.print(
+        Text.assemble(
+            ("Entry points called: ", "bold"),
+            _t(f"{len(trace.calls)} ({total:,} calls); top {min(TOP, len(trace.calls))}"),
+        )
+    )
+    timing = any(c.time_ns is not None for c in trace.calls)
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    table.add_column("calls", justify="right")
+    table.add_column("family")
+    table.add_column("function")
+    table.add_column("library")
+    table.add_column("called from")
+    if timing:
+        table.add_column("time", justify="right")
+    for c in trace.calls[:TOP]:
+        row = [_t(f"{c.calls or 0:,}"), _t(c.family.value), _t(c.function), _t(c.library), _t(_callers(c))]
+        if timing:
+            row.append(_t(f"{(c.time_ns or 0) / 1e6:.3f} ms"))
+        table.add_row(*row)
+    con.print(table)
+    failing = [c for c in trace.calls if c.statuses]
+    if failing:
+        con.print(_t(f"Entry points that returned errors: {len(failing)}", "bold"))
+        for c in failing:
+            codes = ", ".join(f"{name} x{n:,}" for name, n in sorted(c.statuses, key=lambda kv: -kv[1]))
+            con.print(_t(f"  {c.function} ({c.family.value}, {c.calls or 0:,} calls): {codes}", "yellow"))
+    else:
+        con.print(_t("No entry point returned an error code.", "green"))
+    if trace.proc_lookups:
+        missing = [lk for lk in trace.proc_lookups if not lk.found]
+        n = sum(lk.count for lk in trace.proc_lookups)
+        con.print(
+            _t(
+                f"cuGetProcAddress: {len(trace.proc_lookups)} distinct lookups ({n:,} calls), {len(missing)} not found",
+                "bold",
+            )
+        )
+        for lk in missing[:20]:
+            con.print(_t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow"))
+    if trace.export_tables:
+        con.print(_t(f"cuGetExportTable: {len(trace.export_tables)} tables", "bold"))
+        for t in trace.export_tables:
+            con.print(_t(f"  {t.uuid} {t.name or '(unknown)'} x{t.count} -> {t.status}"))
+    for note in trace.notes:
+        con.print(_t(f"note: {note}", "dim"))
+    return buf.getvalue()

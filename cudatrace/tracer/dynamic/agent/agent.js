@@ -1,0 +1,636 @@
+/*
+ * cudatrace's Frida agent: runs inside the traced process, hooks every exported function of every CUDA library
+ * the process loads (also late, by dlopen/LoadLibrary), counts calls in native code and sends cumulative
+ * batches to the host. Configured by the host through rpc.exports.configure(config); message names come in
+ * the configuration (cudatrace/tracer/dynamic/protocol.py declares them once).
+ *
+ * The common path is native: on x86-64 each entry point's prologue jumps (Interceptor.replaceFast) to a thunk
+ * generated here, allocated within branch range of the library:
+ *
+ *     movabs r11, &counter        ; r11 is scratch in both the SysV and the Windows x64 conventions
+ *     lock inc qword [r11]
+ *     cmp qword [r11], N          ; only when a detail budget is set
+ *     jbe detail_stub             ; the first N calls: statuses, callers, times (CModule listener, detail.c)
+ *     jmp [rip+0] ; dq original   ; every other call: straight to the original
+ *
+ * The counters live in a shared file mapping (Linux) that the host reads after the process is gone, so counts
+ * survive SIGKILL. Other CPUs fall back to Interceptor.attach with the native listener (slower; reported).
+ */
+'use strict';
+
+let M = null; // message names, from the host
+let cfg = null;
+let cm = null; // CModule with the detail listener
+let nowNs = null;
+const IS_X64 = Process.arch === 'x64';
+const PAGE = Process.pageSize;
+
+const DETAIL_SIZE = 400;
+const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
+  D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 264, D_OTHER_CALLERS = 392;
+const N_STATUSES = 8, N_CALLERS = 16;
+const THUNK_SIZE = 48, STUB_SIZE = 32, CLONE_SIZE = 64;
+
+const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
+const lastSent = []; // id -> calls at last send
+const hookedAddrs = new Map(); // original function address (string) -> entry id
+const procThunks = new Map(); // returned pointer (string) -> thunk
+const seenModules = new Map(); // path -> true
+const callerNames = new Map(); // return address (string) -> module name
+const lookups = new Map(); // key -> {symbol, version, flags, found, count, via}
+const exportTables = new Map(); // uuid -> {uuid, count, statuses}
+const skipped = []; // [module, function, reason]
+let libPatterns = [];
+let exportPattern = null;
+let counters = null; // base of the counter array
+let counterCap = 0;
+let counterUsed = 0;
+let shmPath = null;
+let pool = null; // {base, used, cap} for thunks of pointers returned by cuGetProcAddress
+let events = [];
+let eventsDropped = 0;
+let seq = 0;
+let scanning = false;
+let flushTimer = null;
+let exiting = false;
+const keep = []; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
+
+function u64(p) {
+  return p.readU64().toNumber();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Counter storage
+
+function openSharedCounters(path, cap) {
+  // Linux only: a MAP_SHARED file mapping outlives the process for the host to read.
+  const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
+  const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
+  const fd = open(Memory.allocUtf8String(path), 0x42 /* O_RDWR|O_CREAT */, 0x180 /* 0600 */);
+  if (fd < 0) return null;
+  const size = cap * 8;
+  if (ftruncate(fd, size) !== 0) { close(fd); return null; }
+  const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
+  close(fd);
+  if (p.equals(ptr(-1))) return null;
+  return p;
+}
+
+function allocCounter() {
+  if (counterUsed >= counterCap) throw new Error('counter space exhausted');
+  return counterUsed++;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Machine code for the thunks (x86-64)
+
+function le64(bytes, value) {
+  const s = ptr(value);
+  for (let i = 0; i < 8; i++) bytes.push(s.shr(8 * i).and(0xff).toInt32());
+}
+
+function le32(bytes, v) {
+  for (let i = 0; i < 4; i++) bytes.push((v >>> (8 * i)) & 0xff);
+}
+
+function thunkBytes(thunk, counterAddr, stub, orig) {
+  const b = [0x49, 0xbb];
+  le64(b, counterAddr);
+  b.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
+  const n = cfg.detailCalls;
+  if (n < 0) {
+    const rel = stub.sub(thunk.add(b.length + 5)).toInt32();
+    b.push(0xe9); le32(b, rel); // jmp detail_stub
+  } else if (n > 0) {
+    b.push(0x49, 0x81, 0x3b); le32(b, Math.min(n, 0x7fffffff)); // cmp qword [r11], N
+    const rel = stub.sub(thunk.add(b.length + 6)).toInt32();
+    b.push(0x0f, 0x86); le32(b, rel); // jbe detail_stub
+  }
+  b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
+  le64(b, orig);
+  return b;
+}
+
+function stubBytes(orig) {
+  // 16 bytes of NOPs give the Interceptor room to relocate, then an absolute jump to the original.
+  const b = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0, 0xff, 0x25, 0, 0, 0, 0];
+  le64(b, orig);
+  return b;
+}
+
+function newDetail(_index) {
+  const d = Memory.alloc(DETAIL_SIZE);
+  d.writeByteArray(new ArrayBuffer(DETAIL_SIZE));
+  return d;
+}
+
+function newEntry(module, path, fn, aliases) {
+  const id = entries.length;
+  const e = { id, module, path, fn, aliases, slot: -1, detail: null, js: null };
+  entries.push(e);
+  lastSent.push(-1);
+  return e;
+}
+
+// Fill one thunk + stub pair at `code` (THUNK_SIZE + STUB_SIZE bytes) for entry e, jumping to `orig`.
+function writeThunk(code, e, orig) {
+  const thunk = code, stub = code.add(THUNK_SIZE);
+  stub.writeByteArray(stubBytes(orig));
+  thunk.writeByteArray(thunkBytes(thunk, counters.add(e.slot * 8), stub, orig));
+  if (cfg.detailCalls !== 0) {
+    Interceptor.attach(stub, cm, e.detail);
+    if (cfg.events) attachEvents(stub, e);
+  }
+  return thunk;
+}
+
+function patchOrig(code, orig) {
+  const thunk = code, stub = code.add(THUNK_SIZE);
+  const tb = thunkBytes(thunk, counters.add(0), stub, orig); // same length as the real one
+  thunk.add(tb.length - 8).writePointer(orig);
+  stub.add(22).writePointer(orig);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hooking a module
+
+function canonical(names) {
+  return names.slice().sort((a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0))[0];
+}
+
+function resolveIfuncs(m, symbols) {
+  // An IFUNC export's symbol points at its resolver; dlsym returns the implementation the loader chose.
+  const out = [];
+  if (Process.platform !== 'linux') return out;
+  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && exportPattern.test(s.name));
+  if (unknown.length === 0) return out;
+  const dlopen = new NativeFunction(Module.getGlobalExportByName('dlopen'), 'pointer', ['pointer', 'int']);
+  const dlsym = new NativeFunction(Module.getGlobalExportByName('dlsym'), 'pointer', ['pointer', 'pointer']);
+  const h = dlopen(Memory.allocUtf8String(m.path), 0x4 | 0x2 /* RTLD_NOLOAD|RTLD_NOW */);
+  if (h.isNull()) return out;
+  for (const s of unknown) {
+    const impl = dlsym(h, Memory.allocUtf8String(s.name));
+    if (!impl.isNull()) out.push({ name: s.name, address: impl, size: 16, ifunc: true });
+  }
+  return out;
+}
+
+function hookModule(m) {
+  const symbols = m.enumerateSymbols();
+  const sizes = new Map();
+  const starts = [];
+  for (const s of symbols) {
+    if (s.type === 'function' || s.type === 'unknown') starts.push(s.address);
+    if (s.size !== undefined && s.type === 'function') sizes.set(s.address.toString(), s.size);
+  }
+  starts.sort((a, b) => a.compare(b));
+  const funcs = m.enumerateExports().filter(e => e.type === 'function' && exportPattern.test(e.name));
+  for (const f of resolveIfuncs(m, symbols)) funcs.push(f);
+  // Two names, one address: hook once, under the canonical name.
+  const byAddr = new Map();
+  for (const f of funcs) {
+    const k = f.address.toString();
+    if (!byAddr.has(k)) byAddr.set(k, { address: f.address, names: [] });
+    byAddr.get(k).names.push(f.name);
+  }
+  const groups = [];
+  for (const g of byAddr.values()) {
+    const name = canonical(g.names);
+    if (hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
+    if (cfg.specials.indexOf(name) >= 0 || g.names.some(n => cfg.specials.indexOf(n) >= 0)) {
+      hookSpecial(m, g.address, name, g.names);
+      continue;
+    }
+    const size = sizes.get(g.address.toString());
+    // Another symbol inside the 5 bytes the jump overwrites (functions packed together): leave it alone.
+    const next = nextStart(starts, g.address);
+    if (next !== null && next.sub(g.address).toInt32() < 5) {
+      skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
+      continue;
+    }
+    groups.push({ address: g.address, name, names: g.names });
+  }
+  if (groups.length === 0) return;
+  if (!IS_X64) {
+    for (const g of groups) {
+      const e = newEntry(m.name, m.path, g.name, g.names);
+      e.detail = newDetail(e.id);
+      try {
+        Interceptor.attach(g.address, cm, e.detail);
+        if (cfg.events) attachEvents(g.address, e);
+        e.counterIsDetail = true;
+        hookedAddrs.set(g.address.toString(), e.id);
+      } catch (err) {
+        skipped.push([m.name, g.name, String(err.message || err)]);
+      }
+    }
+    return;
+  }
+  const per = THUNK_SIZE + STUB_SIZE + CLONE_SIZE;
+  const codeSize = Math.ceil((groups.length * per) / PAGE) * PAGE;
+  const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
+  const code = Memory.alloc(codeSize, { near: m.base, maxDistance });
+  keep.push(code);
+  Memory.protect(code, codeSize, 'rwx');
+  let i = 0;
+  for (const g of groups) {
+    const e = newEntry(m.name, m.path, g.name, g.names);
+    e.slot = allocCounter();
+    e.detail = newDetail(e.id);
+    const slot = code.add(i * per);
+    i++;
+    try {
+      writeThunk(slot, e, g.address); // a placeholder target until replaceFast gives the original
+      let orig;
+      try {
+        orig = Interceptor.replaceFast(g.address, slot);
+      } catch (err) {
+        // Frida declines functions too short to relocate; a short straight-line function can be copied whole.
+        orig = hookByClone(g.address, slot, slot.add(THUNK_SIZE + STUB_SIZE), nextStart(starts, g.address));
+        if (orig === null) throw err;
+      }
+      patchOrig(slot, orig);
+      hookedAddrs.set(g.address.toString(), e.id);
+    } catch (err) {
+      skipped.push([m.name, g.name, String(err.message || err)]);
+      e.dead = true;
+    }
+  }
+}
+
+const PADDING = new Set(['nop', 'int3']);
+
+// Copy a short function that ends in `ret` and has no branch into `clone` (X86Relocator fixes rip-relative
+// operands), then overwrite its first 5 bytes with a jump to the thunk. The 5 bytes must be the function
+// itself or padding after it (never a neighbour's code). Returns the clone, or null when that is not safe.
+function hookByClone(fn, thunk, clone, next) {
+  if (!IS_X64) return null;
+  let p = fn, ret = false;
+  const head = fn.add(5);
+  while (p.sub(fn).toInt32() < 48) {
+    const ins = Instruction.parse(p);
+    const mn = ins.mnemonic;
+    if (mn === 'ret') { p = ins.next; ret = true; break; }
+    if (mn.startsWith('call') || mn.startsWith('loop') || mn.startsWith('ret')) return null;
+    if (mn.startsWith('j')) {
+      // A branch is fine unless it lands in the 5 bytes the jump to the thunk overwrites.
+      const op = ins.operands[0];
+      if (op === undefined || op.type !== 'imm') return null;
+      const target = ptr(op.value.toString());
+      if (target.compare(fn) >= 0 && target.compare(head) < 0) return null;
+    }
+    p = ins.next;
+  }
+  if (!ret) return null;
+  while (p.sub(fn).toInt32() < 5) {
+    if (next !== null && p.compare(next) >= 0) return null;
+    const ins = Instruction.parse(p);
+    if (!PADDING.has(ins.mnemonic)) return null;
+    p = ins.next;
+  }
+  if (next !== null && next.sub(fn).toInt32() < 5) return null;
+  const w = new X86Writer(clone, { pc: clone });
+  const r = new X86Relocator(fn, w);
+  while (r.readOne() !== 0) {
+    if (r.eoi) break;
+  }
+  r.writeAll();
+  w.flush();
+  w.dispose();
+  r.dispose();
+  const rel = thunk.sub(fn.add(5)).toInt32();
+  Memory.patchCode(fn, 5, code => {
+    code.writeU8(0xe9);
+    code.add(1).writeS32(rel);
+  });
+  return clone;
+}
+
+function nextStart(starts, addr) {
+  let lo = 0, hi = starts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (starts[mid].compare(addr) <= 0) lo = mid + 1; else hi = mid;
+  }
+  return lo < starts.length ? starts[lo] : null;
+}
+
+// cuGetProcAddress(_v2) and cuGetExportTable: a few hundred calls at start-up, hooked in JavaScript because
+// they need their arguments after the call.
+function jsCounts(e) {
+  if (e.js === null) e.js = { calls: 0, first: 0, time: 0, statuses: new Map(), callers: new Map() };
+  return e.js;
+}
+
+function countJs(e, t0, status, ret) {
+  const j = jsCounts(e);
+  j.calls++;
+  if (j.first === 0) j.first = t0;
+  j.time += Number(nowNs() - t0);
+  if (status !== 0) j.statuses.set(status, (j.statuses.get(status) || 0) + 1);
+  const who = callerName(ret);
+  j.callers.set(who, (j.callers.get(who) || 0) + 1);
+}
+
+function hookSpecial(m, address, name, names) {
+  const e = newEntry(m.name, m.path, name, names);
+  hookedAddrs.set(address.toString(), e.id);
+  if (name.startsWith('cuGetProcAddress')) {
+    const v2 = name === 'cuGetProcAddress_v2';
+    Interceptor.attach(address, {
+      onEnter(args) {
+        this.t0 = nowNs();
+        this.sym = args[0].isNull() ? '' : args[0].readCString();
+        this.pfn = args[1];
+        this.version = args[2].toInt32();
+        this.flags = args[3].toString();
+      },
+      onLeave(retval) {
+        const status = retval.toInt32();
+        let p = NULL;
+        try { if (!this.pfn.isNull()) p = this.pfn.readPointer(); } catch (_) { p = NULL; }
+        const found = status === 0 && !p.isNull();
+        const key = [this.sym, this.version, this.flags, found, name].join('|');
+        const l = lookups.get(key);
+        if (l) l.count++;
+        else lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
+        if (found) {
+          const t = thunkForPointer(p, this.sym);
+          if (t !== null) this.pfn.writePointer(t);
+        }
+        countJs(e, this.t0, status, this.returnAddress);
+      }
+    });
+  } else if (name === 'cuGetExportTable') {
+    Interceptor.attach(address, {
+      onEnter(args) {
+        this.t0 = nowNs();
+        let uuid = null;
+        try {
+          const b = new Uint8Array(args[1].readByteArray(16));
+          const h = Array.from(b, x => ('0' + x.toString(16)).slice(-2)).join('');
+          uuid = (h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + h.slice(16, 20) + '-' +
+            h.slice(20)).toUpperCase();
+        } catch (_) { uuid = null; }
+        this.uuid = uuid;
+      },
+      onLeave(retval) {
+        const status = retval.toInt32();
+        if (this.uuid !== null) {
+          let t = exportTables.get(this.uuid);
+          if (!t) { t = { uuid: this.uuid, count: 0, statuses: {} }; exportTables.set(this.uuid, t); }
+          t.count++;
+          t.statuses[status] = (t.statuses[status] || 0) + 1;
+        }
+        countJs(e, this.t0, status, this.returnAddress);
+      }
+    });
+  } else {
+    throw new Error('no special hook for ' + name);
+  }
+}
+
+// A pointer handed out by cuGetProcAddress that is no hooked export (under ZLUDA or a newer driver it may be
+// an internal function): give the caller a counting thunk instead.
+function thunkForPointer(p, symbol) {
+  const k = p.toString();
+  if (hookedAddrs.has(k)) return null; // an export we already count
+  const known = procThunks.get(k);
+  if (known !== undefined) return known;
+  if (!IS_X64) return null;
+  const per = THUNK_SIZE + STUB_SIZE + CLONE_SIZE;
+  if (pool === null || pool.used === pool.cap) {
+    const cap = 256;
+    const base = Memory.alloc(cap * per);
+    keep.push(base);
+    Memory.protect(base, cap * per, 'rwx');
+    pool = { base, used: 0, cap };
+  }
+  const mod = Process.findModuleByAddress(p);
+  const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
+  e.slot = allocCounter();
+  e.detail = newDetail(e.id);
+  e.viaProc = true;
+  const slot = pool.base.add(pool.used * per);
+  pool.used++;
+  writeThunk(slot, e, p);
+  procThunks.set(k, slot);
+  sendHooks(e.id);
+  return slot;
+}
+
+function attachEvents(target, e) {
+  Interceptor.attach(target, {
+    onEnter(args) {
+      this.t0 = nowNs();
+      this.a = [args[0], args[1], args[2], args[3], args[4], args[5]].map(x => x.toString());
+    },
+    onLeave(retval) {
+      if (events.length >= 100000) { eventsDropped++; return; }
+      events.push([this.t0.toString(), this.threadId, e.id, this.a, retval.toInt32()]);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Modules
+
+function isCuda(name) {
+  for (const p of libPatterns) if (p.test(name)) return true;
+  return false;
+}
+
+function scanModules() {
+  if (scanning) return;
+  scanning = true;
+  try {
+    const added = [];
+    for (const m of Process.enumerateModules()) {
+      if (seenModules.has(m.path)) continue;
+      seenModules.set(m.path, true);
+      if (!isCuda(m.name)) continue;
+      const before = entries.length;
+      try {
+        hookModule(m);
+      } catch (err) {
+        skipped.push([m.name, '*', String(err.message || err)]);
+      }
+      added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
+      sendHooks(before);
+    }
+    if (added.length > 0) send({ type: M.modules, pid: Process.id, modules: added });
+  } finally {
+    scanning = false;
+  }
+}
+
+function sendHooks(from) {
+  const rows = [];
+  for (let i = from; i < entries.length; i++) {
+    const e = entries[i];
+    rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
+  }
+  if (rows.length > 0 || skipped.length > 0) {
+    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0) });
+  }
+}
+
+function watchLoads() {
+  const after = { onLeave() { scanModules(); } };
+  const names = Process.platform === 'windows'
+    ? ['LoadLibraryExW', 'LoadLibraryExA', 'LoadLibraryW', 'LoadLibraryA']
+    : ['dlopen', 'dlmopen', 'android_dlopen_ext'];
+  for (const n of names) {
+    const p = Module.findGlobalExportByName(n);
+    if (p !== null) {
+      try { Interceptor.attach(p, after); } catch (_) { /* another name for the same code */ }
+    }
+  }
+  // The exit code, and the last batch (an rpc.exports.dispose would do this too, but a script that has one
+  // stops Frida's child gating from reporting forks).
+  const exits = Process.platform === 'windows' ? ['ExitProcess', 'TerminateProcess'] : ['exit', '_exit', '_Exit'];
+  const exitAddrs = new Set();
+  for (const n of exits) {
+    const p = Module.findGlobalExportByName(n);
+    if (p === null || exitAddrs.has(p.toString())) continue;
+    exitAddrs.add(p.toString());
+    const isTerminate = n === 'TerminateProcess';
+    Interceptor.attach(p, {
+      onEnter(args) {
+        if (isTerminate && !args[0].equals(ptr(-1))) return; // another process
+        if (exiting) return;
+        exiting = true;
+        const code = (isTerminate ? args[1] : args[0]).toInt32();
+        flush(true, 'exit ' + code, code);
+        Thread.sleep(0.05); // let the agent's I/O thread deliver the batch
+      }
+    });
+  }
+  // Modules loaded by other means (a loader of its own, a DT_NEEDED of a dlopen'd library seen here first):
+  // the observer only schedules a scan, since installing hooks inside its callback crashed targets.
+  Process.attachModuleObserver({
+    onAdded(_m) { setTimeout(scanModules, 0); },
+    onRemoved(_m) { /* counts of unloaded libraries stay */ }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Reporting
+
+function callerName(addr) {
+  const k = addr.toString();
+  let n = callerNames.get(k);
+  if (n === undefined) {
+    const m = Process.findModuleByAddress(addr);
+    n = m ? m.name : '[anonymous]';
+    callerNames.set(k, n);
+  }
+  return n;
+}
+
+function readCounters() {
+  if (counterUsed === 0) return null;
+  return new Uint32Array(counters.readByteArray(counterUsed * 8));
+}
+
+function detailRow(e, calls, c32) {
+  const d = e.detail;
+  const statuses = [];
+  const callers = new Map();
+  let first = 0, time = 0;
+  if (d !== null) {
+    first = u64(d.add(D_FIRST));
+    time = u64(d.add(D_TIME));
+    const nCodes = Math.min(d.add(D_N_CODES).readS32(), N_STATUSES);
+    for (let i = 0; i < nCodes; i++) {
+      const code = d.add(D_CODES + 4 * i).readS32();
+      if (code !== 0) statuses.push([code, u64(d.add(D_CODE_COUNTS + 8 * i))]);
+    }
+    const oc = u64(d.add(D_OTHER_CODES));
+    if (oc > 0) statuses.push(['other', oc]);
+    const nCallers = Math.min(d.add(D_N_CALLERS).readS32(), N_CALLERS);
+    for (let i = 0; i < nCallers; i++) {
+      const r = d.add(D_CALLERS + 8 * i).readPointer();
+      if (r.isNull()) continue;
+      const who = callerName(r);
+      callers.set(who, (callers.get(who) || 0) + u64(d.add(D_CALLER_COUNTS + 8 * i)));
+    }
+    const ocl = u64(d.add(D_OTHER_CALLERS));
+    if (ocl > 0) callers.set('[other]', (callers.get('[other]') || 0) + ocl);
+  }
+  if (e.js !== null) {
+    first = e.js.first === 0 ? first : Number(e.js.first);
+    time += e.js.time;
+    for (const [c, n] of e.js.statuses) statuses.push([c, n]);
+    for (const [w, n] of e.js.callers) callers.set(w, (callers.get(w) || 0) + n);
+  }
+  const detailCalls = d !== null ? u64(d.add(D_CALLS)) : (e.js ? e.js.calls : 0);
+  return [e.id, calls, first.toString(), time, statuses, Array.from(callers.entries()), detailCalls];
+}
+
+function flush(final, reason, exitCode, crash) {
+  const c32 = readCounters();
+  const rows = [];
+  for (const e of entries) {
+    let calls;
+    if (e.js !== null) calls = e.js.calls;
+    else if (e.counterIsDetail) calls = u64(e.detail.add(D_CALLS));
+    else if (e.slot >= 0 && c32 !== null) calls = c32[2 * e.slot] + c32[2 * e.slot + 1] * 4294967296;
+    else calls = 0;
+    if (calls === 0 || calls === lastSent[e.id]) continue;
+    lastSent[e.id] = calls;
+    rows.push(detailRow(e, calls, c32));
+  }
+  const msg = {
+    type: M.counts, pid: Process.id, seq: seq++, final: final === true, reason: reason || null, rows,
+    exitCode: exitCode === undefined ? null : exitCode, crash: crash === undefined ? null : crash,
+    lookups: Array.from(lookups.values()), exportTables: Array.from(exportTables.values()),
+  };
+  send(msg);
+  if (events.length > 0 || eventsDropped > 0) {
+    send({ type: M.events, pid: Process.id, events: events.splice(0), dropped: eventsDropped });
+    eventsDropped = 0;
+  }
+}
+
+rpc.exports = {
+  configure(config) {
+    cfg = config;
+    M = config.messages;
+    libPatterns = config.libraryPatterns.map(p => new RegExp(p, 'i'));
+    exportPattern = new RegExp(config.exportPattern);
+    const symbols = {};
+    const cg = Module.findGlobalExportByName('clock_gettime');
+    if (cg !== null) symbols.clock_gettime = cg;
+    cm = new CModule(config.detailSource, symbols);
+    const nowFn = new NativeFunction(cm.cudatrace_now_ns, 'uint64', []);
+    nowNs = () => nowFn().toNumber();
+    counterCap = config.counterCapacity;
+    if (config.sharedCounters !== null && Process.platform === 'linux') {
+      counters = openSharedCounters(config.sharedCounters, counterCap);
+      if (counters !== null) shmPath = config.sharedCounters;
+    }
+    if (counters === null) { counters = Memory.alloc(counterCap * 8); keep.push(counters); }
+    Process.setExceptionHandler(details => {
+      try {
+        flush(true, 'crash: ' + details.type, null, details.type);
+        Thread.sleep(0.2); // let the agent's I/O thread deliver the batch before the default handler ends us
+      } catch (_) { /* the process is going down anyway */ }
+      return false;
+    });
+    scanModules();
+    watchLoads();
+    flushTimer = setInterval(() => flush(false, null), config.flushMs);
+    return {
+      pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: nowNs().toString(),
+      sharedCounters: shmPath, fastPath: IS_X64,
+    };
+  },
+  flush() {
+    flush(false, 'requested');
+    return true;
+  },
+};

@@ -1,0 +1,742 @@
+"""The host side of ``run``: start or attach to a program with Frida, load the agent, follow the process tree,
+collect the agent's batches and build the ``cudatrace.trace/1`` document. The only module that imports frida.
+
+Flow: :func:`trace_program` resolves the program through PATH, spawns it suspended, instruments it (attach,
+child gating, agent, ``configure``), resumes it and waits until every process of the tree has ended. Children
+reported by fork/exec/spawn (Frida's child gating) are instrumented the same way before they run. Batches go
+to a :class:`Collector` (which keeps the latest cumulative figures per process) and to an optional
+:class:`TraceSink` (a terminal status line, a test). On Linux the counters also live in a shared file mapping
+that is read after the process is gone, so counts survive SIGKILL; statuses and callers reach the host with
+every periodic batch, at exit, and from the crash handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal as signal_module
+import stat
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from cudatrace import __version__
+from cudatrace.errors import TraceError
+from cudatrace.model import (
+    CudaLibrary,
+    EntryHow,
+    EntryPointUse,
+    ExitInfo,
+    ExportTableRequest,
+    Family,
+    LibraryHow,
+    ProcessInfo,
+    ProcLookup,
+    TraceResult,
+)
+from cudatrace.tracer.dynamic.protocol import (
+    DEFAULT_DETAIL_CALLS,
+    AgentConfig,
+    AgentHello,
+    CountRow,
+    CountsMsg,
+    EventsMsg,
+    HookedEntry,
+    HooksMsg,
+    LoadedModule,
+    ModulesMsg,
+    RawExportTable,
+    RawLookup,
+    parse_hello,
+    parse_message,
+)
+from cudatrace.tracer.dynamic.statuses import export_table_name, status_name, status_names
+from cudatrace.tracer.static.libraries import family_of_function, identify_library
+
+# Frida's exception types -> the signal that ends the process when nobody handles it (POSIX names; on Windows
+# the same crashes are exceptions, named the same way for the report).
+_CRASH_SIGNALS = {
+    "abort": "SIGABRT",
+    "access-violation": "SIGSEGV",
+    "guard-page": "SIGSEGV",
+    "illegal-instruction": "SIGILL",
+    "stack-overflow": "SIGSEGV",
+    "arithmetic": "SIGFPE",
+    "breakpoint": "SIGTRAP",
+    "single-step": "SIGTRAP",
+    "system": "SIGSYS",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceOptions:
+    """How to trace: detail budget, timing, the events log, extra environment."""
+
+    detail_calls: int = DEFAULT_DETAIL_CALLS  # -1: every call (implied by timing and events)
+    timing: bool = False
+    events_path: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    flush_ms: int = 250
+    zluda_dir: str | None = None
+    shared_counters: bool = True
+
+    @property
+    def effective_detail(self) -> int:
+        """The detail budget the agent gets."""
+        return -1 if (self.timing or self.events_path) else self.detail_calls
+
+
+class TraceSink(Protocol):
+    """Receives what the tracer learns while the program runs (terminal status, tests, a store)."""
+
+    def process_added(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> None:
+        """A process of the traced tree is instrumented."""
+
+    def batch(self, pid: int, calls: int, entry_points: int) -> None:
+        """A batch arrived: ``calls`` to ``entry_points`` entry points so far in that process."""
+
+    def process_ended(self, pid: int, info: ProcessInfo) -> None:
+        """A process of the tree ended."""
+
+
+class NullSink:
+    """A sink that ignores everything."""
+
+    def process_added(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> None:
+        """Ignore."""
+
+    def batch(self, pid: int, calls: int, entry_points: int) -> None:
+        """Ignore."""
+
+    def process_ended(self, pid: int, info: ProcessInfo) -> None:
+        """Ignore."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Program resolution
+
+
+def resolve_program(program: str, env_path: str | None = None) -> Path:
+    """The absolute path of ``program`` the way a shell finds it: a name with a slash is a path, a bare name is
+    looked up in PATH. Raises TraceError for a missing program, a folder or a file that is not executable."""
+    if not program:
+        raise TraceError("no program given")
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program).expanduser()
+        if not path.exists():
+            raise TraceError("program not found", program)
+    else:
+        found = shutil.which(program, path=env_path if env_path is not None else os.environ.get("PATH", os.defpath))
+        if found is None:
+            # which() skips non-executables: tell "not executable" apart from "not found" for files in PATH.
+            for folder in (env_path or os.environ.get("PATH", "")).split(os.pathsep):
+                candidate = Path(folder or ".") / program
+                if candidate.is_file():
+                    raise TraceError("program is not executable", str(candidate))
+            raise TraceError("program not found in PATH", program)
+        path = Path(found)
+    path = path.absolute()
+    if path.is_dir():
+        raise TraceError("program is a folder, not an executable", str(path))
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise TraceError(f"cannot read program: {exc.strerror}", str(path)) from exc
+    if not stat.S_ISREG(mode) or not os.access(path, os.X_OK):
+        raise TraceError("program is not executable", str(path))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Collecting
+
+
+@dataclass(slots=True)
+class _Proc:
+    key: str
+    pid: int
+    parent: int | None
+    argv: tuple[str, ...]
+    hello: AgentHello | None = None
+    entries: dict[int, HookedEntry] = field(default_factory=dict)
+    rows: dict[int, CountRow] = field(default_factory=dict)
+    modules: dict[str, LoadedModule] = field(default_factory=dict)
+    lookups: tuple[RawLookup, ...] = ()
+    tables: tuple[RawExportTable, ...] = ()
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    exit_code: int | None = None
+    crash: str | None = None
+    ended: bool = False
+    detach_reason: str | None = None
+    shm_path: str | None = None
+    events_dropped: int = 0
+
+
+class Collector:
+    """Keeps the latest cumulative figures of every process of the traced tree and builds the trace document."""
+
+    def __init__(self, sink: TraceSink | None = None, events: IO[str] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._procs: dict[str, _Proc] = {}
+        self._current: dict[int, str] = {}  # pid -> key of its current image (exec gives a pid a new image)
+        self.sink: TraceSink = sink or NullSink()
+        self._events = events
+        self.t0_ns = time.monotonic_ns()
+
+    def add_process(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> str:
+        """Register a new process image; returns its key."""
+        with self._lock:
+            n = sum(1 for p in self._procs.values() if p.pid == pid)
+            key = f"{pid}" if n == 0 else f"{pid}.{n}"
+            self._procs[key] = _Proc(key, pid, parent, argv)
+            self._current[pid] = key
+        self.sink.process_added(pid, parent, argv)
+        return key
+
+    def mark_start(self) -> None:
+        """The program starts running now: first-call times count from here."""
+        self.t0_ns = time.monotonic_ns()
+
+    def set_hello(self, key: str, hello: AgentHello) -> None:
+        """Record the agent's answer to configure."""
+        with self._lock:
+            self._procs[key].hello = hello
+            self._procs[key].shm_path = hello.shared_counters
+
+    def on_payload(self, key: str, payload: Mapping[str, Any]) -> None:
+        """Take one message from the agent of process ``key``."""
+        msg = parse_message(payload)
+        if msg is None:
+            return
+        with self._lock:
+            proc = self._procs[key]
+            if isinstance(msg, ModulesMsg):
+                for m in msg.modules:
+                    proc.modules[m.path] = m
+            elif isinstance(msg, HooksMsg):
+                for e in msg.entries:
+                    proc.entries[e.id] = e
+                proc.skipped.extend(msg.skipped)
+            elif isinstance(msg, CountsMsg):
+                for r in msg.rows:
+                    old = proc.rows.get(r.id)
+                    if old is None or r.calls >= old.calls:
+                        proc.rows[r.id] = r
+                proc.lookups = msg.lookups or proc.lookups
+                proc.tables = msg.export_tables or proc.tables
+                if msg.exit_code is not None:
+                    proc.exit_code = msg.exit_code
+                if msg.crash is not None:
+                    proc.crash = msg.crash
+                calls = sum(r.calls for r in proc.rows.values())
+                n = len(proc.rows)
+            elif isinstance(msg, EventsMsg):
+                proc.events_dropped += msg.dropped
+                self._write_events(proc, msg)
+        if isinstance(msg, CountsMsg):
+            self.sink.batch(proc.pid, calls, n)
+
+    def _write_events(self, proc: _Proc, msg: EventsMsg) -> None:
+        if self._events is None:
+            return
+        from cudatrace.tracer.dynamic.events import format_event
+
+        for ev in msg.events:
+            entry = proc.entries.get(ev.id)
+            if entry is None:
+                continue
+            family = _family_of(entry)
+            t_s = (ev.t_ns - self.t0_ns) / 1e9
+            self._events.write(format_event(t_s, proc.pid, ev, entry.function, family) + "\n")
+        self._events.flush()
+
+    def process_ended(self, key: str, reason: str | None) -> None:
+        """The session of process ``key`` detached (the process ended, was replaced by exec, or we left)."""
+        with self._lock:
+            proc = self._procs.get(key)
+            if proc is None or proc.ended:
+                return
+            proc.ended = True
+            proc.detach_reason = reason
+            self._read_shared_counters(proc)
+            info = self._process_info(proc)
+        self.sink.process_ended(proc.pid, info)
+
+    def set_exit(self, key: str, code: int | None, sig: str | None) -> None:
+        """Record an exit status learned by other means (waitpid, a kill of ours)."""
+        with self._lock:
+            proc = self._procs[key]
+            if proc.exit_code is None and proc.crash is None:
+                proc.exit_code = code
+                if sig is not None:
+                    proc.crash = f"signal:{sig}"
+
+    def key_of(self, pid: int) -> str | None:
+        """The key of the current image of ``pid``."""
+        with self._lock:
+            return self._current.get(pid)
+
+    def parent_of(self, key: str) -> int | None:
+        """The parent pid of process ``key``."""
+        with self._lock:
+            return self._procs[key].parent
+
+    def live(self) -> list[str]:
+        """Keys of processes whose sessions are still attached."""
+        with self._lock:
+            return [k for k, p in self._procs.items() if not p.ended]
+
+    def _read_shared_counters(self, proc: _Proc) -> None:
+        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger.
+        path = proc.shm_path
+        if not path:
+            return
+        try:
+            with open(path, "rb") as fh:
+                slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
+                if not slots:
+                    return
+                data = fh.read(8 * (max(slots) + 1))
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        n = len(data) // 8
+        values = struct.unpack(f"<{n}Q", data[: 8 * n])
+        for e in proc.entries.values():
+            if 0 <= e.slot < n and values[e.slot] > 0:
+                old = proc.rows.get(e.id)
+                if old is None:
+                    proc.rows[e.id] = CountRow(e.id, values[e.slot], 0, 0, (), (), 0)
+                elif values[e.slot] > old.calls:
+                    proc.rows[e.id] = CountRow(
+                        e.id, values[e.slot], old.first_ns, old.time_ns, old.statuses, old.callers, old.detail_calls
+                    )
+
+    def _process_info(self, proc: _Proc) -> ProcessInfo:
+        code, sig = proc.exit_code, None
+        if proc.ended and proc.detach_reason == "process-terminated" and code is None and proc.crash is None:
+            sig = "killed"  # ended without exit() or a crash the agent saw: SIGKILL, SIGTERM, SIGINT, ...
+        if proc.crash is not None:
+            sig = proc.crash.removeprefix("signal:") if proc.crash.startswith("signal:") else None
+            sig = sig or _CRASH_SIGNALS.get(proc.crash, proc.crash)
+            code = None
+        return ProcessInfo(
+            proc.pid, proc.parent, proc.argv, code, sig, tuple(sorted(m.path for m in proc.modules.values()))
+        )
+
+    def build(self, command: Sequence[str], options: TraceOptions, notes: Sequence[str] = ()) -> TraceResult:
+        """The trace document from everything collected."""
+        with self._lock:
+            procs = list(self._procs.values())
+        calls: dict[tuple[Family, str, str], dict[str, Any]] = {}
+        for proc in procs:
+            for r in proc.rows.values():
+                entry = proc.entries.get(r.id)
+                if entry is None or r.calls <= 0:
+                    continue
+                family = _family_of(entry)
+                key = (family, entry.module, entry.function)
+                acc = calls.setdefault(
+                    key, {"calls": 0, "statuses": {}, "callers": {}, "first": None, "time": 0, "detail": 0}
+                )
+                acc["calls"] += r.calls
+                acc["detail"] += r.detail_calls
+                acc["time"] += r.time_ns
+                for code, n in r.statuses:
+                    acc["statuses"][code] = acc["statuses"].get(code, 0) + n
+                for who, n in r.callers:
+                    acc["callers"][who] = acc["callers"].get(who, 0) + n
+                if r.first_ns > 0:
+                    first = max(0.0, (r.first_ns - self.t0_ns) / 1e9)
+                    acc["first"] = first if acc["first"] is None else min(acc["first"], first)
+        uses = []
+        for (family, library, function), acc in calls.items():
+            uses.append(
+                EntryPointUse(
+                    family=family,
+                    library=library,
+                    function=function,
+                    how=EntryHow.CALLED,
+                    calls=acc["calls"],
+                    statuses=tuple(sorted(status_names(family, function, acc["statuses"]).items())),
+                    callers=tuple(sorted(acc["callers"].items())),
+                    first_call_s=None if acc["first"] is None else round(acc["first"], 6),
+                    time_ns=acc["time"] if options.timing else None,
+                )
+            )
+        uses.sort(key=lambda u: (-(u.calls or 0), u.family.value, u.function))
+        lookups: dict[tuple[str, int | None, int | None, bool, str], int] = {}
+        tables: dict[str, tuple[int, dict[int, int]]] = {}
+        libraries: dict[str, CudaLibrary] = {}
+        for proc in procs:
+            for lk in proc.lookups:
+                k = (lk.symbol, lk.cuda_version, lk.flags, lk.found, lk.via)
+                lookups[k] = lookups.get(k, 0) + lk.count
+            for t in proc.tables:
+                count, st = tables.get(t.uuid, (0, {}))
+                for code, n in t.statuses:
+                    st[code] = st.get(code, 0) + n
+                tables[t.uuid] = (count + t.count, st)
+            for m in proc.modules.values():
+                lib = identify_library(m.name)
+                if lib is not None and m.name not in libraries:
+                    libraries[m.name] = CudaLibrary(m.name, lib.family, LibraryHow.LOADED, lib.version)
+        proc_lookups = tuple(
+            ProcLookup(sym, ver, flags, found, n, via)
+            for (sym, ver, flags, found, via), n in sorted(lookups.items(), key=lambda kv: (kv[0][0], str(kv[0][1:])))
+        )
+        export_tables = tuple(
+            ExportTableRequest(uuid, export_table_name(uuid), count, _table_status(st))
+            for uuid, (count, st) in sorted(tables.items())
+        )
+        processes = tuple(self._process_info(p) for p in procs)
+        root = processes[0] if processes else None
+        root_proc = procs[0] if procs else None
+        exit_info = ExitInfo(
+            root.exit_code if root else None,
+            root.signal if root else None,
+            root_proc.detach_reason if root_proc and root_proc.detach_reason != "process-terminated" else None,
+        )
+        all_notes = list(notes)
+        all_notes.extend(self._notes(procs, options))
+        if not uses and not libraries:
+            all_notes.append("no CUDA: the program loaded no CUDA library and called no CUDA entry point")
+        hello = next((p.hello for p in procs if p.hello is not None), None)
+        return TraceResult(
+            command=tuple(command),
+            exit=exit_info,
+            processes=processes,
+            calls=tuple(uses),
+            proc_lookups=proc_lookups,
+            export_tables=export_tables,
+            libraries=tuple(sorted(libraries.values(), key=lambda lib: lib.name)),
+            duration_s=round((time.monotonic_ns() - self.t0_ns) / 1e9, 3),
+            mode="detail" if options.effective_detail < 0 else "count",
+            platform=f"{hello.platform}-{hello.arch}" if hello else sys.platform,
+            zluda_dir=options.zluda_dir,
+            tool_version=__version__,
+            notes=tuple(all_notes),
+        )
+
+    @staticmethod
+    def _notes(procs: list[_Proc], options: TraceOptions) -> list[str]:
+        notes = []
+        detail = options.effective_detail
+        if detail > 0:
+            saturated = sum(1 for p in procs for r in p.rows.values() if r.calls > r.detail_calls > 0)
+            if saturated:
+                notes.append(
+                    f"statuses and callers come from the first {detail} calls of each entry point "
+                    f"({saturated} entry points were called more often; counts cover every call)"
+                )
+        elif detail == 0:
+            notes.append("count-only mode: no statuses, callers or first-call times")
+        skipped: dict[str, list[str]] = {}
+        for p in procs:
+            for module, function, reason in p.skipped:
+                skipped.setdefault(reason.split(" (")[0], []).append(f"{module}!{function}")
+        for reason, names in sorted(skipped.items()):
+            shown = ", ".join(sorted(set(names))[:8])
+            more = f" and {len(set(names)) - 8} more" if len(set(names)) > 8 else ""
+            notes.append(f"not hooked ({reason}): {shown}{more}")
+        if any(p.hello is not None and not p.hello.fast_path for p in procs):
+            arch = next(p.hello.arch for p in procs if p.hello is not None and not p.hello.fast_path)
+            notes.append(f"{arch}: no native counting thunks on this CPU, every call takes the slower detail path")
+        if any(p.hello is not None and p.hello.shared_counters is None for p in procs) and options.shared_counters:
+            notes.append("counters in process memory: counts since the last batch are lost if a process is killed")
+        dropped = sum(p.events_dropped for p in procs)
+        if dropped:
+            notes.append(f"--events: {dropped} calls were not logged (buffer full)")
+        return notes
+
+
+def _family_of(entry: HookedEntry) -> Family:
+    lib = identify_library(entry.module)
+    if lib is not None:
+        return lib.family
+    return family_of_function(entry.function) or Family.OTHER
+
+
+def _table_status(statuses: dict[int, int]) -> str | None:
+    bad = [c for c in statuses if c != 0]
+    if not bad:
+        return status_name(Family.DRIVER, 0) if statuses else None
+    return status_name(Family.DRIVER, max(bad, key=lambda c: statuses[c]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Frida
+
+
+def _agent_source() -> tuple[str, str]:
+    pkg = resources.files("cudatrace.tracer.dynamic")
+    return (
+        pkg.joinpath("agent/agent.js").read_text(encoding="utf-8"),
+        pkg.joinpath("agent/detail.c").read_text(encoding="utf-8"),
+    )
+
+
+def _shm_folder() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
+class _Tracer:
+    """One tracing run: the Frida device, sessions and scripts of every process in the tree."""
+
+    def __init__(self, options: TraceOptions, collector: Collector) -> None:
+        import frida
+
+        self.frida = frida
+        self.options = options
+        self.collector = collector
+        self.device = frida.get_local_device()
+        self.agent_js, self.detail_c = _agent_source()
+        self.sessions: dict[str, Any] = {}
+        self.scripts: dict[str, Any] = {}
+        self.done = threading.Event()
+        self.errors: list[str] = []
+        self.spawned: set[int] = set()
+        self.pending = 0  # children announced but not yet registered
+        self._lock = threading.Lock()
+        self._tag = f"cudatrace-{os.getpid()}-{id(self):x}"
+        self.device.on("child-added", self._on_child_added)
+
+    def close(self) -> None:
+        """Drop the device handler (the scripts go with their sessions)."""
+        with contextlib.suppress(Exception):
+            self.device.off("child-added", self._on_child_added)
+
+    def instrument(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> str:
+        """Attach to ``pid``, follow its children, load and configure the agent. Returns the process key."""
+        key = self.collector.add_process(pid, parent, argv)
+        try:
+            session = self.device.attach(pid)
+        except self.frida.ProcessNotFoundError as exc:
+            raise TraceError(f"no such process: {exc}", str(pid)) from exc
+        except self.frida.PermissionDeniedError as exc:
+            raise TraceError(f"not allowed to attach (ptrace restrictions?): {exc}", str(pid)) from exc
+        except self.frida.NotSupportedError as exc:
+            raise TraceError(f"cannot inject into this process: {exc}", str(pid)) from exc
+        with self._lock:
+            self.sessions[key] = session
+        session.on("detached", lambda reason, crash: self._on_detached(key, reason, crash))
+        with contextlib.suppress(Exception):
+            session.enable_child_gating()
+        script = session.create_script(self.agent_js, name="cudatrace")
+        script.on("message", lambda message, data: self._on_message(key, message))
+        script.load()
+        shm = None
+        if self.options.shared_counters and sys.platform.startswith("linux"):
+            shm = os.path.join(_shm_folder(), f"{self._tag}-{pid}-{key.replace('.', '-')}")
+        cfg = AgentConfig(
+            detail_source=self.detail_c,
+            detail_calls=self.options.effective_detail,
+            events=self.options.events_path is not None,
+            flush_ms=self.options.flush_ms,
+            shared_counters=shm,
+        )
+        hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
+        self.collector.set_hello(key, hello)
+        with self._lock:
+            self.scripts[key] = script
+        return key
+
+    def _on_message(self, key: str, message: Mapping[str, Any]) -> None:
+        if message.get("type") == "send":
+            self.collector.on_payload(key, message["payload"])
+        elif message.get("type") == "error":
+            self.errors.append(f"agent error in {key}: {message.get('description')}")
+
+    def _on_detached(self, key: str, reason: str, crash: Any) -> None:
+        self.collector.process_ended(key, reason)
+        with self._lock:
+            self.scripts.pop(key, None)
+        with self._lock:
+            if not self.collector.live() and self.pending == 0:
+                self.done.set()
+
+    def _on_child_added(self, child: Any) -> None:
+        # Frida calls this on its own thread; instrumenting blocks, so do it on another one.
+        with self._lock:
+            self.pending += 1
+        threading.Thread(target=self._adopt_child, args=(child,), daemon=True).start()
+
+    def _adopt_child(self, child: Any) -> None:
+        argv = tuple(child.argv or ()) if getattr(child, "argv", None) else ()
+        if not argv and child.path:
+            argv = (child.path,)
+        parent = child.parent_pid if child.parent_pid != child.pid else None
+        if parent is None:  # exec: the pid keeps its place in the tree
+            old = self.collector.key_of(child.pid)
+            parent = self.collector.parent_of(old) if old else None
+        try:
+            self.instrument(child.pid, parent, argv)
+        except Exception as exc:  # the child runs untraced rather than staying suspended
+            self.errors.append(f"child {child.pid} not traced: {exc}")
+        finally:
+            with contextlib.suppress(Exception):
+                self.device.resume(child.pid)
+            with self._lock:
+                self.spawned.add(child.pid)
+                self.pending -= 1
+                if not self.collector.live() and self.pending == 0:
+                    self.done.set()
+
+    def flush_all(self) -> None:
+        """Ask every live agent for a batch now."""
+        with self._lock:
+            scripts = list(self.scripts.values())
+        for s in scripts:
+            with contextlib.suppress(Exception):
+                s.exports_sync.flush()
+
+    def wait(self) -> None:
+        """Block until every process of the tree has ended (Ctrl-C raises KeyboardInterrupt here)."""
+        while not self.done.wait(0.2):
+            pass
+
+
+def _spawn_env(options: TraceOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(options.env)
+    return env
+
+
+def trace_program(
+    argv: Sequence[str], options: TraceOptions | None = None, sink: TraceSink | None = None
+) -> TraceResult:
+    """Run ``argv`` under the tracer until the whole process tree has ended and return the trace.
+
+    Ctrl-C stops the program (its agents flush first) and still returns the trace, marked "interrupted".
+    Raises TraceError for a missing or non-executable program or a failed injection.
+    """
+    options = options or TraceOptions()
+    if not argv:
+        raise TraceError("no program given")
+    env = _spawn_env(options)
+    program = resolve_program(argv[0], env.get("PATH"))
+    with _events_file(options.events_path) as events:
+        collector = Collector(sink, events)
+        tracer = _Tracer(options, collector)
+        notes: list[str] = []
+        try:
+            try:
+                pid = tracer.device.spawn(str(program), argv=[argv[0], *argv[1:]], envp=env, cwd=os.getcwd())
+            except tracer.frida.ExecutableNotFoundError as exc:
+                raise TraceError(f"cannot start program: {exc}", str(program)) from exc
+            except (tracer.frida.NotSupportedError, tracer.frida.PermissionDeniedError) as exc:
+                raise TraceError(f"cannot start program under Frida: {exc}", str(program)) from exc
+            tracer.spawned.add(pid)
+            try:
+                root = tracer.instrument(pid, None, tuple(argv))
+            except TraceError:
+                with contextlib.suppress(Exception):
+                    tracer.device.kill(pid)
+                raise
+            except Exception as exc:
+                with contextlib.suppress(Exception):
+                    tracer.device.kill(pid)
+                raise TraceError(f"injecting the agent failed: {exc}", str(program)) from exc
+            collector.mark_start()
+            tracer.device.resume(pid)
+            try:
+                tracer.wait()
+            except KeyboardInterrupt:
+                notes.append("interrupted: the program was stopped by Ctrl-C; counts up to that point are kept")
+                _stop_tree(tracer, collector)
+            _reap(pid, collector, root)
+        finally:
+            tracer.close()
+        notes.extend(tracer.errors)
+        return collector.build(argv, options, notes)
+
+
+def trace_pid(pid: int, options: TraceOptions | None = None, sink: TraceSink | None = None) -> TraceResult:
+    """Attach to a running process and trace it until it ends or the user presses Ctrl-C (then detach, leaving
+    the process running). Calls made before attaching are not seen."""
+    options = options or TraceOptions()
+    with _events_file(options.events_path) as events:
+        collector = Collector(sink, events)
+        tracer = _Tracer(options, collector)
+        notes = ["attached to a running process: calls made before the attach are not counted"]
+        try:
+            argv = _proc_argv(pid)
+            collector.mark_start()
+            try:
+                tracer.instrument(pid, None, argv)
+            except TraceError:
+                raise
+            except Exception as exc:
+                raise TraceError(f"injecting the agent failed: {exc}", str(pid)) from exc
+            try:
+                tracer.wait()
+            except KeyboardInterrupt:
+                notes.append("interrupted: detached on Ctrl-C, the process keeps running")
+                tracer.flush_all()
+                time.sleep(0.2)
+                for key, session in list(tracer.sessions.items()):
+                    with contextlib.suppress(Exception):
+                        session.detach()
+                    collector.process_ended(key, "interrupted")
+        finally:
+            tracer.close()
+        notes.extend(tracer.errors)
+        return collector.build(argv, options, notes)
+
+
+def _proc_argv(pid: int) -> tuple[str, ...]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return (str(pid),)
+    return tuple(a.decode(errors="replace") for a in raw.split(b"\0") if a) or (str(pid),)
+
+
+def _stop_tree(tracer: _Tracer, collector: Collector) -> None:
+    tracer.flush_all()
+    time.sleep(0.3)  # let the batches arrive
+    for key in collector.live():
+        pid = int(key.split(".")[0])
+        with contextlib.suppress(Exception):
+            tracer.device.kill(pid)
+        collector.set_exit(key, None, "SIGKILL")
+    tracer.done.wait(5)
+    for key in collector.live():
+        collector.process_ended(key, "interrupted")
+
+
+def _reap(pid: int, collector: Collector, key: str) -> None:
+    # Frida usually reaps the child itself; when it has not, its status is still ours to read.
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return
+    if got != pid:
+        return
+    if os.WIFEXITED(status):
+        collector.set_exit(key, os.WEXITSTATUS(status), None)
+    elif os.WIFSIGNALED(status):
+        collector.set_exit(key, None, signal_module.Signals(os.WTERMSIG(status)).name)
+
+
+@contextlib.contextmanager
+def _events_file(path: str | None) -> Iterator[IO[str] | None]:
+    if path is None:
+        yield None
+        return
+    try:
+        fh = open(path, "w", encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise TraceError(f"cannot write the events log: {exc.strerror}", path) from exc
+    with fh:
+        yield fh

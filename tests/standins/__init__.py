@@ -1,0 +1,120 @@
+"""Stand-ins for NVIDIA's libraries and small programs that call them, built with gcc by the tests.
+
+CI has no GPU and no NVIDIA driver, so the tracer is tested against small C libraries that carry the real names
+and signatures of a few entry points and return CUDA-style status codes:
+
+==================== ==================================================================================
+``libcuda.so.1``     cuInit, cuDriverGetVersion, cuDeviceGet (101 for ordinal != 0), cuCtxGetDevice and
+                     its alias cuCtxGetDevice_v2 (one address, two names), cuMemAlloc_v2, cuMemFree_v2,
+                     cuLaunchKernel, cuMemAdvise (always 801 CUDA_ERROR_NOT_SUPPORTED, like ZLUDA's stubs),
+                     cuProfilerStart/Stop (3-byte functions packed together), cuCtxSynchronize (an IFUNC),
+                     cuGetProcAddress(_v2) (returns *non-exported* functions for cuMemGetInfo and
+                     cuStreamQuery; 500 for unknown names), cuGetExportTable (one known UUID, else 1), and
+                     a data export ``cuStandinDataExport``.
+``libcublasLt.so.12`` cublasLtCreate, cublasLtSSSMatmul (internal; 7 for a zero dimension).
+``libcublas.so.12``  cublasCreate_v2 (calls cublasLtCreate), cublasSgemm_v2 (calls cublasLtSSSMatmul and
+                     cuLaunchKernel inward), cublasSetMathMode (15 CUBLAS_STATUS_NOT_SUPPORTED for mode != 0).
+==================== ==================================================================================
+
+Programs: ``app`` (linked against libcuda and libcublas; ``app MODE`` runs :data:`WORKLOAD` then ends by
+``exit``/``code`` (exit 3)/``segv``/``abort``/``_exit`` (5)/``loop`` (prints "ready", launches forever)/``fork``
+(child launches 3, parent 1 more)/``forkexec`` (child execs ``app child``: 7 launches, no workload)/``bench N``),
+``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2 cuInit, resolves cuLaunchKernel and the
+hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of which 2 return 600) and ``nocuda``.
+
+Use :func:`build_standins` (cached per output folder); the ``configure`` tests reuse the libraries.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SOURCES = Path(__file__).resolve().parent
+
+# Calls made by ``app``'s fixed workload (every mode but "child" and "bench"): entry point -> (calls, statuses).
+WORKLOAD: dict[str, tuple[int, dict[str, int]]] = {
+    "cuInit": (1, {}),
+    "cuDeviceGet": (2, {"CUDA_ERROR_INVALID_DEVICE": 1}),
+    "cuCtxGetDevice": (2, {}),  # cuCtxGetDevice + its alias cuCtxGetDevice_v2: one address
+    "cuMemAlloc_v2": (3, {}),
+    "cuMemFree_v2": (1, {}),
+    "cuLaunchKernel": (15, {}),  # 10 by the program, 5 by libcublas (4 good sgemm + ... see below)
+    "cuMemAdvise": (2, {"CUDA_ERROR_NOT_SUPPORTED": 2}),
+    "cuGetProcAddress_v2": (2, {"CUDA_ERROR_NOT_FOUND": 1}),
+    "cuMemGetInfo": (5, {}),  # through the pointer cuGetProcAddress_v2 returned (not exported)
+    "cuGetExportTable": (2, {"CUDA_ERROR_INVALID_VALUE": 1}),
+    "cublasCreate_v2": (1, {}),
+    "cublasSgemm_v2": (5, {"CUBLAS_STATUS_INVALID_VALUE": 1}),
+    "cublasSetMathMode": (1, {"CUBLAS_STATUS_NOT_SUPPORTED": 1}),
+    "cublasLtCreate": (1, {}),
+    "cublasLtSSSMatmul": (5, {}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Standins:
+    """Paths of the built stand-in libraries and programs."""
+
+    lib_dir: Path
+    libcuda: Path
+    libcublas: Path
+    libcublaslt: Path
+    app: Path
+    dlopen_app: Path
+    nocuda: Path
+
+
+def _cc(args: list[str]) -> None:
+    subprocess.run(["gcc", *args], check=True, capture_output=True, text=True)
+
+
+def build_standins(out_dir: Path) -> Standins:
+    """Build (once per folder) the stand-in libraries and programs into ``out_dir``; needs gcc."""
+    if shutil.which("gcc") is None:
+        raise RuntimeError("gcc is needed to build the CUDA stand-ins")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    s = Standins(
+        lib_dir=out_dir,
+        libcuda=out_dir / "libcuda.so.1",
+        libcublas=out_dir / "libcublas.so.12",
+        libcublaslt=out_dir / "libcublasLt.so.12",
+        app=out_dir / "app",
+        dlopen_app=out_dir / "dlopen_app",
+        nocuda=out_dir / "nocuda",
+    )
+    if all(p.exists() for p in (s.libcuda, s.libcublas, s.libcublaslt, s.app, s.dlopen_app, s.nocuda)):
+        return s
+    lib = ["-O2", "-fPIC", "-shared", "-Wall"]
+    _cc(
+        [*lib, "-falign-functions=1", "-Wl,-soname,libcuda.so.1", "-o", str(s.libcuda), str(SOURCES / "cuda_standin.c")]
+    )
+    _cc([*lib, "-Wl,-soname,libcublasLt.so.12", "-o", str(s.libcublaslt), str(SOURCES / "cublaslt_standin.c")])
+    _cc(
+        [
+            *lib,
+            "-Wl,-soname,libcublas.so.12",
+            "-o",
+            str(s.libcublas),
+            str(SOURCES / "cublas_standin.c"),
+            str(s.libcublaslt),
+            str(s.libcuda),
+            "-Wl,-rpath,$ORIGIN",
+        ]
+    )
+    _cc(
+        [
+            "-O1",
+            "-o",
+            str(s.app),
+            str(SOURCES / "app.c"),
+            str(s.libcuda),
+            str(s.libcublas),
+            f"-Wl,-rpath,{out_dir}",
+        ]
+    )
+    _cc(["-O1", "-o", str(s.dlopen_app), str(SOURCES / "dlopen_app.c"), "-ldl"])
+    _cc(["-O1", "-o", str(s.nocuda), str(SOURCES / "nocuda.c")])
+    return s

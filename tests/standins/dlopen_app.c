@@ -1,0 +1,33 @@
+/* A program that links no CUDA library and loads the libcuda stand-in late with dlopen, then resolves and
+ * calls entry points through dlsym and cuGetProcAddress_v2 (the way PyTorch and the CUDA runtime do). */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+typedef int (*init_fn)(unsigned);
+typedef int (*gpa_fn)(const char *, void **, int, uint64_t, int *);
+typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
+                         void **);
+typedef int (*query_fn)(void *);
+
+int main(int argc, char **argv) {
+    const char *lib = argc > 1 ? argv[1] : "libcuda.so.1";
+    usleep(20000); /* loaded well after start: only a module observer sees it */
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    init_fn init = (init_fn)dlsym(h, "cuInit");
+    gpa_fn gpa = (gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+    init(0);
+    init(0);
+    int kernel = 0, st = 0;
+    launch_fn launch = 0;
+    query_fn query = 0;
+    gpa("cuLaunchKernel", (void **)&launch, 12000, 0, &st);
+    gpa("cuStreamQuery", (void **)&query, 12000, 0, &st);
+    for (int i = 0; i < 6; i++) launch(&kernel, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+    query(0);
+    query(&kernel); /* -> 600 CUDA_ERROR_NOT_READY */
+    query(&kernel);
+    return 0;
+}

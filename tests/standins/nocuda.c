@@ -1,0 +1,3 @@
+/* A program that never touches CUDA. */
+#include <stdio.h>
+int main(void) { printf("hello\n"); return 0; }
