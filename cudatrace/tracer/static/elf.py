@@ -37,6 +37,8 @@ _SHT_GNU_VERSYM = 0x6FFFFFFF
 _SHT_STRTAB = 3
 _KEEP_TYPES = {_SHT_DYNAMIC, _SHT_DYNSYM, _SHT_HASH, _SHT_GNU_HASH, _SHT_GNU_VERDEF, _SHT_GNU_VERNEED, _SHT_GNU_VERSYM}
 _SHF_ALLOC = 0x2
+_STB_GLOBAL, _STB_WEAK = 1, 2
+_STT_FUNC, _STT_GNU_IFUNC = 2, 10
 _PT_LOAD = 1
 _PT_DYNAMIC = 2
 
@@ -358,8 +360,11 @@ def _facts(binary: object, machine: str, sections: list[_Section], size: int, pa
             if sym.shndx == 0:
                 library = version_file.get(version) if version else None
                 imports.append(ImportedSymbol(library, name, EntryHow.SYMBOL, symbol_version=version))
-            elif sym.binding != lief.ELF.Symbol.BINDING.LOCAL and sym.type == lief.ELF.Symbol.TYPE.FUNC:
-                exports.append(name)
+            else:
+                # st_info read raw: lief's enum properties warn on values a hostile file makes up.
+                info = int(sym.information)
+                if info >> 4 in (_STB_GLOBAL, _STB_WEAK) and info & 0xF in (_STT_FUNC, _STT_GNU_IFUNC):
+                    exports.append(name)
     except CorruptBinaryError:
         raise
     except Exception as exc:  # lief raises on some corrupt tables while iterating
