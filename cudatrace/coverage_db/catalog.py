@@ -732,6 +732,12 @@ class Catalog:
             if alias and any(alias in self._api.get(k, {}) for k in keys):
                 name = alias
             else:
+                owner = self.nvidia_family_of(function)
+                if owner is not None and owner not in (LIBRARY_FAMILY[k] for k in keys if k in self._api):
+                    why = NVIDIA_OWN.get(owner) or f"ZLUDA has no {owner.value} replacement; NVIDIA's library is used"
+                    raise CatalogError(
+                        f"{function} is an NVIDIA {owner.value} function that ZLUDA never declares: {why}"
+                    )
                 pool = sorted({f for k in keys for f in self._api.get(k, {})})
                 close = difflib.get_close_matches(function, pool, n=5, cutoff=0.75)
                 where = f" in {family.value}" if family else ""
@@ -932,6 +938,16 @@ class Catalog:
     def is_nvidia_export(self, family: Family, name: str) -> bool:
         """True when one of NVIDIA's libraries of that family (in the reference set) exports ``name``."""
         return name in self._nvidia_exports().get(family.value, frozenset())
+
+    def nvidia_family_of(self, name: str) -> Family | None:
+        """The family of the NVIDIA library (in the reference set) that exports ``name``, or None."""
+        for fam, names in self._nvidia_exports().items():
+            if name in names:
+                try:
+                    return Family(fam)
+                except ValueError:
+                    return Family.OTHER
+        return None
 
     def _nvidia_exports(self) -> dict[str, frozenset[str]]:
         if self._nvidia is None:

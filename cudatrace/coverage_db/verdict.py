@@ -40,6 +40,7 @@ from cudatrace.model import (
     Family,
     GpuCode,
     LibraryHow,
+    ProcLookup,
     Reason,
     ScanResult,
     Severity,
@@ -66,6 +67,7 @@ CODE_RANK: dict[str, int] = {
     "ptx_recent_arch_only": 17,
     "replaced_by_zluda": 20,
     "proc_string_missing": 21,
+    "proc_lookup_missing": 21,
     "inner_calls_left_out": 22,
     "nvidia_own": 23,
     "ptx_recompiled": 24,
@@ -157,12 +159,15 @@ def judge(
     cuda_version: int | None = None,
     binary_format: BinaryFormat | None = None,
     export_tables: Iterable[ExportTableRequest] = (),
+    proc_lookups: Iterable[ProcLookup] = (),
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
     ``entries`` may already carry ``zluda`` for this release (then it is reused). ``cuda_version`` is the
     version of a statically linked CUDA runtime (``13000``), used to resolve names looked up through
     ``cuGetProcAddress``. ``binary_format`` words the absent-import reason (PE load failure vs ELF binding).
+    ``export_tables`` and ``proc_lookups`` come from a trace: export tables ZLUDA does not know are a risk,
+    names ZLUDA's ``cuGetProcAddress`` does not resolve are info.
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -355,6 +360,34 @@ def judge(
                     Family.DRIVER,
                     (name,),
                     req.count,
+                )
+            )
+
+    lookups = list(proc_lookups)
+    if lookups:
+        unresolved: list[str] = []
+        stubbed: list[str] = []
+        for look in lookups:
+            res = cat.proc_address(look.symbol, look.cuda_version, look.flags, rel)
+            if res.result in ("not_found", "version_not_sufficient"):
+                unresolved.append(look.symbol)
+            elif res.info is not None and res.info.status is not ZludaStatus.TRANSLATED:
+                stubbed.append(look.symbol)
+        if unresolved or stubbed:
+            parts = []
+            if unresolved:
+                parts.append(f"{len(set(unresolved))} get nothing ({_fmt_names(unresolved)})")
+            if stubbed:
+                parts.append(f"{len(set(stubbed))} resolve to stubs or missing exports ({_fmt_names(stubbed)})")
+            reasons.append(
+                Reason(
+                    Severity.INFO,
+                    "proc_lookup_missing",
+                    f"of {len({look.symbol for look in lookups})} names the program asked cuGetProcAddress for, "
+                    f"{'; '.join(parts)} under ZLUDA {rel}; this matters only for the ones it then calls",
+                    None,
+                    Family.DRIVER,
+                    tuple(sorted(set(unresolved + stubbed))),
                 )
             )
 
@@ -553,5 +586,6 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         rel,
         cat,
         export_tables=trace.export_tables,
+        proc_lookups=trace.proc_lookups,
     )
     return replace(trace, calls=calls, verdict=verdict)

@@ -174,6 +174,10 @@ def test_history_of_ctx_create_v4_and_unknown_function(cat: Catalog) -> None:
     assert cat.classify(Family.DRIVER, "cuCtxCreate_v4", "v7-preview.9").since == "v6-preview.77"
     with pytest.raises(CatalogError, match="cublasSgemm_v2"):
         cat.history("cublasSgem_v2")
+    with pytest.raises(CatalogError, match=r"NVIDIA runtime function.*runs on ZLUDA's driver"):
+        cat.history("cudaMalloc")
+    with pytest.raises(CatalogError, match="no curand replacement"):
+        cat.history("curandCreateGenerator")
 
 
 def test_since_spans_macro_changes_but_not_lines(cat: Catalog) -> None:

@@ -22,6 +22,7 @@ from cudatrace.model import (
     GpuImage,
     ImageKind,
     LibraryHow,
+    ProcLookup,
     ScanResult,
     Severity,
     StaticRuntime,
@@ -270,6 +271,11 @@ def test_annotate_trace() -> None:
             ExportTableRequest("{01234567-89AB-CDEF-0123-456789ABCDEF}", None, 2),
         ),
         libraries=(CudaLibrary("libcudnn.so.9", Family.CUDNN, LibraryHow.LOADED, "9"),),
+        proc_lookups=(
+            ProcLookup("cuMemAlloc", 12000, 0, True, 1),
+            ProcLookup("cuCtxCreate", 12000, 0, True, 1),
+            ProcLookup("cuNoSuchThing", 12000, 0, False, 2),
+        ),
     )
     out = annotate_trace(trace, None)
     assert out.verdict is not None and out.verdict.release == "v7-preview.9"
@@ -277,6 +283,9 @@ def test_annotate_trace() -> None:
     assert codes(out.verdict)[:2] == ["stub_called", "export_table_unknown"]
     assert out.verdict.reasons[0].calls == 40 and out.verdict.status is VerdictStatus.AT_RISK
     assert "inner_calls_left_out" in codes(out.verdict)
+    lookups = reason(out.verdict, "proc_lookup_missing")
+    assert lookups.severity is Severity.INFO  # type: ignore[attr-defined]
+    assert lookups.functions == ("cuCtxCreate", "cuNoSuchThing")  # type: ignore[attr-defined]  # _v3 is a stub
     assert TraceResult.from_dict(out.to_dict()) == out
 
 
