@@ -17,11 +17,12 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from cudatrace.model import VerdictStatus
+from cudatrace.model import Reason, Severity, VerdictStatus
 from cudatrace.reports.charts import Segment, bar_chart, stacked_bars
 from cudatrace.reports.document import Aggregate, Evidence, Report, ReportEntry, format_codes, plural, printable
 
 TOP_N = 15
+MAX_LINKS = 8
 VERDICT_TEXT = {
     VerdictStatus.RUNS: "Runs",
     VerdictStatus.AT_RISK: "At risk",
@@ -120,6 +121,16 @@ def _verdict_badge(status: VerdictStatus | None, fallback: str) -> str:
     return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_TEXT[status])}</div>'
 
 
+def _reason(r: Reason, anchors: dict[str, str]) -> str:
+    links = [f'<a href="#{_e(anchors[fn])}"><code>{_e(fn)}</code></a>' for fn in r.functions if fn in anchors]
+    more = f" and {len(links) - MAX_LINKS} more" if len(links) > MAX_LINKS else ""
+    calls = f" ({r.calls} calls)" if r.calls else ""
+    return (
+        f'<li><span class="sev sev-{r.severity.value}">{_e(r.severity.value)}</span>'
+        f"{_e(r.message)}{calls} {' '.join(links[:MAX_LINKS])}{more}</li>"
+    )
+
+
 def _report_body(doc: Report) -> str:
     out: list[str] = []
     out.append(f"<header><h1>{_e(doc.program)}</h1>")
@@ -139,19 +150,19 @@ def _report_body(doc: Report) -> str:
     out.append("</header>")
 
     if doc.verdict and doc.verdict.reasons:
-        out.append('<section id="verdict"><h2>Why</h2><ol class="reasons">')
-        for r in doc.verdict.reasons:
-            fns = "".join(
-                f' <a href="#{_e(e.anchor)}"><code>{_e(e.function)}</code></a>'
-                for e in doc.entries
-                if e.function in r.functions
-            )
-            calls = f" ({r.calls} calls)" if r.calls else ""
-            out.append(
-                f'<li><span class="sev sev-{r.severity.value}">{_e(r.severity.value)}</span>'
-                f"{_e(r.message)}{calls}{fns}</li>"
-            )
-        out.append("</ol></section>")
+        anchors = {e.function: e.anchor for e in doc.entries}
+        main = [r for r in doc.verdict.reasons if r.severity is not Severity.INFO]
+        info = [r for r in doc.verdict.reasons if r.severity is Severity.INFO]
+        out.append('<section id="verdict"><h2>Why</h2>')
+        if main:
+            out.append('<ol class="reasons">')
+            out.extend(_reason(r, anchors) for r in main)
+            out.append("</ol>")
+        if info:
+            out.append(f'<details><summary>{plural(len(info), "more note")}</summary><ul class="reasons">')
+            out.extend(_reason(r, anchors) for r in info)
+            out.append("</ul></details>")
+        out.append("</section>")
     if doc.remedies:
         out.append('<section id="remedies"><h2>What to do</h2><ol>')
         out.extend(f"<li>{_e(r)}</li>" for r in doc.remedies)
