@@ -87,6 +87,7 @@ def releases_document(include_intel: bool = False) -> dict[str, Any]:
 def render_releases(doc: dict[str, Any], color: bool) -> str:
     """Terminal table of ``zluda releases``."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="ZLUDA releases (implemented / declared)", title_justify="left")
     for col in ("release", "date", "backend", "line"):
@@ -97,12 +98,12 @@ def render_releases(doc: dict[str, Any], color: bool) -> str:
         cov = {c["library"]: c for c in row["coverage"]}
         cells = [f"{cov[k]['implemented']}/{cov[k]['declared']}" if k in cov else "-" for k in RELEASE_COLUMNS]
         name = row["release"] + (" (latest)" if row["release"] == doc["latest"] else "")
-        table.add_row(name, row["date"], row["backend"], row["line"], *cells)
+        table.add_row(*(Text(c) for c in (name, row["date"], row["backend"], row["line"], *cells)))
     buf = io.StringIO()
     con = _console(buf, color)
     con.print(table)
     if doc["intel_releases"] and not any(r["release"] in doc["intel_releases"] for r in doc["releases"]):
-        con.print(f"Intel Level Zero era releases not shown: {', '.join(doc['intel_releases'])} (use --all)")
+        con.print(Text(f"Intel Level Zero era releases not shown: {', '.join(doc['intel_releases'])} (use --all)"))
     return buf.getvalue()
 
 
@@ -172,12 +173,12 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
         if run["note"]:
             detail += f" [{run['note']}]"
         table.add_row(
-            run["library"],
+            Text(run["library"]),
             Text(status.value, style=_STATUS_STYLE[status]),
-            run["first"],
-            run["last"],
-            detail,
-            ", ".join(run["hip"]),
+            Text(run["first"]),
+            Text(run["last"]),
+            Text(detail),  # Text, not str: notes hold brackets that rich would read as markup
+            Text(", ".join(run["hip"])),
         )
     con.print(table)
     return buf.getvalue()
@@ -212,6 +213,7 @@ def coverage_document(release: str | None, family: str | None = None) -> dict[st
 def render_coverage(doc: dict[str, Any], color: bool) -> str:
     """Terminal table of ``zluda coverage``."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"ZLUDA {doc['release']}: entry points per library", title_justify="left")
     for col in ("library", "declared", "implemented", "stub", "not exported", "panics", "implemented %"):
@@ -219,7 +221,7 @@ def render_coverage(doc: dict[str, Any], color: bool) -> str:
     for c in doc["libraries"]:
         pct = 100.0 * c["implemented"] / c["declared"] if c["declared"] else 0.0
         table.add_row(
-            c["title"],
+            Text(c["title"]),
             str(c["declared"]),
             str(c["implemented"]),
             str(c["stub"]),

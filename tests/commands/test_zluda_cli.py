@@ -94,3 +94,15 @@ def test_console_script_entry() -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert {r["library"] for r in doc["runs"]} == {"cudnn8", "cudnn9"}
+
+
+def test_show_keeps_bracketed_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "zluda", "show", "cublasGetCudartVersion", "--no-color")
+    assert code == 0 and "[impl body is a stub" in out  # rich must not eat it as markup
+    code, out, _ = run(capsys, "zluda", "show", "nvmlDeviceGetMemoryInfo", "--no-color")
+    assert code == 0 and "[impl is a stub in impl_win.rs]" in out
+
+
+def test_show_runtime_function_explains(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "zluda", "show", "cudaMalloc")
+    assert code == 2 and "NVIDIA's CUDA runtime stays in use" in err
