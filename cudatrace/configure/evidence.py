@@ -92,10 +92,10 @@ def evidence_from_documents(
     release: str | None = None
 
     def add_lib(lib: CudaLibrary) -> None:
-        key = lib.name.lower() if (platform or "") == "windows" else lib.name
-        key = key.replace("\\", "/").rsplit("/", 1)[-1]
+        base = lib.name.replace("\\", "/").rsplit("/", 1)[-1]  # a traced process reports full paths
+        key = base.lower() if (platform or "") == "windows" else base
         if key not in libs or libs[key].how is LibraryHow.DLOPEN_STRING:
-            libs[key] = CudaLibrary(key if lib.name.endswith(key) else lib.name, lib.family, lib.how, lib.version)
+            libs[key] = CudaLibrary(base, lib.family, lib.how, lib.version)
 
     for scan in scans:
         release = release or scan.zluda_release

@@ -40,6 +40,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MAPPING_SCHEMA = "cudatrace.mapping/1"
+MAX_MAPPING_BYTES = 4 << 20  # a mapping is a few kilobytes; refuse to parse anything huge
 
 
 class Placement(str, Enum):
@@ -582,6 +583,12 @@ def plan_mapping(
     launcher_files: tuple[str, ...] = ()
     if platform == "windows":
         launcher_files = ("zluda.exe", "zluda_redirect.dll")
+        for m in mappings:
+            if m.family is Family.DRIVER:
+                # prebuilt files ZLUDA ships next to nvcuda.dll (nvcudart_hybrid64.dll from v6-preview.28)
+                driver_rows = [r for r in rows if r.library == m.zluda_library]
+                extras = [x.partition("<-")[0] for r in driver_rows for x in r.windows_extra_files]
+                launcher_files += tuple(e for e in extras if e not in launcher_files)
     elif method is Method.LD_AUDIT:
         launcher_files = ("zluda_ld",)
 
@@ -775,6 +782,8 @@ def read_mapping(path: str | os.PathLike[str]) -> MappingPlan:
     """Read a mapping file from disk."""
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_MAPPING_BYTES:
+            raise InputError(f"mapping file is larger than {MAX_MAPPING_BYTES} bytes", str(p))
         text = p.read_text("utf-8")
     except FileNotFoundError:
         raise InputError("mapping file does not exist", str(p)) from None

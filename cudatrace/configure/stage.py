@@ -29,6 +29,7 @@ MANIFEST_SCHEMA = "cudatrace.stage/1"
 MANIFEST_NAME = "manifest.json"
 MAPPING_NAME = "mapping.toml"  # the staged plan: ``cudatrace run --zluda`` reads it back
 BACKUP_DIR = "backup"
+MAX_MANIFEST_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +247,8 @@ def read_manifest(program: str | os.PathLike[str]) -> dict[str, Any]:
     """The stage manifest of a configured program; ConfigureError when the program was not configured."""
     path = staging_dir_of(program) / MANIFEST_NAME
     try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ConfigureError(f"stage manifest is larger than {MAX_MANIFEST_BYTES} bytes", str(path))
         doc = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         raise ConfigureError("nothing to restore: no stage manifest", str(path)) from None

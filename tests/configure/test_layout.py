@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,15 +124,33 @@ def test_missing_or_empty_hip_folder(tmp_path: Path) -> None:
         detect_hip(tmp_path / "empty")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads folders whatever their permissions")
-def test_unreadable_zluda_folder(tmp_path: Path) -> None:
+DROP_CAPS = "-dac_override,-dac_read_search,-fowner"
+
+
+@pytest.mark.skipif(
+    shutil.which("setpriv") is None, reason="needs setpriv (util-linux) to drop root's file capabilities"
+)
+def test_unreadable_zluda_folder_is_a_one_line_error(tmp_path: Path) -> None:
     root = make_zluda_tree(tmp_path / "z", "v6-preview.69", "linux")
+    program = tmp_path / "app"
+    program.write_bytes(b"\x7fELF" + b"\0" * 60)
+    drop = ["setpriv", f"--bounding-set={DROP_CAPS}", f"--inh-caps={DROP_CAPS}"] if os.geteuid() == 0 else []
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     root.chmod(0o000)
     try:
-        with pytest.raises(ConfigureError, match="not readable"):
-            detect_zluda(root)
+        proc = subprocess.run(
+            [*drop, sys.executable, "-m", "cudatrace", "configure", str(program), "--zluda", str(root), "--no-store"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     finally:
         root.chmod(0o755)
+    if proc.returncode != 7 and "setpriv" in proc.stderr:
+        pytest.skip(f"setpriv cannot drop capabilities here: {proc.stderr.strip()}")
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stderr == f"cudatrace: error: {root}: folder is not readable\n"
 
 
 def test_names_of_amd_components_and_hip_majors() -> None:

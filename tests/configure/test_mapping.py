@@ -54,7 +54,8 @@ def test_windows_program_gets_exactly_the_versions_it_asks_for(tmp_path: Path) -
     assert env["HIP_PATH"] == str(tmp_path / "hip")
     assert env["ROCBLAS_TENSILE_LIBPATH"] == str(tmp_path / "hip" / "bin" / "rocblas" / "library")
     assert "HIPBLASLT_TENSILE_LIBPATH" not in env  # no cuBLASLt in use
-    assert plan.launcher_files == ("zluda.exe", "zluda_redirect.dll")
+    # zluda.exe and its redirector, and the prebuilt file ZLUDA ships next to nvcuda.dll
+    assert plan.launcher_files == ("zluda.exe", "zluda_redirect.dll", "nvcudart_hybrid64.dll")
     assert plan.method is Method.ZLUDA_EXE
     check_plan(plan)
 

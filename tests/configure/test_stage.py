@@ -61,7 +61,16 @@ def test_apply_then_restore_leaves_the_folder_byte_identical(tmp_path: Path) -> 
     staging = staging_dir_of(program)
     # in the staging folder: the redirected libraries and zluda.exe, nothing the program does not need
     assert sorted(p.name for p in staging.iterdir()) == sorted(
-        ["backup", "cublas64_12.dll", "manifest.json", "mapping.toml", "nvcuda.dll", "zluda.exe", "zluda_redirect.dll"]
+        [
+            "backup",
+            "cublas64_12.dll",
+            "manifest.json",
+            "mapping.toml",
+            "nvcuda.dll",
+            "nvcudart_hybrid64.dll",
+            "zluda.exe",
+            "zluda_redirect.dll",
+        ]
     )
     assert (staging / "cublas64_12.dll").read_bytes() == (tmp_path / "zluda" / "cublas64_12.dll").read_bytes()
     # beside the program: cublas64_11.dll (not in this zluda.exe's table) replaced by ZLUDA's, backed up first
