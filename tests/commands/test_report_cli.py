@@ -190,3 +190,64 @@ def test_aggregate_over_the_store(store: str, capsys: pytest.CaptureFixture[str]
     assert code == 0 and "block the most programs" in out
     buf = io.StringIO(out)
     assert buf.readline().startswith("cudatrace aggregate:")
+
+
+# -- real binaries: scan them with the real scanner, then report ---------------------------------------------------
+
+
+def _scan_to_file(binary: Path, tmp_path: Path) -> str:
+    out = tmp_path / f"{binary.name}.scan.json"
+    assert main(["scan", str(binary), "--no-store", "--no-progress", "--format", "json", "-o", str(out)]) in (0, 4)
+    return str(out)
+
+
+def test_report_of_a_real_linked_elf_program(
+    elf_linked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scan = _scan_to_file(elf_linked, tmp_path)
+    capsys.readouterr()
+    code, out, err = _run(["report", scan, "--zluda", RELEASE, "--format", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    names = {(e["family"], e["function"]): e for e in doc["entries"]}
+    for key in (
+        ("driver", "cuInit"),
+        ("driver", "cuLaunchKernel"),
+        ("cublas", "cublasSgemm_v2"),
+        ("nccl", "ncclAllReduce"),
+    ):
+        assert key in names, key
+        assert names[key]["static_how"] == ["symbol"] and names[key]["evidence"] == "static"
+    assert names[("driver", "cuInit")]["zluda"]["status"] == "translated"
+    assert doc["evidence"] == "static" and doc["uses_cuda"] is True
+    families = {f["family"]: f for f in doc["families"]}
+    assert families["nccl"]["used"] == 2
+    code, out, _ = _run(["report", scan, "--zluda", RELEASE, "--format", "markdown"], capsys)
+    assert code == 0 and "Only static evidence" in out and "| nccl | 2 | 0 |" in out
+
+
+def test_report_of_a_real_program_without_cuda(
+    elf_plain: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scan = _scan_to_file(elf_plain, tmp_path)
+    capsys.readouterr()
+    code, out, err = _run(["report", scan, "--zluda", RELEASE], capsys)
+    assert code == 0, err
+    assert "No CUDA at all" in out and "VERDICT" not in out
+
+
+def test_report_of_real_sass_only_kernels(
+    nvcc_sass_only: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scan = _scan_to_file(nvcc_sass_only, tmp_path)
+    capsys.readouterr()
+    code, out, err = _run(["report", scan, "--zluda", RELEASE, "--format", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    gpu = doc["gpu"][0]
+    assert gpu["gpu_code"]["has_ptx"] is False
+    assert sorted(i["arch"] for i in gpu["gpu_code"]["images"]) == ["sm_80", "sm_90"]
+    assert gpu["static_runtime"] is not None
+    assert doc["verdict"]["status"] == "blocked"
+    code, out, _ = _run(["report", scan, "--zluda", RELEASE, "--no-color"], capsys)
+    assert "SASS only" in out
