@@ -158,10 +158,12 @@ class _Merged:
         self.libraries.add(r.library)
         if r.calls is not None:
             self.calls = (self.calls or 0) + r.calls
-        for k, n in r.statuses:
-            self.statuses[k] = self.statuses.get(k, 0) + n
-        for k, n in r.callers:
-            self.callers[k] = self.callers.get(k, 0) + n
+        if r.statuses:
+            for k, n in r.statuses:
+                self.statuses[k] = self.statuses.get(k, 0) + n
+        if r.callers:
+            for k, n in r.callers:
+                self.callers[k] = self.callers.get(k, 0) + n
         if self.ordinal is None:
             self.ordinal = r.ordinal
         if self.zluda is None and r.zluda_status is not None:
@@ -171,7 +173,7 @@ class _Merged:
 def _merged_rows(store: Store, latest_only: bool) -> list[_Merged]:
     merged: dict[tuple[int, int, str, str, str], _Merged] = {}
     for r in store.evidence_rows(latest_only=latest_only):
-        key = (r.program_id, r.result_id, r.family.value, r.function, r.how.value)
+        key = (r.program_id, r.result_id, r.family._value_, r.function, r.how._value_)
         m = merged.get(key)
         if m is None:
             m = merged[key] = _Merged(r)
@@ -189,20 +191,20 @@ def evidence_frame(store: Store, *, latest_only: bool = True) -> pd.DataFrame:
                 "program_id": r.program_id,
                 "program": r.program,
                 "path": r.path,
-                "kind": r.kind.value,
+                "kind": r.kind._value_,
                 "result_id": r.result_id,
                 "recorded_at": r.recorded_at,
-                "family": r.family.value,
+                "family": r.family._value_,
                 "function": r.function,
-                "how": r.how.value,
-                "libraries": ", ".join(sorted(m.libraries)),
+                "how": r.how._value_,
+                "libraries": ", ".join(sorted(m.libraries)) if len(m.libraries) > 1 else r.library,
                 "ordinal": m.ordinal,
                 "calls": m.calls,
                 "failed_calls": sum(m.statuses.values()) if m.calls is not None else None,
-                "statuses": dict(sorted(m.statuses.items())),
-                "callers": dict(sorted(m.callers.items())),
+                "statuses": dict(sorted(m.statuses.items())) if m.statuses else {},
+                "callers": dict(sorted(m.callers.items())) if m.callers else {},
                 "zluda_release": z.zluda_release if z else None,
-                "zluda_status": z.zluda_status.value if z and z.zluda_status else None,
+                "zluda_status": z.zluda_status._value_ if z and z.zluda_status else None,
                 "hip": z.hip if z else (),
             }
         )
@@ -231,7 +233,7 @@ def entry_points_frame(store: Store, *, latest_only: bool = True) -> pd.DataFram
     """One row per (family, entry point) across every program (see the module docstring)."""
     acc: dict[tuple[str, str], _EntryAcc] = {}
     for r in store.evidence_rows(latest_only=latest_only):
-        a = acc.setdefault((r.family.value, r.function), _EntryAcc())
+        a = acc.setdefault((r.family._value_, r.function), _EntryAcc())
         a.libraries.add(r.library)
         a.programs.add(r.program_id)
         if r.calls is None:

@@ -58,7 +58,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -322,10 +322,12 @@ def _entries_of(doc: Mapping[str, Any]) -> tuple[EntryPointUse, ...]:
 
 
 def _pairs_json(pairs: tuple[tuple[str, int], ...]) -> str:
-    return json.dumps(dict(pairs), sort_keys=True)
+    return json.dumps(dict(pairs), sort_keys=True) if pairs else "{}"
 
 
 def _pairs_from(text: str) -> tuple[tuple[str, int], ...]:
+    if text == "{}":
+        return ()
     return tuple(sorted((str(k), int(v)) for k, v in json.loads(text).items()))
 
 
@@ -598,7 +600,11 @@ class Store:
                     zluda_release=result.zluda_release,
                 ).to_dict()
                 program = self._upsert_program(binary.name, _scan_program_path(binary.path), binary.sha256, stamp)
-                ids.append(self._insert_result(program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc))
+                ids.append(
+                    self._insert_result(
+                        program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc, binary.imports, binary.verdict
+                    )
+                )
             return tuple(ids)
 
         out: tuple[int, ...] = self._write(work)
@@ -624,9 +630,8 @@ class Store:
                 program = self._upsert_program(_file_name(path), path, sha or "", stamp)
             else:
                 self._touch_program(program, stamp)
-            return self._insert_result(
-                program, ResultKind.TRACE, stamp, trace.tool_version or __version__, release, doc
-            )
+            tool = trace.tool_version or __version__
+            return self._insert_result(program, ResultKind.TRACE, stamp, tool, release, doc, trace.calls, trace.verdict)
 
         out: int = self._write(work)
         return out
@@ -655,9 +660,16 @@ class Store:
         )
 
     def _insert_result(
-        self, program: int, kind: ResultKind, stamp: str, tool: str, release: str | None, doc: dict[str, Any]
+        self,
+        program: int,
+        kind: ResultKind,
+        stamp: str,
+        tool: str,
+        release: str | None,
+        doc: dict[str, Any],
+        entries: Sequence[EntryPointUse],
+        verdict: Verdict | None,
     ) -> int:
-        verdict = _verdict_of(doc)
         row = self._conn.execute(
             "INSERT INTO results (program_id, kind, recorded_at, tool_version, zluda_release, verdict_status, "
             "document) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -672,10 +684,18 @@ class Store:
             ),
         ).fetchone()
         result_id = int(row[0])
-        self._derive(result_id, program, kind, stamp, doc)
+        self._derive(result_id, program, kind, stamp, entries, verdict)
         return result_id
 
-    def _derive(self, result_id: int, program: int, kind: ResultKind, stamp: str, doc: Mapping[str, Any]) -> None:
+    def _derive(
+        self,
+        result_id: int,
+        program: int,
+        kind: ResultKind,
+        stamp: str,
+        entries: Sequence[EntryPointUse],
+        verdict: Verdict | None,
+    ) -> None:
         """Write the rows derived from one document: its evidence and its verdict."""
         self._conn.executemany(
             "INSERT INTO evidence (result_id, family, library, function, how, ordinal, calls, statuses, callers, "
@@ -693,12 +713,11 @@ class Store:
                     _pairs_json(e.callers),
                     e.zluda.release if e.zluda else None,
                     e.zluda.status.value if e.zluda else None,
-                    json.dumps(list(e.zluda.hip) if e.zluda else []),
+                    json.dumps(list(e.zluda.hip)) if e.zluda and e.zluda.hip else "[]",
                 )
-                for e in _entries_of(doc)
+                for e in entries
             ],
         )
-        verdict = _verdict_of(doc)
         if verdict is not None:
             self._conn.execute(
                 "INSERT INTO verdicts (program_id, release, status, reasons, kind, result_id, recorded_at) "
@@ -725,7 +744,8 @@ class Store:
         rows = conn.execute("SELECT id, program_id, kind, recorded_at FROM results ORDER BY recorded_at, id").fetchall()
         for result_id, program, kind, stamp in rows:
             (text,) = conn.execute("SELECT document FROM results WHERE id = ?", (result_id,)).fetchone()
-            self._derive(int(result_id), int(program), ResultKind(kind), str(stamp), json.loads(text))
+            doc = json.loads(text)
+            self._derive(int(result_id), int(program), ResultKind(kind), str(stamp), _entries_of(doc), _verdict_of(doc))
 
     # -- queries ------------------------------------------------------------------------------------------------
 
@@ -769,23 +789,23 @@ class Store:
         rows = self._run(lambda: self._conn.execute(sql, (like, like, prefix, q.lower())).fetchall())
         return [self._program_record(r) for r in rows]
 
-    def _documents(self, sql: str, args: tuple[Any, ...]) -> Documents:
-        def work() -> Documents:
-            scans: list[ScanResult] = []
-            traces: list[TraceResult] = []
-            for kind, text in self._conn.execute(sql, args):
-                try:
-                    doc = json.loads(text)
-                    if kind == ResultKind.SCAN.value:
-                        scans.append(ScanResult.from_dict(doc))
-                    else:
-                        traces.append(TraceResult.from_dict(doc))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise self._error(f"corrupt document in the coverage store ({type(exc).__name__}: {exc})") from exc
-            return tuple(scans), tuple(traces)
+    def _parse_documents(self, rows: Iterable[tuple[str, str]]) -> Documents:
+        scans: list[ScanResult] = []
+        traces: list[TraceResult] = []
+        for kind, text in rows:
+            try:
+                doc = json.loads(text)
+                if kind == ResultKind.SCAN.value:
+                    scans.append(ScanResult.from_dict(doc))
+                else:
+                    traces.append(TraceResult.from_dict(doc))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise self._error(f"corrupt document in the coverage store ({type(exc).__name__}: {exc})") from exc
+        return tuple(scans), tuple(traces)
 
-        out: Documents = self._run(work)
-        return out
+    def _documents(self, sql: str, args: tuple[Any, ...]) -> Documents:
+        rows = self._run(lambda: self._conn.execute(sql, args).fetchall())
+        return self._parse_documents(rows)
 
     def documents(self, program_id: int) -> Documents:
         """Every stored document of a program as model objects, oldest first: ``(scans, traces)``."""
@@ -805,7 +825,16 @@ class Store:
 
     def all_latest(self) -> list[tuple[ProgramRecord, tuple[ScanResult, ...], tuple[TraceResult, ...]]]:
         """For every program (newest activity first): its record, newest scan and newest trace."""
-        return [(p, *self.latest_documents(p.id)) for p in self.programs()]
+        programs = self.programs()
+        texts: dict[int, list[tuple[str, str]]] = {}
+        rows = self._run(
+            lambda: self._conn.execute(
+                f"SELECT program_id, kind, document FROM results WHERE id IN ({_LATEST_IDS}) ORDER BY kind"
+            ).fetchall()
+        )
+        for program_id, kind, text in rows:
+            texts.setdefault(int(program_id), []).append((kind, text))
+        return [(p, *self._parse_documents(texts.get(p.id, []))) for p in programs]
 
     def verdicts(self, program_id: int | None = None) -> list[VerdictRecord]:
         """The newest verdict per program per release (of one program, or all), newest first."""
@@ -838,10 +867,7 @@ class Store:
             where.append("r.program_id = ?")
             args.append(program_id)
         if latest_only:
-            where.append(
-                "r.id = (SELECT r2.id FROM results r2 WHERE r2.program_id = r.program_id AND r2.kind = r.kind "
-                "ORDER BY r2.recorded_at DESC, r2.id DESC LIMIT 1)"
-            )
+            where.append(f"r.id IN ({_LATEST_IDS})")
         sql = (
             "SELECT p.id, p.name, p.path, r.id, r.kind, r.recorded_at, e.family, e.library, e.function, e.how, "
             "e.ordinal, e.calls, e.statuses, e.callers, e.zluda_release, e.zluda_status, e.hip "
@@ -860,24 +886,37 @@ class Store:
                     program=r[1],
                     path=r[2],
                     result_id=int(r[3]),
-                    kind=ResultKind(r[4]),
+                    kind=_KINDS[r[4]],
                     recorded_at=r[5],
-                    family=Family(r[6]),
+                    family=_FAMILIES[r[6]],
                     library=r[7],
                     function=r[8],
-                    how=EntryHow(r[9]),
+                    how=_HOWS[r[9]],
                     ordinal=r[10],
                     calls=r[11],
                     statuses=_pairs_from(r[12]),
                     callers=_pairs_from(r[13]),
                     zluda_release=r[14],
-                    zluda_status=ZludaStatus(r[15]) if r[15] else None,
-                    hip=tuple(json.loads(r[16])),
+                    zluda_status=_ZLUDA[r[15]] if r[15] else None,
+                    hip=tuple(json.loads(r[16])) if r[16] != "[]" else (),
                 )
 
     def schema_version(self) -> int:
         """The schema version of the open store (always :data:`SCHEMA_VERSION` once opened)."""
         return int(self._run(lambda: self._conn.execute("PRAGMA user_version").fetchone()[0]))
+
+
+# Enum lookups by value without EnumMeta.__call__: evidence rows are read by the hundred thousand.
+_KINDS = {m.value: m for m in ResultKind}
+_FAMILIES = {m.value: m for m in Family}
+_HOWS = {m.value: m for m in EntryHow}
+_ZLUDA = {m.value: m for m in ZludaStatus}
+
+# The newest scan and the newest trace of every program.
+_LATEST_IDS = (
+    "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY program_id, kind "
+    "ORDER BY recorded_at DESC, id DESC) AS n FROM results) WHERE n = 1"
+)
 
 
 def _statements(script: str) -> list[str]:
