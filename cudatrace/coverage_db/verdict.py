@@ -535,8 +535,14 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
 
 def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict | None:
     """A scanned file that is itself a CUDA library the release replaces is never loaded under ZLUDA."""
-    if zluda_library_of_file(b.name) is None or not cat.replaces(b.name, rel):
+    if not replaced_caller(b.name, rel, cat):
         return None
+    main = _cudnn_main_name(b.name)
+    why = (
+        f"ZLUDA {rel} replaces {main}, the library that loads this one"
+        if main
+        else f"ZLUDA {rel} ships its own {b.name}"
+    )
     return Verdict(
         rel,
         VerdictStatus.RUNS,
@@ -544,8 +550,7 @@ def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict |
             Reason(
                 Severity.INFO,
                 "replaced_by_zluda",
-                f"{b.name} is NVIDIA's library; ZLUDA {rel} ships its own {b.name}, so this file is not loaded "
-                "under ZLUDA",
+                f"{b.name} is NVIDIA's library; {why}, so this file is not loaded under ZLUDA",
             ),
         ),
     )

@@ -9,6 +9,7 @@ import pytest
 
 from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace, judge, program_side_calls, replaced_caller
+from cudatrace.errors import CatalogError
 from cudatrace.model import (
     BinaryFormat,
     BinaryScan,
@@ -221,9 +222,12 @@ def test_annotate_scan_fills_every_import_and_round_trips() -> None:
         "libcublas.so.12", [sym(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul")], [], GpuCode()
     )
     plain = _binary("ls", [], [], GpuCode())
-    doc = annotate_scan(ScanResult(binaries=(app, nvidia_cublas, plain)), "6-preview.69")
+    graph = _binary("libcudnn_graph.so.9", [sym(Family.DRIVER, "libcuda.so.1", "cuNoSuchThing")], [], SASS_ONLY)
+    doc = annotate_scan(ScanResult(binaries=(app, nvidia_cublas, plain, graph)), "6-preview.69")
     assert doc.zluda_release == SEED
-    a, lib, p = doc.binaries
+    a, lib, p, g = doc.binaries
+    assert g.verdict is not None and g.verdict.status is VerdictStatus.RUNS
+    assert "replaces libcudnn.so.9" in g.verdict.reasons[0].message
     assert [i.zluda.status for i in a.imports if i.zluda] == [ZludaStatus.TRANSLATED, ZludaStatus.STUB]
     assert a.imports[0].zluda and a.imports[0].zluda.release == SEED
     assert a.verdict is not None and a.verdict.status is VerdictStatus.AT_RISK
@@ -235,6 +239,11 @@ def test_annotate_scan_fills_every_import_and_round_trips() -> None:
     d = doc.to_dict()["binaries"][0]
     assert d["imports"][1]["zluda"]["status"] == "stub" and d["verdict"]["status"] == "at_risk"
     assert set(d["imports"][0]["zluda"]) >= {"release", "status", "hip", "since"}
+
+
+def test_annotate_scan_unknown_release_is_a_catalog_error() -> None:
+    with pytest.raises(CatalogError, match="unknown ZLUDA release 'v99'"):
+        annotate_scan(ScanResult(), "v99")
 
 
 def test_annotate_scan_static_runtime_resolves_names_with_its_version() -> None:
