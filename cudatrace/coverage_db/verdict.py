@@ -325,6 +325,8 @@ def judge(
         if libname and libname not in libs:
             libs[libname] = CudaLibrary(libname, fam, LibraryHow.IMPORT)
     for cl in libs.values():
+        if cl.how in (LibraryHow.LOADED, LibraryHow.DLOPEN_STRING) and replaced_caller(cl.name, rel, cat):
+            continue  # a cuDNN sub-library that ZLUDA's cuDNN never loads
         lib_info = cat.classify(cl.family, "", rel, cl.name)
         if lib_info.status is ZludaStatus.NVIDIA_OWN:
             nvidia_own.add((cl.family, cl.name))

@@ -279,7 +279,10 @@ def test_annotate_trace() -> None:
             ExportTableRequest(known, None, 3),
             ExportTableRequest("{01234567-89AB-CDEF-0123-456789ABCDEF}", None, 2),
         ),
-        libraries=(CudaLibrary("libcudnn.so.9", Family.CUDNN, LibraryHow.LOADED, "9"),),
+        libraries=(
+            CudaLibrary("libcudnn.so.9", Family.CUDNN, LibraryHow.LOADED, "9"),
+            CudaLibrary("libcudnn_graph.so.9", Family.CUDNN, LibraryHow.LOADED, "9"),
+        ),
         proc_lookups=(
             ProcLookup("cuMemAlloc", 12000, 0, True, 1),
             ProcLookup("cuCtxCreate", 12000, 0, True, 1),
@@ -292,6 +295,7 @@ def test_annotate_trace() -> None:
     assert codes(out.verdict)[:2] == ["stub_called", "export_table_unknown"]
     assert out.verdict.reasons[0].calls == 40 and out.verdict.status is VerdictStatus.AT_RISK
     assert "inner_calls_left_out" in codes(out.verdict)
+    assert "library_not_replaced" not in codes(out.verdict)  # libcudnn_graph is loaded only by NVIDIA's cuDNN
     lookups = reason(out.verdict, "proc_lookup_missing")
     assert lookups.severity is Severity.INFO  # type: ignore[attr-defined]
     assert lookups.functions == ("cuCtxCreate", "cuNoSuchThing")  # type: ignore[attr-defined]  # _v3 is a stub
