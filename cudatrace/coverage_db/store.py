@@ -57,6 +57,7 @@ import json
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -349,6 +350,7 @@ class Store:
     def __init__(self, path: Path, *, timeout_s: float = 30.0) -> None:
         self.path = path
         self._timeout_s = timeout_s
+        self._lock = threading.RLock()
         self._conn = self._connect(timeout_s)
         try:
             self._prepare()
@@ -408,7 +410,8 @@ class Store:
         # mode=rw never creates, so a file that vanished between the checks and here is not silently replaced.
         uri = f"file:{quote(str(path.absolute()))}?mode={'rw' if exists else 'rwc'}"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+            # Shared across threads (a tracer may record from its own thread); self._lock serializes use.
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise self._error(f"cannot open the coverage store: {exc}") from exc
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
@@ -564,7 +567,8 @@ class Store:
 
     def _run(self, fn: Callable[[], Any]) -> Any:
         try:
-            return fn()
+            with self._lock:
+                return fn()
         except sqlite3.OperationalError as exc:
             raise self._translate(exc) from exc
         except sqlite3.DatabaseError as exc:
@@ -844,18 +848,27 @@ class Store:
             sql += "WHERE program_id = ? "
             args = (program_id,)
         rows = self._run(lambda: self._conn.execute(sql + "ORDER BY recorded_at DESC, release", args).fetchall())
-        return [
-            VerdictRecord(
-                int(r[0]),
-                r[1],
-                VerdictStatus(r[2]),
-                tuple(Reason.from_dict(x) for x in json.loads(r[3])),
-                ResultKind(r[4]),
-                int(r[5]),
-                r[6],
-            )
-            for r in rows
-        ]
+        try:
+            return [
+                VerdictRecord(
+                    int(r[0]),
+                    r[1],
+                    VerdictStatus(r[2]),
+                    tuple(Reason.from_dict(x) for x in json.loads(r[3])),
+                    ResultKind(r[4]),
+                    int(r[5]),
+                    r[6],
+                )
+                for r in rows
+            ]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise self._unknown_value(exc) from exc
+
+    def _unknown_value(self, exc: Exception) -> StoreError:
+        return self._error(
+            f"coverage store holds a value this cudatrace ({__version__}) cannot read ({type(exc).__name__}: {exc}); "
+            "it was damaged or written by a newer cudatrace"
+        )
 
     def evidence_rows(self, program_id: int | None = None, *, latest_only: bool = True) -> Iterator[EvidenceRow]:
         """Stream the evidence rows (of one program, or all). With ``latest_only``, only each program's newest
@@ -881,25 +894,33 @@ class Store:
             if not batch:
                 return
             for r in batch:
-                yield EvidenceRow(
-                    program_id=int(r[0]),
-                    program=r[1],
-                    path=r[2],
-                    result_id=int(r[3]),
-                    kind=_KINDS[r[4]],
-                    recorded_at=r[5],
-                    family=_FAMILIES[r[6]],
-                    library=r[7],
-                    function=r[8],
-                    how=_HOWS[r[9]],
-                    ordinal=r[10],
-                    calls=r[11],
-                    statuses=_pairs_from(r[12]),
-                    callers=_pairs_from(r[13]),
-                    zluda_release=r[14],
-                    zluda_status=_ZLUDA[r[15]] if r[15] else None,
-                    hip=tuple(json.loads(r[16])) if r[16] != "[]" else (),
-                )
+                try:
+                    row = self._evidence_row(r)
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise self._unknown_value(exc) from exc
+                yield row
+
+    @staticmethod
+    def _evidence_row(r: Sequence[Any]) -> EvidenceRow:
+        return EvidenceRow(
+            program_id=int(r[0]),
+            program=r[1],
+            path=r[2],
+            result_id=int(r[3]),
+            kind=_KINDS[r[4]],
+            recorded_at=r[5],
+            family=_FAMILIES[r[6]],
+            library=r[7],
+            function=r[8],
+            how=_HOWS[r[9]],
+            ordinal=r[10],
+            calls=r[11],
+            statuses=_pairs_from(r[12]),
+            callers=_pairs_from(r[13]),
+            zluda_release=r[14],
+            zluda_status=_ZLUDA[r[15]] if r[15] else None,
+            hip=tuple(json.loads(r[16])) if r[16] != "[]" else (),
+        )
 
     def schema_version(self) -> int:
         """The schema version of the open store (always :data:`SCHEMA_VERSION` once opened)."""

@@ -729,3 +729,48 @@ def test_scan_command_records_real_binaries(
     capsys.readouterr()
     with open_store(env_db) as store:
         assert sorted(p.scans for p in store.programs()) == [1, 1]
+
+
+def test_damaged_rows_inside_a_store_give_one_line_errors(db: Path) -> None:
+    with open_store(db) as store:
+        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+    conn = sqlite3.connect(db)
+    conn.execute('UPDATE results SET document = \'{"schema": "cudatrace.scan/1", "binaries": [{}]}\'')
+    conn.execute("UPDATE evidence SET family = 'family-from-the-future' WHERE function = 'cufftPlan1d'")
+    conn.execute("UPDATE verdicts SET status = 'maybe'")
+    conn.commit()
+    conn.close()
+    with open_store(db) as store:
+        (prog,) = store.programs()
+        for call, match in (
+            (lambda: store.documents(prog.id), "corrupt document"),
+            (lambda: list(store.evidence_rows()), "family-from-the-future"),
+            (store.verdicts, "'maybe'"),
+        ):
+            with pytest.raises(StoreError, match=match) as err:
+                call()
+            assert str(err.value).startswith(f"{db}: ") and "\n" not in str(err.value)
+
+
+def test_threads_share_one_store(db: Path) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+    with open_store(db) as store:
+
+        def record(k: int) -> None:
+            try:
+                for i in range(10):
+                    store.record_scan(scan_of(binary(f"/t{k}/{i}", hashlib.sha256(f"t{k}{i}".encode()).hexdigest())))
+                    store.programs()
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=record, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(store.programs()) == 40
+        assert sum(1 for _ in store.evidence_rows()) == 40 * 3
