@@ -86,3 +86,75 @@ def test_sass_only_program_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixt
     report = json.loads(capsys.readouterr().out)
     assert code == 7
     assert any("cannot run" in f["message"] and "SASS only" in f["message"] for f in report["findings"])
+
+
+@pytest.fixture(scope="session")
+def pe_set(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from tests.pe_binaries import MissingToolError, build_pe_set
+
+    if shutil.which("x86_64-w64-mingw32-gcc") is None or shutil.which("x86_64-w64-mingw32-dlltool") is None:
+        pytest.skip("needs x86_64-w64-mingw32-gcc and dlltool (mingw-w64)")
+    try:
+        return build_pe_set(tmp_path_factory.mktemp("configure_pe"), "x86_64")
+    except MissingToolError as exc:
+        pytest.skip(str(exc))
+
+
+def test_windows_program_built_with_mingw(pe_set, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from tests.configure.trees import make_hip_sdk_windows
+
+    folder = tmp_path / "Program Files" / "Cuda App"
+    folder.mkdir(parents=True)
+    program = folder / "cuda_app.exe"
+    shutil.copy2(pe_set.app, program)
+    (folder / "cublas64_12.dll").write_bytes(b"NVIDIA's own cuBLAS shipped with the app")
+    zluda = make_zluda_tree(tmp_path / "ZLUDA", "v6-preview.69", "windows")
+    hip = make_hip_sdk_windows(tmp_path / "AMD" / "ROCm" / "6.4", majors=(6, 7))
+    db = str(tmp_path / "db.sqlite")
+    base = [
+        "configure",
+        str(program),
+        "--zluda",
+        str(zluda),
+        "--hip",
+        str(hip),
+        "--release",
+        "6-preview.69",
+        "--db",
+        db,
+    ]
+    code, doc, err = _configure([*base, "--format", "json"], capsys)
+    assert code == 0, err
+    plan = doc["mapping"]
+    assert plan["release"] == "v6-preview.69"  # "6-preview.69" resolved by the catalog
+    served = {m["requested"].lower(): m["source"] for m in plan["library"]}
+    assert served == {
+        "nvcuda.dll": "nvcuda.dll",
+        "cublas64_12.dll": "cublas64_12.dll",
+        "cudnn64_9.dll": "cudnn64_9.dll",
+        "cufft64_11.dll": "cufft64_11.dll",
+    }
+    assert [n["library"].lower() for n in plan["nvidia_own"]] == ["curand64_10.dll"]
+    assert {a["component"] for a in plan["amd"]} == {"amdhip64", "rocblas", "miopen"}
+    before = tree_digest(folder)
+    code, _, err = _configure([*base, "--apply"], capsys)
+    assert code == 0, err
+    # zluda.exe redirects cublas64_12.dll to the staged copy; NVIDIA's copy beside the program stays untouched
+    assert (folder / "cublas64_12.dll").read_bytes() == b"NVIDIA's own cuBLAS shipped with the app"
+    launcher = (folder / "cuda_app.exe.zluda.ps1").read_text()
+    assert "zluda.exe' -- '" in launcher and "$env:HIP_PATH = " in launcher
+    assert main(["configure", str(program), "--restore"]) == 0
+    assert tree_digest(folder) == before
+
+
+def test_windows_program_loading_cublaslt_at_run_time(
+    pe_set, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    program = tmp_path / "dynamic_load.exe"
+    shutil.copy2(pe_set.dynamic, program)
+    zluda = make_zluda_tree(tmp_path / "ZLUDA", "v6-preview.69", "windows")
+    code, doc, err = _configure(
+        ["configure", str(program), "--zluda", str(zluda), "--db", str(tmp_path / "d.db"), "--format", "json"], capsys
+    )
+    assert code == 0, err
+    assert "cublasLt64_12.dll".lower() in {m["requested"].lower() for m in doc["mapping"]["library"]}
