@@ -128,6 +128,7 @@ _FUNCTION_RULES: tuple[tuple[re.Pattern[str], Family | None], ...] = (
     (re.compile(r"^nvml[A-Z_]"), Family.NVML),
     (re.compile(r"^p?nccl[A-Z]"), Family.NCCL),
     (re.compile(r"^cufft[A-Z_]"), Family.CUFFT),
+    (re.compile(r"^cusparseLt[A-Z]"), None),  # cuSPARSELt: libcusparseLt.so.0, its own product
     (re.compile(r"^cusparse[A-Z_]"), Family.CUSPARSE),
     (re.compile(r"^cublasLt[A-Z_]"), Family.CUBLASLT),
     (re.compile(r"^cublas[A-Z_]"), Family.CUBLAS),

@@ -40,7 +40,13 @@ from cudatrace.model import (
 )
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import detect_static_runtime
-from cudatrace.tracer.static.libraries import ExportsData, family_of_function, identify_library, load_exports
+from cudatrace.tracer.static.libraries import (
+    ExportsData,
+    LibraryId,
+    family_of_function,
+    identify_library,
+    load_exports,
+)
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import extract_cuda_strings
 
@@ -221,8 +227,7 @@ def _own_family(parsed: ParsedBinary, path: str) -> Family | None:
 
 
 def _import_uses(parsed: ParsedBinary, platform: str, data: ExportsData) -> Iterator[EntryPointUse]:
-    needed = [(lib, identify_library(lib.name)) for lib in parsed.libraries]
-    cuda_needed = [(n.name, lid) for n, lid in needed if lid is not None]
+    cuda_needed = [(n.name, lid) for n in parsed.libraries if (lid := identify_library(n.name)) is not None]
     for imp in parsed.imports:
         function = imp.function if imp.function else f"#{imp.ordinal}" if imp.ordinal is not None else None
         if function is None:
@@ -239,29 +244,32 @@ def _import_uses(parsed: ParsedBinary, platform: str, data: ExportsData) -> Iter
 
 
 def _attribute_unversioned(
-    function: str, cuda_needed: Sequence[tuple[str, object]], platform: str, data: ExportsData
+    function: str, cuda_needed: Sequence[tuple[str, LibraryId]], platform: str, data: ExportsData
 ) -> str | None:
-    """The library an unversioned ELF symbol comes from: the NEEDED CUDA library whose export list has it."""
+    """The library an unversioned ELF symbol comes from, or None when it is not a CUDA entry point.
+
+    First the NEEDED CUDA library whose NVIDIA export list holds the name; otherwise only names that carry a
+    CUDA family prefix count (NVIDIA libraries also export C++ runtime symbols, which must not make a
+    ``std::string`` method a driver import).
+    """
     exporters = data.exporting_libraries(function, platform)
     for name, _lid in cuda_needed:
         if name in exporters:
             return name
-    families = {data.library_family[e] for e in exporters}
-    if data.is_driver_entry_point(function):
-        families.add(Family.DRIVER)
-    if not families:
-        fam = family_of_function(function)
-        if fam is None or fam not in _NO_EXPORT_LIST:
-            return None
-        families = {fam}
+    family = family_of_function(function)
+    if family is None or (family is Family.DRIVER and not data.is_driver_entry_point(function)):
+        return None
     for name, lid in cuda_needed:
-        if getattr(lid, "family", None) in families:
+        if lid.family is family:
             return name  # e.g. NEEDED libcublas.so.11, a version the export lists do not hold
-    if exporters:
-        return exporters[0]  # resolved through a library loaded by another one
-    if Family.DRIVER in families:
-        return _DEFAULT_LIBRARY[(platform, Family.DRIVER)]
-    return None
+    exporter_families = {data.library_family[e] for e in exporters}
+    for name, lid in cuda_needed:
+        if lid.family in exporter_families:
+            return name  # cuSOLVER's cublas*-named helpers
+    same_family = [e for e in exporters if data.library_family[e] is family]
+    if same_family:
+        return same_family[0]  # resolved through a library another one loads
+    return _DEFAULT_LIBRARY.get((platform, family))
 
 
 def _strings_by_family(

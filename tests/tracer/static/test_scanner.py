@@ -236,3 +236,30 @@ def test_progress_reports_every_file(app_folder: Path) -> None:
 
     scan_paths([str(app_folder)], progress=Recorder())
     assert totals == [len(seen)] and len(seen) == len(collect_files([str(app_folder)]))
+
+
+def test_unversioned_attribution_rules() -> None:
+    from cudatrace.tracer.static.libraries import identify_library, load_exports
+    from cudatrace.tracer.static.scanner import _attribute_unversioned
+
+    data = load_exports()
+    driver = identify_library("libcuda.so.1")
+    cublas11 = identify_library("libcublas.so.11")
+    solver = identify_library("libcusolver.so.11")
+    assert driver is not None and cublas11 is not None and solver is not None
+    needed = [("libcuda.so.1", driver), ("libcublas.so.11", cublas11)]
+    assert _attribute_unversioned("cuInit", needed, "linux", data) == "libcuda.so.1"
+    assert _attribute_unversioned("cublasSgemm_v2", needed, "linux", data) == "libcublas.so.11"
+    # NVIDIA libraries export C++ runtime symbols too (libcudadebugger.so.1 exports std::string methods).
+    mangled = "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm"
+    assert "libcudadebugger.so.1" in data.exporting_libraries(mangled)
+    assert _attribute_unversioned(mangled, needed, "linux", data) is None
+    assert _attribute_unversioned("cuFileRead", needed, "linux", data) is None
+    assert _attribute_unversioned("malloc", needed, "linux", data) is None
+    # Not NEEDED directly: the library NVIDIA ships the name in.
+    assert _attribute_unversioned("ncclAllReduce", needed, "linux", data) == "libnccl.so.2"
+    assert _attribute_unversioned("cuInit", [], "linux", data) == "libcuda.so.1"
+    # cuSOLVER exports cuBLAS-named helpers.
+    assert _attribute_unversioned("cublasSbatchGemm", [("libcusolver.so.11", solver)], "linux", data) == (
+        "libcusolver.so.11"
+    )
