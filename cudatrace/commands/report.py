@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zluda",
         metavar="RELEASE",
         default="latest",
-        help="the ZLUDA release to judge against (default: the newest in the catalog)",
+        help="the ZLUDA release to judge against (default: the newest in the catalog); with --all, a comma-separated "
+        "list compares releases over the same programs (oldest first, the last one in detail)",
     )
     add_output_args(p, FORMATS)
     p.add_argument("--name", metavar="NAME", help="the program's name in the report (default: from the evidence)")
@@ -146,6 +147,14 @@ def _resolve_release(name: str) -> str:
     return load_catalog().resolve_release(None if name == "latest" else name)
 
 
+def _releases(args: argparse.Namespace) -> list[str]:
+    """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
+    names = [n.strip() for n in str(args.zluda).split(",") if n.strip()] or ["latest"]
+    if len(names) > 1 and not args.all:
+        raise UsageError("several --zluda releases are compared only with --all")
+    return list(dict.fromkeys(_resolve_release(n) for n in names))
+
+
 def _annotate(
     scans: list[ScanResult] | tuple[ScanResult, ...], traces: list[TraceResult] | tuple[TraceResult, ...], release: str
 ) -> tuple[list[ScanResult], list[TraceResult]]:
@@ -199,7 +208,7 @@ def _from_files(args: argparse.Namespace) -> Any:
             raise ReportError(str(exc), path) from None
     scans = [d for _, d in docs if isinstance(d, ScanResult)]
     traces = [d for _, d in docs if isinstance(d, TraceResult)]
-    release = _resolve_release(args.zluda)
+    release = _releases(args)[-1]
     scans, traces = _annotate(scans, traces, release)
     env = _run_environment(_environment(args.env), traces)
     return build_report(scans, traces, release, program=args.name, environment=env)
@@ -207,9 +216,10 @@ def _from_files(args: argparse.Namespace) -> Any:
 
 def _from_store(args: argparse.Namespace) -> Any:
     from cudatrace.coverage_db.store import open_store
-    from cudatrace.reports.document import aggregate_reports, build_report
+    from cudatrace.reports.document import aggregate_reports, build_report, compare_releases
 
-    release = _resolve_release(args.zluda)
+    releases = _releases(args)
+    release = releases[-1]
     env = _environment(args.env)
     with open_store(args.db) as store:
         if args.all:
@@ -218,12 +228,15 @@ def _from_store(args: argparse.Namespace) -> Any:
                 scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
                 rows.append((rec, scans, traces))
             names = Counter(rec.name for rec, _, _ in rows)
-            reports = []
-            for rec, scans, traces in rows:
-                s, t = _annotate(scans, traces, release)
-                name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
-                reports.append(build_report(s, t, release, program=name))
-            return aggregate_reports(reports, release)
+            aggregates = []
+            for rel in releases:
+                reports = []
+                for rec, scans, traces in rows:
+                    s, t = _annotate(scans, traces, rel)
+                    name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
+                    reports.append(build_report(s, t, rel, program=name))
+                aggregates.append(aggregate_reports(reports, rel))
+            return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
         found = store.find_programs(args.program)
         if not found:
             raise InputError(f"no program matching {args.program!r} in the coverage store", str(store.path))

@@ -31,7 +31,17 @@ REPORT_COLUMNS = (
     "release",
     "program",
 )
-AGGREGATE_COLUMNS = ("family", "function", "zluda_status", "programs", "calls", "unlocks", "program_names", "release")
+AGGREGATE_COLUMNS = (
+    "family",
+    "function",
+    "zluda_status",
+    "programs",
+    "calls",
+    "unlocks",
+    "program_names",
+    "release",
+    "programs_by_release",
+)
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -77,6 +87,7 @@ def render_csv(doc: Report | Aggregate) -> str:
                     len(b.unlocks),
                     _join(b.programs),
                     doc.release,
+                    _join(f"{r}={n}" for r, n in b.by_release),
                 )
                 for b in doc.blockers
             ),

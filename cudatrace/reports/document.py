@@ -841,6 +841,8 @@ class AggregateBlocker:
     unlocks: tuple[str, ...] = ()  # programs whose only blocker this is
     hip: tuple[str, ...] = ()
     since: str | None = None
+    # (release, programs it blocks there) for every compared release, oldest first; empty without a comparison
+    by_release: tuple[tuple[str, int], ...] = ()
 
     @property
     def anchor(self) -> str:
@@ -858,6 +860,7 @@ class AggregateBlocker:
             "unlocks": list(self.unlocks),
             "hip": list(self.hip),
             "since": self.since,
+            "by_release": [{"release": r, "programs": n} for r, n in self.by_release],
         }
 
     @classmethod
@@ -872,6 +875,42 @@ class AggregateBlocker:
             tuple(d.get("unlocks", ())),
             tuple(d.get("hip", ())),
             d.get("since"),
+            tuple((str(x["release"]), int(x["programs"])) for x in d.get("by_release", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLine:
+    """How one ZLUDA release fares over the same programs: verdict counts and blocking entry points."""
+
+    release: str
+    runs: int
+    at_risk: int
+    blocked: int
+    unclassified: int
+    blockers: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "release": self.release,
+            "runs": self.runs,
+            "at_risk": self.at_risk,
+            "blocked": self.blocked,
+            "unclassified": self.unclassified,
+            "blockers": self.blockers,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReleaseLine:
+        """Read the JSON form back."""
+        return cls(
+            str(_req(d, "release")),
+            int(d.get("runs", 0)),
+            int(d.get("at_risk", 0)),
+            int(d.get("blocked", 0)),
+            int(d.get("unclassified", 0)),
+            int(d.get("blockers", 0)),
         )
 
 
@@ -955,6 +994,20 @@ class Aggregate:
     families: tuple[AggregateFamily, ...] = ()
     tool_version: str = ""
     without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
+    releases: tuple[ReleaseLine, ...] = ()  # every compared release, oldest first (see compare_releases)
+
+    @property
+    def release_line(self) -> ReleaseLine:
+        """This aggregate's own release as one line of a comparison."""
+        st = [p.verdict for p in self.programs]
+        return ReleaseLine(
+            self.release,
+            st.count(VerdictStatus.RUNS),
+            st.count(VerdictStatus.AT_RISK),
+            st.count(VerdictStatus.BLOCKED),
+            st.count(None),
+            len(self.blockers),
+        )
 
     @property
     def unlockable(self) -> tuple[AggregateBlocker, ...]:
@@ -972,6 +1025,7 @@ class Aggregate:
             "blockers": [b.to_dict() for b in self.blockers],
             "families": [f.to_dict() for f in self.families],
             "without_cuda": self.without_cuda,
+            "releases": [r.to_dict() for r in self.releases],
         }
 
     @classmethod
@@ -987,6 +1041,7 @@ class Aggregate:
                 families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
                 tool_version=str(d.get("tool_version", "")),
                 without_cuda=int(d.get("without_cuda", 0)),
+                releases=tuple(ReleaseLine.from_dict(r) for r in d.get("releases", ())),
             )
         except ReportError:
             raise
@@ -1084,3 +1139,21 @@ def build_aggregate(
     """
     reports = [build_report(scans, traces, release, program=name) for name, scans, traces in programs]
     return aggregate_reports(reports, release)
+
+
+def compare_releases(aggregates: Sequence[Aggregate]) -> Aggregate:
+    """The last aggregate (the release of interest), with how every given release fares over the same programs.
+
+    ``aggregates`` are built over the same programs, one per release, oldest first. The result's
+    :attr:`Aggregate.releases` holds one :class:`ReleaseLine` each, and every blocker's ``by_release`` says how
+    many programs it blocks in each release (0 where it does not block: implemented there, or not yet needed).
+    """
+    if not aggregates:
+        raise ValueError("compare_releases needs at least one aggregate")
+    main = aggregates[-1]
+    counts = {a.release: {(b.family, b.function): len(b.programs) for b in a.blockers} for a in aggregates}
+    blockers = tuple(
+        replace(b, by_release=tuple((a.release, counts[a.release].get((b.family, b.function), 0)) for a in aggregates))
+        for b in main.blockers
+    )
+    return replace(main, blockers=blockers, releases=tuple(a.release_line for a in aggregates))

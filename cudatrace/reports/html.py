@@ -462,6 +462,35 @@ def _aggregate_body(doc: Aggregate) -> str:
             f"<figure><figcaption>Programs using each family: blocked (red) or not (green)</figcaption>{fam}</figure>"
         )
         out.append("</div></section>")
+    compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
+    if compared:
+        out.append('<section id="releases"><h2>Per ZLUDA release (same programs)</h2>')
+        chart = stacked_bars(
+            "chart-releases",
+            "Verdicts per release",
+            [
+                (
+                    r.release,
+                    [Segment("translated", r.runs), Segment("stub", r.at_risk), Segment("absent", r.blocked)],
+                )
+                for r in doc.releases
+            ],
+        )
+        out.append(
+            "<figure><figcaption>Programs per verdict: runs (green), at risk (amber), blocked (red)</figcaption>"
+            f"{chart}</figure>"
+        )
+        out.append(
+            _table(
+                "release-table",
+                ("release", "runs", "at risk", "blocked", "blocking entry points"),
+                [
+                    [_Cell(_e(r.release)), _num(r.runs), _num(r.at_risk), _num(r.blocked), _num(r.blockers)]
+                    for r in doc.releases
+                ],
+            )
+        )
+        out.append("</section>")
     unlock = doc.unlockable
     out.append('<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>')
     if unlock:
@@ -487,7 +516,7 @@ def _aggregate_body(doc: Aggregate) -> str:
     out.append(
         _table(
             "entries",
-            ("family", "function", "ZLUDA", "programs", "calls", "unlocks", "which programs"),
+            ("family", "function", "ZLUDA", "programs", "calls", "unlocks", *(f"in {r}" for r in compared), "which"),
             [
                 [
                     _Cell(_e(b.family.value)),
@@ -496,6 +525,7 @@ def _aggregate_body(doc: Aggregate) -> str:
                     _num(len(b.programs)),
                     _num(b.calls),
                     _num(len(b.unlocks)),
+                    *(_num(n) for _, n in (b.by_release if compared else ())),
                     _Cell(_e(", ".join(b.programs))),
                 ]
                 for b in doc.blockers

@@ -178,12 +178,40 @@ def _aggregate_md(doc: Aggregate) -> str:
         f"{len(doc.programs)} programs, {blocked} blocked, {len(doc.blockers)} blocking entry points.{left_out}",
         "",
     ]
+    compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
+    if compared:
+        out += ["### Per ZLUDA release (same programs)", ""]
+        out += _table(
+            ("release", "runs", "at risk", "blocked", "blocking entry points"),
+            [
+                [md_escape(r.release), str(r.runs), str(r.at_risk), str(r.blocked), str(r.blockers)]
+                for r in doc.releases
+            ],
+        )
+        out.append("")
     rows = [
-        [md_escape(b.function), b.family.value, b.status.value, str(len(b.programs)), str(b.calls), str(len(b.unlocks))]
+        [
+            md_escape(b.function),
+            b.family.value,
+            b.status.value,
+            str(len(b.programs)),
+            str(b.calls),
+            str(len(b.unlocks)),
+            *(str(n) for _, n in (b.by_release if compared else ())),
+        ]
         for b in doc.blockers
     ]
     if rows:
-        out += _folded(("function", "family", "ZLUDA", "programs", "calls", "unlocks"), rows, "entry points")
+        headers = (
+            "function",
+            "family",
+            "ZLUDA",
+            "programs",
+            "calls",
+            "unlocks",
+            *(f"in {md_escape(r)}" for r in compared),
+        )
+        out += _folded(headers, rows, "entry points")
         out.append("")
     unlock = doc.unlockable
     if unlock:

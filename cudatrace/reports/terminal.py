@@ -35,20 +35,8 @@ VERDICT_WORDS = {
 }
 MAX_ROWS = 40
 NUMERIC_COLUMNS = frozenset(
-    [
-        "images",
-        "used",
-        "called",
-        "translated",
-        "stub",
-        "absent",
-        "other",
-        "blocking",
-        "blocked",
-        "calls",
-        "failed",
-        "programs",
-    ]
+    {"images", "used", "called", "translated", "stub", "absent", "other", "blocking", "blocked", "calls", "failed"}
+    | {"programs", "runs", "at risk"}
 )
 
 
@@ -59,7 +47,7 @@ def _t(text: object, style: str = "") -> Text:
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_edge=False, pad_edge=False)
     for col in columns:
-        numeric = col in NUMERIC_COLUMNS
+        numeric = col in NUMERIC_COLUMNS or col.startswith("in ")
         table.add_column(col, justify="right" if numeric else "left", overflow="fold")
     return table
 
@@ -204,8 +192,17 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
             style="bold",
         )
     )
+    compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
+    if compared:
+        tab = _table("Per ZLUDA release (same programs)", "release", "runs", "at risk", "blocked", "blocking")
+        for r in doc.releases:
+            tab.add_row(
+                _t(r.release), str(r.runs), str(r.at_risk), _t(r.blocked, "red" if r.blocked else ""), str(r.blockers)
+            )
+        parts.extend((Text(""), tab))
     if doc.blockers:
-        tab = _table("Entry points that block the most programs", "family", "function", "ZLUDA", "programs", "calls")
+        cols = ["family", "function", "ZLUDA", "programs", "calls", *(f"in {printable(r)}" for r in compared)]
+        tab = _table("Entry points that block the most programs", *cols)
         for b in doc.blockers[:MAX_ROWS]:
             tab.add_row(
                 b.family.value,
@@ -213,6 +210,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
                 _t(b.status.value, STATUS_STYLE[b.status]),
                 str(len(b.programs)),
                 str(b.calls),
+                *(str(n) for _, n in (b.by_release if compared else ())),
             )
         parts.extend((Text(""), tab))
     unlock = doc.unlockable

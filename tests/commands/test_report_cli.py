@@ -192,6 +192,20 @@ def test_aggregate_over_the_store(store: str, capsys: pytest.CaptureFixture[str]
     assert buf.readline().startswith("cudatrace aggregate:")
 
 
+def test_aggregate_compares_releases(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["report", "--db", store, "--all", "--zluda", "v5,v6-preview.69,latest", "--format", "json"]
+    code, out, err = _run(argv, capsys)
+    assert code == 0, err
+    agg = json.loads(out)
+    releases = [r["release"] for r in agg["releases"]]
+    assert releases == ["v5", "v6-preview.69", "v7-preview.9"] and agg["release"] == "v7-preview.9"
+    for b in agg["blockers"]:
+        assert [x["release"] for x in b["by_release"]] == releases
+        assert b["by_release"][-1]["programs"] == len(b["programs"])
+    code, _, err = _run(["report", "--db", store, "--program", "solver", "--zluda", "v5,v6"], capsys)
+    assert code == 2 and "only with --all" in err
+
+
 # -- real binaries: scan them with the real scanner, then report ---------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from cudatrace.reports.document import (
     anchor_id,
     build_aggregate,
     build_report,
+    compare_releases,
     merge_verdicts,
     printable,
     signal_name,
@@ -274,3 +275,18 @@ def test_aggregate_ranks_blockers_and_finds_what_unlocks_programs() -> None:
 def test_aggregate_of_no_programs_is_empty() -> None:
     agg = aggregate_reports([], RELEASE)
     assert agg.blockers == () and agg.programs == () and agg.unlockable == ()
+
+
+def test_compare_releases_keeps_the_last_release_and_counts_per_release() -> None:
+    old = build_aggregate([_program("alpha", ("cuX",)), _program("beta", ("cuX", "cuY"))], RELEASE)
+    new = build_aggregate([_program("alpha", ()), _program("beta", ("cuY",))], "v7-preview.9")
+    both = compare_releases([old, new])
+    assert both.release == "v7-preview.9"
+    assert [b.function for b in both.blockers] == ["cuY"]
+    assert both.blockers[0].by_release == ((RELEASE, 1), ("v7-preview.9", 1))
+    lines = {r.release: r for r in both.releases}
+    assert (lines[RELEASE].blocked, lines[RELEASE].runs, lines[RELEASE].blockers) == (2, 0, 2)
+    assert (lines["v7-preview.9"].blocked, lines["v7-preview.9"].runs, lines["v7-preview.9"].blockers) == (1, 1, 1)
+    assert Aggregate.from_dict(json.loads(json.dumps(both.to_dict()))) == both
+    with pytest.raises(ValueError):
+        compare_releases([])

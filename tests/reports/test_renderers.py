@@ -19,7 +19,7 @@ import pytest
 
 from cudatrace.commands._common import dump_json
 from cudatrace.reports.csv_report import REPORT_COLUMNS, csv_cell, render_csv
-from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report
+from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report, compare_releases
 from cudatrace.reports.html import embed_json, render_html
 from cudatrace.reports.markdown import md_escape, render_markdown
 from cudatrace.reports.terminal import render_terminal
@@ -44,7 +44,45 @@ def _documents() -> dict[str, Doc]:
         "no_cuda": build_report([samples.no_cuda_scan()], [], RELEASE),
         "hostile": build_report([samples.hostile_scan()], [samples.hostile_trace()], RELEASE),
         "aggregate": build_aggregate(agg_programs, RELEASE),
+        "releases": compare_releases(
+            [build_aggregate(agg_programs, RELEASE), build_aggregate(_newer(agg_programs), NEWER)]
+        ),
     }
+
+
+NEWER = "v7-preview.9"
+
+
+def _newer(programs):  # type: ignore[no-untyped-def]
+    """The same programs as a newer release would classify them: cuGraphInstantiateWithParams implemented."""
+    from dataclasses import replace
+
+    def fix(e):  # type: ignore[no-untyped-def]
+        z = e.zluda and replace(e.zluda, release=NEWER)
+        if e.function == "cuGraphInstantiateWithParams":
+            z = replace(z, status=samples.ZludaStatus.TRANSLATED, hip=("hipGraphInstantiateWithParams",), since=NEWER)
+        return replace(e, zluda=z)
+
+    def verdict(v):  # type: ignore[no-untyped-def]
+        if v is None:
+            return None
+        reasons = tuple(r for r in v.reasons if "cuGraphInstantiateWithParams" not in r.functions)
+        return replace(v, release=NEWER, reasons=reasons)
+
+    out = []
+    for name, scans, traces in programs:
+        scans = [
+            replace(
+                s,
+                binaries=tuple(
+                    replace(b, imports=tuple(fix(e) for e in b.imports), verdict=verdict(b.verdict)) for b in s.binaries
+                ),
+            )
+            for s in scans
+        ]
+        traces = [replace(t, calls=tuple(fix(c) for c in t.calls), verdict=verdict(t.verdict)) for t in traces]
+        out.append((name, scans, traces))
+    return out
 
 
 DOCS = _documents()
