@@ -350,7 +350,7 @@ class Catalog:
         """The newest release in the catalog (the tag on ZLUDA's HEAD)."""
         self._reverse_header: dict[str, str] | None = None
         self._nvidia: dict[str, frozenset[str]] | None = None
-        self._replaces_cache: dict[tuple[str, int], bool] = {}
+        self._replaces_cache: dict[tuple[str, int, bool], bool] = {}
         self._proc_first = min((r[3] for rows in self._proc.values() for r in rows), default=0)
 
     # -- releases ----------------------------------------------------------------------------------------------
@@ -461,20 +461,21 @@ class Catalog:
                     names.update(e.split("=", 1)[-1].split("|"))
         return tuple(sorted(names, key=str.lower))
 
-    def replaces(self, library_file_name: str, release: str) -> bool:
+    def replaces(self, library_file_name: str, release: str, *, bits32: bool = False) -> bool:
         """True when the release ships a replacement under this file name (case-insensitive for DLLs).
 
+        ``bits32`` asks for a 32-bit Windows program: only the 32-bit files count (nvcuda.dll from v7-preview.2).
         Releases without packaging data for a library (v1, v2, v4) count as replacing the usual names of the
         libraries they build.
         """
         rel = self._rel(release)
-        cache_key = (library_file_name, rel.ordinal)
+        cache_key = (library_file_name, rel.ordinal, bits32)
         cached = self._replaces_cache.get(cache_key)
         if cached is None:
-            cached = self._replaces_cache[cache_key] = self._replaces(library_file_name, rel)
+            cached = self._replaces_cache[cache_key] = self._replaces(library_file_name, rel, bits32)
         return cached
 
-    def _replaces(self, library_file_name: str, rel: Release) -> bool:
+    def _replaces(self, library_file_name: str, rel: Release, bits32: bool = False) -> bool:
         base = _basename(library_file_name)
         key = zluda_library_of_file(base)
         plat = _platform_of_file(base)
@@ -485,35 +486,41 @@ class Catalog:
         if plat == "windows":
             candidates = {c.lower() for c in candidates}
         for p in self._package_rows(rel.ordinal):
-            if plat == "windows":
-                shipped = {n.lower() for n in (*p["windows"], *p["windows32"], *p["windows_extra"])}
+            only32 = "no-x86-64" in p["platforms"]
+            if plat == "windows" and bits32:
+                shipped = {n.lower() for n in (*p["windows32"], *(p["windows"] if only32 else ()))}
+            elif plat == "windows":
+                shipped = {n.lower() for n in (*p["windows"], *p["windows_extra"])} if not only32 else set()
             else:
                 shipped = set(p["linux"])
             if candidates & shipped:
                 return True
             if (
-                key == p["library"]
+                not bits32
+                and key == p["library"]
                 and not (p["windows"] or p["windows32"] or p["linux"])
                 and (plat in p["platforms"] or not p["platforms"])
             ):
                 return True
         return False
 
-    def first_shipping(self, library_file_name: str, after: str | None = None) -> str | None:
+    def first_shipping(self, library_file_name: str, after: str | None = None, *, bits32: bool = False) -> str | None:
         """The first mainline release (after ``after``, if given) that ships this file name, or None."""
         start = self._rel(after).ordinal if after else 0
         for r in self._tags:
-            if r.ordinal > start and r.line == "amd" and self.replaces(library_file_name, r.name):
+            if r.ordinal > start and r.line == "amd" and self.replaces(library_file_name, r.name, bits32=bits32):
                 return r.name
         return None
 
     # -- entry points ------------------------------------------------------------------------------------------
 
-    def _keys(self, family: Family, library: str | None) -> list[str]:
+    def _keys(self, family: Family, library: str | None, bits32: bool = False) -> list[str]:
         if library and _is_file_name(library):
             key = zluda_library_of_file(library)
             if key is None:
                 return []
+            if bits32 and key == "driver":
+                return ["driver_win32"]
             if LIBRARY_FAMILY.get(key) is family or family is Family.OTHER:
                 return [key, "cublaslt_internal"] if key == "cublaslt" else [key]
         return {
@@ -580,6 +587,7 @@ class Catalog:
         *,
         by_name: bool = False,
         cuda_version: int | None = None,
+        bits32: bool = False,
     ) -> ZludaInfo:
         """What ``release`` does with ``function`` of ``family``, imported from file ``library`` when given.
 
@@ -587,23 +595,25 @@ class Catalog:
         replacement under that name gives ``not_replaced``. With ``by_name`` the name is a driver name looked up
         at run time through ``cuGetProcAddress`` (``cuMemAlloc`` -> ``cuMemAlloc_v2``), resolved with
         ``cuda_version`` (None: the newest branch). Names ZLUDA does not declare are mapped through the CUDA header
-        facts (an API spelling to its export, a header-inline per-thread wrapper to its target).
+        facts (an API spelling to its export, a header-inline per-thread wrapper to its target). ``bits32`` marks a
+        32-bit Windows program: only ZLUDA's 32-bit files (the IPC-forwarding nvcuda.dll) can serve it.
         """
         rel = self._rel(release)
         relname = rel.name
         if family in NVIDIA_OWN:
             return ZludaInfo(relname, ZludaStatus.NVIDIA_OWN, note=NVIDIA_OWN[family])
-        keys = self._keys(family, library)
+        bits32 = bits32 and bool(library) and _platform_of_file(library or "") == "windows"
+        keys = self._keys(family, library, bits32)
         if not keys:
             what = _basename(library) if library else family.value
             return ZludaInfo(relname, ZludaStatus.NOT_REPLACED, note=f"ZLUDA has no replacement for {what}")
-        if library and _is_file_name(library) and not self.replaces(library, relname):
-            first = self.first_shipping(library, after=relname)
+        if library and _is_file_name(library) and not self.replaces(library, relname, bits32=bits32):
+            first = self.first_shipping(library, after=relname, bits32=bits32)
             later = f"; first shipped in {first}" if first else "; no later mainline release ships it"
             return ZludaInfo(
                 relname,
                 ZludaStatus.NOT_REPLACED,
-                note=f"ZLUDA {relname} ships no {_basename(library)}{later}",
+                note=f"ZLUDA {relname} ships no {'32-bit ' if bits32 else ''}{_basename(library)}{later}",
             )
         if not any(self._library_present(k, rel.ordinal) for k in keys):
             return ZludaInfo(
@@ -685,19 +695,30 @@ class Catalog:
             return f"current headers import {target} instead"
         return None
 
-    def first_translated(self, family: Family, function: str, after: str, library: str | None = None) -> str | None:
+    def first_translated(
+        self, family: Family, function: str, after: str, library: str | None = None, *, bits32: bool = False
+    ) -> str | None:
         """The first mainline release after ``after`` that translates ``function`` (under ``library``), or None."""
-        return self._first_with(family, function, after, library, ("i",))
+        return self._first_with(family, function, after, library, ("i",), bits32)
 
-    def first_exported(self, family: Family, function: str, after: str, library: str | None = None) -> str | None:
+    def first_exported(
+        self, family: Family, function: str, after: str, library: str | None = None, *, bits32: bool = False
+    ) -> str | None:
         """The first mainline release after ``after`` that exports ``function`` at all (maybe as a stub), or None."""
-        return self._first_with(family, function, after, library, ("i", "u"))
+        return self._first_with(family, function, after, library, ("i", "u"), bits32)
 
     def _first_with(
-        self, family: Family, function: str, after: str, library: str | None, codes: tuple[str, ...]
+        self,
+        family: Family,
+        function: str,
+        after: str,
+        library: str | None,
+        codes: tuple[str, ...],
+        bits32: bool = False,
     ) -> str | None:
         start = self._rel(after).ordinal
-        keys = self._keys(family, library)
+        bits32 = bits32 and bool(library) and _platform_of_file(library or "") == "windows"
+        keys = self._keys(family, library, bits32)
         if family in NVIDIA_OWN or not keys:
             return None
         names = [function]
@@ -716,7 +737,7 @@ class Catalog:
         for lo, hi in spans:
             for o in range(lo, hi + 1):
                 r = self._by_ordinal[o]
-                if r.line == "amd" and (library is None or self.replaces(library, r.name)):
+                if r.line == "amd" and (library is None or self.replaces(library, r.name, bits32=bits32)):
                     return r.name
         return None
 

@@ -36,13 +36,19 @@ def name_list(names: Sequence[str], limit: int = _MAX_NAMES) -> str:
 
 
 def upgrade_remedy(
-    catalog: Catalog, family: Family, functions: Sequence[str], release: str, library: str | None = None
+    catalog: Catalog,
+    family: Family,
+    functions: Sequence[str],
+    release: str,
+    library: str | None = None,
+    *,
+    bits32: bool = False,
 ) -> str | None:
     """``release vN implements X: upgrade`` for the functions some later mainline release translates, or None."""
     later: dict[str, str] = {}
     never: list[str] = []
     for fn in functions[:24]:  # bound the work on huge import lists; the sentence names only a few anyway
-        first = catalog.first_translated(family, fn, release, library)
+        first = catalog.first_translated(family, fn, release, library, bits32=bits32)
         if first:
             later[fn] = first
         else:
@@ -57,13 +63,19 @@ def upgrade_remedy(
 
 
 def absent_remedy(
-    catalog: Catalog, family: Family, functions: Sequence[str], release: str, library: str | None = None
+    catalog: Catalog,
+    family: Family,
+    functions: Sequence[str],
+    release: str,
+    library: str | None = None,
+    *,
+    bits32: bool = False,
 ) -> str | None:
     """For imports a release does not export: the release that implements them, else the one that exports them."""
-    upgrade = upgrade_remedy(catalog, family, functions, release, library)
+    upgrade = upgrade_remedy(catalog, family, functions, release, library, bits32=bits32)
     if upgrade:
         return upgrade
-    later = {fn: catalog.first_exported(family, fn, release, library) for fn in functions[:24]}
+    later = {fn: catalog.first_exported(family, fn, release, library, bits32=bits32) for fn in functions[:24]}
     found = {fn: r for fn, r in later.items() if r}
     if not found:
         return None
@@ -89,14 +101,17 @@ def cufft_advice(catalog: Catalog) -> str:
     return f"every cuFFT export is a stub on the mainline; only {where} implemented cuFFT; else compute FFTs on the CPU"
 
 
-def library_remedy(catalog: Catalog, family: Family, library: str, release: str) -> str:
+def library_remedy(catalog: Catalog, family: Family, library: str, release: str, *, bits32: bool = False) -> str:
     """What to do about a CUDA library the release does not replace."""
     key = zluda_library_of_file(library)
     if key is not None:
-        first = catalog.first_shipping(library, after=release)
+        first = catalog.first_shipping(library, after=release, bits32=bits32)
         stem = library.rsplit(".", 1)[0] if library.lower().endswith(".dll") else library
         if first:
-            return f"this {stem} needs a ZLUDA release that ships {library} (first: {first}): upgrade"
+            what = f"a 32-bit {library}" if bits32 else library
+            return f"this {stem} needs a ZLUDA release that ships {what} (first: {first}): upgrade"
+        if bits32:
+            return f"ZLUDA ships no 32-bit {library}: build the program for 64-bit Windows"
         if family not in FAMILY_ADVICE:
             shipped = [
                 n
@@ -112,10 +127,16 @@ def library_remedy(catalog: Catalog, family: Family, library: str, release: str)
 
 
 def stub_remedy(
-    catalog: Catalog, family: Family, functions: Sequence[str], release: str, library: str | None = None
+    catalog: Catalog,
+    family: Family,
+    functions: Sequence[str],
+    release: str,
+    library: str | None = None,
+    *,
+    bits32: bool = False,
 ) -> str | None:
     """An upgrade when a later release implements some of the stubs, else the family's work-around."""
-    upgrade = upgrade_remedy(catalog, family, functions, release, library)
+    upgrade = upgrade_remedy(catalog, family, functions, release, library, bits32=bits32)
     extra: str | None = None
     if family is Family.CUFFT:
         extra = cufft_advice(catalog)

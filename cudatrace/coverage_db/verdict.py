@@ -9,7 +9,8 @@ Rules, most certain first:
 
 * blockers: an imported entry point that ZLUDA does not export (PE: the DLL fails to load; ELF: symbol binding
   fails), a function called at run time that ZLUDA does not export, GPU code with SASS only (ZLUDA recompiles
-  PTX, never SASS), TensorRT linked in;
+  PTX, never SASS), TensorRT linked in, a driver file the release does not ship (a 32-bit nvcuda.dll before
+  v7-preview.2);
 * risks: stubs called (weighted by program-side calls) or imported, CUDA libraries ZLUDA does not replace (NVIDIA's
   would load on ZLUDA's driver and can work only through PTX in its fatbin), functions listed as implemented that
   panic, export tables ZLUDA does not know, PTX only for recent architectures;
@@ -57,6 +58,7 @@ CODE_RANK: dict[str, int] = {
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
+    "driver_not_replaced": 4,
     "stub_called": 10,
     "panicking_called": 11,
     "library_not_replaced": 12,
@@ -90,8 +92,17 @@ def _cuda_version(version: str | None) -> int | None:
     return int(m.group(1)) * 1000 + int(m.group(2) or 0) * 10
 
 
+def is_32bit(machine: str | None) -> bool:
+    """True for a 32-bit x86 machine name as the scanner writes it (``i386``)."""
+    return (machine or "").lower() in ("i386", "i686", "x86", "x86_32")
+
+
 def classify_entry(
-    entry: EntryPointUse, release: str, catalog: Catalog | None = None, cuda_version: int | None = None
+    entry: EntryPointUse,
+    release: str,
+    catalog: Catalog | None = None,
+    cuda_version: int | None = None,
+    machine: str | None = None,
 ) -> ZludaInfo:
     """The catalog's answer for one entry point record (names seen only in strings are resolved by name)."""
     cat = catalog or load_catalog()
@@ -102,6 +113,7 @@ def classify_entry(
         entry.library or None,
         by_name=entry.how is EntryHow.PROC_STRING,
         cuda_version=cuda_version,
+        bits32=is_32bit(machine),
     )
 
 
@@ -160,6 +172,7 @@ def judge(
     binary_format: BinaryFormat | None = None,
     export_tables: Iterable[ExportTableRequest] = (),
     proc_lookups: Iterable[ProcLookup] = (),
+    machine: str | None = None,
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -167,11 +180,13 @@ def judge(
     version of a statically linked CUDA runtime (``13000``), used to resolve names looked up through
     ``cuGetProcAddress``. ``binary_format`` words the absent-import reason (PE load failure vs ELF binding).
     ``export_tables`` and ``proc_lookups`` come from a trace: export tables ZLUDA does not know are a risk,
-    names ZLUDA's ``cuGetProcAddress`` does not resolve are info.
+    names ZLUDA's ``cuGetProcAddress`` does not resolve are info. ``machine`` ``i386`` judges a 32-bit program
+    against ZLUDA's 32-bit files.
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
     reasons: list[Reason] = []
+    b32 = is_32bit(machine)
 
     absent_static: dict[tuple[Family, str], list[str]] = defaultdict(list)
     absent_delay: dict[tuple[Family, str], list[str]] = defaultdict(list)
@@ -187,7 +202,11 @@ def judge(
     total = 0
 
     for e in entries:
-        info = e.zluda if e.zluda is not None and e.zluda.release == rel else classify_entry(e, rel, cat, cuda_version)
+        info = (
+            e.zluda
+            if e.zluda is not None and e.zluda.release == rel
+            else classify_entry(e, rel, cat, cuda_version, machine)
+        )
         total += 1
         key = (e.family, e.library)
         called = e.how is EntryHow.CALLED
@@ -242,7 +261,7 @@ def judge(
                 "absent_import",
                 f"{len(names)} imported {fam.value} entry point(s) not exported by ZLUDA {rel}: "
                 f"{_fmt_names(names)}; {effect}",
-                remedies.absent_remedy(cat, fam, sorted(names), rel, lib or None),
+                remedies.absent_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
                 fam,
                 tuple(sorted(names)),
             )
@@ -255,7 +274,7 @@ def judge(
                 "absent_called",
                 f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are not exported by ZLUDA {rel}: "
                 f"{_fmt_names(calls)}",
-                remedies.upgrade_remedy(cat, fam, sorted(calls, key=lambda f: -calls[f]), rel, lib or None),
+                remedies.upgrade_remedy(cat, fam, sorted(calls, key=lambda f: -calls[f]), rel, lib or None, bits32=b32),
                 fam,
                 tuple(sorted(calls, key=lambda f: (-calls[f], f))),
                 total_calls,
@@ -270,7 +289,7 @@ def judge(
                 "stub_called",
                 f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are stubs in ZLUDA {rel} "
                 f"(they return a not-supported status): {remedies.name_list(ordered)}",
-                remedies.stub_remedy(cat, fam, ordered, rel, lib or None),
+                remedies.stub_remedy(cat, fam, ordered, rel, lib or None, bits32=b32),
                 fam,
                 tuple(ordered),
                 total_calls,
@@ -286,7 +305,7 @@ def judge(
                 "panicking_called" if was_called else "panicking_imported",
                 f"{len(calls)} {fam.value} function(s) are listed as implemented in ZLUDA {rel} but their body is "
                 f"todo!(), so a call panics: {remedies.name_list(ordered)}",
-                remedies.upgrade_remedy(cat, fam, ordered, rel, lib or None),
+                remedies.upgrade_remedy(cat, fam, ordered, rel, lib or None, bits32=b32),
                 fam,
                 tuple(ordered),
                 total_calls if was_called else None,
@@ -299,7 +318,7 @@ def judge(
                 "stub_imported",
                 f"{len(names)} imported {fam.value} entry point(s) are stubs in ZLUDA {rel}; a call returns a "
                 f"not-supported status: {_fmt_names(names)}",
-                remedies.stub_remedy(cat, fam, sorted(names), rel, lib or None),
+                remedies.stub_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
                 fam,
                 tuple(sorted(names)),
             )
@@ -311,7 +330,7 @@ def judge(
                 "absent_delay_import",
                 f"{len(names)} delay-imported {fam.value} entry point(s) are not exported by ZLUDA {rel}; the "
                 f"first call fails: {_fmt_names(names)}",
-                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None),
+                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
                 fam,
                 tuple(sorted(names)),
             )
@@ -327,13 +346,13 @@ def judge(
     for cl in libs.values():
         if cl.how in (LibraryHow.LOADED, LibraryHow.DLOPEN_STRING) and replaced_caller(cl.name, rel, cat):
             continue  # a cuDNN sub-library that ZLUDA's cuDNN never loads
-        lib_info = cat.classify(cl.family, "", rel, cl.name)
+        lib_info = cat.classify(cl.family, "", rel, cl.name, bits32=b32)
         if lib_info.status is ZludaStatus.NVIDIA_OWN:
             nvidia_own.add((cl.family, cl.name))
             continue
         if lib_info.status is not ZludaStatus.NOT_REPLACED:
             continue
-        reasons.append(_library_reason(cat, cl, rel, lib_info, not_replaced.get((cl.family, cl.name), [])))
+        reasons.append(_library_reason(cat, cl, rel, lib_info, not_replaced.get((cl.family, cl.name), []), b32))
     for (fam, libname), names in not_replaced.items():
         if not libname:
             reasons.append(
@@ -472,7 +491,9 @@ def judge(
     return Verdict(rel, overall, tuple(ranked))
 
 
-def _library_reason(cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str]) -> Reason:
+def _library_reason(
+    cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str], bits32: bool = False
+) -> Reason:
     used = f" ({len(names)} entry point(s) used)" if names else ""
     linked = lib.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
     if lib.family is Family.TENSORRT:
@@ -482,6 +503,16 @@ def _library_reason(cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, n
             f"{lib.name}: TensorRT has no ZLUDA replacement in any release, and its engines run precompiled "
             f"NVIDIA kernels{used}",
             remedies.FAMILY_ADVICE[Family.TENSORRT],
+            lib.family,
+            tuple(sorted(names)),
+        )
+    if lib.family is Family.DRIVER:
+        return Reason(
+            Severity.BLOCKER if linked else Severity.RISK,
+            "driver_not_replaced",
+            f"{lib.name}: {info.note or f'ZLUDA {rel} has no replacement'}; without ZLUDA's driver the program talks "
+            f"to NVIDIA's driver, which needs an NVIDIA GPU{used}",
+            remedies.library_remedy(cat, lib.family, lib.name, rel, bits32=bits32),
             lib.family,
             tuple(sorted(names)),
         )
@@ -496,7 +527,7 @@ def _library_reason(cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, n
         "library_not_replaced",
         f"{lib.name} {how}: {note}; NVIDIA's {lib.name} would run on ZLUDA's driver and can work only if its GPU "
         f"code carries PTX{used}",
-        remedies.library_remedy(cat, lib.family, lib.name, rel),
+        remedies.library_remedy(cat, lib.family, lib.name, rel, bits32=bits32),
         lib.family,
         tuple(sorted(names)),
     )
@@ -565,7 +596,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     binaries: list[BinaryScan] = []
     for b in result.binaries:
         cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
-        imports = tuple(replace(e, zluda=classify_entry(e, rel, cat, cuda_version)) for e in b.imports)
+        imports = tuple(replace(e, zluda=classify_entry(e, rel, cat, cuda_version, b.machine)) for e in b.imports)
         verdict: Verdict | None = None
         if b.uses_cuda:
             verdict = _replaced_binary_verdict(cat, b, rel) or judge(
@@ -576,6 +607,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 cat,
                 cuda_version=cuda_version,
                 binary_format=b.format,
+                machine=b.machine,
             )
         binaries.append(replace(b, imports=imports, verdict=verdict))
     return replace(result, binaries=tuple(binaries), zluda_release=rel)

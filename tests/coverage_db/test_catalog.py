@@ -235,6 +235,17 @@ def test_library_file_names_decide_not_replaced(cat: Catalog) -> None:
     assert cat.classify(Family.NCCL, "ncclAllReduce", "v6-preview.69", "libnccl.so.2").status is NR
     assert cat.classify(Family.NCCL, "ncclGetErrorString", "v3", "libnccl.so.2").status is T
     assert cat.classify(Family.CUSOLVER, "cusolverDnCreate", "v7-preview.9", "cusolver64_11.dll").status is NR
+    # 32-bit Windows programs: only the IPC-forwarding 32-bit nvcuda.dll (v7-preview.2 on) serves them
+    assert cat.classify(Family.DRIVER, "cuMemAlloc_v2", "v6-preview.69", "nvcuda.dll", bits32=True).status is NR
+    drv32 = cat.classify(Family.DRIVER, "cuMemAlloc_v2", "v7-preview.9", "nvcuda.dll", bits32=True)
+    assert drv32.status is T and drv32.since == "v7-preview.2"
+    n32 = sum(
+        cat.classify(Family.DRIVER, f, "v7-preview.9", "nvcuda.dll", bits32=True).status is T
+        for f in cat.functions("driver_win32", "v7-preview.9")
+    )
+    assert n32 == 58
+    assert cat.classify(Family.CUBLAS, "cublasSgemm_v2", "v7-preview.9", "cublas64_12.dll", bits32=True).status is NR
+    assert cat.replaces("nvapi.dll", "v7-preview.9", bits32=True) and not cat.replaces("nvapi.dll", "v7-preview.9")
 
 
 def test_stub_kinds(cat: Catalog) -> None:

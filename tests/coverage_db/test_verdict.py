@@ -402,3 +402,29 @@ def test_real_pe_app_by_release(pe_app: Path) -> None:
         cublas.remedy
         == "this cublas64_12 needs a ZLUDA release that ships cublas64_12.dll (first: v6-preview.28): upgrade"
     )
+
+
+@needs_scanner
+def test_real_32bit_pe_app_needs_the_32bit_driver(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from cudatrace.tracer.static.scanner import scan_paths
+    from tests.pe_binaries import MissingToolError, build_pe_set
+
+    try:
+        app = build_pe_set(tmp_path_factory.mktemp("pe32"), "i386").app
+    except MissingToolError as exc:
+        pytest.skip(str(exc))
+    scanned = scan_paths([str(app)])
+    assert scanned.binaries[0].machine == "i386"
+    old = annotate_scan(scanned, SEED).binaries[0]
+    assert old.verdict is not None and old.verdict.status is VerdictStatus.BLOCKED
+    top = old.verdict.reasons[0]
+    assert top.code == "driver_not_replaced" and "32-bit nvcuda.dll" in top.message
+    assert (
+        top.remedy == "this nvcuda needs a ZLUDA release that ships a 32-bit nvcuda.dll (first: v7-preview.2): upgrade"
+    )
+    new = annotate_scan(scanned, "v7-preview.9").binaries[0]
+    assert new.verdict is not None and new.verdict.status is VerdictStatus.AT_RISK
+    drv = {i.function: i.zluda.status for i in new.imports if i.library == "nvcuda.dll" and i.zluda}
+    assert drv["cuMemAlloc_v2"] is ZludaStatus.TRANSLATED
+    cublas = next(r for r in new.verdict.reasons if r.family is Family.CUBLAS)
+    assert cublas.remedy == "ZLUDA ships no 32-bit cublas64_12.dll: build the program for 64-bit Windows"
