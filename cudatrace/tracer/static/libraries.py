@@ -31,6 +31,7 @@ class LibraryId:
     name: str
     family: Family
     version: str | None = None
+    stem: str = ""  # lower-case base name without lib/bitness/version/extension: "cublas", "cudnn_ops"
 
 
 # Stems (lower case, without "lib", bitness, version and extension) and the family they name.
@@ -74,8 +75,9 @@ _PREFIX_STEMS: tuple[tuple[str, Family], ...] = (
     ("nvonnxparser_", Family.TENSORRT),
 )
 
-# libcublas.so.12, libcudart.so.12.9.79, libnvrtc.alt.so.12, libnvrtc-builtins.so.13.5, libcuda.so
-_ELF_NAME = re.compile(r"^lib(?P<stem>[a-z0-9_\-]+?)(?:\.alt)?\.so(?:\.(?P<ver>[0-9][0-9.]*))?$")
+# libcublas.so.12, libcudart.so.12.9.79, libnvrtc.alt.so.12, libnvrtc-builtins.so.13.5, libcuda.so, and the
+# names auditwheel gives vendored copies in wheels: libcudart.faf08d9a.so.13, libcudart-8a3f2b1c.so.12
+_ELF_NAME = re.compile(r"^lib(?P<stem>[a-z0-9_\-]+?)(?:[.\-][0-9a-f]{8})?(?:\.alt)?\.so(?:\.(?P<ver>[0-9][0-9.]*))?$")
 # cublas64_12.dll, cudart32_110.dll, nvJitLink_120_0.dll, nvrtc64_120_0.alt.dll, cupti64_2025.1.0.dll, nvml.dll
 _PE_NAME = re.compile(
     r"^(?P<stem>[a-z0-9_\-]+?)(?:(?:64|32)(?:_(?P<ver>[0-9][0-9._]*))?|_(?P<ver2>[0-9][0-9._]*))?(?:\.alt)?\.dll$"
@@ -116,7 +118,7 @@ def identify_library(file_name: str) -> LibraryId | None:
         return None
     if version is not None:
         version = version.rstrip("._") or None
-    return LibraryId(name=name, family=family, version=version)
+    return LibraryId(name=name, family=family, version=version, stem=m.group("stem"))
 
 
 # Ordered: the first matching rule wins (cublasLt before cublas, cudnn/cufft/... before the cuda*/cu* catch-alls).

@@ -170,6 +170,7 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
         errors.append("too many names in strings: the list of names resolved at run time is cut")
 
     own_names = {n.lower() for n in (parsed.soname, Path(path).name) if n}
+    own_stems = {lib.stem for n in (parsed.soname, Path(path).name) if n and (lib := identify_library(n))}
     needed_names = {lib.name.lower() for lib in parsed.libraries}
     libraries: dict[tuple[str, LibraryHow], CudaLibrary] = {}
     for needed in parsed.libraries:
@@ -180,7 +181,7 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
         if name.lower() in own_names or name.lower() in needed_names:
             continue  # a library's own name and its NEEDED names sit in its strings: not run-time loading
         lib = identify_library(name)
-        if lib is not None:
+        if lib is not None and lib.stem not in own_stems:  # libcupti.so.13 names "libcupti.so" too
             libraries[(lib.name, LibraryHow.DLOPEN_STRING)] = CudaLibrary(
                 lib.name, lib.family, LibraryHow.DLOPEN_STRING, lib.version
             )

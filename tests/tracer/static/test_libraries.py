@@ -76,6 +76,8 @@ EXPORTS = Path("/work/shared/reference/exports")
         ("nvToolsExt64_1.dll", Family.NVTX, "1"),
         ("libnvToolsExt.so.1", Family.NVTX, "1"),
         ("libnvtx3interop.so.1", Family.NVTX, "1"),
+        ("libcudart.faf08d9a.so.13", Family.RUNTIME, "13"),  # auditwheel's vendored copies
+        ("libcublasLt-8a3f2b1c.so.12", Family.CUBLASLT, "12"),
     ],
 )
 def test_identify_library(file_name: str, family: Family, version: str | None) -> None:
@@ -111,7 +113,7 @@ def test_identify_library_rejects(file_name: str) -> None:
 
 def test_library_id_is_frozen() -> None:
     lib = identify_library("cublas64_12.dll")
-    assert lib == LibraryId("cublas64_12.dll", Family.CUBLAS, "12")
+    assert lib == LibraryId("cublas64_12.dll", Family.CUBLAS, "12", "cublas")
     with pytest.raises(AttributeError):
         lib.name = "x"  # type: ignore[misc]
 
