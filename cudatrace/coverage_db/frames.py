@@ -92,8 +92,12 @@ ENTRY_POINT_COLUMNS: tuple[str, ...] = (
 )
 
 
+def _columns(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> dict[str, list[Any]]:
+    return {name: [r[name] for r in rows] for name in columns}
+
+
 def _frame(
-    rows: list[dict[str, Any]],
+    data: dict[str, list[Any]],
     columns: tuple[str, ...],
     *,
     ints: tuple[str, ...] = (),
@@ -103,20 +107,20 @@ def _frame(
 ) -> pd.DataFrame:
     # Columns are typed from the Python values directly: the DataFrame constructor would turn None in a count
     # into a float NaN.
-    data: dict[str, Any] = {}
+    typed: dict[str, Any] = {}
     for name in columns:
-        values = [r[name] for r in rows]
+        values = data[name]
         if name in ints:
-            data[name] = pd.array(values, dtype="int64")
+            typed[name] = pd.array(values, dtype="int64")
         elif name in nullable_ints:
-            data[name] = pd.array(values, dtype="Int64")
+            typed[name] = pd.array(values, dtype="Int64")
         elif name in times:
-            data[name] = pd.to_datetime(pd.Series(values, dtype="object"), utc=True, format="ISO8601")
+            typed[name] = pd.to_datetime(pd.Series(values, dtype="object"), utc=True, format="ISO8601")
         elif name in objects:
-            data[name] = pd.Series(values, dtype="object")
+            typed[name] = pd.Series(values, dtype="object")
         else:
-            data[name] = pd.Series(values, dtype="str")
-    return pd.DataFrame(data, columns=list(columns))
+            typed[name] = pd.Series(values, dtype="str")
+    return pd.DataFrame(typed, columns=list(columns))
 
 
 def programs_frame(store: Store) -> pd.DataFrame:
@@ -139,77 +143,69 @@ def programs_frame(store: Store) -> pd.DataFrame:
         }
         for p in store.programs()
     ]
-    return _frame(rows, PROGRAM_COLUMNS, ints=("program_id", "scans", "traces"), times=("first_seen", "last_seen"))
-
-
-@dataclass(slots=True)
-class _Merged:
-    """Evidence rows of one program x entry point x how (several libraries may carry the same function)."""
-
-    first: EvidenceRow
-    libraries: set[str] = field(default_factory=set)
-    calls: int | None = None
-    statuses: dict[str, int] = field(default_factory=dict)
-    callers: dict[str, int] = field(default_factory=dict)
-    ordinal: int | None = None
-    zluda: EvidenceRow | None = None
-
-    def add(self, r: EvidenceRow) -> None:
-        self.libraries.add(r.library)
-        if r.calls is not None:
-            self.calls = (self.calls or 0) + r.calls
-        if r.statuses:
-            for k, n in r.statuses:
-                self.statuses[k] = self.statuses.get(k, 0) + n
-        if r.callers:
-            for k, n in r.callers:
-                self.callers[k] = self.callers.get(k, 0) + n
-        if self.ordinal is None:
-            self.ordinal = r.ordinal
-        if self.zluda is None and r.zluda_status is not None:
-            self.zluda = r
-
-
-def _merged_rows(store: Store, latest_only: bool) -> list[_Merged]:
-    merged: dict[tuple[int, int, str, str, str], _Merged] = {}
-    for r in store.evidence_rows(latest_only=latest_only):
-        key = (r.program_id, r.result_id, r.family._value_, r.function, r.how._value_)
-        m = merged.get(key)
-        if m is None:
-            m = merged[key] = _Merged(r)
-        m.add(r)
-    return list(merged.values())
+    return _frame(
+        _columns(rows, PROGRAM_COLUMNS),
+        PROGRAM_COLUMNS,
+        ints=("program_id", "scans", "traces"),
+        times=("first_seen", "last_seen"),
+    )
 
 
 def evidence_frame(store: Store, *, latest_only: bool = True) -> pd.DataFrame:
     """One row per program x entry point x evidence kind, with calls and ZLUDA status (see the module docstring)."""
-    rows = []
-    for m in _merged_rows(store, latest_only):
-        r, z = m.first, m.zluda
-        rows.append(
-            {
-                "program_id": r.program_id,
-                "program": r.program,
-                "path": r.path,
-                "kind": r.kind._value_,
-                "result_id": r.result_id,
-                "recorded_at": r.recorded_at,
-                "family": r.family._value_,
-                "function": r.function,
-                "how": r.how._value_,
-                "libraries": ", ".join(sorted(m.libraries)) if len(m.libraries) > 1 else r.library,
-                "ordinal": m.ordinal,
-                "calls": m.calls,
-                "failed_calls": sum(m.statuses.values()) if m.calls is not None else None,
-                "statuses": dict(sorted(m.statuses.items())) if m.statuses else {},
-                "callers": dict(sorted(m.callers.items())) if m.callers else {},
-                "zluda_release": z.zluda_release if z else None,
-                "zluda_status": z.zluda_status._value_ if z and z.zluda_status else None,
-                "hip": z.hip if z else (),
-            }
-        )
+    cols: dict[str, list[Any]] = {name: [] for name in EVIDENCE_COLUMNS}
+    index: dict[tuple[int, str, str, str], int] = {}
+    merged_libraries: dict[int, set[str]] = {}
+    for r in store.evidence_rows(latest_only=latest_only):
+        # enum ``_value_`` rather than ``.value``: the property costs more than the rest of the row here
+        key = (r.result_id, r.family._value_, r.function, r.how._value_)
+        i = index.get(key)
+        classified = r.zluda_status is not None
+        if i is None:
+            index[key] = len(cols["program_id"])
+            for name, value in (
+                ("program_id", r.program_id),
+                ("program", r.program),
+                ("path", r.path),
+                ("kind", r.kind._value_),
+                ("result_id", r.result_id),
+                ("recorded_at", r.recorded_at),
+                ("family", key[1]),
+                ("function", r.function),
+                ("how", key[3]),
+                ("libraries", r.library),
+                ("ordinal", r.ordinal),
+                ("calls", r.calls),
+                ("failed_calls", sum(n for _, n in r.statuses) if r.calls is not None else None),
+                ("statuses", dict(r.statuses)),
+                ("callers", dict(r.callers)),
+                ("zluda_release", r.zluda_release if classified else None),
+                ("zluda_status", r.zluda_status._value_ if r.zluda_status is not None else None),
+                ("hip", r.hip),
+            ):
+                cols[name].append(value)
+            continue
+        # The same function through several libraries (cublas64_11 and cublas64_12): one row, evidence added up.
+        libs = merged_libraries.setdefault(i, {cols["libraries"][i]})
+        libs.add(r.library)
+        cols["libraries"][i] = ", ".join(sorted(libs))
+        if r.calls is not None:
+            cols["calls"][i] = (cols["calls"][i] or 0) + r.calls
+            cols["failed_calls"][i] = (cols["failed_calls"][i] or 0) + sum(n for _, n in r.statuses)
+        for name, pairs in (("statuses", r.statuses), ("callers", r.callers)):
+            if pairs:
+                d = cols[name][i]
+                for k, n in pairs:
+                    d[k] = d.get(k, 0) + n
+                cols[name][i] = dict(sorted(d.items()))
+        if cols["ordinal"][i] is None:
+            cols["ordinal"][i] = r.ordinal
+        if cols["zluda_status"][i] is None and r.zluda_status is not None:
+            cols["zluda_release"][i] = r.zluda_release
+            cols["zluda_status"][i] = r.zluda_status._value_
+            cols["hip"][i] = r.hip
     return _frame(
-        rows,
+        cols,
         EVIDENCE_COLUMNS,
         ints=("program_id", "result_id"),
         nullable_ints=("ordinal", "calls", "failed_calls"),
@@ -263,7 +259,7 @@ def entry_points_frame(store: Store, *, latest_only: bool = True) -> pd.DataFram
     ]
     rows.sort(key=_entry_order)
     return _frame(
-        rows,
+        _columns(rows, ENTRY_POINT_COLUMNS),
         ENTRY_POINT_COLUMNS,
         ints=("programs", "static_programs", "called_programs"),
         nullable_ints=("calls", "failed_calls"),

@@ -218,3 +218,33 @@ def test_frames_of_an_empty_store_have_their_columns(tmp_path: Path) -> None:
             (entry_points_frame(s), ENTRY_POINT_COLUMNS),
         ):
             assert df.empty and list(df.columns) == list(cols)
+
+
+def test_evidence_frame_adds_up_one_function_reached_through_two_libraries(tmp_path: Path) -> None:
+    def called(lib: str, calls: int, failed: int, status: ZludaStatus | None) -> EntryPointUse:
+        return use(
+            Family.DRIVER,
+            lib,
+            "cuMemAdvise",
+            EntryHow.CALLED,
+            status,
+            calls=calls,
+            statuses=(("CUDA_ERROR_NOT_SUPPORTED", failed),),
+            callers=(("app", calls),),
+        )
+
+    trace = TraceResult(
+        command=(str(tmp_path / "app"),),
+        exit=ExitInfo(code=0),
+        calls=(called("libcuda.so", 3, 1, None), called("libcuda.so.1", 4, 4, ZludaStatus.STUB)),
+    )
+    with open_store(tmp_path / "s.sqlite3") as s:
+        s.record_trace(trace)
+        df = evidence_frame(s)
+        assert len(df) == 1
+        row = df.iloc[0]
+        assert (row["libraries"], row["calls"], row["failed_calls"]) == ("libcuda.so, libcuda.so.1", 7, 5)
+        assert row["statuses"] == {"CUDA_ERROR_NOT_SUPPORTED": 5} and row["callers"] == {"app": 7}
+        assert (row["zluda_status"], row["zluda_release"]) == ("stub", REL)
+        ep = entry_points_frame(s).iloc[0]
+        assert (ep["calls"], ep["failed_calls"], ep["called_programs"], ep["zluda_status"]) == (7, 5, 1, "stub")
