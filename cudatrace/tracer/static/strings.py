@@ -25,6 +25,7 @@ from cudatrace.tracer.static.libraries import family_of_function, identify_libra
 WINDOW = 16 * 1024 * 1024  # bytes searched per step by iter_strings
 MAX_STRING = 4096  # longest string iter_strings yields (longer runs are cut)
 MAX_NAMES = 100_000  # distinct entry point names kept per file (a hostile file could hold millions)
+MAX_LIBRARY_NAMES = 10_000  # distinct library file names kept per file
 _MAX_NAME = 127  # longest entry point name considered
 
 _PRINTABLE = bytes(range(0x20, 0x7F))
@@ -171,6 +172,8 @@ def _library_names(buf: Buffer, start: int, end: int, found: set[str]) -> None:
                 continue
             token = (buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
             lib = identify_library(token)
+            if len(found) >= MAX_LIBRARY_NAMES:
+                return
             if lib is not None:
                 found.add(lib.name)
             elif "." in token[: -len(tail.group())]:

@@ -263,3 +263,12 @@ def test_unversioned_attribution_rules() -> None:
     assert _attribute_unversioned("cublasSbatchGemm", [("libcusolver.so.11", solver)], "linux", data) == (
         "libcusolver.so.11"
     )
+
+
+def test_pe_fatbin_section(pe_x64) -> None:  # type: ignore[no-untyped-def]
+    if pe_x64.kernels is None:
+        pytest.skip("nvcc is not installed: no PE program with a fatbin")
+    scan = _scan(pe_x64.kernels)
+    assert scan.format.value == "pe"
+    assert scan.gpu_code.images
+    assert {i.container for i in scan.gpu_code.images} <= {".nv_fatb"}

@@ -120,3 +120,9 @@ def test_hostile_buffers_are_cheap() -> None:
         found = extract_cuda_strings(buf)
         assert len(found.function_names) <= strings.MAX_NAMES
         list(iter_strings(buf))
+
+
+def test_library_name_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(strings, "MAX_LIBRARY_NAMES", 3)
+    buf = b"".join(b"\x00libcuda.so.%d\x00" % i for i in range(20))
+    assert len(extract_cuda_strings(buf).library_names) == 3
