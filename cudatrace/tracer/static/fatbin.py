@@ -63,7 +63,9 @@ MAX_ENTRY_HEADER = 4096
 MAX_CONTAINER_HEADER = 256
 MAX_IMAGES = 250_000  # per file: every entry costs at least 64 bytes, so a crafted file could hold millions
 MAX_ERRORS = 50  # per file: one message per problem up to this many, then a count
-PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read to find .version and .target
+PTX_HEAD = 4096  # decompressed PTX bytes read first: .version and .target follow a short comment header
+PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read at most to find .version and .target
+LZ4_WHOLE_MAX = 16 << 20  # LZ4 images declared at most this big are decompressed whole, by the C library
 COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
 ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
 SEARCH_WINDOW = 4 << 20  # the magic search hands back the pages of each searched window of this size
@@ -366,6 +368,16 @@ def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) 
     method = entry.compression
     if method is None:
         return bytes(buf[start : start + min(stored, limit)])
+    if method == "lz4" and 0 < entry.uncompressed_size <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX:
+        # The C decoder has no "stop after N bytes", but it is ~100x faster than the Python one below and the
+        # declared size bounds its output; a size that lies makes it fail, and the Python decoder says how.
+        import lz4.block
+
+        try:
+            whole = lz4.block.decompress(bytes(buf[start : start + stored]), uncompressed_size=entry.uncompressed_size)
+            return bytes(whole[:limit])
+        except Exception:  # lz4.block.LZ4BlockError and friends: fall through to the bounded Python decoder
+            pass
     if method == "lz4":
         # Literals are copied 1:1, so a little more input than output is nearly always enough; retry with the
         # full (capped) payload only when the short prefix runs out.
@@ -400,7 +412,7 @@ def _ptx_facts(text: bytes) -> tuple[str | None, str | None]:
 
 def _cubin_sm(head: bytes) -> int | None:
     """The SM number a cubin's ELF header carries in e_flags, or None if the header is not a CUDA ELF."""
-    if len(head) < 52 or head[:4] != b"\x7fELF" or head[7] != 0x41:  # ELFOSABI_CUDA
+    if len(head) < 52 or head[:4] != b"\x7fELF" or head[7] not in (0x33, 0x41):  # ELFOSABI_CUDA, old and new
         return None
     e_flags = struct.unpack_from("<I", head, 48 if head[4] == 2 else 36)[0]
     # ABI version 8 (CUDA 12.8+) moved the SM number from bits 0-7 to bits 8-15.
@@ -419,9 +431,11 @@ def image_from_entry(
     ptx_version: str | None = None
     ptx_target: str | None = None
     problem: str | None = None
-    limit = PTX_PREFIX if kind is ImageKind.PTX else 64
+    limit = PTX_HEAD if kind is ImageKind.PTX else 64
     try:
         head = read_payload_prefix(buf, entry, limit)
+        if kind is ImageKind.PTX and None in _ptx_facts(head) and len(head) == limit:
+            head = read_payload_prefix(buf, entry, PTX_PREFIX)
     except ShortPayloadError as exc:
         head = exc.partial
         problem = f"{where}: corrupt {compression} payload: {exc}"

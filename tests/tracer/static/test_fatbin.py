@@ -307,3 +307,23 @@ def test_pe_with_nv_fatb_section(tmp_path: Path, target: str) -> None:
     assert [i.arch for i in in_section] == ["sm_90a", "sm_103f", "sm_90a", "sm_103f", "sm_120"]
     assert sorted((i.kind.value, i.arch) for i in elsewhere) == [("ptx", "sm_80"), ("sass", "sm_80")]
     assert code.containers == 3
+
+
+def test_containers_found_by_magic_match_cuobjdump_on_the_cut_bytes(tmp_path: Path, cuobjdump: str) -> None:
+    """cuobjdump reads a bare fatbin file: cut what the magic search found out of a blob and let it list that."""
+    rng = random.Random(11)
+    parts = [sample(n) for n in ("lz4_sm80.fatbin", "archs_zstd.fatbin", "rdc_sm80.relfatbin", "plain_sm80.fatbin")]
+    blob = bytearray()
+    for part in parts:
+        blob += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+        blob += part
+    code, errors = extract_gpu_code(bytes(blob), [])
+    assert errors == ()
+    cut = bytearray()
+    for start in sorted({int(i.container.removeprefix("offset "), 16) for i in code.images if i.container}):
+        cut += blob[start : start + parse_container(bytes(blob), start, len(blob)).size]
+    path = tmp_path / "cut.fatbin"
+    path.write_bytes(cut)
+    ours = [(i.kind.value, i.arch, i.compressed, i.ptx_version, i.ptx_target) for i in code.images]
+    assert ours == cuobjdump_images(cuobjdump, path)
+    assert len(ours) == 3 + 5 + 2 + 3

@@ -255,6 +255,31 @@ def test_sass_arch_cross_checked_with_e_flags() -> None:
     assert any("e_flags say sm_80" in e for e in errors)
 
 
+def test_old_cuda_elf_osabi_keeps_the_arch_in_the_low_byte() -> None:
+    """Cubins in cuBLAS 13 wheels still carry OSABI 0x33, ABI version 7 and the SM number in e_flags bits 0-7."""
+    plain = bytearray((DATA / "plain_sm80.fatbin").read_bytes())
+    first = fatbin.parse_container(bytes(plain), 0, len(plain)).entries[0]
+    elf = first.payload_offset
+    plain[elf + 7 : elf + 9] = bytes([0x33, 7])
+    struct.pack_into("<I", plain, elf + 48, 0x00500550)
+    code, errors = scan(bytes(plain))
+    assert code.images[0].arch == "sm_80" and errors == ()
+    struct.pack_into("<I", plain, elf + 48, 0x00560556)
+    _, errors = scan(bytes(plain))
+    assert any("e_flags say sm_86" in e for e in errors)
+
+
+def test_lz4_size_that_lies_falls_back_to_the_bounded_decoder() -> None:
+    lz4 = bytearray((DATA / "lz4_sm80.fatbin").read_bytes())
+    container = fatbin.parse_container(bytes(lz4), 0, len(lz4))
+    second = fatbin.parse_container(bytes(lz4), container.size, len(lz4))
+    ptx = second.entries[1]
+    assert ptx.kind == 1 and ptx.compression == "lz4"
+    struct.pack_into("<Q", lz4, ptx.offset + 56, 100)  # far smaller than the real PTX: the C decoder refuses
+    code, errors = scan(bytes(lz4))
+    assert code.ptx[0].ptx_target == "sm_80" and errors == ()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Fuzzing
 
