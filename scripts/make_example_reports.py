@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Regenerate the example reports under docs/examples/ from real programs.
 
-1. onnxruntime-gpu's Windows wheel (PyPI, win_amd64, CPython 3.11): its DLLs are scanned statically. The wheel
-   is fetched with ``pip download`` into /tmp/wheels when missing and unpacked under /tmp; nothing of it is
-   committed. Output: ``docs/examples/onnxruntime-gpu-win.{txt,html,md,json,csv}`` and ``report.png`` (a
-   screenshot of the HTML report, taken with headless chromium when it is installed).
+1. Two real Windows wheels from PyPI (win_amd64, CPython 3.11), pinned: onnxruntime-gpu 1.31.1 and
+   cupy-cuda12x 14.2.0. Their DLLs and extension modules are scanned statically; each wheel is fetched with
+   ``pip download`` into /tmp/wheels when missing and unpacked under /tmp; nothing of them is committed.
+   Output: ``docs/examples/onnxruntime-gpu-win.{txt,html,md,json,csv}``, ``cupy-cuda12x-win.{txt,md,csv}`` and
+   ``report.png`` (a screenshot of the onnxruntime HTML report, taken with headless chromium when installed).
 2. The PPO training loop traced on a GPU machine (``docs/examples/ppo-trace.json``, written by ``cudatrace run
    --format json``), when that file is present. Output: ``docs/examples/ppo.{txt,html,md,json,csv}``.
-3. An aggregate over every program above (each DLL of the wheel is one program, as in the coverage store).
-   Output: ``docs/examples/aggregate.{txt,html,md,json}``.
+3. An aggregate over every program above (each DLL of the wheel is one program, as in the coverage store),
+   comparing ZLUDA v6-preview.69 with the chosen release. Output: ``docs/examples/aggregate.{txt,html,md,json}``.
 
-Usage: ``python3 scripts/make_example_reports.py [--wheel PATH] [--zluda RELEASE]``.
+Usage: ``python3 scripts/make_example_reports.py [--zluda RELEASE]``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,23 +33,50 @@ from cudatrace.coverage_db.catalog import load_catalog  # noqa: E402
 from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace  # noqa: E402
 from cudatrace.model import ScanResult, TraceResult  # noqa: E402
 from cudatrace.reports.csv_report import render_csv  # noqa: E402
-from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report  # noqa: E402
+from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report, compare_releases  # noqa: E402
 from cudatrace.reports.html import render_html  # noqa: E402
 from cudatrace.reports.markdown import render_markdown  # noqa: E402
 from cudatrace.reports.terminal import render_terminal  # noqa: E402
 from cudatrace.tracer.static.scanner import scan_paths  # noqa: E402
 
 EXAMPLES = ROOT / "docs" / "examples"
-WHEEL_PACKAGE = "onnxruntime-gpu==1.31.1"
-WHEEL_NAME = "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl"
-UNPACK = Path("/tmp/cudatrace-examples/onnxruntime_gpu-1.31.1")
+WHEELS_DIR = Path("/tmp/wheels")
+UNPACK_ROOT = Path("/tmp/cudatrace-examples")
+PPO_NAME = "PPO training loop (PyTorch)"
+COMPARE_WITH = "v6-preview.69"  # the release the aggregate compares the chosen one with
 
 
-def fetch_wheel(explicit: str | None) -> Path:
-    """The wheel given, else the one in /tmp/wheels, else download it there with pip."""
-    if explicit:
-        return Path(explicit)
-    target = Path("/tmp/wheels") / WHEEL_NAME
+@dataclass(frozen=True)
+class Wheel:
+    """A real Windows wheel from PyPI, pinned, and the name of its example report."""
+
+    requirement: str
+    file_name: str
+    label: str
+    stem: str
+    formats: tuple[str, ...] = ("txt", "html", "md", "json", "csv")
+
+
+WHEELS = (
+    Wheel(
+        "onnxruntime-gpu==1.31.1",
+        "onnxruntime_gpu-1.31.1-cp311-cp311-win_amd64.whl",
+        "onnxruntime-gpu 1.31.1 (Windows wheel)",
+        "onnxruntime-gpu-win",
+    ),
+    Wheel(
+        "cupy-cuda12x==14.2.0",
+        "cupy_cuda12x-14.2.0-cp311-cp311-win_amd64.whl",
+        "cupy-cuda12x 14.2.0 (Windows wheel)",
+        "cupy-cuda12x-win",
+        ("txt", "md", "csv"),  # its HTML and JSON weigh about 1 MB each: regenerate them locally when needed
+    ),
+)
+
+
+def fetch_wheel(wheel: Wheel) -> Path:
+    """The wheel in /tmp/wheels, downloaded there with pip when missing."""
+    target = WHEELS_DIR / wheel.file_name
     if not target.exists():
         subprocess.run(
             [
@@ -62,26 +91,28 @@ def fetch_wheel(explicit: str | None) -> Path:
                 "--python-version",
                 "3.11",
                 "-d",
-                str(target.parent),
-                WHEEL_PACKAGE,
+                str(WHEELS_DIR),
+                wheel.requirement,
             ],
             check=True,
         )
     return target
 
 
-def unpack(wheel: Path) -> Path:
+def unpack(wheel: Wheel) -> Path:
     """Extract the wheel's DLLs and extension modules to a fixed folder (stable paths in the reports)."""
-    if UNPACK.exists():
-        shutil.rmtree(UNPACK)
-    UNPACK.mkdir(parents=True)
-    with zipfile.ZipFile(wheel) as zf:
+    folder = UNPACK_ROOT / wheel.file_name.removesuffix(".whl")
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    with zipfile.ZipFile(fetch_wheel(wheel)) as zf:
         for info in zf.infolist():
             if info.filename.endswith((".dll", ".pyd")) and not info.is_dir():
-                out = UNPACK / Path(info.filename).name
+                out = folder / info.filename
+                out.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, out.open("wb") as dst:
                     shutil.copyfileobj(src, dst)
-    return UNPACK
+    return folder
 
 
 def write_all(stem: str, doc: Report | Aggregate, formats: tuple[str, ...]) -> list[Path]:
@@ -129,38 +160,51 @@ def screenshot(html: Path, png: Path) -> bool:
 def main() -> int:
     """Build every example report; print what was written."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--wheel", help=f"path to {WHEEL_NAME} (default: /tmp/wheels, downloaded when missing)")
     parser.add_argument("--zluda", default="latest", help="ZLUDA release to judge against (default: the newest)")
     args = parser.parse_args()
     release = load_catalog().resolve_release(None if args.zluda == "latest" else args.zluda)
     EXAMPLES.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
-    folder = unpack(fetch_wheel(args.wheel))
-    scan = annotate_scan(scan_paths([str(folder)]), release)
-    env = {
-        "OS": "Windows x64 (win_amd64 wheel, scanned statically on Linux)",
-        "Source": f"{WHEEL_NAME} from PyPI",
-    }
-    ort = build_report([scan], [], release, program="onnxruntime-gpu 1.31.1 (Windows wheel)", environment=env)
-    written += write_all("onnxruntime-gpu-win", ort, ("txt", "html", "md", "json", "csv"))
-    if screenshot(EXAMPLES / "onnxruntime-gpu-win.html", EXAMPLES / "report.png"):
-        written.append(EXAMPLES / "report.png")
+    raw_scans: list[tuple[Wheel, ScanResult]] = []
+    for i, wheel in enumerate(WHEELS):
+        folder = unpack(wheel)
+        raw = scan_paths([str(folder)])
+        raw_scans.append((wheel, raw))
+        env = {
+            "OS": "Windows x64 (win_amd64 wheel, scanned statically on Linux)",
+            "Source": f"{wheel.file_name} from PyPI",
+        }
+        rep = build_report([annotate_scan(raw, release)], [], release, program=wheel.label, environment=env)
+        written += write_all(wheel.stem, rep, wheel.formats)
+        if i == 0 and screenshot(EXAMPLES / f"{wheel.stem}.html", EXAMPLES / "report.png"):
+            written.append(EXAMPLES / "report.png")
 
-    programs: list[tuple[str, list[ScanResult], list[TraceResult]]] = [
-        (b.name, [ScanResult(binaries=(b,), roots=scan.roots, tool_version=scan.tool_version)], [])
-        for b in scan.binaries
-    ]
     ppo_trace = EXAMPLES / "ppo-trace.json"
+    raw_trace: TraceResult | None = None
     if ppo_trace.exists():
-        trace = annotate_trace(TraceResult.from_dict(json.loads(ppo_trace.read_text(encoding="utf-8"))), release)
-        ppo = build_report([], [trace], release, program="PPO training loop (PyTorch)")
+        raw_trace = TraceResult.from_dict(json.loads(ppo_trace.read_text(encoding="utf-8")))
+        ppo = build_report([], [annotate_trace(raw_trace, release)], release, program=PPO_NAME)
         written += write_all("ppo", ppo, ("txt", "html", "md", "json", "csv"))
-        programs.append((ppo.program, [], [trace]))
     else:
         print(f"{ppo_trace} not found: no PPO report", file=sys.stderr)
-    agg = build_aggregate(programs, release)
-    written += write_all("aggregate", agg, ("txt", "html", "md", "json"))
+
+    # The aggregate: every DLL/extension module of the wheels is one program (as the coverage store records a
+    # folder scan), plus the PPO run; the seed release compared with the chosen one.
+    aggregates = []
+    for rel in dict.fromkeys((COMPARE_WITH, release)):
+        programs: list[tuple[str, list[ScanResult], list[TraceResult]]] = []
+        for wheel, raw in raw_scans:
+            annotated = annotate_scan(raw, rel)
+            prefix = wheel.requirement.split("==")[0]
+            programs += [
+                (f"{prefix}/{b.name}", [ScanResult(binaries=(b,), tool_version=annotated.tool_version)], [])
+                for b in annotated.binaries
+            ]
+        if raw_trace is not None:
+            programs.append((PPO_NAME, [], [annotate_trace(raw_trace, rel)]))
+        aggregates.append(build_aggregate(programs, rel))
+    written += write_all("aggregate", compare_releases(aggregates), ("txt", "html", "md", "json"))
 
     for path in written:
         print(f"{path.relative_to(ROOT)}  {path.stat().st_size} bytes")

@@ -245,7 +245,10 @@ def _report_body(doc: Report) -> str:
     out.append("</section>")
 
     blocking = doc.blocking
-    out.append('<section id="blocking"><h2>Blocking calls</h2>')
+    out.append(
+        '<section id="blocking"><h2>Blocking calls</h2><p class="sub">Stub or absent in ZLUDA, and imported '
+        "(bound at load time) or seen called.</p>"
+    )
     if blocking:
         out.append(
             _table(

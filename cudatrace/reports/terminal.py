@@ -105,7 +105,16 @@ def _report_parts(doc: Report) -> list[RenderableType]:
 
     blocking = doc.blocking
     if blocking:
-        tab = _table("Blocking calls", "family", "function", "ZLUDA", "calls", "failed", "return codes", "seen as")
+        tab = _table(
+            "Blocking calls (stub or absent in ZLUDA, imported or called)",
+            "family",
+            "function",
+            "ZLUDA",
+            "calls",
+            "failed",
+            "return codes",
+            "seen as",
+        )
         for e in blocking[:MAX_ROWS]:
             status = e.status.value if e.status else "?"
             tab.add_row(
