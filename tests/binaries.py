@@ -18,6 +18,8 @@ Session fixtures (tests/conftest.py), each a :class:`pathlib.Path`:
                      and dlsyms cuInit, cuDeviceGetCount, cuMemAlloc_v2, cublasLtCreate and (look-alike)
                      cuFileDriverOpen
 ``elf_plain``        gcc hello world: no CUDA at all
+``elf32_lib``        32-bit (``gcc -m32 -shared -nostdlib``) library ``libapp32.so`` needing a 32-bit stand-in
+                     libcuda.so.1 and importing cuInit (no 32-bit C runtime needed)
 ``nvcc_static``      ``nvcc k.cu`` (defaults: static CUDA runtime, sm_75 SASS + compute_75 PTX)
 ``nvcc_shared``      ``nvcc --cudart shared k.cu`` (DT_NEEDED libcudart.so.13)
 ``nvcc_ptx_only``    ``-gencode arch=compute_80,code=compute_80``
@@ -245,6 +247,19 @@ def build_elf_plain() -> Path:
         _run(["gcc", "-O0", "-o", "hello", "main.c"], d)
 
     return cached_build("plain/1\n" + PLAIN_MAIN_C + _tool_id("gcc"), build) / "hello"
+
+
+def build_elf32_lib() -> Path:
+    """A 32-bit ELF shared library that needs libcuda.so.1 and imports cuInit."""
+
+    def build(d: Path) -> None:
+        (d / "cuda.c").write_text("int cuInit(unsigned f) { return 0; }\n")
+        (d / "app.c").write_text("extern int cuInit(unsigned);\nint app(void) { return cuInit(0); }\n")
+        base = ["gcc", "-m32", "-shared", "-nostdlib", "-fPIC"]
+        _run([*base, "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so.1", "cuda.c"], d)
+        _run([*base, "-Wl,-soname,libapp32.so", "-o", "libapp32.so", "app.c", "-L.", "-l:libcuda.so.1"], d)
+
+    return cached_build("elf32/1\n" + _tool_id("gcc"), build) / "libapp32.so"
 
 
 NVCC_VARIANTS: dict[str, tuple[str, ...]] = {

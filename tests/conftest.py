@@ -41,6 +41,16 @@ def elf_plain() -> Path:
     return binaries.build_elf_plain()
 
 
+@pytest.fixture(scope="session")
+def elf32_lib() -> Path:
+    """32-bit ELF library needing libcuda.so.1 and importing cuInit."""
+    _need("gcc")
+    try:
+        return binaries.build_elf32_lib()
+    except RuntimeError as exc:
+        pytest.skip(f"gcc -m32 cannot build 32-bit shared libraries here: {str(exc).splitlines()[0]}")
+
+
 def _nvcc(variant: str) -> Path:
     _need(binaries.NVCC)
     return binaries.build_nvcc(variant)

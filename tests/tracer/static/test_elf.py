@@ -56,6 +56,17 @@ def test_matches_readelf(fixture: str, request: pytest.FixtureRequest) -> None:
 
 
 @needs_readelf
+def test_32bit_elf(elf32_lib: Path) -> None:
+    parsed = _parse(elf32_lib)
+    needed, soname, undefined = _readelf(elf32_lib)
+    assert parsed.machine == "i386"
+    assert [lib.name for lib in parsed.libraries] == needed == ["libcuda.so.1"]
+    assert parsed.soname == soname == "libapp32.so"
+    assert {(i.function, i.symbol_version) for i in parsed.imports} == undefined == {("cuInit", None)}
+    assert parsed.exports == ("app",)
+
+
+@needs_readelf
 def test_stub_library_soname_exports_and_needed(cuda_stub_libs: Path) -> None:
     lib = cuda_stub_libs / "libcublas.so.12"
     parsed = _parse(lib)
