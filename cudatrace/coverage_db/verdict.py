@@ -79,6 +79,9 @@ _SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.RISK: 1, Severity.INFO: 2}
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
 _RECENT_PTX_SM = 90
+# A program that resolves this many names by string is resolving a whole API table (a static runtime), not the
+# few functions it calls.
+_BULK_LOOKUPS = 50
 _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
 
 
@@ -173,6 +176,7 @@ def judge(
     export_tables: Iterable[ExportTableRequest] = (),
     proc_lookups: Iterable[ProcLookup] = (),
     machine: str | None = None,
+    static_runtime: bool | None = None,
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -181,7 +185,9 @@ def judge(
     ``cuGetProcAddress``. ``binary_format`` words the absent-import reason (PE load failure vs ELF binding).
     ``export_tables`` and ``proc_lookups`` come from a trace: export tables ZLUDA does not know are a risk,
     names ZLUDA's ``cuGetProcAddress`` does not resolve are info. ``machine`` ``i386`` judges a 32-bit program
-    against ZLUDA's 32-bit files.
+    against ZLUDA's 32-bit files. ``static_runtime`` says the names found as strings come from a statically linked
+    CUDA runtime, which resolves all of them up front (None: assumed when there are many such names): their
+    stubs and missing names are then info, otherwise a risk (a program that looks a few names up calls them).
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -195,7 +201,8 @@ def judge(
     stub_called: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
     panicking: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
     not_replaced: dict[tuple[Family, str], list[str]] = {}
-    proc_missing: dict[str, list[str]] = defaultdict(list)
+    proc_missing: dict[str, list[tuple[Family, str]]] = defaultdict(list)
+    proc_names = 0
     inner_left_out: dict[str, int] = defaultdict(int)
     nvidia_own: set[tuple[Family, str]] = set()
     translated = 0
@@ -224,8 +231,9 @@ def judge(
             nvidia_own.add(key)
             continue
         if e.how is EntryHow.PROC_STRING:
+            proc_names += 1
             if status in (ZludaStatus.ABSENT, ZludaStatus.STUB):
-                proc_missing[status.value].append(e.function)
+                proc_missing[status.value].append((e.family, e.function))
             else:
                 translated += 1
             continue
@@ -416,21 +424,31 @@ def judge(
         reasons.extend(_gpu_reasons(gpu_code))
 
     if proc_missing:
-        absent = sorted(set(proc_missing.get("absent", [])))
-        stubs = sorted(set(proc_missing.get("stub", [])))
+        absent = sorted({fn for _, fn in proc_missing.get("absent", [])})
+        stubs = sorted({fn for _, fn in proc_missing.get("stub", [])})
+        fams = {fam for pairs in proc_missing.values() for fam, _ in pairs}
         parts = []
         if absent:
             parts.append(f"{len(absent)} are not exported, a lookup returns nothing ({remedies.name_list(absent)})")
         if stubs:
             parts.append(f"{len(stubs)} are stubs, a call returns a not-supported status ({remedies.name_list(stubs)})")
+        bulk = static_runtime if static_runtime is not None else proc_names >= _BULK_LOOKUPS
+        if bulk:
+            why = (
+                "A static CUDA runtime resolves every name it knows up front, so these matter only if the program "
+                "calls them"
+            )
+        else:
+            why = "The program looks these few names up itself, so it probably calls them"
         reasons.append(
             Reason(
-                Severity.INFO,
+                Severity.INFO if bulk else Severity.RISK,
                 "proc_string_missing",
-                f"of the names resolved by name at run time, {'; '.join(parts)} in ZLUDA {rel}. A static CUDA "
-                "runtime resolves every name it knows up front, so these matter only if the program calls them",
-                None,
-                Family.DRIVER,
+                f"of the {proc_names} names resolved by name at run time, {'; '.join(parts)} in ZLUDA {rel}. {why}",
+                remedies.upgrade_remedy(cat, next(iter(fams)), absent + stubs, rel)
+                if not bulk and len(fams) == 1
+                else None,
+                next(iter(fams)) if len(fams) == 1 else None,
                 tuple(absent + stubs),
             )
         )
@@ -608,6 +626,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 cuda_version=cuda_version,
                 binary_format=b.format,
                 machine=b.machine,
+                static_runtime=True if b.static_runtime else None,
             )
         binaries.append(replace(b, imports=imports, verdict=verdict))
     return replace(result, binaries=tuple(binaries), zluda_release=rel)

@@ -172,12 +172,22 @@ def test_called_absent_function_blocks() -> None:
 def test_proc_string_names_never_block() -> None:
     names = ["cuInit", "cuMemAlloc", "cuCtxCreate", "cuNoSuchFunction", "cuGraphAddNode", "cuMemcpy3DAsync"]
     entries = [sym(Family.DRIVER, "libcuda.so.1", n, EntryHow.PROC_STRING) for n in names]
-    v = judge(entries, [], PTX80, SEED, cuda_version=13000)
+    v = judge(entries, [], PTX80, SEED, cuda_version=13000, static_runtime=True)
     assert v.status is VerdictStatus.RUNS
     missing = reason(v, "proc_string_missing")
     assert missing.severity is Severity.INFO  # type: ignore[attr-defined]
     assert "cuNoSuchFunction" in missing.functions  # type: ignore[attr-defined]
     assert "cuMemAlloc" not in missing.functions  # type: ignore[attr-defined]  # resolves to cuMemAlloc_v2
+    # a program that looks a few names up itself probably calls them: a risk, still never a blocker
+    few = judge(entries, [], PTX80, SEED, cuda_version=13000)
+    assert few.status is VerdictStatus.AT_RISK
+    assert reason(few, "proc_string_missing").severity is Severity.RISK  # type: ignore[attr-defined]
+    lt = [sym(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtCreate", EntryHow.PROC_STRING)]
+    old = judge(lt, [], None, "v5-preview.43")
+    assert old.status is VerdictStatus.AT_RISK
+    assert reason(old, "proc_string_missing").remedy == (  # type: ignore[attr-defined]
+        "release v5-preview.103 implements cublasLtCreate: upgrade"
+    )
 
 
 def test_libraries_not_replaced() -> None:
@@ -428,3 +438,16 @@ def test_real_32bit_pe_app_needs_the_32bit_driver(tmp_path_factory: pytest.TempP
     assert drv["cuMemAlloc_v2"] is ZludaStatus.TRANSLATED
     cublas = next(r for r in new.verdict.reasons if r.family is Family.CUBLAS)
     assert cublas.remedy == "ZLUDA ships no 32-bit cublas64_12.dll: build the program for 64-bit Windows"
+
+
+@needs_scanner
+def test_real_dlopen_program_names_are_a_risk_not_a_blocker(elf_dlopen: Path) -> None:
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    scanned = scan_paths([str(elf_dlopen)])
+    old = annotate_scan(scanned, "v5-preview.43").binaries[0]
+    assert old.verdict is not None and old.verdict.status is VerdictStatus.AT_RISK
+    r = next(r for r in old.verdict.reasons if r.code == "proc_string_missing")
+    assert r.severity is Severity.RISK and r.functions == ("cublasLtCreate",)
+    new = annotate_scan(scanned, SEED).binaries[0]
+    assert new.verdict is not None and new.verdict.status is VerdictStatus.RUNS
