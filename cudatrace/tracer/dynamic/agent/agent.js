@@ -29,7 +29,7 @@ const DETAIL_SIZE = 400;
 const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
   D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 264, D_OTHER_CALLERS = 392;
 const N_STATUSES = 8, N_CALLERS = 16;
-const THUNK_SIZE = 48, STUB_SIZE = 32, CLONE_SIZE = 64;
+const THUNK_SIZE = 48, STUB_SIZE = 32, CLONE_SIZE = 176;
 
 const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
 const lastSent = []; // id -> calls at last send
@@ -263,8 +263,9 @@ function hookModule(m) {
 
 const PADDING = new Set(['nop', 'int3']);
 
-// Copy a short function that ends in `ret` and has no branch into `clone` (X86Relocator fixes rip-relative
-// operands), then overwrite its first 5 bytes with a jump to the thunk. The 5 bytes must be the function
+// Copy a short function (up to its first `ret` or tail `jmp`, no branch back into its first 5 bytes) into `clone`
+// (X86Relocator fixes rip-relative operands, calls and branches), then overwrite its first 5 bytes with a jump
+// to the thunk. The 5 bytes must be the function
 // itself or padding after it (never a neighbour's code). Returns the clone, or null when that is not safe.
 function hookByClone(fn, thunk, clone, next) {
   if (!IS_X64) return null;
@@ -274,13 +275,14 @@ function hookByClone(fn, thunk, clone, next) {
     const ins = Instruction.parse(p);
     const mn = ins.mnemonic;
     if (mn === 'ret') { p = ins.next; ret = true; break; }
-    if (mn.startsWith('call') || mn.startsWith('loop') || mn.startsWith('ret')) return null;
-    if (mn.startsWith('j')) {
+    if (mn.startsWith('loop') || mn.startsWith('ret') || mn === 'syscall') return null;
+    if (mn.startsWith('j') || mn === 'call') {
       // A branch is fine unless it lands in the 5 bytes the jump to the thunk overwrites.
       const op = ins.operands[0];
       if (op === undefined || op.type !== 'imm') return null;
       const target = ptr(op.value.toString());
       if (target.compare(fn) >= 0 && target.compare(head) < 0) return null;
+      if (mn === 'jmp') { p = ins.next; ret = true; break; } // a tail call ends the function too
     }
     p = ins.next;
   }

@@ -1,0 +1,273 @@
+"""``cudatrace run`` under real Frida injection, against the C stand-ins for libcuda/libcublas/libcublasLt.
+
+Every figure asserted here is what the programs in tests/standins do (tests/standins/__init__.py has the table):
+exact calls, return codes by name, callers by module, the process tree, and how the program ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cudatrace.errors import TraceError
+from cudatrace.model import EntryPointUse, Family, ProcessInfo, TraceResult
+from tests.standins import WORKLOAD, Standins, build_standins
+
+frida = pytest.importorskip("frida", reason="frida is needed to trace programs")
+
+from cudatrace.tracer.dynamic.session import TraceOptions, trace_pid, trace_program  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-ins are ELF programs")
+
+
+@pytest.fixture(scope="session")
+def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
+    """The stand-in libraries and programs, built once per test session."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the CUDA stand-ins")
+    return build_standins(tmp_path_factory.mktemp("standins"))
+
+
+@pytest.fixture(scope="session")
+def exit_trace(standins: Standins) -> TraceResult:
+    """One traced run of ``app exit``, shared by the assertions on the fixed workload."""
+    return trace_program([str(standins.app), "exit"])
+
+
+def calls_of(trace: TraceResult) -> dict[str, EntryPointUse]:
+    """Entry points by function name (each appears in one library in these tests)."""
+    out: dict[str, EntryPointUse] = {}
+    for c in trace.calls:
+        assert c.function not in out, f"{c.function} reported twice"
+        out[c.function] = c
+    return out
+
+
+def test_workload_calls_are_counted_exactly(exit_trace: TraceResult) -> None:
+    calls = calls_of(exit_trace)
+    for function, (n, _) in WORKLOAD.items():
+        assert function in calls, f"{function} missing"
+        assert calls[function].calls == n, function
+    # Nothing else: the data export is never hooked, the alias is one entry, the two tiny functions are skipped.
+    assert set(calls) == set(WORKLOAD)
+    assert "cuCtxGetDevice_v2" not in calls and "cuStandinDataExport" not in calls
+    assert exit_trace.exit.code == 0 and exit_trace.exit.signal is None
+
+
+def test_return_codes_are_named_per_family(exit_trace: TraceResult) -> None:
+    calls = calls_of(exit_trace)
+    for function, (_, statuses) in WORKLOAD.items():
+        assert dict(calls[function].statuses) == statuses, function
+
+
+def test_callers_tell_the_program_from_a_library_calling_inward(exit_trace: TraceResult) -> None:
+    calls = calls_of(exit_trace)
+    assert dict(calls["cuLaunchKernel"].callers) == {"app": 10, "libcublas.so.12": 4}
+    assert dict(calls["cublasLtSSSMatmul"].callers) == {"libcublas.so.12": 5}
+    assert dict(calls["cublasSgemm_v2"].callers) == {"app": 5}
+    assert calls["cublasLtSSSMatmul"].family is Family.CUBLASLT
+    assert calls["cuLaunchKernel"].library == "libcuda.so.1"
+    assert all(c.first_call_s is not None and c.first_call_s >= 0 for c in exit_trace.calls)
+
+
+def test_proc_lookups_export_tables_and_libraries(exit_trace: TraceResult) -> None:
+    lookups = {(lk.symbol, lk.found): lk for lk in exit_trace.proc_lookups}
+    assert set(lookups) == {("cuMemGetInfo", True), ("cuNoSuchThing", False)}
+    assert lookups[("cuMemGetInfo", True)].cuda_version == 12000
+    assert lookups[("cuMemGetInfo", True)].via == "cuGetProcAddress_v2"
+    tables = {t.uuid: t for t in exit_trace.export_tables}
+    assert tables["6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9"].name == "CUDART_INTERFACE"
+    assert tables["6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9"].status == "CUDA_SUCCESS"
+    assert tables["01020304-0506-0708-090A-0B0C0D0E0F10"].status == "CUDA_ERROR_INVALID_VALUE"
+    libs = {lib.name: lib.family for lib in exit_trace.libraries}
+    assert libs == {
+        "libcuda.so.1": Family.DRIVER,
+        "libcublas.so.12": Family.CUBLAS,
+        "libcublasLt.so.12": Family.CUBLASLT,
+    }
+    assert any("cuProfilerStart" in n and "not hooked" in n for n in exit_trace.notes)
+
+
+def test_json_document_round_trips(exit_trace: TraceResult) -> None:
+    doc = json.loads(json.dumps(exit_trace.to_dict()))
+    assert doc["schema"] == "cudatrace.trace/1"
+    assert doc["exit"]["code"] == 0
+    row = next(c for c in doc["calls"] if c["function"] == "cuMemAdvise")
+    assert row["statuses"] == {"CUDA_ERROR_NOT_SUPPORTED": 2} and row["callers"] == {"app": 2}
+    assert TraceResult.from_dict(doc) == exit_trace
+
+
+def test_count_only_mode_counts_the_same(standins: Standins) -> None:
+    trace = trace_program([str(standins.app), "exit"], TraceOptions(detail_calls=0))
+    calls = calls_of(trace)
+    assert {f: c.calls for f, c in calls.items()} == {f: n for f, (n, _) in WORKLOAD.items()}
+    # The thunk alone sees no return codes; the JavaScript-hooked entry points still do.
+    assert calls["cuMemAdvise"].statuses == ()
+    assert dict(calls["cuGetExportTable"].statuses) == {"CUDA_ERROR_INVALID_VALUE": 1}
+
+
+def test_late_dlopen_and_non_exported_proc_address(standins: Standins) -> None:
+    trace = trace_program([str(standins.dlopen_app), str(standins.libcuda)])
+    calls = calls_of(trace)
+    assert calls["cuInit"].calls == 2
+    assert calls["cuLaunchKernel"].calls == 6  # resolved through cuGetProcAddress_v2 to the export
+    assert calls["cuStreamQuery"].calls == 3  # a static function: counted through the pointer handed out
+    assert dict(calls["cuStreamQuery"].statuses) == {"CUDA_ERROR_NOT_READY": 2}
+    assert dict(calls["cuLaunchKernel"].callers) == {"dlopen_app": 6}
+    assert {lk.symbol for lk in trace.proc_lookups} == {"cuLaunchKernel", "cuStreamQuery"}
+
+
+def test_fork_child_is_followed_and_merged(standins: Standins) -> None:
+    trace = trace_program([str(standins.app), "fork"])
+    assert len(trace.processes) == 2
+    root, child = trace.processes
+    assert child.parent == root.pid and root.parent is None
+    assert calls_of(trace)["cuLaunchKernel"].calls == 14 + 3 + 1
+    assert child.exit_code == 0 and root.exit_code == 0
+
+
+def test_exec_child_is_followed(standins: Standins) -> None:
+    trace = trace_program([str(standins.app), "forkexec"])
+    pids = [p.pid for p in trace.processes]
+    assert len(pids) == 3 and len(set(pids)) == 2  # parent, forked child, and the same pid after exec
+    assert calls_of(trace)["cuLaunchKernel"].calls == 14 + 7
+    assert trace.exit.code == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "sig"),
+    [("code", 3, None), ("_exit", 5, None), ("segv", None, "SIGSEGV"), ("abort", None, "SIGABRT")],
+)
+def test_counts_survive_how_the_program_ends(standins: Standins, mode: str, code: int | None, sig: str | None) -> None:
+    trace = trace_program([str(standins.app), mode])
+    assert (trace.exit.code, trace.exit.signal) == (code, sig)
+    calls = calls_of(trace)
+    assert calls["cuLaunchKernel"].calls == 14
+    assert dict(calls["cuMemAdvise"].statuses) == {"CUDA_ERROR_NOT_SUPPORTED": 2}
+
+
+class _Watch:
+    """A sink that remembers pids and lets a test wait for the first batch with calls."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.calls = 0
+        self.event = threading.Event()
+
+    def process_added(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> None:
+        self.pids.append(pid)
+
+    def batch(self, pid: int, calls: int, entry_points: int) -> None:
+        self.calls = calls
+        if calls > 60:
+            self.event.set()
+
+    def process_ended(self, pid: int, info: ProcessInfo) -> None:
+        pass
+
+
+def test_sigkill_keeps_the_counts(standins: Standins) -> None:
+    watch = _Watch()
+    result: list[TraceResult] = []
+    t = threading.Thread(target=lambda: result.append(trace_program([str(standins.app), "loop"], sink=watch)))
+    t.start()
+    assert watch.event.wait(30)
+    time.sleep(0.3)
+    os.kill(watch.pids[0], signal.SIGKILL)
+    t.join(30)
+    trace = result[0]
+    assert trace.exit.signal == "killed"
+    calls = calls_of(trace)
+    assert calls["cuMemAlloc_v2"].calls == 3
+    assert calls["cuLaunchKernel"].calls > 14  # the loop's launches up to the kill, read from the shared counters
+
+
+def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out)]
+    proc = subprocess.Popen([*cmd, "--", str(standins.app), "loop"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and b"ready" not in proc.stdout.readline():
+        pass
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 130
+    doc = json.loads(out.read_text())
+    assert any(n.startswith("interrupted") for n in doc["notes"])
+    launches = next(c["calls"] for c in doc["calls"] if c["function"] == "cuLaunchKernel")
+    assert launches > 14
+
+
+def test_attach_to_a_running_process(standins: Standins) -> None:
+    proc = subprocess.Popen([str(standins.app), "loop"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and b"ready" in proc.stdout.readline()
+        watch = _Watch()
+        result: list[TraceResult] = []
+        t = threading.Thread(target=lambda: result.append(trace_pid(proc.pid, sink=watch)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and watch.calls < 5:
+            time.sleep(0.05)
+        proc.terminate()
+        t.join(30)
+    finally:
+        proc.kill()
+        proc.wait()
+    calls = calls_of(result[0])
+    assert set(calls) == {"cuLaunchKernel"}  # the workload ran before the attach
+    assert calls["cuLaunchKernel"].calls >= 5
+    assert any("attached" in n for n in result[0].notes)
+
+
+def test_program_without_cuda_gives_an_empty_result(standins: Standins) -> None:
+    trace = trace_program([str(standins.nocuda)])
+    assert trace.calls == () and trace.libraries == () and not trace.uses_cuda
+    assert trace.exit.code == 0
+    assert any(n.startswith("no CUDA") for n in trace.notes)
+
+
+def test_events_log_and_timing(standins: Standins, tmp_path: Path) -> None:
+    events = tmp_path / "events.log"
+    trace = trace_program([str(standins.app), "exit"], TraceOptions(events_path=str(events), timing=True))
+    lines = events.read_text().splitlines()
+    alloc = [ln for ln in lines if " cuMemAlloc_v2(" in ln]
+    assert len(alloc) == 3 and all("bytesize=4096) -> CUDA_SUCCESS" in ln for ln in alloc)
+    assert sum(" cuMemAdvise(" in ln and ln.endswith("-> CUDA_ERROR_NOT_SUPPORTED") for ln in lines) == 2
+    assert sum(" cuLaunchKernel(" in ln for ln in lines) == 14
+    assert all(c.time_ns is not None and c.time_ns > 0 for c in trace.calls)
+    assert trace.mode == "detail"
+
+
+def test_missing_and_non_executable_programs_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="program not found"):
+        trace_program([str(tmp_path / "nope")])
+    script = tmp_path / "data.txt"
+    script.write_text("x")
+    with pytest.raises(TraceError, match="not executable"):
+        trace_program([str(script)])
+    with pytest.raises(TraceError, match="folder"):
+        trace_program([str(tmp_path)])
+    r = subprocess.run(
+        [sys.executable, "-m", "cudatrace", "run", "--no-store", "--", "no-such-program-cudatrace"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 6
+    assert r.stderr.strip() == "cudatrace: error: no-such-program-cudatrace: program not found in PATH"
+
+
+def test_attach_to_a_missing_pid_is_a_trace_error() -> None:
+    with pytest.raises(TraceError):
+        trace_pid(2**22 + 12345)
