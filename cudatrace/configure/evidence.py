@@ -180,24 +180,33 @@ def gather_evidence(
     """The program's needs: from ``documents`` when given, else the store's newest scan and run of this exact
     file (same path and content), else a scan of the program made now."""
     path = Path(program).resolve()
+    spellings = {str(path), os.path.abspath(program)}  # the store keeps the absolute path as scanned
     platform = platform_of(path)
     if documents:
         scans, traces = load_documents(documents)
-        return evidence_from_documents(path, scans, traces, platform=platform, sources=("documents",))
+        return evidence_from_documents(path, scans, traces, platform=platform, sources=("saved documents",))
     if use_store:
         from cudatrace.coverage_db.store import open_store
 
         digest = sha256_of(path)
         with open_store(db) as store:
-            for rec in store.find_programs(str(path)):
-                if rec.path == str(path) and rec.sha256 in (digest, None):
+            for rec in store.find_programs(path.name):
+                if rec.path in spellings and rec.sha256 in (digest, None):
                     scans, traces = store.latest_documents(rec.id)
                     if scans or traces:
-                        return evidence_from_documents(path, scans, traces, platform=platform, sources=("store",))
+                        return evidence_from_documents(
+                            path,
+                            scans,
+                            traces,
+                            platform=platform,
+                            sources=("the coverage store: newest scan and run of this file",),
+                        )
     from cudatrace.tracer.static.scanner import scan_file
 
     scanned = scan_file(str(path))
     if scanned is None:
         raise InputError("not a PE or ELF program", str(path))
     result = ScanResult(binaries=(scanned,), roots=(str(path),))
-    return evidence_from_documents(path, (result,), (), platform=platform, sources=("scanned now",))
+    return evidence_from_documents(
+        path, (result,), (), platform=platform, sources=("a scan made now (nothing in the store for this file)",)
+    )

@@ -460,6 +460,8 @@ def plan_mapping(
     if hip is not None and hip.platform != platform:
         raise ConfigureError(f"HIP folder is for {hip.platform}, the program is for {platform}", hip.path)
     chosen, notes = select_release(zluda, release=release, verdict_release=evidence.verdict_release, data=data)
+    if evidence.sources:
+        notes.insert(0, f"evidence: {', '.join(evidence.sources)}")
     ordinal = data.ordinal(chosen)
     rows = data.rows_at(ordinal, platform)
     if method is None:
