@@ -91,6 +91,7 @@ ENV_VAR = "CUDATRACE_DB"
 #: File name of the store in the user data folder.
 DEFAULT_FILE_NAME = "cudatrace.sqlite3"
 
+_MIN_SQLITE = (3, 25, 0)  # upsert (3.24) and window functions (3.25)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HASH_CHUNK = 1 << 20
 
@@ -379,6 +380,9 @@ class Store:
 
     def _connect(self, timeout_s: float) -> sqlite3.Connection:
         path = self.path
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            need = ".".join(map(str, _MIN_SQLITE))
+            raise self._error(f"the coverage store needs SQLite {need} or newer; Python has {sqlite3.sqlite_version}")
         if path.is_dir():
             raise self._error("is a folder, not a coverage store file")
         exists = path.exists()
@@ -641,14 +645,17 @@ class Store:
         return out
 
     def _upsert_program(self, name: str, path: str, sha256: str, stamp: str) -> int:
-        row = self._conn.execute(
+        self._conn.execute(
             "INSERT INTO programs (name, path, sha256, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (path, sha256) DO UPDATE SET "
-            "first_seen = min(first_seen, excluded.first_seen), last_seen = max(last_seen, excluded.last_seen) "
-            "RETURNING id",
+            "first_seen = min(first_seen, excluded.first_seen), last_seen = max(last_seen, excluded.last_seen)",
             (name, path, sha256, stamp, stamp),
+        )
+        # No RETURNING (SQLite 3.35): the row is locked by our write transaction, so this finds it.
+        (program,) = self._conn.execute(
+            "SELECT id FROM programs WHERE path = ? AND sha256 = ?", (path, sha256)
         ).fetchone()
-        return int(row[0])
+        return int(program)
 
     def _program_at(self, path: str) -> int | None:
         """The most recently seen program at ``path`` (any content), for a trace whose file cannot be read."""
@@ -674,9 +681,9 @@ class Store:
         entries: Sequence[EntryPointUse],
         verdict: Verdict | None,
     ) -> int:
-        row = self._conn.execute(
+        cursor = self._conn.execute(
             "INSERT INTO results (program_id, kind, recorded_at, tool_version, zluda_release, verdict_status, "
-            "document) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "document) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 program,
                 kind.value,
@@ -686,8 +693,9 @@ class Store:
                 verdict.status.value if verdict else None,
                 json.dumps(doc, separators=(",", ":")),
             ),
-        ).fetchone()
-        result_id = int(row[0])
+        )
+        assert cursor.lastrowid is not None
+        result_id = int(cursor.lastrowid)
         self._derive(result_id, program, kind, stamp, entries, verdict)
         return result_id
 
