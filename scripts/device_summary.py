@@ -66,16 +66,18 @@ def main() -> None:
         if cupti.exists():
             entry["cupti"] = json.loads(cupti.read_text())
         out["workloads"][name] = entry
-    untraced, traced = _sps(folder / "ppo-untraced.txt"), _sps(folder / "ppo-traced.txt")
-    if untraced and traced:
-        out["ppo"] = {
-            "untraced_sps": untraced,
-            "traced_sps": traced,
-            "ratio_of_medians": round(statistics.median(traced) / statistics.median(untraced), 4),
-            "ratio_of_means": round(statistics.mean(traced) / statistics.mean(untraced), 4),
-            "pairwise_ratios": [round(t / u, 4) for u, t in zip(untraced, traced, strict=False)],
-        }
-    for extra in ("ppo-untraced.txt", "ppo-traced.txt"):
+    untraced = _sps(folder / "ppo-untraced.txt")
+    for label, fname in (("ppo", "ppo-traced.txt"), ("ppo_count_only", "ppo-count.txt")):
+        traced = _sps(folder / fname)
+        if untraced and traced:
+            out[label] = {
+                "untraced_sps": untraced,
+                "traced_sps": traced,
+                "ratio_of_medians": round(statistics.median(traced) / statistics.median(untraced), 4),
+                "ratio_of_means": round(statistics.mean(traced) / statistics.mean(untraced), 4),
+                "pairwise_ratios": [round(t / u, 4) for u, t in zip(untraced, traced, strict=False)],
+            }
+    for extra in ("ppo-untraced.txt", "ppo-traced.txt", "ppo-count.txt"):
         p = folder / extra
         if p.exists():
             out.setdefault("raw", {})[extra] = p.read_text()[-2000:]

@@ -21,7 +21,7 @@ run() { echo "+ $*"; "$@"; echo "= rc $?"; }
   if [ "$MODE" = smoke ]; then
     WORKLOADS="matmul conv"; ROUNDS=1; MICRO="--calls 5000000 --rounds 1"
   else
-    WORKLOADS="matmul conv fft sparse"; ROUNDS=3; MICRO="--calls 50000000 --rounds 5"
+    WORKLOADS="matmul conv fft sparse"; ROUNDS=4; MICRO="--calls 50000000 --rounds 5"
   fi
   run timeout 240 python3 scripts/bench_overhead_micro.py $MICRO
   for w in $WORKLOADS; do
@@ -34,6 +34,7 @@ run() { echo "+ $*"; "$@"; echo "= rc $?"; }
   for i in $(seq 1 "$ROUNDS"); do
     ITERS=12 timeout 300 python3 .device/ppo_bench.py 2>&1 | tee -a "$WORK/ppo-untraced.txt"
     ITERS=12 timeout 300 python3 -m cudatrace run --no-store --format json -o "$WORK/ppo-trace-$i.json" -- python3 .device/ppo_bench.py 2>&1 | tee -a "$WORK/ppo-traced.txt"
+    ITERS=12 timeout 300 python3 -m cudatrace run --no-store --detail-calls 0 --format json -o "$WORK/ppo-count-$i.json" -- python3 .device/ppo_bench.py 2>&1 | tee -a "$WORK/ppo-count.txt"
   done
   cp "$WORK/ppo-trace-1.json" "$OUT/ppo-trace.json" 2>/dev/null
   python3 -m cudatrace run --no-store -- python3 scripts/device_workloads.py matmul | tail -40

@@ -431,6 +431,11 @@ class Collector:
     @staticmethod
     def _notes(procs: list[_Proc], options: TraceOptions) -> list[str]:
         notes = []
+        hooked = max((len(p.entries) for p in procs), default=0)
+        if hooked:
+            libs = max((len(p.modules) for p in procs), default=0)
+            declined = max((len(p.skipped) for p in procs), default=0)
+            notes.append(f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone)")
         detail = options.effective_detail
         if detail > 0:
             saturated = sum(1 for p in procs for r in p.rows.values() if r.calls > r.detail_calls > 0)
