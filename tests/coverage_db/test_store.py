@@ -615,6 +615,62 @@ def test_read_only_store_is_refused(tmp_path: Path) -> None:
         p.chmod(stat.S_IRUSR | stat.S_IWUSR)
 
 
+_AS_NOBODY = """
+import hashlib, os, sys
+from cudatrace.coverage_db.store import open_store
+from cudatrace.errors import StoreError
+folder = sys.argv[1]
+store = os.path.join(folder, "ro.sqlite3")
+open_store(store).close()
+os.chmod(store, 0o444)
+before = hashlib.sha256(open(store, "rb").read()).hexdigest()
+for path, mode in ((store, 0o755), (store, 0o555), (os.path.join(folder, "new", "s.sqlite3"), 0o555)):
+    os.chmod(store, 0o444 if mode == 0o755 else 0o644)
+    os.chmod(folder, mode)
+    try:
+        open_store(path).close()
+        print("OPENED", path)
+    except StoreError as exc:
+        print(str(exc))
+os.chmod(folder, 0o755)
+print(hashlib.sha256(open(store, "rb").read()).hexdigest() == before, sorted(os.listdir(folder)))
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv (util-linux) to run as an unprivileged user",
+)
+def test_unwritable_locations_are_refused_for_an_unprivileged_user() -> None:
+    import subprocess
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="cudatrace-ro-")
+    try:
+        os.chown(folder, 65534, 65534)
+        root = Path(__file__).resolve().parents[2]
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", _AS_NOBODY, folder],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root), "HOME": folder},
+        )
+        if "Permission denied" in done.stderr and "cudatrace" in done.stderr and "import" in done.stderr:
+            pytest.skip("the checkout is not readable by an unprivileged user")
+        assert done.returncode == 0, done.stderr
+        store = os.path.join(folder, "ro.sqlite3")
+        assert done.stdout.splitlines() == [
+            f"{store}: coverage store is not writable",
+            f"{store}: the folder of the coverage store is not writable",
+            f"{folder}/new/s.sqlite3: cannot create the coverage store folder: Permission denied",
+            "True ['ro.sqlite3']",
+        ]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
     p = tmp_path / "empty.sqlite3"
     p.touch()
