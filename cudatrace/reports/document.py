@@ -48,7 +48,7 @@ AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
 LINKED_HOWS = frozenset({EntryHow.IMPORT, EntryHow.DELAY_IMPORT, EntryHow.SYMBOL})
 BLOCKING_STATUSES = frozenset({ZludaStatus.STUB, ZludaStatus.ABSENT})
 # Signals a user or a supervisor sends to stop a program: the run ended, it did not crash.
-_STOP_SIGNALS = frozenset({"SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE"})
+_STOP_SIGNALS = frozenset({"SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGKILL", "KILLED"})
 _SIGNAL_NUMBERS = {
     "1": "SIGHUP",
     "2": "SIGINT",
@@ -342,6 +342,8 @@ def signal_name(sig: str | None) -> str | None:
     s = str(sig).strip().upper()
     if s.isdigit():
         return _SIGNAL_NUMBERS.get(s, s)
+    if s == "KILLED":  # the tracer saw the process end without exit() and without a fault: a kill from outside
+        return s
     return s if s.startswith("SIG") else f"SIG{s}"
 
 
@@ -362,7 +364,11 @@ class RunSummary:
 
     @property
     def crashed(self) -> bool:
-        """Killed by a fault signal, or ended by a Windows exception code (0xC0000005 and kin)."""
+        """Killed by a fault signal, or ended by a Windows exception code (0xC0000005 and kin).
+
+        Signals sent to stop a program (SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGKILL, or the tracer's "killed") end
+        a run without making it a crash.
+        """
         sig = signal_name(self.signal)
         if sig is not None and sig not in _STOP_SIGNALS:
             return True
@@ -377,6 +383,8 @@ class RunSummary:
             return (
                 f"crashed (exception 0x{self.exit_code & 0xFFFFFFFF:08X})" if self.exit_code is not None else "crashed"
             )
+        if signal_name(self.signal) == "KILLED":
+            return "killed from outside (no exit status: SIGKILL, SIGTERM or SIGINT)"
         if self.signal:
             return f"stopped by {signal_name(self.signal)}"
         if self.exit_code is None:
