@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = zsub.add_parser("show", parents=[common_parent()], help="one entry point's status across releases")
     s.add_argument("function", metavar="ENTRY_POINT", help="e.g. cublasSgemm_v2, cuMemAlloc_v2, cudnnCreate")
     s.add_argument("--family", choices=[f.value for f in Family], help="limit to one library family")
+    s.add_argument("--release", metavar="R", help="also say what this release does with it (default: the newest)")
     add_output_args(s)
     s.set_defaults(handler=run_show)
 
@@ -115,18 +116,18 @@ def run_releases(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def show_document(function: str, family: str | None = None) -> dict[str, Any]:
-    """The ``zluda show`` JSON document: every status run of one entry point, and its status in the newest release."""
+def show_document(function: str, family: str | None = None, release: str | None = None) -> dict[str, Any]:
+    """The ``zluda show`` JSON document: every status run of one entry point, and its status in one release."""
     from cudatrace.coverage_db.catalog import load_catalog
 
     cat = load_catalog()
+    rel = cat.resolve_release(release)
     fam = Family(family) if family else None
     runs = cat.history(function, fam)
     name = runs[0].function if runs else function
-    latest = {
-        lib: cat.classify(runs_fam, name, cat.latest).to_dict()
+    status = {
+        lib: cat.classify(runs_fam, name, rel, library_key=lib).to_dict()
         for lib, runs_fam in {r.library: r.family for r in runs}.items()
-        if lib not in ("driver_win32", "cublaslt_internal")
     }
     api = cat.api_name(name)
     return {
@@ -134,8 +135,8 @@ def show_document(function: str, family: str | None = None) -> dict[str, Any]:
         "function": name,
         "asked": function,
         "api_name": api if api != name else None,
-        "latest_release": cat.latest,
-        "latest": latest,
+        "release": rel,
+        "status": status,
         "runs": [r.to_dict() for r in runs],
     }
 
@@ -153,9 +154,9 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
     if doc["api_name"]:
         title += f", the export behind API name {doc['api_name']}"
     con.print(Text(title, style="bold"))
-    for lib, info in doc["latest"].items():
+    for lib, info in doc["status"].items():
         status = ZludaStatus(info["status"])
-        line = Text(f"  {lib} in {doc['latest_release']}: ")
+        line = Text(f"  {lib} in {doc['release']}: ")
         line.append(status.value, style=_STATUS_STYLE[status])
         if info.get("since"):
             line.append(f" since {info['since']}")
@@ -186,7 +187,7 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     """Handler of ``zluda show``."""
-    doc = show_document(args.function, args.family)
+    doc = show_document(args.function, args.family, args.release)
     text = dump_json(doc) if args.format == "json" else render_show(doc, use_color(args))
     write_output(text, args.output)
     return EXIT_OK

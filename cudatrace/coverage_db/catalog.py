@@ -588,6 +588,7 @@ class Catalog:
         by_name: bool = False,
         cuda_version: int | None = None,
         bits32: bool = False,
+        library_key: str | None = None,
     ) -> ZludaInfo:
         """What ``release`` does with ``function`` of ``family``, imported from file ``library`` when given.
 
@@ -597,13 +598,14 @@ class Catalog:
         ``cuda_version`` (None: the newest branch). Names ZLUDA does not declare are mapped through the CUDA header
         facts (an API spelling to its export, a header-inline per-thread wrapper to its target). ``bits32`` marks a
         32-bit Windows program: only ZLUDA's 32-bit files (the IPC-forwarding nvcuda.dll) can serve it.
+        ``library_key`` asks one ZLUDA library (``cudnn8``) instead of the family's.
         """
         rel = self._rel(release)
         relname = rel.name
         if family in NVIDIA_OWN:
             return ZludaInfo(relname, ZludaStatus.NVIDIA_OWN, note=NVIDIA_OWN[family])
         bits32 = bits32 and bool(library) and _platform_of_file(library or "") == "windows"
-        keys = self._keys(family, library, bits32)
+        keys = [library_key] if library_key else self._keys(family, library, bits32)
         if not keys:
             what = _basename(library) if library else family.value
             return ZludaInfo(relname, ZludaStatus.NOT_REPLACED, note=f"ZLUDA has no replacement for {what}")

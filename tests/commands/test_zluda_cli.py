@@ -60,7 +60,7 @@ def test_show_history(capsys: pytest.CaptureFixture[str]) -> None:
         ("stub", "v5-preview.43", "v5-preview.80"),
         ("translated", "v5-preview.81", "v7-preview.9"),
     ]
-    assert doc["latest"]["cublas"]["hip"] == ["rocblas_sgemm"]
+    assert doc["status"]["cublas"]["hip"] == ["rocblas_sgemm"]
     code, out, _ = run(capsys, "zluda", "show", "cuCtxCreate_v4", "--family", "driver", "--no-color")
     assert code == 0 and "v6-preview.77" in out and "driver_win32" in out
 
@@ -106,3 +106,28 @@ def test_show_keeps_bracketed_notes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_show_runtime_function_explains(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "zluda", "show", "cudaMalloc")
     assert code == 2 and "NVIDIA's CUDA runtime stays in use" in err
+
+
+def test_show_at_a_release(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "zluda", "show", "cuCtxCreate_v4", "--family", "driver", "--release", "6-preview.69", "--format", "json"
+    )
+    doc = json.loads(out)
+    assert code == 0 and doc["release"] == "v6-preview.69"
+    assert doc["status"]["driver"]["status"] == "stub"
+    code, out, _ = run(capsys, "zluda", "show", "cuCtxCreate_v4", "--family", "driver", "--format", "json")
+    assert json.loads(out)["status"]["driver"] == {
+        "release": "v7-preview.9",
+        "status": "translated",
+        "hip": ["hipCtxCreate"],
+        "since": "v6-preview.77",
+        "note": "hip: HIPIFY's equivalent (ZLUDA's own call not found)",
+    }
+
+
+def test_show_per_library_status(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "zluda", "show", "cudnnCreate", "--release", "v6-preview.3", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["status"]["cudnn8"]["status"] == "not_replaced"  # declared, but no cuDNN 8 library before v6-preview.4
+    assert doc["status"]["cudnn9"]["status"] == "stub"
