@@ -82,18 +82,22 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     )
     (zluda / "zluda_ld").unlink()
     _gcc(*lib, "-o", str(zluda / "zluda_ld"), str(C_DIR / "zluda_ld_standin.c"))
-    rpath_app = base / "nvidia" / "app_rpath"
-    _gcc(
-        "-O1",
-        "-o",
-        str(rpath_app),
-        str(SOURCES / "app.c"),
-        str(s.libcuda),
-        str(s.libcublas),
-        f"-Wl,-rpath,{s.lib_dir}",
-        "-Wl,--disable-new-dtags",
-    )
-    return World(s.lib_dir, zluda, s.app, rpath_app)
+    # the program twice: with DT_RUNPATH (LD_LIBRARY_PATH wins over it) and with DT_RPATH (it wins over
+    # LD_LIBRARY_PATH), both pointing at the NVIDIA stand-ins
+    apps = {}
+    for name, dtags in (("app_runpath", "--enable-new-dtags"), ("app_rpath", "--disable-new-dtags")):
+        apps[name] = base / "nvidia" / name
+        _gcc(
+            "-O1",
+            "-o",
+            str(apps[name]),
+            str(SOURCES / "app.c"),
+            str(s.libcuda),
+            str(s.libcublas),
+            f"-Wl,-rpath,{s.lib_dir}",
+            f"-Wl,{dtags}",
+        )
+    return World(s.lib_dir, zluda, apps["app_runpath"], apps["app_rpath"])
 
 
 def _evidence_from_readelf(program: Path, out: Path) -> Path:
