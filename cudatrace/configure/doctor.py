@@ -237,8 +237,18 @@ def diagnose(
 ) -> DoctorReport:
     """Check the AMD runtime, the GPU, the ZLUDA folder and (with ``evidence``) what the program misses."""
     env = os.environ if env is None else env
-    plat = platform or (evidence.platform if evidence else ("windows" if sys.platform == "win32" else "linux"))
+    # the search path is this machine's; a program of the other platform is checked against its own folders only
+    plat = platform or ("windows" if sys.platform == "win32" else "linux")
     findings: list[Finding] = []
+    if evidence is not None and evidence.platform != plat:
+        findings.append(
+            Finding(
+                Level.INFO,
+                "program",
+                f"{Path(evidence.program).name} is a {evidence.platform} program; the "
+                f"HIP runtime and GPU checks describe this {plat} machine",
+            )
+        )
     hip: HipLayout | None = None
     if hip_dir:
         try:
