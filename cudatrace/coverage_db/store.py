@@ -286,6 +286,16 @@ def _sha256_of(path: str) -> str | None:
         return None
 
 
+def _text(value: str) -> str:
+    """Text SQLite can hold: file names that are not UTF-8 reach Python as lone surrogates (surrogateescape), which
+    sqlite3 refuses; they are kept as ``\\udcXX`` escapes. Documents keep them exactly (JSON escapes them)."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _file_name(path: str) -> str:
     return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or path
 
@@ -556,7 +566,8 @@ class Store:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full, I/O error)
+                conn.execute("ROLLBACK")
             raise
 
     def _translate(self, exc: sqlite3.OperationalError) -> StoreError:
@@ -584,7 +595,8 @@ class Store:
             try:
                 out = fn()
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
             return out
@@ -645,6 +657,7 @@ class Store:
         return out
 
     def _upsert_program(self, name: str, path: str, sha256: str, stamp: str) -> int:
+        name, path, sha256 = _text(name), _text(path), _text(sha256)
         self._conn.execute(
             "INSERT INTO programs (name, path, sha256, first_seen, last_seen) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (path, sha256) DO UPDATE SET "
@@ -660,7 +673,7 @@ class Store:
     def _program_at(self, path: str) -> int | None:
         """The most recently seen program at ``path`` (any content), for a trace whose file cannot be read."""
         row = self._conn.execute(
-            "SELECT id FROM programs WHERE path = ? ORDER BY last_seen DESC, id DESC LIMIT 1", (path,)
+            "SELECT id FROM programs WHERE path = ? ORDER BY last_seen DESC, id DESC LIMIT 1", (_text(path),)
         ).fetchone()
         return int(row[0]) if row else None
 
@@ -688,8 +701,8 @@ class Store:
                 program,
                 kind.value,
                 stamp,
-                tool,
-                release,
+                _text(tool),
+                _text(release) if release is not None else None,
                 verdict.status.value if verdict else None,
                 json.dumps(doc, separators=(",", ":")),
             ),
@@ -716,8 +729,8 @@ class Store:
                 (
                     result_id,
                     e.family.value,
-                    e.library,
-                    e.function,
+                    _text(e.library),
+                    _text(e.function),
                     e.how.value,
                     e.ordinal,
                     e.calls,
@@ -788,7 +801,7 @@ class Store:
 
         Exact name matches come first, then the newest activity.
         """
-        q = query.strip()
+        q = _text(query.strip())
         if not q:
             return []
         like = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

@@ -830,3 +830,42 @@ def test_threads_share_one_store(db: Path) -> None:
         assert errors == []
         assert len(store.programs()) == 40
         assert sum(1 for _ in store.evidence_rows()) == 40 * 3
+
+
+def test_file_names_that_are_not_utf8_are_stored_and_documents_keep_them(db: Path) -> None:
+    # os.fsdecode(b"/apps/caf\xe9.exe") on Linux: the undecodable byte becomes a lone surrogate
+    path = os.fsdecode(b"/apps/caf\xe9.exe")
+    b = replace(
+        binary(path, "ee" * 32),
+        imports=(EntryPointUse(Family.DRIVER, os.fsdecode(b"nv\xffcuda.dll"), "cuInit\udc80", EntryHow.IMPORT),),
+    )
+    with open_store(db) as store:
+        store.record_scan(scan_of(b))
+        (prog,) = store.programs()
+        assert prog.path == "/apps/caf\\udce9.exe" and prog.name == "caf\\udce9.exe"
+        assert store.find_programs(path) == [prog]
+        assert store.documents(prog.id)[0][0].binaries[0] == b  # the document keeps the exact name
+        (row,) = store.evidence_rows()
+        assert (row.library, row.function) == ("nv\\udcffcuda.dll", "cuInit\\udc80")
+
+
+def test_a_scan_is_recorded_whole_or_not_at_all(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudatrace.coverage_db.store import Store
+
+    calls = {"n": 0}
+    real = Store._derive
+
+    def failing(self: Store, *args: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("disk on fire")
+        real(self, *args)  # type: ignore[arg-type]
+
+    with open_store(db) as store:
+        monkeypatch.setattr(Store, "_derive", failing)
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            store.record_scan(scan_of(binary("/a", "aa" * 32), binary("/b", "bb" * 32)))
+        monkeypatch.setattr(Store, "_derive", real)
+        assert store.programs() == [] and list(store.evidence_rows()) == [] and store.verdicts() == []
+        store.record_scan(scan_of(binary("/c", "cc" * 32)))
+        assert [p.name for p in store.programs()] == ["c"]
