@@ -869,3 +869,40 @@ def test_a_scan_is_recorded_whole_or_not_at_all(db: Path, monkeypatch: pytest.Mo
         assert store.programs() == [] and list(store.evidence_rows()) == [] and store.verdicts() == []
         store.record_scan(scan_of(binary("/c", "cc" * 32)))
         assert [p.name for p in store.programs()] == ["c"]
+
+
+def test_scan_and_run_of_a_real_program_meet_in_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("frida", reason="frida is needed to trace programs")
+    if not sys.platform.startswith("linux") or shutil.which("gcc") is None:
+        pytest.skip("gcc on Linux is needed to build the CUDA stand-ins")
+    from cudatrace.coverage_db.frames import entry_points_frame
+    from tests.standins import WORKLOAD, build_standins
+
+    s = build_standins(tmp_path / "standins")
+    db = tmp_path / "real.sqlite3"
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(s.lib_dir))
+    assert cli_main(["scan", "--no-progress", "--format", "json", "--db", str(db), str(s.app)]) in (0, 4)
+    assert cli_main(["run", "--format", "json", "--db", str(db), "--", str(s.app), "exit"]) == 0
+    capsys.readouterr()
+    with open_store(db) as store:
+        (prog,) = store.find_programs(str(s.app))
+        assert (prog.name, prog.sha256, prog.scans, prog.traces) == ("app", sha(s.app), 1, 1)
+        scans, traces = store.latest_documents(prog.id)
+        assert scans[0].binaries[0].sha256 == prog.sha256 and traces[0].command == (str(s.app), "exit")
+        called = {r.function: r for r in store.evidence_rows(prog.id) if r.kind is ResultKind.TRACE}
+        for fn in ("cuInit", "cuMemAdvise", "cublasSetMathMode"):
+            calls, statuses = WORKLOAD[fn]
+            assert called[fn].calls == calls and dict(called[fn].statuses) == statuses
+        ep = entry_points_frame(store).set_index("function")
+        # cuInit is both imported (the scan) and called once (the run) by this one program
+        assert (
+            ep.loc["cuInit", "static_programs"],
+            ep.loc["cuInit", "called_programs"],
+            ep.loc["cuInit", "calls"],
+        ) == (
+            1,
+            1,
+            1,
+        )
