@@ -93,8 +93,20 @@ def _status(e: ReportEntry) -> str:
     return f'<span class="st st-{e.status.value}">{_e(e.status.value.replace("_", " "))}</span>'
 
 
+def zluda_summary(e: ReportEntry) -> str:
+    """What ZLUDA does with an entry point, in one line: ``translated to hipMalloc (since v4)``."""
+    if e.zluda is None:
+        return "not classified"
+    words = e.zluda.status.value.replace("_", " ")
+    if e.zluda.hip:
+        words += " to " + ", ".join(e.zluda.hip)
+    if e.zluda.since:
+        words += f" (since {e.zluda.since})"
+    return f"ZLUDA {e.zluda.release}: {words}"
+
+
 def _link(e: ReportEntry) -> str:
-    return f'<a href="#{_e(e.anchor)}"><code>{_e(e.function)}</code></a>'
+    return f'<a href="#{_e(e.anchor)}" title="{_e(zluda_summary(e))}"><code>{_e(e.function)}</code></a>'
 
 
 def _page(title: str, body: str, data: dict[str, Any]) -> str:
