@@ -29,6 +29,7 @@ class ProgramEvidence:
     sass_archs: tuple[str, ...] = ()
     min_ptx_sm: int | None = None  # the highest "lowest PTX target" over binaries: the compute capability needed
     verdict_release: str | None = None  # the ZLUDA release the evidence was classified against
+    machine: str = ""  # the program binary's machine: "x86_64", "i386", ... ("" when unknown)
     sources: tuple[str, ...] = ()  # "scan", "trace", "store", "scanned now"
 
     def library_names(self) -> tuple[str, ...]:
@@ -90,6 +91,8 @@ def evidence_from_documents(
     sass_archs: set[str] = set()
     min_ptx: list[int] = []
     release: str | None = None
+    machine = ""
+    program_names = {str(program), os.path.abspath(program), Path(program).name}
 
     def add_lib(lib: CudaLibrary) -> None:
         base = lib.name.replace("\\", "/").rsplit("/", 1)[-1]  # a traced process reports full paths
@@ -100,6 +103,8 @@ def evidence_from_documents(
     for scan in scans:
         release = release or scan.zluda_release
         for b in scan.binaries:
+            if b.machine and (not machine or b.path in program_names or b.name in program_names):
+                machine = b.machine
             if b.verdict is not None:
                 release = release or b.verdict.release
             for lib in b.cuda_libraries:
@@ -137,6 +142,7 @@ def evidence_from_documents(
         sass_archs=tuple(sorted(sass_archs)),
         min_ptx_sm=max(min_ptx) if min_ptx else None,
         verdict_release=release,
+        machine=machine,
         sources=tuple(sources),
     )
 

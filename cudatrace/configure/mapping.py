@@ -23,6 +23,7 @@ from cudatrace.configure.layout import COMPONENT_NAMES, HipLayout, ZludaLayout, 
 from cudatrace.configure.runtime_data import (
     HIP7_WINDOWS_SINCE,
     TORCH_CUDNN_V8_DISABLED_SINCE,
+    ZLUDA32_SINCE,
     ZLUDA_CC_OLD_DEFAULT_UNTIL,
     ZLUDA_CC_SINCE,
     ZLUDA_EXE_TABLE_SINCE,
@@ -474,7 +475,7 @@ def plan_mapping(
         raise ConfigureError(f"zluda_ld (LD_AUDIT) exists from {ZLUDA_LD_SINCE}, not in {chosen}", zluda.path)
 
     wanted: list[CudaLibrary] = list(evidence.libraries)
-    if evidence.needs_driver and not any(lib.family is Family.DRIVER for lib in wanted):
+    if evidence.needs_driver and not any(library_stem(lib.name) in ("cuda", "nvcuda") for lib in wanted):
         wanted.append(CudaLibrary(_requested_driver(platform), Family.DRIVER, LibraryHow.DLOPEN_STRING))
 
     mappings: list[LibraryMapping] = []
@@ -569,6 +570,27 @@ def plan_mapping(
             )
         )
 
+    if evidence.machine in ("i386", "x86"):
+        if platform == "windows" and data.at_least(chosen, ZLUDA32_SINCE):
+            unserved.append(
+                Unserved(
+                    Path(evidence.program).name,
+                    Family.DRIVER,
+                    f"a 32-bit program: ZLUDA {chosen} serves 32-bit programs only through its 32-bit nvcuda.dll "
+                    "and zluda64_server.exe (PhysX support), which this mapping does not stage",
+                    "follow ZLUDA's docs/physx32.md for 32-bit programs",
+                )
+            )
+        else:
+            unserved.append(
+                Unserved(
+                    Path(evidence.program).name,
+                    Family.DRIVER,
+                    f"a 32-bit program: ZLUDA {chosen} has no 32-bit {platform} libraries",
+                    None,
+                    cannot_run=True,
+                )
+            )
     if evidence.sass_only:
         archs = ", ".join(evidence.sass_archs) or "NVIDIA architectures"
         names = ", ".join(Path(p).name for p in evidence.sass_only[:5])
@@ -642,6 +664,10 @@ def _environment(
 ) -> list[EnvVar]:
     platform = evidence.platform
     staging = str(Path(evidence.program).parent / f"{Path(evidence.program).name}.zluda")
+    sep = ";" if platform == "windows" else ":"
+    for folder in (staging, hip.libdir if hip is not None else ""):
+        if sep in folder:
+            raise ConfigureError(f"a folder name with {sep!r} cannot go on a search path: move or rename it", folder)
     fams = {m.family for m in mappings}
     env: list[EnvVar] = []
     if platform == "linux":

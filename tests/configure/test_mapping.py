@@ -248,3 +248,11 @@ def test_library_stems() -> None:
     assert library_stem("cublas64_11.dll") == library_stem("libcublas.so.12") == "cublas"
     assert library_stem("cudnn_ops64_9.dll") == "cudnn_ops"
     assert library_stem("libcublasLt.so") == library_stem("cublasLt64_12.dll") == "cublaslt"
+
+
+def test_search_path_separator_in_a_folder_name_is_refused(tmp_path: Path) -> None:
+    zluda = detect_zluda(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux"))
+    ev = evidence_of(tmp_path / "a:b" / "app", ["libcuda.so.1"], platform="linux")
+    with pytest.raises(ConfigureError, match="cannot go on a search path") as exc:
+        plan_mapping(ev, zluda)
+    assert str(tmp_path / "a:b") in str(exc.value)

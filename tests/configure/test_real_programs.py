@@ -189,3 +189,42 @@ def test_stored_verdict_of_another_release_is_refused_until_scanned_again(
     assert code == 0, err
     assert doc["mapping"]["release"] == "v6-preview.69"
     assert doc["mapping"]["notes"][0] == "evidence: the coverage store: newest scan and run of this file"
+
+
+@pytest.mark.parametrize(("release", "cannot_run"), [("v6-preview.69", True), ("v7-preview.9", False)])
+def test_32_bit_windows_program(
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    release: str,
+    cannot_run: bool,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.pe_binaries import MissingToolError, build_pe_set
+
+    if shutil.which("i686-w64-mingw32-gcc") is None:
+        pytest.skip("needs i686-w64-mingw32-gcc (mingw-w64)")
+    try:
+        pe32 = build_pe_set(tmp_path_factory.mktemp("configure_pe32"), "i386")
+    except MissingToolError as exc:
+        pytest.skip(str(exc))
+    program = tmp_path / "app32.exe"
+    shutil.copy2(pe32.app, program)
+    zluda = make_zluda_tree(tmp_path / "ZLUDA", release, "windows")
+    code, doc, err = _configure(
+        [
+            "configure",
+            str(program),
+            "--zluda",
+            str(zluda),
+            "--release",
+            release,
+            "--db",
+            str(tmp_path / "d.db"),
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    u = next(u for u in doc["mapping"]["unserved"] if u["what"] == "app32.exe")
+    assert "32-bit program" in u["reason"] and u["cannot_run"] is cannot_run
