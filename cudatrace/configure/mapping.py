@@ -801,9 +801,21 @@ def plan_from_toml(text: str, origin: str) -> MappingPlan:
     if doc.get("schema") != MAPPING_SCHEMA:
         raise InputError(f"not a cudatrace mapping (schema {doc.get('schema')!r}, expected {MAPPING_SCHEMA})", origin)
     try:
-        return MappingPlan.from_dict(doc)
+        plan = MappingPlan.from_dict(doc)
     except (KeyError, ValueError, TypeError) as exc:
         raise InputError(f"damaged mapping file ({type(exc).__name__}: {exc})", origin) from None
+    names = [plan.staging, *plan.launcher_files]
+    for m in plan.libraries:
+        names.extend((m.requested, m.source))
+    for name in names:
+        if not is_plain_file_name(name):
+            raise InputError(f"mapping names {name!r}: only plain file names are allowed (no folders)", origin)
+    return plan
+
+
+def is_plain_file_name(name: str) -> bool:
+    """True for a file name without folder parts, so staging never writes outside its folder."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0:") and name.strip() == name
 
 
 def read_mapping(path: str | os.PathLike[str]) -> MappingPlan:

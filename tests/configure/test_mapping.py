@@ -256,3 +256,13 @@ def test_search_path_separator_in_a_folder_name_is_refused(tmp_path: Path) -> No
     with pytest.raises(ConfigureError, match="cannot go on a search path") as exc:
         plan_mapping(ev, zluda)
     assert str(tmp_path / "a:b") in str(exc.value)
+
+
+@pytest.mark.parametrize("field", ["requested", "source"])
+def test_edited_mapping_cannot_name_files_outside_the_staging_folder(tmp_path: Path, field: str) -> None:
+    zluda = detect_zluda(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux"))
+    plan = plan_mapping(evidence_of(tmp_path / "app", ["libcuda.so.1"], platform="linux"), zluda)
+    text = plan_to_toml(plan).replace(f'{field} = "libcuda.so.1"', f'{field} = "../../etc/libcuda.so.1"')
+    with pytest.raises(InputError, match="only plain file names") as exc:
+        plan_from_toml(text, "edited.toml")
+    assert "edited.toml" in str(exc.value)
