@@ -5,7 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class Progress(Protocol):
@@ -42,7 +45,7 @@ class _RichProgress:
             console=Console(stderr=True),
             transient=True,
         )
-        self._task: int | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> _RichProgress:
         self._bar.__enter__()
