@@ -194,3 +194,53 @@ def _build_kernels(out: Path, gcc: str) -> Path | None:
     (out / "fatbin.s").write_text(_FATBIN_S)
     _run([gcc, "-O1", "-s", "-Wl,--disable-long-section-names", "-o", "kernels.exe", "kernels.c", "fatbin.s"], out)
     return out / "kernels.exe"
+
+
+def craft_pe(dll: str, functions: list[str], filler_sections: int = 0, machine: int = 0x8664) -> bytes:
+    """A minimal but well-formed PE32+ file importing ``functions`` from ``dll``, written byte by byte.
+
+    The linker cannot make the extreme files the hostile-input tests need (tens of thousands of imports, hundreds
+    of sections) in reasonable time, so they are written here. ``filler_sections`` adds empty sections before
+    ``.idata`` in the table (every address lookup walks them).
+    """
+    nsec = filler_sections + 1
+    headers = 0x40 + 24 + 240 + 40 * nsec
+    raw = (headers + 0x1FF) & ~0x1FF
+    idata_rva = 0x1000 + 0x1000 * filler_sections
+    # .idata: descriptor + null descriptor, ILT, IAT, hint/name entries, DLL name
+    ilt = 40
+    iat = ilt + 8 * (len(functions) + 1)
+    names = iat + 8 * (len(functions) + 1)
+    body = bytearray(names)
+    thunks: list[int] = []
+    for i, function in enumerate(functions):
+        thunks.append(idata_rva + len(body))
+        entry = struct.pack("<H", i & 0xFFFF) + function.encode() + b"\0"
+        body += entry + b"\0" * (len(entry) & 1)
+    dll_rva = idata_rva + len(body)
+    body += dll.encode() + b"\0"
+    struct.pack_into("<IIIII", body, 0, idata_rva + ilt, 0, 0, dll_rva, idata_rva + iat)
+    for i, thunk in enumerate(thunks):
+        struct.pack_into("<Q", body, ilt + 8 * i, thunk)
+        struct.pack_into("<Q", body, iat + 8 * i, thunk)
+    body += b"\0" * (-len(body) % 0x200)
+    vsize = (len(body) + 0xFFF) & ~0xFFF
+    out = bytearray(raw)
+    struct.pack_into("<2s58xI", out, 0, b"MZ", 0x40)
+    struct.pack_into("<4sHHIIIHH", out, 0x40, b"PE\0\0", machine, nsec, 0, 0, 0, 240, 0x22)
+    opt = 0x40 + 24
+    struct.pack_into(
+        "<HBBIIIIIQIIHHHHHHIIIIHHQQQQII",
+        out,
+        opt,
+        0x20B, 2, 40, 0, len(body), 0, idata_rva, idata_rva, 0x140000000, 0x1000, 0x200,
+        6, 0, 0, 0, 6, 0, 0, idata_rva + vsize, raw, 0, 3, 0x160, 0x100000, 0x1000, 0x100000, 0x1000, 0, 16,
+    )  # fmt: skip
+    struct.pack_into("<II", out, opt + 112 + 8, idata_rva, 40)
+    table = opt + 240
+    for i in range(filler_sections):
+        struct.pack_into("<8sIIIIIIHHI", out, table + 40 * i, f".s{i}".encode(), 0x1000, 0x1000 * (i + 1),
+                         0, 0, 0, 0, 0, 0, 0x40000040)  # fmt: skip
+    struct.pack_into("<8sIIIIIIHHI", out, table + 40 * filler_sections, b".idata", vsize, idata_rva, len(body),
+                     raw, 0, 0, 0, 0, 0xC0000040)  # fmt: skip
+    return bytes(out + body)

@@ -28,10 +28,12 @@ from cudatrace.tracer.static.parsed import ImportedSymbol, NeededLibrary, Parsed
 
 __all__ = ["MAX_EXPORT_NAMES", "MAX_IMPORT_SYMBOLS", "MAX_SECTIONS", "is_pe", "machine_name", "parse_pe"]
 
-#: Imported symbols read over all import and delay-import descriptors together. pefile's default (8192) is too
-#: low for the largest CUDA DLLs (a framework DLL importing thousands of C++ names from its siblings); beyond
-#: this the import walk stops, keeping what it read.
-MAX_IMPORT_SYMBOLS = 0x10000
+#: Import thunks pefile reads over all import and delay-import descriptors together (it counts both the lookup
+#: and the address table, so about half as many symbols). pefile's default (8192) is low for the largest CUDA
+#: DLLs (a framework DLL importing thousands of C++ names from its siblings); beyond this the import walk stops,
+#: keeping what it read. pefile spends about 50 us per symbol, so this also bounds the time a hostile import
+#: table can take (about 1.5 s).
+MAX_IMPORT_SYMBOLS = 0x8000
 #: Exported names read from the export directory; beyond this the list is cut.
 MAX_EXPORT_NAMES = 0x20000
 #: Sections read from the section table. The PE format allows 65535; every lookup of an address walks the
@@ -74,6 +76,66 @@ pefile.MAX_SECTIONS = MAX_SECTIONS
 Buffer = mmap.mmap | bytes
 
 
+class _PE(pefile.PE):  # type: ignore[misc]
+    """pefile with address lookups that stay fast on files with many sections.
+
+    pefile finds the section holding an address by walking the section table, and the section holding a file
+    offset without any cache, several times per imported symbol: a hostile file with a thousand sections and
+    tens of thousands of imports took half a minute. Here each 4 KiB page remembers the sections that overlap
+    it, in table order, so a lookup tests only those, and gives exactly pefile's answer (the first section in
+    table order that contains the address).
+    """
+
+    _PAGE = 12
+
+    def _candidates(self, key: int, cache: dict[int, list[Any]], by_rva: bool) -> list[Any]:
+        found = cache.get(key)
+        if found is None:
+            lo, hi = key << self._PAGE, (key + 1) << self._PAGE
+            found = []
+            for section in self.sections:
+                if by_rva:
+                    section.contains_rva(0)  # pefile computes and keeps the section's address range here
+                    start, end = section.section_min_addr, section.section_max_addr
+                elif section.PointerToRawData is None:
+                    continue
+                else:
+                    start = section.get_PointerToRawData_adj()
+                    end = start + section.SizeOfRawData
+                if start < hi and end > lo:
+                    found.append(section)
+            if len(cache) > 0x10000:
+                cache.clear()
+            cache[key] = found
+        return found
+
+    def _section_caches(self) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+        caches: tuple[dict[int, list[Any]], dict[int, list[Any]]] | None = self.__dict__.get("_cudatrace_pages")
+        if caches is None or self.__dict__.get("_cudatrace_sections") is not self.sections:
+            caches = ({}, {})
+            self.__dict__["_cudatrace_pages"] = caches
+            self.__dict__["_cudatrace_sections"] = self.sections
+        return caches
+
+    def get_section_by_rva(self, rva: int) -> Any:
+        """The first section (in pefile's order) containing ``rva``, or None."""
+        if not isinstance(rva, int) or rva < 0:
+            return super().get_section_by_rva(rva)
+        for section in self._candidates(rva >> self._PAGE, self._section_caches()[0], True):
+            if section.contains_rva(rva):
+                return section
+        return None
+
+    def get_section_by_offset(self, offset: int) -> Any:
+        """The first section (in pefile's order) containing the file ``offset``, or None."""
+        if not isinstance(offset, int) or offset < 0:
+            return super().get_section_by_offset(offset)
+        for section in self._candidates(offset >> self._PAGE, self._section_caches()[1], False):
+            if section.contains_offset(offset):
+                return section
+        return None
+
+
 def is_pe(head: bytes) -> bool:
     """True when ``head`` (the first bytes of a file) starts like a PE file: ``MZ`` and a ``PE\\0\\0`` signature
     at ``e_lfanew`` when the header is long enough to hold it, else ``MZ`` alone."""
@@ -100,7 +162,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
     """
     precheck = _check_headers(buf, path)
     try:
-        pe = pefile.PE(data=buf, fast_load=True)
+        pe = _PE(data=buf, fast_load=True)
     except _PEFILE_FAILURES as exc:
         raise CorruptBinaryError(f"unreadable PE headers: {_one_line(exc)}", path) from None
     try:

@@ -19,7 +19,7 @@ from cudatrace.model import BinaryFormat
 from cudatrace.tracer.static.pe import parse_pe
 from tests.pe_binaries import PeSet
 
-EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

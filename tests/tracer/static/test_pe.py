@@ -11,12 +11,13 @@ import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 
+import pefile
 import pytest
 
 from cudatrace.errors import CorruptBinaryError, CudatraceError, NotABinaryError
 from cudatrace.model import BinaryFormat, EntryHow, LibraryHow
 from cudatrace.tracer.static.parsed import ParsedBinary
-from cudatrace.tracer.static.pe import MAX_SECTIONS, is_pe, machine_name, parse_pe
+from cudatrace.tracer.static.pe import _PE, MAX_IMPORT_SYMBOLS, MAX_SECTIONS, is_pe, machine_name, parse_pe
 from tests.pe_binaries import (
     CUBLAS_FUNCS,
     CUDNN_FUNCS,
@@ -27,6 +28,7 @@ from tests.pe_binaries import (
     DYNAMIC_FUNCS,
     DYNAMIC_LIBRARY,
     PeSet,
+    craft_pe,
     tool,
 )
 
@@ -353,6 +355,42 @@ def test_looping_import_descriptors_are_bounded(pe_set: PeSet) -> None:
     struct.pack_into("<IIIII", data, offset, rva, 0, 0, rva, rva)
     parsed = parse_pe(bytes(data), "loop.exe")
     assert len(parsed.imports) < 10_000
+
+
+def test_crafted_pe_matches_llvm_readobj(tmp_path: Path) -> None:
+    path = tmp_path / "crafted.exe"
+    path.write_bytes(craft_pe("nvcuda.dll", list(DRIVER_FUNCS), filler_sections=3))
+    parsed = parse_file(path)
+    assert table(parsed, EntryHow.IMPORT) == readobj_imports(path)["Import"] == {"nvcuda.dll": set(DRIVER_FUNCS)}
+
+
+def test_huge_import_table_is_capped() -> None:
+    functions = [f"cuFunction{i}" for i in range(MAX_IMPORT_SYMBOLS + 5000)]
+    parsed = parse_pe(craft_pe("nvcuda.dll", functions), "huge.dll")
+    names = [i.function for i in parsed.imports]
+    assert MAX_IMPORT_SYMBOLS // 2 <= len(names) <= MAX_IMPORT_SYMBOLS + 1
+    assert names == functions[: len(names)]
+
+
+def test_many_sections_keep_lookups_exact() -> None:
+    parsed = parse_pe(craft_pe("cublas64_12.dll", list(CUBLAS_FUNCS), filler_sections=MAX_SECTIONS - 1), "m.dll")
+    assert len(parsed.sections) == MAX_SECTIONS
+    assert table(parsed, EntryHow.IMPORT) == {"cublas64_12.dll": set(CUBLAS_FUNCS)}
+
+
+def test_section_lookups_agree_with_pefile(pe_set: PeSet) -> None:
+    for path in (pe_set.app, pe_set.driver_dll):
+        data = path.read_bytes()
+        ours, theirs = _PE(data=data, fast_load=True), pefile.PE(data=data, fast_load=True)
+        probes = {0, 1, 0xFFF, len(data), len(data) + 0x10000}
+        for sec in theirs.sections:
+            for base in (sec.VirtualAddress, sec.VirtualAddress + sec.Misc_VirtualSize, sec.PointerToRawData):
+                probes.update(base + d for d in (-1, 0, 1, 0x800, 0x1000, 0x1001))
+        for probe in sorted(p for p in probes if p >= 0):
+            a, b = ours.get_section_by_rva(probe), theirs.get_section_by_rva(probe)
+            assert (a and a.get_file_offset()) == (b and b.get_file_offset()), hex(probe)
+            a, b = ours.get_section_by_offset(probe), theirs.get_section_by_offset(probe)
+            assert (a and a.get_file_offset()) == (b and b.get_file_offset()), hex(probe)
 
 
 @pytest.mark.parametrize("path", sorted(DATA.glob("*.bin")) if DATA.is_dir() else [], ids=lambda p: p.name)
