@@ -20,6 +20,9 @@ Session fixtures (tests/conftest.py), each a :class:`pathlib.Path`:
 ``elf_plain``        gcc hello world: no CUDA at all
 ``elf32_lib``        32-bit (``gcc -m32 -shared -nostdlib``) library ``libapp32.so`` needing a 32-bit stand-in
                      libcuda.so.1 and importing cuInit (no 32-bit C runtime needed)
+``elf_hidden_loader`` gcc program that names no CUDA library anywhere (it builds "lib%s.so.%d" at run time)
+                     but keeps driver entry point names as strings and a fatbin (copied from ``nvcc_multi_arch``'s
+                     .nv_fatbin) in .rodata, as some hand-made loaders do
 ``nvcc_static``      ``nvcc k.cu`` (defaults: static CUDA runtime, sm_75 SASS + compute_75 PTX)
 ``nvcc_shared``      ``nvcc --cudart shared k.cu`` (DT_NEEDED libcudart.so.13)
 ``nvcc_ptx_only``    ``-gencode arch=compute_80,code=compute_80``
@@ -260,6 +263,38 @@ def build_elf32_lib() -> Path:
         _run([*base, "-Wl,-soname,libapp32.so", "-o", "libapp32.so", "app.c", "-L.", "-l:libcuda.so.1"], d)
 
     return cached_build("elf32/1\n" + _tool_id("gcc"), build) / "libapp32.so"
+
+
+HIDDEN_LOADER_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+extern const unsigned char kernels[];
+static const char *const entry_points[] = {"cuInit", "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel"};
+int main(int argc, char **argv) {
+    char name[64];
+    snprintf(name, sizeof name, "lib%s.so.%d", argc > 5 ? argv[1] : "cu" "da", 1);
+    void *h = dlopen(name, RTLD_NOW);
+    for (int i = 0; h && i < 4; i++) printf("%s %p\n", entry_points[i], dlsym(h, entry_points[i]));
+    printf("%d\n", kernels[0]);
+    return 0;
+}
+"""
+
+
+def build_elf_hidden_loader() -> Path:
+    """A loader that builds the driver's name at run time and keeps a fatbin in .rodata."""
+    source = build_nvcc("nvcc_multi_arch")
+
+    def build(d: Path) -> None:
+        _run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(source), "kernels.fatbin"], d)
+        blob = (d / "kernels.fatbin").read_bytes()
+        body = ",".join(str(b) for b in blob)
+        (d / "kernels.c").write_text(f"const unsigned char kernels[] __attribute__((aligned(8))) = {{{body}}};\n")
+        (d / "main.c").write_text(HIDDEN_LOADER_C)
+        _run(["gcc", "-O0", "-o", "hidden_loader", "main.c", "kernels.c", "-ldl"], d)
+
+    key = "hidden/1\n" + HIDDEN_LOADER_C + str(source) + _tool_id("gcc")
+    return cached_build(key, build) / "hidden_loader"
 
 
 NVCC_VARIANTS: dict[str, tuple[str, ...]] = {

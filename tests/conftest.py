@@ -57,6 +57,13 @@ def _nvcc(variant: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def elf_hidden_loader(nvcc_multi_arch: Path) -> Path:
+    """A loader that names no CUDA library (builds the name at run time) with a fatbin in .rodata."""
+    _need("objcopy")
+    return binaries.build_elf_hidden_loader()
+
+
+@pytest.fixture(scope="session")
 def nvcc_static() -> Path:
     """``nvcc k.cu``: static CUDA runtime, sm_75 SASS + PTX."""
     return _nvcc("nvcc_static")

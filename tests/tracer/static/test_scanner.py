@@ -272,3 +272,19 @@ def test_pe_fatbin_section(pe_x64) -> None:  # type: ignore[no-untyped-def]
     assert scan.format.value == "pe"
     assert scan.gpu_code.images
     assert {i.container for i in scan.gpu_code.images} <= {".nv_fatb"}
+
+
+def test_loader_that_names_no_library(elf_hidden_loader: Path) -> None:
+    """A trap from real wheels: fatbins but no CUDA library named anywhere; only function names remain."""
+    scan = _scan(elf_hidden_loader)
+    assert scan.cuda_libraries == ()
+    assert _uses(scan, EntryHow.PROC_STRING) == {
+        ("driver", "libcuda.so.1", "cuInit"),
+        ("driver", "libcuda.so.1", "cuModuleLoadData"),
+        ("driver", "libcuda.so.1", "cuModuleGetFunction"),
+        ("driver", "libcuda.so.1", "cuLaunchKernel"),
+    }
+    assert scan.static_runtime is None
+    assert scan.gpu_code.images and all((i.container or "").startswith("offset 0x") for i in scan.gpu_code.images)
+    assert {i.arch for i in scan.gpu_code.sass} == {"sm_75", "sm_86"} and scan.gpu_code.ptx
+    assert scan.uses_cuda
