@@ -117,6 +117,7 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
     except OSError as exc:
         raise _err("cannot write in the program folder", folder, exc) from None
     proofs: list[FileProof] = []
+    staged: list[tuple[str, str]] = []  # (name in the staging folder, sha256 of the ZLUDA file)
     beside: list[tuple[Path, bytes | Path]] = []  # (target, new content or source file)
     try:
         for m in plan.libraries:
@@ -126,7 +127,7 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
                     _copy(src, tmp / m.requested, symlink=symlink)
                 except OSError as exc:
                     raise _err(f"cannot stage {m.source}", src, exc) from None
-                proofs.append(FileProof(str(staging / m.requested), "staged", sha256_of(src), sha256_of(src)))
+                staged.append((m.requested, sha256_of(src)))
             else:
                 beside.append((folder / m.requested, src))
         for name in plan.launcher_files:
@@ -135,7 +136,7 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
                 _copy(src, tmp / name, symlink=symlink)
             except OSError as exc:
                 raise _err(f"cannot stage {name}", src, exc) from None
-            proofs.append(FileProof(str(staging / name), "staged", sha256_of(src), sha256_of(src)))
+            staged.append((name, sha256_of(src)))
         launcher_path = folder / plan.launcher_name
         beside.append((launcher_path, render_launcher(plan).encode("utf-8")))
         manifest: dict[str, Any] = {
@@ -143,13 +144,17 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
             "program": str(program),
             "staging": plan.staging,
             "release": plan.release,
-            "staged": [{"name": Path(p.path).name, "sha256": p.expected_sha256} for p in proofs],
+            "staged": [{"name": name, "sha256": digest} for name, digest in staged],
             "added": [],
             "replaced": [],
         }
         (tmp / BACKUP_DIR).mkdir()
         for target, content in beside:
-            if target.is_dir() and not target.is_symlink():
+            if target.is_symlink():
+                raise ConfigureError(
+                    "a symbolic link is in the way of a file to stage: replace or remove it", str(target)
+                )
+            if target.is_dir():
                 raise ConfigureError("a folder is in the way of a file to stage", str(target))
             new_hash = _hash_content(content)
             if target.exists() or target.is_symlink():
@@ -173,6 +178,10 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    # the staged copies, read back from their final place
+    proofs.extend(
+        FileProof(str(staging / name), "staged", digest, sha256_of(staging / name)) for name, digest in staged
+    )
     done: list[Path] = []
     try:
         for target, content in beside:

@@ -239,3 +239,21 @@ def test_read_only_program_folder_gives_a_clear_error_and_no_change(tmp_path: Pa
     assert len(lines) == 1 and lines[0].startswith("cudatrace: error: "), proc.stderr
     assert str(program.parent) in lines[0] and "cannot write in the program folder" in lines[0]
     assert tree_digest(program.parent) == before
+
+
+def test_a_symlink_in_the_way_is_refused_and_staged_copies_are_proven(tmp_path: Path) -> None:
+    plan, program = _windows_plan(tmp_path)
+    nvidia = program.parent / "cublas64_11.dll"
+    real = program.parent / "real_cublas64_11.dll"
+    nvidia.rename(real)
+    nvidia.symlink_to(real.name)
+    before = tree_digest(program.parent)
+    with pytest.raises(ConfigureError, match="symbolic link is in the way"):
+        apply_plan(plan)
+    assert tree_digest(program.parent) == before
+    nvidia.unlink()
+    real.rename(nvidia)
+    report = apply_plan(plan)
+    staged = {Path(f.path).name: f for f in report.files if f.action == "staged"}
+    assert set(staged) == {"nvcuda.dll", "cublas64_12.dll", "zluda.exe", "zluda_redirect.dll", "nvcudart_hybrid64.dll"}
+    assert all(f.ok and f.actual_sha256 == _sha(tmp_path / "zluda" / name) for name, f in staged.items())
