@@ -33,10 +33,16 @@ VALUE_W = 90
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One coloured piece of a bar: a name (its CSS class and legend entry) and a value."""
+    """One coloured piece of a bar: a name (its CSS class and colour), a value, and a legend text if not the name."""
 
     name: str
     value: int
+    label: str | None = None
+
+    @property
+    def legend(self) -> str:
+        """The legend text: the label, else the name with spaces."""
+        return self.label or self.name.replace("_", " ")
 
 
 def _e(text: object) -> str:
@@ -47,10 +53,9 @@ def _short(text: str, limit: int = 30) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _legend(names: Sequence[str], y: int) -> str:
+def _legend(names: Sequence[tuple[str, str]], y: int) -> str:
     parts, x = [], LABEL_W
-    for name in names:
-        label = name.replace("_", " ")
+    for name, label in names:
         parts.append(
             f'<rect class="seg seg-{_e(name)}" x="{x}" y="{y}" width="12" height="12" fill="{FILL.get(name, "#888")}"/>'
             f'<text class="legend" x="{x + 16}" y="{y + 10}">{_e(label)}</text>'
@@ -70,13 +75,13 @@ def _svg(chart_id: str, title: str, height: int, body: str) -> str:
 
 def stacked_bars(chart_id: str, title: str, rows: Sequence[tuple[str, Sequence[Segment]]]) -> str:
     """One horizontal bar per row, split into coloured segments; bars share one scale (the largest total)."""
-    names: list[str] = []
+    names: dict[str, str] = {}
     for _, segs in rows:
         for s in segs:
-            if s.value and s.name not in names:
-                names.append(s.name)
+            if s.value:
+                names.setdefault(s.name, s.legend)
     biggest = max((sum(s.value for s in segs) for _, segs in rows), default=0) or 1
-    body = [_legend(names, 4)]
+    body = [_legend(list(names.items()), 4)]
     y = 26
     for label, segs in rows:
         total = sum(s.value for s in segs)
@@ -89,7 +94,7 @@ def stacked_bars(chart_id: str, title: str, rows: Sequence[tuple[str, Sequence[S
             body.append(
                 f'<rect class="bar seg seg-{_e(s.name)}" x="{x:.1f}" y="{y + 3}" width="{max(w, 1.5):.1f}" '
                 f'height="{ROW_H - 6}" fill="{FILL.get(s.name, "#888")}"><title>{_e(label)}: '
-                f"{_e(s.name.replace('_', ' '))} {s.value}</title></rect>"
+                f"{_e(s.legend)} {s.value}</title></rect>"
             )
             x += w
         body.append(f'<text class="value" x="{x + 6:.1f}" y="{y + 15}">{total}</text>')
@@ -102,7 +107,7 @@ def bar_chart(
 ) -> str:
     """Plain horizontal bars: ``(label, value, colour name)`` each, largest first as given; optional link per bar."""
     biggest = max((v for _, v, _ in items), default=0) or 1
-    names = list(dict.fromkeys(c for _, _, c in items))
+    names = [(c, c.replace("_", " ")) for c in dict.fromkeys(c for _, _, c in items)]
     body = [_legend(names, 4)]
     y = 26
     for i, (label, value, colour) in enumerate(items):

@@ -466,15 +466,16 @@ def _aggregate_body(doc: Aggregate) -> str:
                 (
                     f.family.value,
                     [
-                        Segment("absent", f.programs_blocked),
-                        Segment("translated", f.programs_using - f.programs_blocked),
+                        Segment("absent", f.programs_blocked, "reach a stub/absent entry point of it"),
+                        Segment("translated", f.programs_using - f.programs_blocked, "do not"),
                     ],
                 )
                 for f in doc.families
             ],
         )
         out.append(
-            f"<figure><figcaption>Programs using each family: blocked (red) or not (green)</figcaption>{fam}</figure>"
+            f"<figure><figcaption>Programs using each family, and how many reach a stub or absent entry point of it"
+            f"</figcaption>{fam}</figure>"
         )
         out.append("</div></section>")
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
@@ -486,15 +487,16 @@ def _aggregate_body(doc: Aggregate) -> str:
             [
                 (
                     r.release,
-                    [Segment("translated", r.runs), Segment("stub", r.at_risk), Segment("absent", r.blocked)],
+                    [
+                        Segment("translated", r.runs, "runs"),
+                        Segment("stub", r.at_risk, "at risk"),
+                        Segment("absent", r.blocked, "blocked"),
+                    ],
                 )
                 for r in doc.releases
             ],
         )
-        out.append(
-            "<figure><figcaption>Programs per verdict: runs (green), at risk (amber), blocked (red)</figcaption>"
-            f"{chart}</figure>"
-        )
+        out.append(f"<figure><figcaption>Programs per verdict</figcaption>{chart}</figure>")
         out.append(
             _table(
                 "release-table",
@@ -553,7 +555,7 @@ def _aggregate_body(doc: Aggregate) -> str:
     out.append(
         _table(
             "family-table",
-            ("family", "programs using", "programs blocked", "blocking entry points", "blocked calls"),
+            ("family", "programs using", "programs with a blocker", "blocking entry points", "blocked calls"),
             [
                 [
                     _Cell(_e(f.family.value)),

@@ -221,7 +221,7 @@ def _aggregate_md(doc: Aggregate) -> str:
     if doc.families:
         out += ["### Per family", ""]
         out += _table(
-            ("family", "programs using", "blocked", "blocking entry points", "blocked calls"),
+            ("family", "programs using", "with a blocker", "blocking entry points", "blocked calls"),
             [
                 [f.family.value, str(f.programs_using), str(f.programs_blocked), str(f.blockers), str(f.blocked_calls)]
                 for f in doc.families

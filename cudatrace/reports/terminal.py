@@ -36,7 +36,7 @@ VERDICT_WORDS = {
 MAX_ROWS = 40
 NUMERIC_COLUMNS = frozenset(
     {"images", "used", "called", "translated", "stub", "absent", "other", "blocking", "blocked", "calls", "failed"}
-    | {"programs", "runs", "at risk"}
+    | {"programs", "runs", "at risk", "with a blocker"}
 )
 
 
@@ -229,7 +229,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
             tab.add_row(_t(b.function, "bold"), _t(", ".join(b.unlocks)))
         parts.extend((Text(""), tab))
     if doc.families:
-        tab = _table("Per family", "family", "programs", "blocked", "blocking", "calls")
+        tab = _table("Per family", "family", "programs", "with a blocker", "blocking", "calls")
         for f in doc.families:
             tab.add_row(
                 f.family.value, str(f.programs_using), str(f.programs_blocked), str(f.blockers), str(f.blocked_calls)
