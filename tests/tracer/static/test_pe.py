@@ -15,9 +15,10 @@ import pefile
 import pytest
 
 from cudatrace.errors import CorruptBinaryError, CudatraceError, NotABinaryError
-from cudatrace.model import BinaryFormat, EntryHow, LibraryHow
+from cudatrace.model import BinaryFormat, EntryHow, Family, ImageKind, LibraryHow
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.pe import _PE, MAX_IMPORT_SYMBOLS, MAX_SECTIONS, is_pe, machine_name, parse_pe
+from cudatrace.tracer.static.scanner import scan_file, scan_paths
 from tests.pe_binaries import (
     CUBLAS_FUNCS,
     CUDNN_FUNCS,
@@ -393,13 +394,90 @@ def test_section_lookups_agree_with_pefile(pe_set: PeSet) -> None:
             assert (a and a.get_file_offset()) == (b and b.get_file_offset()), hex(probe)
 
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.bin")) if DATA.is_dir() else [], ids=lambda p: p.name)
+SAMPLES = sorted(DATA.glob("*.bin"))
+
+
+def test_committed_samples_exist() -> None:
+    assert {p.name.split("_", 1)[0] for p in SAMPLES} >= {"err", "ok"}
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_committed_malformed_samples(path: Path) -> None:
-    """Regression inputs (hand-made malformed files and fuzzing crashers): a result or a CudatraceError."""
+    """Regression inputs (tests/data/pe/README.md): err_* fail cleanly, ok_* parse, crash_* do either."""
+    kind = path.name.split("_", 1)[0]
     try:
-        parsed = parse_file(path) if path.stat().st_size else parse_pe(b"", str(path))
+        parsed = parse_file(path)
     except CudatraceError as exc:
+        assert kind != "ok", str(exc)
+        assert isinstance(exc, CorruptBinaryError)
         assert str(exc).startswith(f"{path}: ")
         assert "\n" not in str(exc)
     else:
+        assert kind != "err"
         assert parsed.format is BinaryFormat.PE
+        assert all(s.offset + s.size <= path.stat().st_size for s in parsed.sections)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Through the scanner: what `cudatrace scan` reports for the PE binaries
+
+
+def test_scan_file_reports_cuda_libraries_and_imports(pe_set: PeSet) -> None:
+    scan = scan_file(str(pe_set.app))
+    assert scan is not None
+    assert scan.format is BinaryFormat.PE and scan.machine == pe_set.arch
+    libs = {(lib.name, lib.family, lib.how, lib.version) for lib in scan.cuda_libraries}
+    assert libs >= {
+        ("nvcuda.dll", Family.DRIVER, LibraryHow.IMPORT, None),
+        ("cublas64_12.dll", Family.CUBLAS, LibraryHow.IMPORT, "12"),
+        ("cudnn64_9.dll", Family.CUDNN, LibraryHow.IMPORT, "9"),
+        ("curand64_10.dll", Family.CURAND, LibraryHow.IMPORT, "10"),
+        ("cufft64_11.dll", Family.CUFFT, LibraryHow.DELAY_IMPORT, "11"),
+    }
+    rows = {(u.family, u.library, u.function, u.how) for u in scan.imports if u.how is not EntryHow.PROC_STRING}
+    assert rows == {
+        *((Family.DRIVER, "nvcuda.dll", f, EntryHow.IMPORT) for f in DRIVER_FUNCS),
+        *((Family.CUBLAS, "cublas64_12.dll", f, EntryHow.IMPORT) for f in CUBLAS_FUNCS),
+        *((Family.CUDNN, "cudnn64_9.dll", f, EntryHow.IMPORT) for f in CUDNN_FUNCS),
+        *((Family.CUFFT, "cufft64_11.dll", f, EntryHow.DELAY_IMPORT) for f in CUFFT_FUNCS),
+        *((Family.CURAND, "curand64_10.dll", f"#{n}", EntryHow.IMPORT) for n in CURAND_ORDINALS.values()),
+    }
+    assert {u.ordinal for u in scan.imports if u.library == "curand64_10.dll" and u.ordinal} == set(
+        CURAND_ORDINALS.values()
+    )
+    doc = scan.to_dict()
+    assert {"path", "format", "size", "sha256", "cuda_libraries", "imports", "gpu_code", "errors"} <= set(doc)
+    assert doc["format"] == "pe"
+
+
+def test_scan_file_reports_run_time_loading(pe_set: PeSet) -> None:
+    scan = scan_file(str(pe_set.dynamic))
+    assert scan is not None
+    assert {(lib.name, lib.family, lib.how) for lib in scan.cuda_libraries} == {
+        (DYNAMIC_LIBRARY, Family.CUBLASLT, LibraryHow.DLOPEN_STRING)
+    }
+    assert {(u.function, u.how) for u in scan.imports} == {(f, EntryHow.PROC_STRING) for f in DYNAMIC_FUNCS}
+
+
+def test_scan_file_reads_the_gpu_code_of_a_pe(pe_set: PeSet) -> None:
+    if pe_set.kernels is None:
+        pytest.skip("nvcc not installed (/usr/local/bin/nvcc)")
+    scan = scan_file(str(pe_set.kernels))
+    assert scan is not None
+    assert {(i.kind, i.arch) for i in scan.gpu_code.images} == {(ImageKind.SASS, "sm_80"), (ImageKind.PTX, "sm_80")}
+    assert all((i.container or "").startswith(".nv_fatb") for i in scan.gpu_code.images)
+
+
+def test_scan_paths_turns_a_corrupt_pe_into_an_error_entry(tmp_path: Path, pe_x64: PeSet) -> None:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    shutil.copy(pe_x64.app, folder / "app.exe")
+    data = pe_x64.app.read_bytes()
+    _, _, table_off, _ = _headers(data)
+    (folder / "broken.dll").write_bytes(data[: table_off + 10])
+    (folder / "readme.txt").write_text("not a binary")
+    result = scan_paths([str(folder)])
+    assert [b.name for b in result.binaries] == ["app.exe"]
+    assert [(f.path, f.kind) for f in result.failed] == [(str(folder / "broken.dll"), "corrupt")]
+    assert "section table" in result.failed[0].message
+    assert result.skipped == 1
