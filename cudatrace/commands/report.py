@@ -19,7 +19,7 @@ from cudatrace.errors import EXIT_OK, InputError, ReportError, UsageError
 from cudatrace.model import REPORT_SCHEMA, SCAN_SCHEMA, TRACE_SCHEMA, ScanResult, TraceResult
 
 FORMATS = ("terminal", "html", "markdown", "json", "csv")
-MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024  # a JSON document costs about 10 times its size in memory
 AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
 
 

@@ -691,10 +691,26 @@ class _Acc:
         )
 
 
+_INTERPRETER = re.compile(r"^(python[0-9.]*|pythonw|py|bash|sh|node|ruby|perl|java|julia|Rscript)(\.exe)?$", re.I)
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or path
+
+
 def _program_name(scans: Sequence[ScanResult], traces: Sequence[TraceResult]) -> str:
     for t in traces:
         if t.command:
-            return t.command[0].replace("\\", "/").rsplit("/", 1)[-1] or t.command[0]
+            name = _basename(t.command[0])
+            if _INTERPRETER.match(name):
+                # `python3 train.py`: the script is the program (`python3 -m pkg`: the module)
+                args = list(t.command[1:])
+                if len(args) >= 2 and args[0] == "-m":
+                    return f"{name} -m {args[1]}"
+                script = next((a for a in args if not a.startswith("-")), None)
+                if script:
+                    return _basename(script)
+            return name
     for s in scans:
         for root in s.roots:
             name = root.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]

@@ -293,3 +293,16 @@ def test_compare_releases_keeps_the_last_release_and_counts_per_release() -> Non
     assert Aggregate.from_dict(json.loads(json.dumps(both.to_dict()))) == both
     with pytest.raises(ValueError):
         compare_releases([])
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (("/usr/bin/python3", "-u", "/work/ppo_bench.py", "--steps", "5"), "ppo_bench.py"),
+        (("python3.11", "-m", "torch.utils.collect_env"), "python3.11 -m torch.utils.collect_env"),
+        (("C:\\Tools\\solver.exe", "--x"), "solver.exe"),
+        (("bash",), "bash"),
+    ],
+)
+def test_program_name_from_the_traced_command(command: tuple[str, ...], name: str) -> None:
+    assert build_report([], [replace(samples.crashed_trace(), command=command)], RELEASE).program == name
