@@ -368,6 +368,10 @@ def _plan_findings(plan: MappingPlan, hip: HipLayout | None, majors: list[int]) 
         else:
             remedy = f"; remedy: {u.remedy}" if u.remedy else ""
             out.append(Finding(Level.WARN, "program", f"{u.what}: {u.reason}{remedy}"))
+    if plan.verdict in ("blocked", "at_risk"):
+        level = Level.PROBLEM if plan.verdict == "blocked" else Level.WARN
+        first = f": {plan.verdict_reasons[0]}" if plan.verdict_reasons else ""
+        out.append(Finding(level, "program", f"{name} is {plan.verdict} under ZLUDA {plan.release}{first}"))
     if not plan.problems() and not plan.cannot_run:
         out.append(Finding(Level.OK, "program", f"{name}: every library it needs is in the ZLUDA folder"))
     return out

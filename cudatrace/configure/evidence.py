@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudatrace.errors import InputError
@@ -31,6 +31,8 @@ class ProgramEvidence:
     verdict_release: str | None = None  # the ZLUDA release the evidence was classified against
     machine: str = ""  # the program binary's machine: "x86_64", "i386", ... ("" when unknown)
     sources: tuple[str, ...] = ()  # "scan", "trace", "store", "scanned now"
+    scans: tuple[ScanResult, ...] = field(default=(), compare=False, repr=False)  # the documents it came from
+    traces: tuple[TraceResult, ...] = field(default=(), compare=False, repr=False)
 
     def library_names(self) -> tuple[str, ...]:
         """The file names the program asks for."""
@@ -144,6 +146,8 @@ def evidence_from_documents(
         verdict_release=release,
         machine=machine,
         sources=tuple(sources),
+        scans=tuple(scans),
+        traces=tuple(traces),
     )
 
 

@@ -224,6 +224,8 @@ class MappingPlan:
     hip_dir: str | None = None
     gpu: str | None = None
     notes: tuple[str, ...] = ()
+    verdict: str | None = None  # the catalog's verdict for this release: runs / at_risk / blocked
+    verdict_reasons: tuple[str, ...] = ()  # its blocker and risk reasons, most certain first
 
     @property
     def program_dir(self) -> Path:
@@ -275,6 +277,9 @@ class MappingPlan:
         if self.gpu:
             d["gpu"] = self.gpu
         d["notes"] = list(self.notes)
+        if self.verdict:
+            d["verdict"] = self.verdict
+            d["verdict_reasons"] = list(self.verdict_reasons)
         d["library"] = [m.to_dict() for m in self.libraries]
         d["amd"] = [a.to_dict() for a in self.amd]
         d["environment"] = [e.to_dict() for e in self.environment]
@@ -302,6 +307,8 @@ class MappingPlan:
             hip_dir=d.get("hip_dir"),
             gpu=d.get("gpu"),
             notes=tuple(d.get("notes", ())),
+            verdict=d.get("verdict"),
+            verdict_reasons=tuple(d.get("verdict_reasons", ())),
         )
 
 
@@ -619,6 +626,7 @@ def plan_mapping(
     env = _environment(evidence, zluda, hip, chosen, method, mappings, gpu, device, data, notes, unserved)
     if platform == "windows" and not data.at_least(chosen, HIP7_WINDOWS_SINCE) and hip and 6 not in hip.hip_majors:
         notes.append(f"ZLUDA {chosen} on Windows was built for HIP 6 (amdhip64_6.dll)")
+    verdict, verdict_reasons = evidence_verdict(evidence, chosen)
     return MappingPlan(
         program=str(Path(evidence.program)),
         platform=platform,
@@ -636,7 +644,41 @@ def plan_mapping(
         hip_dir=hip.path if hip else None,
         gpu=gpu,
         notes=tuple(notes),
+        verdict=verdict,
+        verdict_reasons=verdict_reasons,
     )
+
+
+_VERDICT_ORDER = {"runs": 0, "at_risk": 1, "blocked": 2}
+
+
+def evidence_verdict(evidence: ProgramEvidence, release: str, limit: int = 8) -> tuple[str | None, tuple[str, ...]]:
+    """The catalog's verdict on the evidence documents under ``release``: the worst status over the binaries and
+    runs, and its blocker and risk reasons (with remedies), most certain first; (None, ()) without documents."""
+    if not evidence.scans and not evidence.traces:
+        return None, ()
+    from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace
+    from cudatrace.model import Severity, Verdict
+
+    verdicts: list[Verdict] = []
+    for scan in evidence.scans:
+        verdicts.extend(b.verdict for b in annotate_scan(scan, release).binaries if b.verdict is not None)
+    for trace in evidence.traces:
+        judged = annotate_trace(trace, release).verdict
+        if judged is not None:
+            verdicts.append(judged)
+    if not verdicts:
+        return None, ()
+    worst = max(verdicts, key=lambda v: _VERDICT_ORDER.get(v.status.value, 0))
+    reasons: list[str] = []
+    for v in sorted(verdicts, key=lambda v: -_VERDICT_ORDER.get(v.status.value, 0)):
+        for r in v.reasons:
+            if r.severity is Severity.INFO:
+                continue
+            text = f"{r.severity.value}: {r.message}" + (f" (remedy: {r.remedy})" if r.remedy else "")
+            if text not in reasons:
+                reasons.append(text)
+    return worst.status.value, tuple(reasons[:limit])
 
 
 def _cc_default(release: str, data: RuntimeData) -> float:

@@ -76,6 +76,13 @@ def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = Fals
             if u.remedy:
                 line.append(_t(f"; remedy: {u.remedy}"))
             con.print(line)
+    if plan.verdict:
+        style = {"runs": "green", "at_risk": "yellow", "blocked": "bold red"}.get(plan.verdict, "")
+        line = _t(f"Verdict under ZLUDA {plan.release}: ", "bold")
+        line.append(_t(plan.verdict, style))
+        con.print(line)
+        for reason in plan.verdict_reasons:
+            con.print(_t(f"  {reason}"))
     for note in plan.notes:
         con.print(_t(f"note: {note}", "dim"))
     con.print(_t(f"Launcher ({plan.launcher_name}):", "bold"))

@@ -217,6 +217,7 @@ def test_mapping_file_round_trip_and_edit(tmp_path: Path) -> None:
     hip = detect_hip(make_hip_sdk_windows(tmp_path / "hip"))
     ev = evidence_of(tmp_path / "app.exe", ["cublas64_12.dll", "cudnn64_9.dll", "nvinfer_10.dll"], platform="windows")
     plan = plan_mapping(ev, zluda, hip, gpu="gfx1100")
+    assert plan.verdict == "blocked" and any("TensorRT" in r for r in plan.verdict_reasons)
     text = plan_to_toml(plan)
     assert text.startswith("# cudatrace ZLUDA mapping")
     assert plan_from_toml(text, "m.toml") == plan

@@ -68,6 +68,9 @@ def test_sass_only_program_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0, err
     gpu = [u for u in doc["mapping"]["unserved"] if u["what"] == "GPU code"]
     assert len(gpu) == 1 and gpu[0]["cannot_run"] and "sm_86" in gpu[0]["reason"]
+    # the catalog's verdict for the planned release agrees, with the rebuild remedy
+    assert doc["mapping"]["verdict"] == "blocked"
+    assert "SASS only" in doc["mapping"]["verdict_reasons"][0] and "compute_" in doc["mapping"]["verdict_reasons"][0]
     code = main(
         [
             "doctor",
