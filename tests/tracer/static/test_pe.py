@@ -481,3 +481,20 @@ def test_scan_paths_turns_a_corrupt_pe_into_an_error_entry(tmp_path: Path, pe_x6
     assert [(f.path, f.kind) for f in result.failed] == [(str(folder / "broken.dll"), "corrupt")]
     assert "section table" in result.failed[0].message
     assert result.skipped == 1
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "win" / "cuda_app.exe"
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/win/cuda_app.exe not built (scripts/build_pe_examples.sh)")
+def test_bundled_windows_example() -> None:
+    parsed = parse_file(EXAMPLE)
+    expected = readobj_imports(EXAMPLE)
+    assert table(parsed, EntryHow.IMPORT) == expected["Import"]
+    assert (
+        table(parsed, EntryHow.DELAY_IMPORT)
+        == expected["DelayImport"]
+        == {"cufft64_11.dll": {"cufftPlan1d", "cufftExecC2C"}}
+    )
+    assert "nvcuda.dll" in expected["Import"]
+    assert [s.name for s in parsed.sections if s.name.startswith(".nv_")] == [".nv_fatb"]
