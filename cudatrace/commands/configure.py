@@ -161,6 +161,14 @@ def _plan(args: argparse.Namespace) -> MappingPlan:
         gpu = normalize_gfx(args.gpu)
         if gpu is None:
             raise UsageError(f"--gpu wants an architecture such as gfx1100, not {args.gpu!r}")
+    gpu_note = None
+    if gpu is None and evidence.platform == "linux" and sys.platform.startswith("linux"):
+        from cudatrace.configure.gpu import read_kfd_topology
+
+        found = read_kfd_topology()  # this machine's GPUs, read from sysfs without running anything
+        if found:
+            gpu = found[0].gfx
+            gpu_note = f"GPU {gpu} found in this machine's KFD topology (pass --gpu to plan for another)"
     plan = plan_mapping(
         evidence,
         zluda,
@@ -170,5 +178,9 @@ def _plan(args: argparse.Namespace) -> MappingPlan:
         method=Method(args.method) if args.method else None,
         device=args.device,
     )
+    if gpu_note:
+        from dataclasses import replace
+
+        plan = replace(plan, notes=(*plan.notes, gpu_note))
     check_plan(plan)
     return plan

@@ -33,13 +33,15 @@ def _hip_dir(root: Path, name: str, files: tuple[str, ...]) -> Path:
     return d
 
 
-def test_rocminfo_output() -> None:
-    gpus = parse_rocminfo((DATA / "rocminfo_rx7900xtx.txt").read_text())
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_rocminfo_output(newline: str) -> None:
+    gpus = parse_rocminfo((DATA / "rocminfo_rx7900xtx.txt").read_text().replace("\n", newline))
     assert [(g.gfx, g.name, g.source) for g in gpus] == [("gfx1100", "AMD Radeon RX 7900 XTX", "rocminfo")]
 
 
-def test_hipinfo_output_with_two_devices() -> None:
-    gpus = parse_hipinfo((DATA / "hipinfo_two_gpus.txt").read_text())
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])  # hipInfo captured on Windows
+def test_hipinfo_output_with_two_devices(newline: str) -> None:
+    gpus = parse_hipinfo((DATA / "hipinfo_two_gpus.txt").read_text().replace("\n", newline))
     assert [(g.gfx, g.name) for g in gpus] == [
         ("gfx1030", "AMD Radeon RX 6800 XT"),
         ("gfx1031", "AMD Radeon RX 6700 XT"),
