@@ -17,6 +17,7 @@ from tests.configure.trees import (
     EXPECTED_RANGES,
     ZLUDA_TREES,
     make_hip_sdk_windows,
+    make_linux_tarball_tree,
     make_rocm_linux,
     make_zluda_tree,
 )
@@ -164,3 +165,9 @@ def test_names_of_amd_components_and_hip_majors() -> None:
     assert hip_runtime_major("libamdhip64.so.6.2.41133") == 6
     assert hip_runtime_major("libamdhip64.so") is None
     assert hip_runtime_major("rocblas.dll") is None
+
+
+def test_linux_tarball_with_symbolic_links_to_the_built_files(tmp_path: Path) -> None:
+    layout = detect_zluda(make_linux_tarball_tree(tmp_path / "zluda"))
+    assert layout.exact and layout.release_range == "v6-preview.60 .. v7-preview.9"
+    assert layout.launcher("zluda_ld") is not None

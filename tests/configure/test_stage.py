@@ -257,3 +257,15 @@ def test_a_symlink_in_the_way_is_refused_and_staged_copies_are_proven(tmp_path: 
     staged = {Path(f.path).name: f for f in report.files if f.action == "staged"}
     assert set(staged) == {"nvcuda.dll", "cublas64_12.dll", "zluda.exe", "zluda_redirect.dll", "nvcudart_hybrid64.dll"}
     assert all(f.ok and f.actual_sha256 == _sha(tmp_path / "zluda" / name) for name, f in staged.items())
+
+
+def test_staging_from_a_tarball_copies_the_bytes_behind_the_symbolic_links(tmp_path: Path) -> None:
+    from tests.configure.trees import make_linux_tarball_tree
+
+    program = _app_folder(tmp_path / "app", "linux")
+    zluda = detect_zluda(make_linux_tarball_tree(tmp_path / "zluda"))
+    plan = plan_mapping(evidence_of(program, ["libcublas.so.12"], platform="linux"), zluda)
+    apply_plan(plan)
+    staged = staging_dir_of(program) / "libcublas.so.12"
+    assert not staged.is_symlink() and staged.read_bytes() == (tmp_path / "zluda" / "libcublas.so").read_bytes()
+    assert (staging_dir_of(program) / "libcuda.so.1").read_bytes() == (tmp_path / "zluda" / "libnvcuda.so").read_bytes()

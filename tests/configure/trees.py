@@ -135,6 +135,43 @@ def make_zluda_tree(root: Path, release: str, platform: str, *, skip: tuple[str,
     return root
 
 
+# How the Linux tarball of v6-preview.69 builds its names: each versioned name is a symbolic link to the one file
+# cargo built (the reference data's linux_build_output), e.g. libcublas.so.12 -> libcublas.so.
+LINUX_SYMLINK_TARGETS = {
+    "libcuda.so": "libnvcuda.so",
+    "libcuda.so.1": "libnvcuda.so",
+    "libcublas.so.11": "libcublas.so",
+    "libcublas.so.12": "libcublas.so",
+    "libcublas.so.13": "libcublas.so",
+    "libcublasLt.so": "libcublaslt.so",
+    "libcublasLt.so.11": "libcublaslt.so",
+    "libcublasLt.so.12": "libcublaslt.so",
+    "libcublasLt.so.13": "libcublaslt.so",
+    "libcudnn.so": "libcudnn64_9.so",
+    "libcudnn.so.9": "libcudnn64_9.so",
+    "libcudnn.so.8": "libcudnn64_8.so",
+    "libcufft.so.10": "libcufft.so",
+    "libcufft.so.11": "libcufft.so",
+    "libcufft.so.12": "libcufft.so",
+    "libcusparse.so.10": "libcusparse.so",
+    "libcusparse.so.11": "libcusparse.so",
+    "libcusparse.so.12": "libcusparse.so",
+    "libnvidia-ml.so": "libnvml.so",
+    "libnvidia-ml.so.1": "libnvml.so",
+    "zluda_ld": "libzluda_ld.so",
+}
+
+
+def make_linux_tarball_tree(root: Path) -> Path:
+    """The v6-preview.69 Linux folder as the tarball unpacks it: built files plus versioned symbolic links."""
+    root.mkdir(parents=True, exist_ok=True)
+    for target in sorted(set(LINUX_SYMLINK_TARGETS.values())):
+        (root / target).write_bytes(f"ZLUDA v6-preview.69 {target}\n".encode())
+    for name, target in LINUX_SYMLINK_TARGETS.items():
+        (root / name).symlink_to(target)
+    return root
+
+
 def make_hip_sdk_windows(root: Path, *, majors: tuple[int, ...] = (6,), skip: tuple[str, ...] = ()) -> Path:
     """A Windows HIP SDK: bin\\amdhip64_N.dll, ROCm DLLs, Tensile kernel folders for gfx1030 and gfx1100."""
     bin_dir = root / "bin"
