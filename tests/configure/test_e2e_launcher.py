@@ -228,3 +228,32 @@ def test_run_environment_loads_zluda_for_cudatrace_run(world: World, tmp_path: P
     assert {"libcuda.so.1", "libcublas.so.12"} <= set(marks)
     for name, path in marks.items():
         assert Path(path).resolve() == (world.zluda / name).resolve()
+
+
+def test_plan_from_a_real_run(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run evidence from ``cudatrace run`` (Frida in the process) plans what the process really loaded:
+    libcublasLt.so.12, pulled in by libcublas and absent from the program's own DT_NEEDED, is mapped too."""
+    pytest.importorskip("frida")
+    program = _program_folder(tmp_path, world.app_runpath)
+    trace = tmp_path / "trace.json"
+    code = main(["run", "--format", "json", "-o", str(trace), "--no-store", "--", str(program), "exit"])
+    out = capsys.readouterr()
+    if code != 0:
+        pytest.skip(f"cudatrace run cannot trace here: {out.err.strip()}")
+    code = main(["configure", str(program), "--zluda", str(world.zluda), "--evidence", str(trace), "--format", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    plan = json.loads(out.out)["mapping"]
+    assert sorted(m["requested"] for m in plan["library"]) == ["libcublas.so.12", "libcublasLt.so.12", "libcuda.so.1"]
+    assert plan["verdict"] in ("runs", "at_risk", "blocked")
+    assert plan["notes"][0] == "evidence: saved documents"
+    # staged and launched, the process loads all three from the staging folder
+    assert main(["configure", str(program), "--zluda", str(world.zluda), "--evidence", str(trace), "--apply"]) == 0
+    capsys.readouterr()
+    marker = tmp_path / "marker.txt"
+    launched = _run(["bash", str(program.parent / "app.zluda.sh"), "exit"], marker)
+    assert launched.returncode == 0, launched.stderr
+    marks = _marks(marker)
+    assert set(marks) == {"libcuda.so.1", "libcublas.so.12", "libcublasLt.so.12"}
+    assert all(Path(p).parent == program.parent / "app.zluda" for p in marks.values())
+    assert main(["configure", str(program), "--restore"]) == 0
