@@ -8,8 +8,9 @@ confused with real imports.
 
 Evidence used (each named in :attr:`StaticRuntime.evidence`): many real driver entry point names as strings,
 the driver library name as a string, the runtime's own error texts; and, for the version, the nvcc release
-string (``Cuda compilation tools, release 13.0``) when the uncompressed PTX carries one, else the CUDA header
-set whose driver names the resolved set matches.
+string (``Cuda compilation tools, release 13.0``) when an uncompressed image carries one, else the PTX ISA version
+of the embedded PTX (nvcc 13.0 writes ``.version 9.0``; compressed images still reveal it), else the CUDA header
+set whose driver names the resolved set matches (major version only).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ RUNTIME_MARKERS = (
     b"CUDA driver version is insufficient for CUDA runtime version",
     b"no CUDA-capable device is detected",
 )
+# PTX ISA version -> the CUDA release whose nvcc writes it (PTX ISA release notes).
+_PTX_ISA_CUDA = {
+    "7.0": "11.0", "7.1": "11.1", "7.2": "11.2", "7.3": "11.3", "7.4": "11.4", "7.5": "11.5", "7.6": "11.6",
+    "7.7": "11.7", "7.8": "11.8", "8.0": "12.0", "8.1": "12.1", "8.2": "12.2", "8.3": "12.3", "8.4": "12.4",
+    "8.5": "12.5", "8.7": "12.8", "8.8": "12.9", "9.0": "13.0",
+}  # fmt: skip
 _RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,2}\.\d{1,2})")
 _RELEASE_NEEDLE = b"Cuda compilation tools, release "
 
@@ -62,6 +69,26 @@ def release_string_version(buf: _Searchable) -> str | None:
     return f"{best[0]}.{best[1]}" if best else None
 
 
+def ptx_isa_version(ptx_versions: Collection[str | None]) -> tuple[str | None, str]:
+    """The CUDA release the newest PTX ISA version points to (``"9.0"`` -> ``"13.0"``), and why."""
+    parsed = []
+    for v in ptx_versions:
+        if v and re.fullmatch(r"\d{1,2}\.\d{1,2}", v):
+            major, minor = (int(x) for x in v.split("."))
+            parsed.append((major, minor))
+    if not parsed:
+        return None, ""
+    major, minor = max(parsed)
+    isa = f"{major}.{minor}"
+    cuda = _PTX_ISA_CUDA.get(isa)
+    if cuda is None:
+        # Unknown minor: the ISA major still names the CUDA major (7 -> 11, 8 -> 12, 9 -> 13).
+        if major < 7:
+            return None, ""
+        cuda = str(major + 4)
+    return cuda, f"PTX ISA {isa} (CUDA {cuda})"
+
+
 def header_version(driver_names: Collection[str]) -> tuple[str | None, str]:
     """The CUDA major version the resolved driver names point to, and a sentence saying why.
 
@@ -83,12 +110,18 @@ def header_version(driver_names: Collection[str]) -> tuple[str | None, str]:
 
 
 def detect_static_runtime(
-    buf: _Searchable, parsed: ParsedBinary, driver_names: Collection[str], library_names: Collection[str]
+    buf: _Searchable,
+    parsed: ParsedBinary,
+    driver_names: Collection[str],
+    library_names: Collection[str],
+    ptx_versions: Collection[str | None] = (),
 ) -> StaticRuntime | None:
     """The statically linked CUDA runtime in this binary, or None.
 
     ``driver_names`` are the real driver entry point names found as strings, ``library_names`` the CUDA library
-    file names found as strings. A binary that is itself libcudart, or that imports it, has no static runtime.
+    file names found as strings, ``ptx_versions`` the PTX ISA versions of its PTX images. A binary that is itself
+    libcudart, or that imports it, has no static runtime. The version comes from nvcc's release string, else the
+    PTX ISA version, else the CUDA headers whose driver names match.
     """
     if _is_runtime_library(parsed.soname):
         return None
@@ -109,7 +142,9 @@ def detect_static_runtime(
     if version is not None:
         evidence.append(f"nvcc release {version} string")
     else:
-        version, why = header_version(driver_names)
+        version, why = ptx_isa_version(ptx_versions)
+        if version is None:
+            version, why = header_version(driver_names)
         if why:
             evidence.append(why)
     return StaticRuntime(version=version, evidence="; ".join(evidence))

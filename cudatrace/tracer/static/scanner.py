@@ -194,7 +194,9 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
     imported = {u.function for u in uses.values()} | set(parsed.exports)
     by_name = _strings_by_family(found.function_names, imported, own_family, data)
     driver_names = by_name.get(Family.DRIVER, [])
-    static_runtime: StaticRuntime | None = detect_static_runtime(buf, parsed, driver_names, found.library_names)
+    static_runtime: StaticRuntime | None = detect_static_runtime(
+        buf, parsed, driver_names, found.library_names, [i.ptx_version for i in gpu_code.ptx]
+    )
     if static_runtime is not None:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
     named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}

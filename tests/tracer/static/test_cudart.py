@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from cudatrace.tracer.static.cudart import detect_static_runtime, header_version, release_string_version
+from cudatrace.tracer.static.cudart import (
+    detect_static_runtime,
+    header_version,
+    ptx_isa_version,
+    release_string_version,
+)
 from cudatrace.tracer.static.elf import parse_elf
 from cudatrace.tracer.static.libraries import load_exports
 from cudatrace.tracer.static.strings import extract_cuda_strings
@@ -67,3 +72,21 @@ def test_header_version() -> None:
     assert header_version([*only_13[:3], "cuInit"])[0] == "13"
     assert header_version(["cuInit", "cuMemAlloc_v2"]) == (None, "")
     assert header_version([]) == (None, "")
+
+
+def test_ptx_isa_version() -> None:
+    assert ptx_isa_version(["9.0"]) == ("13.0", "PTX ISA 9.0 (CUDA 13.0)")
+    assert ptx_isa_version(["8.0", "8.8", None]) == ("12.9", "PTX ISA 8.8 (CUDA 12.9)")
+    assert ptx_isa_version(["8.9"])[0] == "12"  # unknown minor: the major still tells
+    assert ptx_isa_version(["6.4"]) == (None, "")
+    assert ptx_isa_version([None, "x.y", "99"]) == (None, "")
+
+
+def test_scan_dates_compressed_static_runtime_by_ptx_isa(nvcc_compressed: Path) -> None:
+    from cudatrace.tracer.static.scanner import scan_file
+
+    scan = scan_file(str(nvcc_compressed))
+    assert scan is not None and scan.static_runtime is not None
+    assert scan.gpu_code.ptx and scan.gpu_code.ptx[0].compressed
+    assert scan.static_runtime.version == _nvcc_release()
+    assert "PTX ISA" in scan.static_runtime.evidence
