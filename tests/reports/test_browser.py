@@ -160,3 +160,42 @@ def test_the_check_catches_an_unescaped_payload(tmp_path: Path, hostile: Report)
     path.write_text(page, encoding="utf-8")
     dom, _ = _chromium(tmp_path, path, "--dump-dom")
     assert _html_attrs(dom).get("data-pwned") == "img"
+
+
+HARNESS = """<script>
+(function () {
+  var root = document.documentElement;
+  function order() {
+    return Array.prototype.map.call(document.querySelectorAll("#family-table tbody tr"), function (r) {
+      return r.cells[0].textContent;
+    }).join(",");
+  }
+  var th = document.querySelectorAll("#family-table thead th")[1];
+  th.click();
+  root.setAttribute("data-sort-first", order() + "/" + th.getAttribute("aria-sort"));
+  th.click();
+  root.setAttribute("data-sort-second", order() + "/" + th.getAttribute("aria-sort"));
+  var f = document.getElementById("entry-filter");
+  f.value = "CUBLAS";
+  f.dispatchEvent(new Event("input"));
+  var shown = Array.prototype.filter.call(document.querySelectorAll("#entries tbody tr"), function (r) {
+    return !r.hidden;
+  });
+  root.setAttribute("data-filtered", String(shown.length));
+})();
+</script>"""
+
+
+def test_tables_sort_and_filter_in_the_browser(tmp_path: Path) -> None:
+    """The page's own script sorts a table on a header click and filters the entry points (a test script, added
+    after it with the policy removed, clicks and types)."""
+    doc = build_report([samples.mixed_scan()], [samples.crashed_trace()], RELEASE)
+    page = CSP_META.sub("", render_html(doc)).replace("</body>", HARNESS + "</body>")
+    path = tmp_path / "sort.html"
+    path.write_text(page, encoding="utf-8")
+    dom, console = _chromium(tmp_path, path, "--dump-dom")
+    assert console == ""
+    attrs = _html_attrs(dom)
+    assert attrs["data-sort-first"] == "driver,cublas,curand/descending"  # used: 4, 2, 1
+    assert attrs["data-sort-second"] == "curand,cublas,driver/ascending"
+    assert attrs["data-filtered"] == "2"  # cublasGemmGroupedBatchedEx, cublasSgemm_v2
