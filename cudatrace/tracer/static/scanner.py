@@ -408,6 +408,10 @@ def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanRe
     failed: list[FileError] = []
     skipped = 0
     for path in files:
+        if os.path.isdir(path):  # only folders that could not be listed come back from the walk
+            failed.append(FileError(path, "unreadable", f"{path}: cannot list this folder"))
+            progress.advance(path)
+            continue
         try:
             result = scan_file(path)
         except CudatraceError as exc:

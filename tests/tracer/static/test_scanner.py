@@ -288,3 +288,19 @@ def test_loader_that_names_no_library(elf_hidden_loader: Path) -> None:
     assert scan.gpu_code.images and all((i.container or "").startswith("offset 0x") for i in scan.gpu_code.images)
     assert {i.arch for i in scan.gpu_code.sass} == {"sm_75", "sm_86"} and scan.gpu_code.ptx
     assert scan.uses_cuda
+
+
+def test_unlistable_folder_is_an_error_entry(tmp_path: Path, elf_plain: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "locked").mkdir()
+    shutil.copy(elf_plain, tmp_path / "hello")
+    real_scandir = os.scandir
+
+    def scandir(path: str):  # type: ignore[no-untyped-def]
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = scan_paths([str(tmp_path)])
+    assert [(Path(f.path).name, f.kind) for f in result.failed] == [("locked", "unreadable")]
+    assert [Path(b.path).name for b in result.binaries] == ["hello"]
