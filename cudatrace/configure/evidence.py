@@ -96,7 +96,7 @@ def evidence_from_documents(
     machine = ""
     program_names = {str(program), os.path.abspath(program), Path(program).name}
 
-    def add_lib(lib: CudaLibrary) -> None:
+    def _add_lib(lib: CudaLibrary) -> None:
         base = lib.name.replace("\\", "/").rsplit("/", 1)[-1]  # a traced process reports full paths
         key = base.lower() if (platform or "") == "windows" else base
         if key not in libs or libs[key].how is LibraryHow.DLOPEN_STRING:
@@ -110,7 +110,7 @@ def evidence_from_documents(
             if b.verdict is not None:
                 release = release or b.verdict.release
             for lib in b.cuda_libraries:
-                add_lib(lib)
+                _add_lib(lib)
             families.update(e.family for e in b.imports)
             if b.static_runtime is not None:
                 needs_driver = True
@@ -123,7 +123,7 @@ def evidence_from_documents(
         if trace.verdict is not None:
             release = release or trace.verdict.release
         for lib in trace.libraries:
-            add_lib(lib)
+            _add_lib(lib)
         families.update(c.family for c in trace.calls)
         if trace.proc_lookups:
             needs_driver = True
