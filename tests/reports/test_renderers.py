@@ -243,3 +243,13 @@ def test_markdown_follows_the_zluda_issue_form_and_folds_long_lists() -> None:
     long_md = render_markdown(replace(rep, entries=many))
     assert "<details><summary>15 more entry points</summary>" in long_md
     assert long_md.count("| cuFake") == 25
+
+
+def test_html_is_self_contained() -> None:
+    for name, doc in DOCS.items():
+        page = render_html(doc)
+        assert not re.search(r"""(src|href|action)\s*=\s*["']?\s*(https?:|//|file:)""", page, re.I), name
+        assert "@import" not in page and "url(" not in page, name
+        assert "default-src &#x27;none&#x27;" in page  # the policy, attribute-escaped
+        hrefs = re.findall(r'href="([^"]*)"', page)
+        assert all(h.startswith("#ep-") for h in hrefs), name  # only links to the page's own anchors
