@@ -23,6 +23,9 @@ Session fixtures (tests/conftest.py), each a :class:`pathlib.Path`:
 ``elf_hidden_loader`` gcc program that names no CUDA library anywhere (it builds "lib%s.so.%d" at run time)
                      but keeps driver entry point names as strings and a fatbin (copied from ``nvcc_multi_arch``'s
                      .nv_fatbin) in .rodata, as some hand-made loaders do
+``pe_runtime_standin`` 64-bit PE (x86_64-w64-mingw32-gcc) standing in for a Windows program with a static CUDA
+                     runtime (nvcc cannot target Windows here): LoadLibraryA("nvcuda.dll"), GetProcAddress over
+                     the driver entry point names GNU ``strings`` finds in ``nvcc_static``, a runtime error text
 ``nvcc_static``      ``nvcc k.cu`` (defaults: static CUDA runtime, sm_75 SASS + compute_75 PTX)
 ``nvcc_shared``      ``nvcc --cudart shared k.cu`` (DT_NEEDED libcudart.so.13)
 ``nvcc_ptx_only``    ``-gencode arch=compute_80,code=compute_80``
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -295,6 +299,31 @@ def build_elf_hidden_loader() -> Path:
 
     key = "hidden/1\n" + HIDDEN_LOADER_C + str(source) + _tool_id("gcc")
     return cached_build(key, build) / "hidden_loader"
+
+
+def build_pe_runtime_standin() -> Path:
+    """A PE program that loads nvcuda.dll by name and resolves the static runtime's driver names through it."""
+    source = build_nvcc("nvcc_static")
+    out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
+    names = sorted({s for s in out.splitlines() if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s)})
+    table = ",\n".join(f'    "{n}"' for n in names)
+    program = (
+        "#include <windows.h>\n#include <stdio.h>\n"
+        f"static const char *const names[] = {{\n{table}\n}};\n"
+        'static const char marker[] = "CUDA driver version is insufficient for CUDA runtime version";\n'
+        "int main(void) {\n"
+        '    HMODULE h = LoadLibraryA("nvcuda.dll");\n'
+        "    if (!h) { puts(marker); return 1; }\n"
+        "    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) GetProcAddress(h, names[i]);\n"
+        "    return 0;\n}\n"
+    )
+
+    def build(d: Path) -> None:
+        (d / "main.c").write_text(program)
+        _run(["x86_64-w64-mingw32-gcc", "-O1", "-o", "runtime_standin.exe", "main.c"], d)
+
+    key = "pe-runtime/1\n" + program + _tool_id("x86_64-w64-mingw32-gcc")
+    return cached_build(key, build) / "runtime_standin.exe"
 
 
 NVCC_VARIANTS: dict[str, tuple[str, ...]] = {

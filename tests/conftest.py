@@ -64,6 +64,14 @@ def elf_hidden_loader(nvcc_multi_arch: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pe_runtime_standin(nvcc_static: Path) -> Path:
+    """PE program: LoadLibraryA("nvcuda.dll") + GetProcAddress over a static runtime's driver names."""
+    _need("x86_64-w64-mingw32-gcc")
+    _need("strings")
+    return binaries.build_pe_runtime_standin()
+
+
+@pytest.fixture(scope="session")
 def nvcc_static() -> Path:
     """``nvcc k.cu``: static CUDA runtime, sm_75 SASS + PTX."""
     return _nvcc("nvcc_static")

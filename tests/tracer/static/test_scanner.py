@@ -304,3 +304,15 @@ def test_unlistable_folder_is_an_error_entry(tmp_path: Path, elf_plain: Path, mo
     result = scan_paths([str(tmp_path)])
     assert [(Path(f.path).name, f.kind) for f in result.failed] == [("locked", "unreadable")]
     assert [Path(b.path).name for b in result.binaries] == ["hello"]
+
+
+def test_pe_static_runtime_stand_in(pe_runtime_standin: Path, nvcc_static: Path) -> None:
+    """The Windows side of a static runtime: nvcuda.dll loaded by name, the driver names resolved by name."""
+    scan = _scan(pe_runtime_standin)
+    assert scan.format.value == "pe" and scan.machine == "x86_64"
+    assert [(lib.name, lib.how) for lib in scan.cuda_libraries] == [("nvcuda.dll", LibraryHow.DLOPEN_STRING)]
+    assert {u.library for u in scan.imports} == {"nvcuda.dll"}
+    assert {u.how for u in scan.imports} == {EntryHow.PROC_STRING}
+    linux = {u.function for u in _scan(nvcc_static).imports}
+    assert {u.function for u in scan.imports} == linux  # the same 481 names, found in a PE's strings
+    assert scan.static_runtime is not None and "nvcuda.dll" in scan.static_runtime.evidence
