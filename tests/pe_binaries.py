@@ -26,7 +26,14 @@ CURAND_ORDINALS = {"curandCreateGenerator": 5, "curandGenerateUniform": 7}  # im
 DYNAMIC_LIBRARY = "cublasLt64_12.dll"  # LoadLibraryA + GetProcAddress
 DYNAMIC_FUNCS = ("cublasLtCreate", "cublasLtMatmul")
 #: What the stand-in driver DLL (like ZLUDA's nvcuda.dll) exports.
-DRIVER_DLL_EXPORTS = ("cuInit", "cuDeviceGet", "cuDriverGetVersion", "cuGetProcAddress_v2", "cuMemAlloc_v2")
+DRIVER_DLL_EXPORTS = (
+    "cuInit",
+    "cuDeviceGet",
+    "cuDriverGetVersion",
+    "cuGetProcAddress_v2",
+    "cuMemAlloc_v2",
+    "cuTestExportWithAVeryLongName_" + "x" * 700,  # longer than any DLL name: exports are read up to 4 KiB
+)
 
 _DEFS = {
     "nvcuda.dll": [f"  {f}" for f in DRIVER_FUNCS],

@@ -44,7 +44,8 @@ MAX_SECTIONS = 1024
 #: would be larger than this instead of copying most of the file.
 MAX_HEADER_AREA = 16 * 1024 * 1024
 
-_MAX_NAME = 0x200  # longest DLL or function name read
+_MAX_NAME = 0x200  # longest DLL or section name read
+_MAX_EXPORT_NAME = 0x1000  # MSVC hashes decorated C++ names beyond 4096 characters
 _DIR_EXPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]
 _DIR_IMPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]
 _DIR_DELAY_IMPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]
@@ -297,14 +298,14 @@ def _exports(pe: Any, size: int) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _string(pe: Any, rva: int) -> str | None:
-    """A NUL-terminated printable name at ``rva`` (at most ``_MAX_NAME`` bytes), or None."""
+    """A NUL-terminated printable name at ``rva`` (shorter than ``_MAX_EXPORT_NAME`` bytes), or None."""
     if not rva:
         return None
     try:
-        raw = pe.get_string_at_rva(rva, _MAX_NAME)
+        raw = pe.get_string_at_rva(rva, _MAX_EXPORT_NAME)
     except pefile.PEFormatError:
         return None
-    if not raw or len(raw) >= _MAX_NAME or not all(0x20 < b < 0x7F for b in raw):
+    if not raw or len(raw) >= _MAX_EXPORT_NAME or not all(0x20 < b < 0x7F for b in raw):
         return None
     return bytes(raw).decode("ascii")
 
