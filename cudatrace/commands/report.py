@@ -9,8 +9,10 @@ document and renders it (``--format terminal|html|markdown|json|csv``). A saved 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +165,17 @@ def _annotate(
     return [annotate_scan(s, release) for s in scans], [annotate_trace(t, release) for t in traces]
 
 
+def _replaced_caller(release: str) -> Callable[[str], bool]:
+    """Whether calls made from a module vanish under ``release`` (ZLUDA replaces that library), memoized."""
+    from cudatrace.coverage_db.verdict import replaced_caller
+
+    @functools.cache
+    def replaced(module: str) -> bool:
+        return replaced_caller(module, release)
+
+    return replaced
+
+
 def _run_environment(env: dict[str, str], traces: list[TraceResult]) -> dict[str, str]:
     for t in traces:
         if t.platform:
@@ -211,7 +224,9 @@ def _from_files(args: argparse.Namespace) -> Any:
     release = _releases(args)[-1]
     scans, traces = _annotate(scans, traces, release)
     env = _run_environment(_environment(args.env), traces)
-    return build_report(scans, traces, release, program=args.name, environment=env)
+    return build_report(
+        scans, traces, release, program=args.name, environment=env, replaced_caller=_replaced_caller(release)
+    )
 
 
 def _from_store(args: argparse.Namespace) -> Any:
@@ -234,7 +249,7 @@ def _from_store(args: argparse.Namespace) -> Any:
                 for rec, scans, traces in rows:
                     s, t = _annotate(scans, traces, rel)
                     name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
-                    reports.append(build_report(s, t, rel, program=name))
+                    reports.append(build_report(s, t, rel, program=name, replaced_caller=_replaced_caller(rel)))
                 aggregates.append(aggregate_reports(reports, rel))
             return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
         found = store.find_programs(args.program)
@@ -254,7 +269,9 @@ def _from_store(args: argparse.Namespace) -> Any:
         scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
     s, t = _annotate(scans, traces, release)
     env = _run_environment(env, t)
-    return build_report(s, t, release, program=args.name or rec.name, environment=env)
+    return build_report(
+        s, t, release, program=args.name or rec.name, environment=env, replaced_caller=_replaced_caller(release)
+    )
 
 
 def run_report(args: argparse.Namespace) -> int:

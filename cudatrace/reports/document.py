@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -104,6 +104,11 @@ def printable(text: str) -> str:
     )
 
 
+def shown_name(name: str) -> str:
+    """A name as a report shows it: :func:`printable`, and ``(empty name)`` for an empty one."""
+    return printable(name) if name else "(empty name)"
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``"1 run"``, ``"2 runs"``, ``"3 binaries"``."""
     return f"{n} {word if n == 1 else (many or word + 's')}"
@@ -152,6 +157,7 @@ class ReportEntry:
     time_ns: int | None = None
     zluda: ZludaInfo | None = None
     ordinal: int | None = None
+    inner_calls: int = 0  # calls made from inside CUDA libraries ZLUDA replaces: they do not happen under ZLUDA
 
     @property
     def used_statically(self) -> bool:
@@ -174,6 +180,11 @@ class ReportEntry:
         return self.zluda.status if self.zluda else None
 
     @property
+    def program_calls(self) -> int:
+        """Calls that still happen under ZLUDA: those made from inside libraries it replaces left out."""
+        return max(0, (self.calls or 0) - self.inner_calls)
+
+    @property
     def failed_calls(self) -> int:
         """Calls that returned a non-success code."""
         return sum(n for _, n in self.statuses)
@@ -194,8 +205,10 @@ class ReportEntry:
 
         A name found only in strings is resolved by name at run time (a static CUDA runtime looks up every name
         it knows), so it blocks only once a run shows it called; until then it is :attr:`Report.unresolved`.
+        Calls made only from inside CUDA libraries ZLUDA replaces (cuBLAS calling cuBLASLt's internals) do not
+        count: under ZLUDA its own library runs instead (:attr:`Report.inner_only`).
         """
-        return self.status in BLOCKING_STATUSES and (self.called or self.linked)
+        return self.status in BLOCKING_STATUSES and (self.program_calls > 0 or self.linked)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -212,6 +225,7 @@ class ReportEntry:
             "callers": _pairs_dict(self.callers),
             "first_call_s": self.first_call_s,
             "time_ns": self.time_ns,
+            "inner_calls": self.inner_calls,
             "zluda": self.zluda.to_dict() if self.zluda else None,
         }
 
@@ -231,6 +245,7 @@ class ReportEntry:
             time_ns=d.get("time_ns"),
             zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
             ordinal=d.get("ordinal"),
+            inner_calls=int(d.get("inner_calls", 0)),
         )
 
 
@@ -484,12 +499,17 @@ class Report:
     def blocking(self) -> tuple[ReportEntry, ...]:
         """Stub or absent entry points the program surely reaches, most-called first."""
         rows = [e for e in self.entries if e.is_blocker]
-        return tuple(sorted(rows, key=lambda e: (-(e.calls or 0), not e.linked, _FAMILY_ORDER[e.family], e.function)))
+        return tuple(sorted(rows, key=lambda e: (-e.program_calls, not e.linked, _FAMILY_ORDER[e.family], e.function)))
 
     @property
     def unresolved(self) -> tuple[ReportEntry, ...]:
         """Stub or absent entry points only looked up by name and never seen called: a risk, not a certainty."""
-        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker)
+        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker and not e.called)
+
+    @property
+    def inner_only(self) -> tuple[ReportEntry, ...]:
+        """Stub or absent entry points called only from inside CUDA libraries ZLUDA replaces: they do not block."""
+        return tuple(e for e in self.entries if e.status in BLOCKING_STATUSES and not e.is_blocker and e.called)
 
     @property
     def failing(self) -> tuple[ReportEntry, ...]:
@@ -576,6 +596,13 @@ class Report:
                 out.append(f"The traced run {run.outcome} after {run.calls} CUDA calls{tail}.")
             elif run.exit_code not in (0, None):
                 out.append(f"The traced run {run.outcome}.")
+        inner = self.inner_only
+        if inner:
+            n = sum(e.calls or 0 for e in inner)
+            out.append(
+                f"{plural(len(inner), 'stub or absent entry point')} ({n:,} calls) were called only from inside CUDA "
+                "libraries ZLUDA replaces; under ZLUDA those calls do not happen, so they do not block."
+            )
         if self.uses_cuda and self.verdict is None:
             out.append(f"No verdict: the evidence was not classified against ZLUDA {self.release}.")
         return tuple(out)
@@ -667,6 +694,7 @@ class _Acc:
     time_ns: int | None = None
     zluda: ZludaInfo | None = None
     ordinal: int | None = None
+    inner_calls: int = 0
 
     def take_zluda(self, info: ZludaInfo | None, release: str) -> None:
         if info is None:
@@ -688,6 +716,7 @@ class _Acc:
             time_ns=self.time_ns,
             zluda=self.zluda,
             ordinal=self.ordinal,
+            inner_calls=self.inner_calls,
         )
 
 
@@ -728,12 +757,17 @@ def build_report(
     *,
     program: str | None = None,
     environment: Mapping[str, str] | None = None,
+    replaced_caller: Callable[[str], bool] | None = None,
 ) -> Report:
     """Merge already-annotated scan and trace documents of one program into its report for ``release``.
 
     Static rows (imports, symbols, names in strings) and dynamic rows (calls) of the same ``(family, function)``
     become one :class:`ReportEntry`; call counts, return codes and callers add up across runs, the first call
     time is the earliest. When any run was traced, an entry point that no run called gets ``calls == 0``.
+
+    ``replaced_caller(module)`` says whether calls made from ``module`` vanish under the release because ZLUDA
+    replaces that library (``coverage_db.verdict.replaced_caller`` bound to the release); those calls are
+    counted in :attr:`ReportEntry.inner_calls` and do not make an entry point blocking.
     """
     acc: dict[tuple[Family, str], _Acc] = {}
 
@@ -794,6 +828,8 @@ def build_report(
             a.calls = (a.calls or 0) + (e.calls or 0)
             a.statuses = _merge_pairs(a.statuses, e.statuses)
             a.callers = _merge_pairs(a.callers, e.callers)
+            if replaced_caller is not None:
+                a.inner_calls += sum(n for module, n in e.callers if replaced_caller(module))
             if e.first_call_s is not None and (a.first_call_s is None or e.first_call_s < a.first_call_s):
                 a.first_call_s = e.first_call_s
             if e.time_ns is not None:
@@ -861,7 +897,7 @@ class AggregateBlocker:
     function: str
     status: ZludaStatus
     programs: tuple[str, ...]
-    calls: int  # calls seen across every traced program
+    calls: int  # calls seen across every traced program (made by the program side, not inside replaced libraries)
     unlocks: tuple[str, ...] = ()  # programs whose only blocker this is
     hip: tuple[str, ...] = ()
     since: str | None = None
@@ -1107,7 +1143,7 @@ def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
                 {"status": e.status, "programs": [], "calls": 0, "unlocks": [], "zluda": e.zluda},
             )
             row["programs"].append(rep.program)
-            row["calls"] += e.calls or 0
+            row["calls"] += e.program_calls
             if len(blocking) == 1 and not other:
                 row["unlocks"].append(rep.program)
         lines.append(

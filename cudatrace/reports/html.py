@@ -19,7 +19,16 @@ from typing import Any
 
 from cudatrace.model import Reason, Severity, VerdictStatus
 from cudatrace.reports.charts import Segment, bar_chart, stacked_bars
-from cudatrace.reports.document import Aggregate, Evidence, Report, ReportEntry, format_codes, plural, printable
+from cudatrace.reports.document import (
+    Aggregate,
+    Evidence,
+    Report,
+    ReportEntry,
+    format_codes,
+    plural,
+    printable,
+    shown_name,
+)
 
 TOP_N = 15
 MAX_LINKS = 8
@@ -289,6 +298,13 @@ def _report_body(doc: Report) -> str:
             f"<details><summary>{len(unresolved)} stub or absent entry points are only looked up by name at run "
             f"time and were never seen called: they matter only if called</summary><p>{links}</p></details>"
         )
+    inner = doc.inner_only
+    if inner:
+        links = ", ".join(f"{_link(e)} ({e.calls})" for e in inner)
+        out.append(
+            f"<details><summary>{len(inner)} stub or absent entry points were called only from inside CUDA "
+            f"libraries ZLUDA replaces: not blocking</summary><p>{links}</p></details>"
+        )
     out.append("</section>")
 
     first = doc.first_failure
@@ -327,7 +343,7 @@ def _report_body(doc: Report) -> str:
                     ("symbol", "via", "CUDA version", "count"),
                     [
                         [
-                            _Cell(f"<code>{_e(p.symbol)}</code>", p.symbol),
+                            _Cell(f"<code>{_e(shown_name(p.symbol))}</code>", p.symbol),
                             _Cell(_e(p.via)),
                             _num(p.cuda_version),
                             _num(p.count),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from cudatrace.model import VerdictStatus
-from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable
+from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
 
 SHOWN = 10
 # Emphasis, code, links, tables, strikethrough, headings/issue links and @mentions; the rest is inert in GFM.
@@ -138,9 +138,21 @@ def _report_md(doc: Report) -> str:
                 "",
                 "</details>",
             ]
+        inner = doc.inner_only
+        if inner:
+            names = ", ".join(f"{md_escape(e.function)} x{e.calls}" for e in inner)
+            out += [
+                "",
+                f"<details><summary>{len(inner)} stub or absent entry points were called only from inside CUDA "
+                "libraries ZLUDA replaces (not blocking)</summary>",
+                "",
+                names,
+                "",
+                "</details>",
+            ]
         out.append("")
         if doc.missing_lookups:
-            looks = ", ".join(f"{md_escape(p.symbol)} x{p.count}" for p in doc.missing_lookups)
+            looks = ", ".join(f"{md_escape(shown_name(p.symbol))} x{p.count}" for p in doc.missing_lookups)
             out += [f"Lookups by name that found nothing: {looks}", ""]
         if doc.gpu:
             out += ["### GPU code", ""]

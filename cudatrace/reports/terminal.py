@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cudatrace.model import VerdictStatus, ZludaStatus
-from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable
+from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
 
 VERDICT_STYLE = {
     VerdictStatus.RUNS: "bold green",
@@ -143,6 +143,12 @@ def _report_parts(doc: Report) -> list[RenderableType]:
             )
         )
 
+    inner = doc.inner_only
+    if inner:
+        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[:12])
+        more = f" and {len(inner) - 12} more" if len(inner) > 12 else ""
+        parts.append(Text(f"Called only inside libraries ZLUDA replaces (not blocking): {names}{more}", style="dim"))
+
     first = doc.first_failure
     if first is not None:
         line = Text("First failing call: ", style="bold")
@@ -157,7 +163,7 @@ def _report_parts(doc: Report) -> list[RenderableType]:
             tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
         parts.extend((Text(""), tab))
     if doc.missing_lookups:
-        names = ", ".join(f"{printable(p.symbol)} x{p.count}" for p in doc.missing_lookups[:12])
+        names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[:12])
         parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
 
     if doc.gpu:

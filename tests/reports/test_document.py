@@ -306,3 +306,20 @@ def test_compare_releases_keeps_the_last_release_and_counts_per_release() -> Non
 )
 def test_program_name_from_the_traced_command(command: tuple[str, ...], name: str) -> None:
     assert build_report([], [replace(samples.crashed_trace(), command=command)], RELEASE).program == name
+
+
+def test_calls_from_inside_replaced_libraries_do_not_block() -> None:
+    t = samples.crashed_trace()
+    stub = next(c for c in t.calls if c.function == "cuGraphInstantiateWithParams")
+    inner = replace(stub, callers=(("libcublas.so.13", 3),))
+    mixed = replace(stub, callers=(("libcublas.so.13", 2), ("solver.exe", 1)))
+    only_inner = build_report([], [replace(t, calls=(inner,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
+    entry = only_inner.entries[0]
+    assert entry.inner_calls == 3 and entry.program_calls == 0 and not entry.is_blocker
+    assert only_inner.blocking == () and only_inner.inner_only == (entry,) and only_inner.unresolved == ()
+    assert any("called only from inside CUDA libraries ZLUDA replaces" in n for n in only_inner.notes)
+    partly = build_report([], [replace(t, calls=(mixed,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
+    assert partly.entries[0].program_calls == 1 and [e.function for e in partly.blocking] == [stub.function]
+    # without the predicate every call counts as the program's
+    assert build_report([], [replace(t, calls=(inner,))], RELEASE).entries[0].is_blocker
+    assert Report.from_dict(json.loads(json.dumps(only_inner.to_dict()))) == only_inner
