@@ -210,7 +210,9 @@ def cuobjdump_counts(cuobjdump: str, path: Path) -> tuple[Counter[str], str | No
             "ptx": len(re.findall(r"^PTX file\s+\d+:", proc.stdout, re.M)),
         }
     )
-    fatal = next((line.strip() for line in proc.stderr.splitlines() if "fatal" in line), None)
+    fatal = next((" ".join(line.split()) for line in proc.stderr.splitlines() if "fatal" in line), None)
+    if fatal:
+        fatal = fatal.replace(f"'{path}'", path.name)
     return counts, fatal
 
 
