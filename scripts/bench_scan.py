@@ -13,7 +13,12 @@ PyTorch's ``libtorch_cuda.so`` (over 500 MB) from the torch==2.14.1 wheel, which
 ``pip download`` and unpacked into /tmp (never into the repository). Each command runs once to warm the page
 cache, then ``--repeat`` times; the median is shown.
 
-Usage: ``python3 scripts/bench_scan.py [--repeat N] [--no-torch] [--torch-so PATH] [FILE ...]``
+With ``--verify`` every file is also checked image by image: the containers ``extract_gpu_code`` finds anywhere
+in the file (sections or not) are cut out into one bare fatbin file, which cuobjdump can read, and the two lists
+of (kind, arch, compressed, PTX .version, PTX .target) must be equal. This also covers containers cuobjdump
+never looks for in the library itself (cuFFT's ``.ldata``, cuBLASLt's ``.cask_resource``).
+
+Usage: ``python3 scripts/bench_scan.py [--repeat N] [--no-torch] [--torch-so PATH] [--verify] [FILE ...]``
 """
 
 from __future__ import annotations
@@ -177,6 +182,55 @@ def count_scan(stdout: bytes) -> int | None:
         return None
 
 
+def cuobjdump_images(tool: str, path: Path) -> list[tuple[str, str, bool, str | None, str | None]]:
+    """(kind, arch, compressed, PTX .version, PTX .target) per image, in the order ``cuobjdump -ptx`` prints."""
+    import re
+
+    out = subprocess.run([tool, "-ptx", str(path)], capture_output=True, text=True, errors="replace").stdout
+    images = []
+    for block in re.split(r"^Fatbin (?=(?:elf|ptx) code:)", out, flags=re.MULTILINE)[1:]:
+        kind = "ptx" if block.startswith("ptx") else "sass"
+        arch = re.search(r"^arch = (\S+)", block, re.MULTILINE)
+        version = re.search(r"^\.version (\S+)", block, re.MULTILINE) if kind == "ptx" else None
+        target = re.search(r"^\.target (\w+)", block, re.MULTILINE) if kind == "ptx" else None
+        images.append(
+            (
+                kind,
+                arch.group(1) if arch else "?",
+                re.search(r"^compressed$", block, re.MULTILINE) is not None,
+                version.group(1) if version else None,
+                target.group(1) if target else None,
+            )
+        )
+    return images
+
+
+def verify(path: Path, tool: str, work: Path) -> str:
+    """Compare every image found anywhere in ``path`` with cuobjdump's listing of the cut-out containers."""
+    import mmap
+
+    sys.path.insert(0, str(REPO))
+    from cudatrace.tracer.static.fatbin import extract_gpu_code, parse_container
+
+    cut = work / (path.name + ".cut.fatbin")
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        code, errors = extract_gpu_code(buf, [], search_elsewhere=True)
+        starts = sorted({int(i.container.removeprefix("offset "), 16) for i in code.images if i.container})
+        with open(cut, "wb") as out:
+            for start in starts:
+                out.write(buf[start : start + parse_container(buf, start, len(buf)).size])
+    ours = [(i.kind.value, i.arch, i.compressed, i.ptx_version, i.ptx_target) for i in code.images]
+    if not ours:
+        return f"{path.name}: no GPU code ({len(errors)} problems)"
+    theirs = cuobjdump_images(tool, cut)
+    cut.unlink()
+    if ours == theirs:
+        return f"{path.name}: all {len(ours)} images in {len(starts)} containers equal to cuobjdump's"
+    pairs = zip(ours, theirs, strict=False)
+    first = next((k for k, (a, b) in enumerate(pairs) if a != b), min(len(ours), len(theirs)))
+    return f"{path.name}: DIFFERENT: {len(ours)} images vs cuobjdump's {len(theirs)}; first difference at #{first}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -184,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="measured runs per command (default 3)")
     ap.add_argument("--no-torch", action="store_true", help="leave out libtorch_cuda.so")
     ap.add_argument("--torch-so", type=Path, help="use this libtorch_cuda.so instead of fetching the wheel")
+    ap.add_argument("--verify", action="store_true", help="also compare every image with cuobjdump (see above)")
     args = ap.parse_args(argv)
 
     cuobjdump = find_cuobjdump()
@@ -213,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 tools["cuobjdump"] = median_run([cuobjdump, "--list-elf", "--list-ptx", str(path)], args.repeat)
             rows.append((path, path.stat().st_size, scan, fat, tools))
             print(f"measured {path.name}", file=sys.stderr)
+        checks = [verify(path, cuobjdump, Path(tmp)) for path, *_ in rows] if args.verify and cuobjdump else []
 
     print(f"# cudatrace scan vs readelf + objdump + cuobjdump, {time.strftime('%Y-%m-%d %H:%M %Z')}, "
           f"median of {args.repeat} warm runs, {os.cpu_count()} CPUs")  # fmt: skip
@@ -236,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{scan.peak_mib:>10.0f}{fat.peak_mib:>11.0f}{tools_mib:>10.0f}{f'{ours}/{theirs}':>12}{status}"
         )
     print("ratio = scan s / tools s (below 1: cudatrace is faster). images = scan's / cuobjdump's count.")
+    for line in checks:
+        print(f"verify: {line}")
     return 0
 
 
