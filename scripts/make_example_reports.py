@@ -29,11 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cudatrace.commands._common import dump_json  # noqa: E402
+from cudatrace.commands.report import replaced_caller_for  # noqa: E402
 from cudatrace.coverage_db.catalog import load_catalog  # noqa: E402
 from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace  # noqa: E402
 from cudatrace.model import ScanResult, TraceResult  # noqa: E402
 from cudatrace.reports.csv_report import render_csv  # noqa: E402
-from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report, compare_releases  # noqa: E402
+from cudatrace.reports.document import Aggregate, Report, aggregate_reports, build_report, compare_releases  # noqa: E402
 from cudatrace.reports.html import render_html  # noqa: E402
 from cudatrace.reports.markdown import render_markdown  # noqa: E402
 from cudatrace.reports.terminal import render_terminal  # noqa: E402
@@ -43,6 +44,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 WHEELS_DIR = Path("/tmp/wheels")
 UNPACK_ROOT = Path("/tmp/cudatrace-examples")
 PPO_NAME = "PPO training loop (PyTorch)"
+PPO_GPU = "NVIDIA H200 (the run was traced on NVIDIA's own driver)"
 COMPARE_WITH = "v6-preview.69"  # the release the aggregate compares the chosen one with
 
 
@@ -184,7 +186,14 @@ def main() -> int:
     raw_trace: TraceResult | None = None
     if ppo_trace.exists():
         raw_trace = TraceResult.from_dict(json.loads(ppo_trace.read_text(encoding="utf-8")))
-        ppo = build_report([], [annotate_trace(raw_trace, release)], release, program=PPO_NAME)
+        ppo = build_report(
+            [],
+            [annotate_trace(raw_trace, release)],
+            release,
+            program=PPO_NAME,
+            environment={"OS": raw_trace.platform, "GPU": PPO_GPU},
+            replaced_caller=replaced_caller_for(release),
+        )
         written += write_all("ppo", ppo, ("txt", "html", "md", "json", "csv"))
     else:
         print(f"{ppo_trace} not found: no PPO report", file=sys.stderr)
@@ -203,7 +212,11 @@ def main() -> int:
             ]
         if raw_trace is not None:
             programs.append((PPO_NAME, [], [annotate_trace(raw_trace, rel)]))
-        aggregates.append(build_aggregate(programs, rel))
+        reports = [
+            build_report(scans, traces, rel, program=name, replaced_caller=replaced_caller_for(rel))
+            for name, scans, traces in programs
+        ]
+        aggregates.append(aggregate_reports(reports, rel))
     written += write_all("aggregate", compare_releases(aggregates), ("txt", "html", "md", "json"))
 
     for path in written:

@@ -165,7 +165,7 @@ def _annotate(
     return [annotate_scan(s, release) for s in scans], [annotate_trace(t, release) for t in traces]
 
 
-def _replaced_caller(release: str) -> Callable[[str], bool]:
+def replaced_caller_for(release: str) -> Callable[[str], bool]:
     """Whether calls made from a module vanish under ``release`` (ZLUDA replaces that library), memoized."""
     from cudatrace.coverage_db.verdict import replaced_caller
 
@@ -225,7 +225,7 @@ def _from_files(args: argparse.Namespace) -> Any:
     scans, traces = _annotate(scans, traces, release)
     env = _run_environment(_environment(args.env), traces)
     return build_report(
-        scans, traces, release, program=args.name, environment=env, replaced_caller=_replaced_caller(release)
+        scans, traces, release, program=args.name, environment=env, replaced_caller=replaced_caller_for(release)
     )
 
 
@@ -249,7 +249,7 @@ def _from_store(args: argparse.Namespace) -> Any:
                 for rec, scans, traces in rows:
                     s, t = _annotate(scans, traces, rel)
                     name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
-                    reports.append(build_report(s, t, rel, program=name, replaced_caller=_replaced_caller(rel)))
+                    reports.append(build_report(s, t, rel, program=name, replaced_caller=replaced_caller_for(rel)))
                 aggregates.append(aggregate_reports(reports, rel))
             return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
         found = store.find_programs(args.program)
@@ -270,7 +270,7 @@ def _from_store(args: argparse.Namespace) -> Any:
     s, t = _annotate(scans, traces, release)
     env = _run_environment(env, t)
     return build_report(
-        s, t, release, program=args.name or rec.name, environment=env, replaced_caller=_replaced_caller(release)
+        s, t, release, program=args.name or rec.name, environment=env, replaced_caller=replaced_caller_for(release)
     )
 
 

@@ -750,6 +750,17 @@ def _program_name(scans: Sequence[ScanResult], traces: Sequence[TraceResult]) ->
     return "unknown program"
 
 
+def _inner_calls(e: EntryPointUse, replaced_caller: Callable[[str], bool]) -> int:
+    """Calls of ``e`` made from inside replaced libraries. Callers are recorded for the first calls only (the
+    tracer's detail budget), so when they cover fewer calls than were counted, the share seen is scaled up."""
+    seen = sum(n for _, n in e.callers)
+    inner = sum(n for module, n in e.callers if replaced_caller(module))
+    calls = e.calls or 0
+    if seen and calls > seen:
+        return min(calls, round(calls * inner / seen))
+    return min(calls, inner)
+
+
 def build_report(
     scans: Sequence[ScanResult],
     traces: Sequence[TraceResult],
@@ -767,7 +778,8 @@ def build_report(
 
     ``replaced_caller(module)`` says whether calls made from ``module`` vanish under the release because ZLUDA
     replaces that library (``coverage_db.verdict.replaced_caller`` bound to the release); those calls are
-    counted in :attr:`ReportEntry.inner_calls` and do not make an entry point blocking.
+    counted in :attr:`ReportEntry.inner_calls` and do not make an entry point blocking. Callers cover only the
+    calls the tracer looked at in detail; the share from replaced libraries among them is scaled to all calls.
     """
     acc: dict[tuple[Family, str], _Acc] = {}
 
@@ -829,7 +841,7 @@ def build_report(
             a.statuses = _merge_pairs(a.statuses, e.statuses)
             a.callers = _merge_pairs(a.callers, e.callers)
             if replaced_caller is not None:
-                a.inner_calls += sum(n for module, n in e.callers if replaced_caller(module))
+                a.inner_calls += _inner_calls(e, replaced_caller)
             if e.first_call_s is not None and (a.first_call_s is None or e.first_call_s < a.first_call_s):
                 a.first_call_s = e.first_call_s
             if e.time_ns is not None:

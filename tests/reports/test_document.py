@@ -323,3 +323,15 @@ def test_calls_from_inside_replaced_libraries_do_not_block() -> None:
     # without the predicate every call counts as the program's
     assert build_report([], [replace(t, calls=(inner,))], RELEASE).entries[0].is_blocker
     assert Report.from_dict(json.loads(json.dumps(only_inner.to_dict()))) == only_inner
+
+
+def test_sampled_callers_are_scaled_to_every_call() -> None:
+    """The tracer records callers for the first calls only: 1000 of 7296 seen, all from a replaced library."""
+    t = samples.crashed_trace()
+    stub = next(c for c in t.calls if c.function == "cuGraphInstantiateWithParams")
+    sampled = replace(stub, calls=7296, callers=(("libcublas.so.13", 1000),))
+    rep = build_report([], [replace(t, calls=(sampled,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
+    assert rep.entries[0].inner_calls == 7296 and not rep.entries[0].is_blocker
+    half = replace(stub, calls=7296, callers=(("libcublas.so.13", 500), ("app", 500)))
+    rep = build_report([], [replace(t, calls=(half,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
+    assert rep.entries[0].inner_calls == 3648 and rep.entries[0].program_calls == 3648
