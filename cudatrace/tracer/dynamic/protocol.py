@@ -21,6 +21,7 @@ class MessageType(str, Enum):
     HOOKS = "cudatrace:hooks"  # entry points hooked (id -> library, function) and those left alone
     COUNTS = "cudatrace:counts"  # a cumulative batch: calls, statuses, callers, times; lookups; export tables
     EVENTS = "cudatrace:events"  # per-call records for --events
+    ACK = "cudatrace:ack"  # host -> agent: the final batch arrived (the agent holds exit/crash until then)
 
 
 # Library file names the agent hooks (case-insensitive regular expressions on the bare file name). Linux and
@@ -155,6 +156,7 @@ class HooksMsg:
     pid: int
     entries: tuple[HookedEntry, ...]
     skipped: tuple[tuple[str, str, str], ...]  # (module, function, reason)
+    methods: tuple[tuple[str, int], ...] = ()  # how the exports so far were hooked: inline, trampoline, clone
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +235,12 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
         entries = tuple(
             HookedEntry(int(e[0]), e[1], e[2], e[3], tuple(e[4]), int(e[5]), bool(e[6])) for e in payload["entries"]
         )
-        return HooksMsg(pid, entries, tuple((str(a), str(b), str(c)) for a, b, c in payload.get("skipped", ())))
+        return HooksMsg(
+            pid,
+            entries,
+            tuple((str(a), str(b), str(c)) for a, b, c in payload.get("skipped", ())),
+            tuple((str(k), int(v)) for k, v in (payload.get("methods") or {}).items()),
+        )
     if kind == MessageType.COUNTS.value:
         rows = tuple(
             CountRow(

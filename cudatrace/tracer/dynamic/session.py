@@ -52,6 +52,7 @@ from cudatrace.tracer.dynamic.protocol import (
     HookedEntry,
     HooksMsg,
     LoadedModule,
+    MessageType,
     ModulesMsg,
     RawExportTable,
     RawLookup,
@@ -178,6 +179,7 @@ class _Proc:
     detach_reason: str | None = None
     shm_path: str | None = None
     events_dropped: int = 0
+    methods: dict[str, int] = field(default_factory=dict)
 
 
 class Collector:
@@ -225,6 +227,8 @@ class Collector:
                 for e in msg.entries:
                     proc.entries[e.id] = e
                 proc.skipped.extend(msg.skipped)
+                if msg.methods:
+                    proc.methods = dict(msg.methods)
             elif isinstance(msg, CountsMsg):
                 for r in msg.rows:
                     old = proc.rows.get(r.id)
@@ -435,7 +439,11 @@ class Collector:
         if hooked:
             libs = max((len(p.modules) for p in procs), default=0)
             declined = max((len(p.skipped) for p in procs), default=0)
-            notes.append(f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone)")
+            methods = max((p.methods for p in procs), key=lambda m: sum(m.values()), default={})
+            how = ", ".join(f"{k} {v}" for k, v in sorted(methods.items()) if v)
+            notes.append(
+                f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone; {how or 'none inline'})"
+            )
         detail = options.effective_detail
         if detail > 0:
             saturated = sum(1 for p in procs for r in p.rows.values() if r.calls > r.detail_calls > 0)
@@ -540,6 +548,8 @@ class _Tracer:
         script = session.create_script(self.agent_js, name="cudatrace")
         script.on("message", lambda message, data: self._on_message(key, message))
         script.load()
+        with self._lock:
+            self.scripts[key] = script
         shm = None
         if self.options.shared_counters and sys.platform.startswith("linux"):
             shm = os.path.join(_shm_folder(), f"{self._tag}-{pid}-{key.replace('.', '-')}")
@@ -552,13 +562,19 @@ class _Tracer:
         )
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)
-        with self._lock:
-            self.scripts[key] = script
         return key
 
     def _on_message(self, key: str, message: Mapping[str, Any]) -> None:
         if message.get("type") == "send":
-            self.collector.on_payload(key, message["payload"])
+            payload = message["payload"]
+            self.collector.on_payload(key, payload)
+            if payload.get("type") == MessageType.COUNTS.value and payload.get("final"):
+                # The agent holds the exiting thread until this arrives, so the last batch is never lost.
+                with self._lock:
+                    script = self.scripts.get(key)
+                if script is not None:
+                    with contextlib.suppress(Exception):
+                        script.post({"type": MessageType.ACK.value, "seq": payload.get("seq", 0)})
         elif message.get("type") == "error":
             self.errors.append(f"agent error in {key}: {message.get('description')}")
 

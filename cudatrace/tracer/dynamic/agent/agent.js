@@ -29,7 +29,7 @@ const DETAIL_SIZE = 400;
 const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
   D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 264, D_OTHER_CALLERS = 392;
 const N_STATUSES = 8, N_CALLERS = 16;
-const THUNK_SIZE = 48, STUB_SIZE = 32, CLONE_SIZE = 176;
+const THUNK_SIZE = 112, STUB_SIZE = 32, CLONE_SIZE = 176;
 
 const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
 const lastSent = []; // id -> calls at last send
@@ -53,7 +53,9 @@ let seq = 0;
 let scanning = false;
 let flushTimer = null;
 let exiting = false;
-const keep = []; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
+let loading = 0; // dlopen/LoadLibrary calls under way, all threads
+const keep = [];
+const hookCounts = { inline: 0, trampoline: 0, clone: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
 
 function u64(p) {
   return p.readU64().toNumber();
@@ -96,7 +98,8 @@ function le32(bytes, v) {
   for (let i = 0; i < 4; i++) bytes.push((v >>> (8 * i)) & 0xff);
 }
 
-function thunkBytes(thunk, counterAddr, stub, orig) {
+// The counting head of a thunk; what follows it (the tail) goes on to the original function.
+function countBytes(thunk, counterAddr, stub) {
   const b = [0x49, 0xbb];
   le64(b, counterAddr);
   b.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
@@ -109,9 +112,49 @@ function thunkBytes(thunk, counterAddr, stub, orig) {
     const rel = stub.sub(thunk.add(b.length + 6)).toInt32();
     b.push(0x0f, 0x86); le32(b, rel); // jbe detail_stub
   }
-  b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
-  le64(b, orig);
   return b;
+}
+
+function jumpTail(at, orig) {
+  const b = [0xff, 0x25, 0, 0, 0, 0]; // jmp [rip+0]
+  le64(b, orig);
+  at.writeByteArray(b);
+}
+
+// The fastest tail: the function's first instructions, relocated right after the counting head, then a jump
+// back into the function. No trip through the Interceptor's trampoline, and the hot path stays in one or two
+// cache lines. Up to 16 bytes are taken (the Interceptor may overwrite that many; hookExport checks how many it
+// did). Returns the number of bytes relocated, or 0 when they do not relocate.
+function relocatePrologue(fn, at, limit) {
+  const w = new X86Writer(at, { pc: at });
+  const r = new X86Relocator(fn, w);
+  try {
+    let n = 0;
+    while (n < 16) {
+      const next = r.readOne();
+      if (next === 0) break;
+      n = next;
+      if (r.eob || r.eoi) break;
+    }
+    if (n < 5) return 0;
+    r.writeAll();
+    if (!r.eoi) w.putJmpAddress(fn.add(n));
+    w.flush();
+    return at.add(w.offset).compare(limit) <= 0 ? n : 0;
+  } catch (_) {
+    return 0;
+  } finally {
+    r.dispose();
+    w.dispose();
+  }
+}
+
+// How many bytes at the start of fn differ from `before` (what the Interceptor overwrote).
+function patchedExtent(fn, before) {
+  const now = new Uint8Array(fn.readByteArray(before.length));
+  let end = 0;
+  for (let i = 0; i < before.length; i++) if (now[i] !== before[i]) end = i + 1;
+  return end;
 }
 
 function stubBytes(orig) {
@@ -135,23 +178,56 @@ function newEntry(module, path, fn, aliases) {
   return e;
 }
 
-// Fill one thunk + stub pair at `code` (THUNK_SIZE + STUB_SIZE bytes) for entry e, jumping to `orig`.
+// A thunk + stub pair at `code` for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(code, e, orig) {
   const thunk = code, stub = code.add(THUNK_SIZE);
+  const head = countBytes(thunk, counters.add(e.slot * 8), stub);
+  thunk.writeByteArray(head);
+  jumpTail(thunk.add(head.length), orig);
+  writeStub(stub, e, orig);
+  return thunk;
+}
+
+function writeStub(stub, e, orig) {
   stub.writeByteArray(stubBytes(orig));
-  thunk.writeByteArray(thunkBytes(thunk, counters.add(e.slot * 8), stub, orig));
   if (cfg.detailCalls !== 0) {
     Interceptor.attach(stub, cm, e.detail);
     if (cfg.events) attachEvents(stub, e);
   }
-  return thunk;
 }
 
-function patchOrig(code, orig) {
-  const thunk = code, stub = code.add(THUNK_SIZE);
-  const tb = thunkBytes(thunk, counters.add(0), stub, orig); // same length as the real one
-  thunk.add(tb.length - 8).writePointer(orig);
+function nearJumpTo(fn, target) {
+  return fn.readU8() === 0xe9 && fn.add(5).add(fn.add(1).readS32()).equals(target);
+}
+
+// Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
+// Interceptor's trampoline, else (a short function Frida declines) a jump to a whole copy of it.
+function hookExport(fn, code, e, next) {
+  const thunk = code, stub = code.add(THUNK_SIZE), clone = stub.add(STUB_SIZE);
+  const head = countBytes(thunk, counters.add(e.slot * 8), stub);
+  thunk.writeByteArray(head);
+  const tail = thunk.add(head.length);
+  const before = new Uint8Array(fn.readByteArray(32));
+  const own = relocatePrologue(fn, tail, stub);
+  if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
+  writeStub(stub, e, own !== 0 ? tail : fn);
+  let orig;
+  try {
+    orig = Interceptor.replaceFast(fn, thunk);
+  } catch (err) {
+    // Frida declines functions too short to relocate; a short straight-line function can be copied whole.
+    if (!buildClone(fn, clone, next)) throw err;
+    jumpTail(tail, clone);
+    stub.add(22).writePointer(clone);
+    patchJump(fn, thunk);
+    return 'clone';
+  }
+  Interceptor.flush();
+  if (own !== 0 && nearJumpTo(fn, thunk) && patchedExtent(fn, before) <= own) return 'inline';
+  // The redirect covers more than the relocated prologue: go through Frida's trampoline.
+  jumpTail(tail, orig);
   stub.add(22).writePointer(orig);
+  return 'trampoline';
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -243,16 +319,8 @@ function hookModule(m) {
     const slot = code.add(i * per);
     i++;
     try {
-      writeThunk(slot, e, g.address); // a placeholder target until replaceFast gives the original
-      let orig;
-      try {
-        orig = Interceptor.replaceFast(g.address, slot);
-      } catch (err) {
-        // Frida declines functions too short to relocate; a short straight-line function can be copied whole.
-        orig = hookByClone(g.address, slot, slot.add(THUNK_SIZE + STUB_SIZE), nextStart(starts, g.address));
-        if (orig === null) throw err;
-      }
-      patchOrig(slot, orig);
+      const how = hookExport(g.address, slot, e, nextStart(starts, g.address));
+      hookCounts[how]++;
       hookedAddrs.set(g.address.toString(), e.id);
     } catch (err) {
       skipped.push([m.name, g.name, String(err.message || err)]);
@@ -264,36 +332,36 @@ function hookModule(m) {
 const PADDING = new Set(['nop', 'int3']);
 
 // Copy a short function (up to its first `ret` or tail `jmp`, no branch back into its first 5 bytes) into `clone`
-// (X86Relocator fixes rip-relative operands, calls and branches), then overwrite its first 5 bytes with a jump
-// to the thunk. The 5 bytes must be the function
-// itself or padding after it (never a neighbour's code). Returns the clone, or null when that is not safe.
-function hookByClone(fn, thunk, clone, next) {
-  if (!IS_X64) return null;
+// (X86Relocator fixes rip-relative operands, calls and branches); the caller then overwrites its first 5 bytes
+// with a jump to the thunk (patchJump). Those 5 bytes must be the function itself or padding after it (never a
+// neighbour's code). False when that is not safe.
+function buildClone(fn, clone, next) {
+  if (!IS_X64) return false;
   let p = fn, ret = false;
   const head = fn.add(5);
   while (p.sub(fn).toInt32() < 48) {
     const ins = Instruction.parse(p);
     const mn = ins.mnemonic;
     if (mn === 'ret') { p = ins.next; ret = true; break; }
-    if (mn.startsWith('loop') || mn.startsWith('ret') || mn === 'syscall') return null;
+    if (mn.startsWith('loop') || mn.startsWith('ret') || mn === 'syscall') return false;
     if (mn.startsWith('j') || mn === 'call') {
       // A branch is fine unless it lands in the 5 bytes the jump to the thunk overwrites.
       const op = ins.operands[0];
-      if (op === undefined || op.type !== 'imm') return null;
+      if (op === undefined || op.type !== 'imm') return false;
       const target = ptr(op.value.toString());
-      if (target.compare(fn) >= 0 && target.compare(head) < 0) return null;
+      if (target.compare(fn) >= 0 && target.compare(head) < 0) return false;
       if (mn === 'jmp') { p = ins.next; ret = true; break; } // a tail call ends the function too
     }
     p = ins.next;
   }
-  if (!ret) return null;
+  if (!ret) return false;
   while (p.sub(fn).toInt32() < 5) {
-    if (next !== null && p.compare(next) >= 0) return null;
+    if (next !== null && p.compare(next) >= 0) return false;
     const ins = Instruction.parse(p);
-    if (!PADDING.has(ins.mnemonic)) return null;
+    if (!PADDING.has(ins.mnemonic)) return false;
     p = ins.next;
   }
-  if (next !== null && next.sub(fn).toInt32() < 5) return null;
+  if (next !== null && next.sub(fn).toInt32() < 5) return false;
   const w = new X86Writer(clone, { pc: clone });
   const r = new X86Relocator(fn, w);
   while (r.readOne() !== 0) {
@@ -303,12 +371,15 @@ function hookByClone(fn, thunk, clone, next) {
   w.flush();
   w.dispose();
   r.dispose();
+  return true;
+}
+
+function patchJump(fn, thunk) {
   const rel = thunk.sub(fn.add(5)).toInt32();
   Memory.patchCode(fn, 5, code => {
     code.writeU8(0xe9);
     code.add(1).writeS32(rel);
   });
-  return clone;
 }
 
 function nextStart(starts, addr) {
@@ -476,12 +547,16 @@ function sendHooks(from) {
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || skipped.length > 0) {
-    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0) });
+    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts });
   }
 }
 
 function watchLoads() {
-  const after = { onLeave() { scanModules(); } };
+  // Hooks go in when dlopen returns: the library is then relocated and initialized.
+  const after = {
+    onEnter() { loading++; },
+    onLeave() { loading--; scanModules(); },
+  };
   const names = Process.platform === 'windows'
     ? ['LoadLibraryExW', 'LoadLibraryExA', 'LoadLibraryW', 'LoadLibraryA']
     : ['dlopen', 'dlmopen', 'android_dlopen_ext'];
@@ -507,14 +582,15 @@ function watchLoads() {
         exiting = true;
         const code = (isTerminate ? args[1] : args[0]).toInt32();
         flush(true, 'exit ' + code, code);
-        Thread.sleep(0.05); // let the agent's I/O thread deliver the batch
+        awaitAck(2);
       }
     });
   }
   // Modules loaded by other means (a loader of its own, a DT_NEEDED of a dlopen'd library seen here first):
-  // the observer only schedules a scan, since installing hooks inside its callback crashed targets.
+  // the observer only schedules a scan, since installing hooks inside its callback crashed targets, and that
+  // scan waits while a dlopen is under way (the library may not be relocated yet; dlopen's onLeave scans).
   Process.attachModuleObserver({
-    onAdded(_m) { setTimeout(scanModules, 0); },
+    onAdded(_m) { setTimeout(() => { if (loading === 0) scanModules(); }, 0); },
     onRemoved(_m) { /* counts of unloaded libraries stay */ }
   });
 }
@@ -573,6 +649,21 @@ function detailRow(e, calls, c32) {
   return [e.id, calls, first.toString(), time, statuses, Array.from(callers.entries()), detailCalls];
 }
 
+// Hold the exiting (or crashing) thread until the host confirms the final batch, at most `seconds`.
+// Thread.sleep lets the agent's JavaScript thread run meanwhile, which delivers the batch and the answer.
+let acked = -1;
+function awaitAck(seconds) {
+  const want = seq - 1;
+  for (let waited = 0; acked < want && waited < seconds; waited += 0.005) Thread.sleep(0.005);
+}
+
+function listenForAcks() {
+  recv(M.ack, msg => {
+    acked = Math.max(acked, msg.seq);
+    listenForAcks();
+  });
+}
+
 function flush(final, reason, exitCode, crash) {
   const c32 = readCounters();
   const rows = [];
@@ -582,8 +673,10 @@ function flush(final, reason, exitCode, crash) {
     else if (e.counterIsDetail) calls = u64(e.detail.add(D_CALLS));
     else if (e.slot >= 0 && c32 !== null) calls = c32[2 * e.slot] + c32[2 * e.slot + 1] * 4294967296;
     else calls = 0;
-    if (calls === 0 || calls === lastSent[e.id]) continue;
-    lastSent[e.id] = calls;
+    // Resend when the detail path moved too: its first-call time lands after the counter's increment.
+    const stamp = calls + '/' + (e.detail !== null ? u64(e.detail.add(D_CALLS)) : 0);
+    if (calls === 0 || stamp === lastSent[e.id]) continue;
+    lastSent[e.id] = stamp;
     rows.push(detailRow(e, calls, c32));
   }
   const msg = {
@@ -619,10 +712,11 @@ rpc.exports = {
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);
-        Thread.sleep(0.2); // let the agent's I/O thread deliver the batch before the default handler ends us
+        awaitAck(2); // the batch must leave before the default handler ends us
       } catch (_) { /* the process is going down anyway */ }
       return false;
     });
+    listenForAcks();
     scanModules();
     watchLoads();
     flushTimer = setInterval(() => flush(false, null), config.flushMs);
