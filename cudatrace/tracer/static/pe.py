@@ -152,7 +152,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
     ``path`` only names the file in errors. Raises :class:`NotABinaryError` when ``buf`` does not start with
     ``MZ`` and :class:`CorruptBinaryError` for any broken structure; never anything else on bad input.
     """
-    precheck = _check_headers(buf, path)
+    machine_value = _check_headers(buf, path)
     try:
         pe = _PE(data=buf, fast_load=True)
     except _PEFILE_FAILURES as exc:
@@ -162,7 +162,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
         libraries, imports = _imports(pe)
         soname, exports = _exports(pe, len(buf))
         sections = _sections(pe, buf, len(buf))
-        machine = machine_name(precheck.machine)
+        machine = machine_name(machine_value)
     except _PEFILE_FAILURES as exc:
         raise CorruptBinaryError(f"unreadable PE tables: {_one_line(exc)}", path) from None
     return ParsedBinary(
@@ -180,22 +180,18 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
 # Header checks (before pefile)
 
 
-class _Headers:
-    __slots__ = ("machine",)
-
-    def __init__(self, machine: int) -> None:
-        self.machine = machine
-
-
-def _check_headers(buf: Buffer, path: str) -> _Headers:
+def _check_headers(buf: Buffer, path: str) -> int:
+    """Check the headers pefile trusts; return the COFF machine value."""
     size = len(buf)
     if bytes(buf[:2]) != b"MZ":
         raise NotABinaryError("not a PE file (no MZ signature)", path)
     if size < 0x40:
         raise CorruptBinaryError(f"truncated PE file: {size} bytes, shorter than a DOS header", path)
     (lfanew,) = struct.unpack_from("<I", buf, 0x3C)
-    if lfanew + 24 > size:
+    if lfanew >= size:
         raise CorruptBinaryError(f"e_lfanew 0x{lfanew:x} points outside the file ({size} bytes)", path)
+    if lfanew + 24 > size:
+        raise CorruptBinaryError(f"truncated PE file: {size} bytes, cut inside the PE header at 0x{lfanew:x}", path)
     if bytes(buf[lfanew : lfanew + 4]) != b"PE\0\0":
         raise CorruptBinaryError(f"no PE signature at e_lfanew 0x{lfanew:x} (a DOS program or a damaged file)", path)
     machine, nsections, _, _, _, opt_size, _ = struct.unpack_from("<HHIIIHH", buf, lfanew + 4)
@@ -229,7 +225,7 @@ def _check_headers(buf: Buffer, path: str) -> _Headers:
         raise CorruptBinaryError(
             f"the first section's data starts at 0x{lowest:x}: a header area over {MAX_HEADER_AREA >> 20} MiB", path
         )
-    return _Headers(machine)
+    return int(machine)
 
 
 # ---------------------------------------------------------------------------------------------------------------

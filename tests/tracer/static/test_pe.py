@@ -252,7 +252,7 @@ def _malformed(seed: bytes) -> dict[str, tuple[bytes, str]]:
         "empty": (b"", "no MZ signature"),
         "mz_only": (b"MZ", "truncated PE file"),
         "truncated_dos_header": (seed[:40], "truncated PE file"),
-        "truncated_before_pe_header": (seed[: lfanew + 2], "e_lfanew .* outside the file"),
+        "truncated_before_pe_header": (seed[: lfanew + 2], "cut inside the PE header"),
         "truncated_in_optional_header": (seed[: opt + 40], "section table .* past the end|optional header"),
         "truncated_in_section_table": (seed[: sections + 40 * nsec - 7], "section table .* past the end"),
         "mz_without_pe_header": (seed[:0x3C] + struct.pack("<I", 0x40) + b"\0" * 200, "no PE signature"),
