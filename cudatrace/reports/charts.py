@@ -7,7 +7,8 @@ chart still reads when the style sheet is stripped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -103,23 +104,33 @@ def stacked_bars(chart_id: str, title: str, rows: Sequence[tuple[str, Sequence[S
 
 
 def bar_chart(
-    chart_id: str, title: str, items: Sequence[tuple[str, int, str]], *, links: Sequence[str | None] = ()
+    chart_id: str,
+    title: str,
+    items: Sequence[tuple[str, int, str]],
+    *,
+    links: Sequence[str | None] = (),
+    log: bool = False,
 ) -> str:
-    """Plain horizontal bars: ``(label, value, colour name)`` each, largest first as given; optional link per bar."""
-    biggest = max((v for _, v, _ in items), default=0) or 1
+    """Plain horizontal bars: ``(label, value, colour name)`` each, largest first as given; optional link per bar.
+
+    ``log=True`` scales bar lengths by log10(1 + value), for values spanning orders of magnitude (call counts);
+    the printed values stay exact.
+    """
+    scale: Callable[[float], float] = (lambda v: math.log10(1 + v)) if log else (lambda v: v)
+    biggest = scale(max((v for _, v, _ in items), default=0)) or 1
     names = [(c, c.replace("_", " ")) for c in dict.fromkeys(c for _, _, c in items)]
     body = [_legend(names, 4)]
     y = 26
     for i, (label, value, colour) in enumerate(items):
-        w = BAR_W * value / biggest
+        w = BAR_W * scale(value) / biggest
         text = f'<text class="label" x="{LABEL_W - 8}" y="{y + 15}" text-anchor="end">{_e(_short(label))}</text>'
         link = links[i] if i < len(links) else None
         if link:
             text = f'<a href="#{_e(link)}">{text}</a>'
         body.append(
             text + f'<rect class="bar seg seg-{_e(colour)}" x="{LABEL_W}" y="{y + 3}" width="{max(w, 1.5):.1f}" '
-            f'height="{ROW_H - 6}" fill="{FILL.get(colour, "#888")}"><title>{_e(label)}: {value}</title></rect>'
-            f'<text class="value" x="{LABEL_W + w + 6:.1f}" y="{y + 15}">{value}</text>'
+            f'height="{ROW_H - 6}" fill="{FILL.get(colour, "#888")}"><title>{_e(label)}: {value:,}</title></rect>'
+            f'<text class="value" x="{LABEL_W + w + 6:.1f}" y="{y + 15}">{value:,}</text>'
         )
         y += ROW_H
     return _svg(chart_id, title, y + 6, "".join(body))

@@ -215,8 +215,8 @@ def _report_body(doc: Report) -> str:
         items = [(e.function, e.calls or 0, e.status.value if e.status else "unknown") for e in called]
         charts.append(
             (
-                f"Calls per entry point (top {len(called)}, coloured by ZLUDA status)",
-                bar_chart("chart-calls", "Calls per entry point", items, links=[e.anchor for e in called]),
+                f"Calls per entry point (top {len(called)}, coloured by ZLUDA status, log scale)",
+                bar_chart("chart-calls", "Calls per entry point", items, links=[e.anchor for e in called], log=True),
             )
         )
     ev_rows = []
