@@ -66,6 +66,11 @@ MAX_ERRORS = 50  # per file: one message per problem up to this many, then a cou
 PTX_HEAD = 4096  # decompressed PTX bytes read first: .version and .target follow a short comment header
 PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read at most to find .version and .target
 LZ4_WHOLE_MAX = 16 << 20  # LZ4 images declared at most this big are decompressed whole, by the C library
+# Per-file decompression budgets, so that a crafted file with 250,000 images cannot keep a scan busy for minutes:
+# bytes the C LZ4 decoder may produce (cuFFT 12's 8,131 LZ4 PTX images take 0.5 GB), and bytes the Python LZ4
+# decoder may produce. Past them, images are still listed, their PTX version taken from the entry header.
+FAST_DECODE_BUDGET = 4 << 30
+SLOW_DECODE_BUDGET = 64 << 20
 COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
 ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
 SEARCH_WINDOW = 4 << 20  # the magic search hands back the pages of each searched window of this size
@@ -265,8 +270,27 @@ def find_containers(buf: mmap.mmap | bytes, start: int, end: int) -> Iterator[in
 # Payloads
 
 
+_FF_RUN = re.compile(rb"\xff*")
+
+
+def _lz4_length(src: bytes, i: int, what: str) -> tuple[int, int]:
+    """An LZ4 length extension at ``src[i]``: 255-bytes then a final byte; (sum, next index).
+
+    The run of 255-bytes is skipped by the regex engine: a hostile block made of a megabyte of them would cost
+    seconds byte by byte in Python.
+    """
+    run_end = _FF_RUN.match(src, i)
+    j = run_end.end() if run_end else i
+    if j >= len(src):
+        raise ValueError(f"{what} length runs past the end")
+    return 255 * (j - i) + src[j], j + 1
+
+
 def _lz4_block_prefix(src: bytes, limit: int) -> bytes:
-    """Decode a raw LZ4 block until ``limit`` output bytes exist (never more). Raises ValueError if corrupt."""
+    """Decode a raw LZ4 block until ``limit`` output bytes exist (never more). Raises ValueError if corrupt.
+
+    Every loop turn but the last adds at least 4 output bytes, so the Python work is bounded by ``limit``.
+    """
     out = bytearray()
     i, n = 0, len(src)
     while i < n and len(out) < limit:
@@ -274,17 +298,11 @@ def _lz4_block_prefix(src: bytes, limit: int) -> bytes:
         i += 1
         lit = token >> 4
         if lit == 15:
-            while True:
-                if i >= n:
-                    raise ValueError("literal length runs past the end")
-                b = src[i]
-                i += 1
-                lit += b
-                if b != 255:
-                    break
+            extra, i = _lz4_length(src, i, "literal")
+            lit += extra
         if i + lit > n:
             raise ValueError("literals run past the end")
-        out += src[i : i + lit]
+        out += src[i : i + min(lit, limit - len(out))]
         i += lit
         if i >= n or len(out) >= limit:
             break  # the last sequence has literals only
@@ -296,14 +314,8 @@ def _lz4_block_prefix(src: bytes, limit: int) -> bytes:
             raise ValueError(f"match offset {off} points before the start")
         mlen = token & 15
         if mlen == 15:
-            while True:
-                if i >= n:
-                    raise ValueError("match length runs past the end")
-                b = src[i]
-                i += 1
-                mlen += b
-                if b != 255:
-                    break
+            extra, i = _lz4_length(src, i, "match")
+            mlen += extra
         mlen = min(mlen + 4, limit - len(out))
         start = len(out) - off
         if off >= mlen:
@@ -353,6 +365,19 @@ def _zstd_prefix(src: bytes | _PayloadReader, limit: int) -> bytes:
     return bytes(out)
 
 
+class DecodeBudget:
+    """What one file may still decompress (see FAST_DECODE_BUDGET, SLOW_DECODE_BUDGET); shared by its images."""
+
+    def __init__(self, fast: int | None = None, slow: int | None = None) -> None:
+        self.fast = FAST_DECODE_BUDGET if fast is None else fast
+        self.slow = SLOW_DECODE_BUDGET if slow is None else slow
+        self.refused = 0  # images left unread because the budget ran out
+
+
+class OverBudgetError(Exception):
+    """Reading this image would exceed the file's decompression budget."""
+
+
 class ShortPayloadError(ValueError):
     """A compressed payload decompressed to less than its entry header promises; ``partial`` holds what came out."""
 
@@ -361,16 +386,22 @@ class ShortPayloadError(ValueError):
         self.partial = partial
 
 
-def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) -> bytes:
+def read_payload_prefix(
+    buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int, budget: DecodeBudget | None = None
+) -> bytes:
     """The first ``limit`` bytes of an entry's image, decompressed if needed.
 
-    Raises ValueError if the payload is corrupt, ShortPayloadError (with the bytes it did give) if it ends early.
+    Raises ValueError if the payload is corrupt, ShortPayloadError (with the bytes it did give) if it ends early,
+    OverBudgetError if ``budget`` does not allow the LZ4 work it would take.
     """
     start, stored = entry.payload_offset, entry.stored_size
     method = entry.compression
     if method is None:
         return bytes(buf[start : start + min(stored, limit)])
-    if method == "lz4" and 0 < entry.uncompressed_size <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX:
+    whole_ok = 0 < entry.uncompressed_size <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX
+    if method == "lz4" and whole_ok and (budget is None or budget.fast >= entry.uncompressed_size):
+        if budget is not None:
+            budget.fast -= entry.uncompressed_size
         # The C decoder has no "stop after N bytes", but it is ~100x faster than the Python one below and the
         # declared size bounds its output; a size that lies makes it fail, and the Python decoder says how.
         import lz4.block
@@ -381,6 +412,10 @@ def read_payload_prefix(buf: mmap.mmap | bytes, entry: FatbinEntry, limit: int) 
         except Exception:  # lz4.block.LZ4BlockError and friends: fall through to the bounded Python decoder
             pass
     if method == "lz4":
+        if budget is not None:
+            if budget.slow < limit:
+                raise OverBudgetError("LZ4 decoding budget exhausted")
+            budget.slow -= limit
         # Literals are copied 1:1, so a little more input than output is nearly always enough; retry with the
         # full (capped) payload only when the short prefix runs out.
         short = min(stored, 2 * limit + 4096)
@@ -422,9 +457,17 @@ def _cubin_sm(head: bytes) -> int | None:
 
 
 def image_from_entry(
-    buf: mmap.mmap | bytes, entry: FatbinEntry, container: str, relocatable: bool
+    buf: mmap.mmap | bytes,
+    entry: FatbinEntry,
+    container: str,
+    relocatable: bool,
+    budget: DecodeBudget | None = None,
 ) -> tuple[GpuImage | None, str | None]:
-    """Turn one entry into a GpuImage plus an optional problem message (None image for an unknown kind)."""
+    """Turn one entry into a GpuImage plus an optional problem message (None image for an unknown kind).
+
+    With a ``budget`` that has run out, the image is listed from its entry header alone (counted in
+    ``budget.refused``, no message of its own).
+    """
     where = f"fatbin entry at 0x{entry.offset:x} ({container})"
     if entry.kind not in (KIND_PTX, KIND_ELF):
         return None, f"{where}: unknown image kind {entry.kind}, skipped"
@@ -434,10 +477,15 @@ def image_from_entry(
     ptx_target: str | None = None
     problem: str | None = None
     limit = PTX_HEAD if kind is ImageKind.PTX else 64
+    head: bytes | None
     try:
-        head = read_payload_prefix(buf, entry, limit)
+        head = read_payload_prefix(buf, entry, limit, budget)
         if kind is ImageKind.PTX and None in _ptx_facts(head) and len(head) == limit:
-            head = read_payload_prefix(buf, entry, PTX_PREFIX)
+            head = read_payload_prefix(buf, entry, PTX_PREFIX, budget)
+    except OverBudgetError:
+        head = None
+        if budget is not None:
+            budget.refused += 1
     except ShortPayloadError as exc:
         head = exc.partial
         problem = f"{where}: corrupt {compression} payload: {exc}"
@@ -485,6 +533,7 @@ class _Collector:
         self.errors: list[str] = []
         self.dropped_errors = 0
         self.full = False
+        self.budget = DecodeBudget()
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -508,7 +557,7 @@ class _Collector:
                     self.error(f"more than {MAX_IMAGES} GPU images: the rest are not listed")
                 self.full = True
                 break
-            image, problem = image_from_entry(self.buf, entry, name, relocatable)
+            image, problem = image_from_entry(self.buf, entry, name, relocatable, self.budget)
             if image is not None:
                 self.images.append(image)
             if problem:
@@ -573,6 +622,11 @@ def extract_gpu_code(
                 else:
                     pos = hit + 1
             pos = max(pos, gap_end)
+    if col.budget.refused:
+        col.error(
+            f"decompression budget spent: {col.budget.refused} LZ4 images not read, their PTX version taken "
+            "from the entry header"
+        )
     errors = list(col.errors)
     if col.dropped_errors:
         errors.append(f"... and {col.dropped_errors} more fatbin problems")

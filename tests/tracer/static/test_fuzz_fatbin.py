@@ -11,6 +11,7 @@ import struct
 import tracemalloc
 from pathlib import Path
 
+import lz4.block
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
@@ -278,6 +279,41 @@ def test_lz4_size_that_lies_falls_back_to_the_bounded_decoder() -> None:
     struct.pack_into("<Q", lz4, ptx.offset + 56, 100)  # far smaller than the real PTX: the C decoder refuses
     code, errors = scan(bytes(lz4))
     assert code.ptx[0].ptx_target == "sm_80" and errors == ()
+
+
+@pytest.mark.timeout(60)
+def test_decompression_budget_bounds_the_work_per_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty LZ4 bombs, each 16 MiB from 64 KB: the C decoder gets 4 of them, the Python one 2, the rest none."""
+    monkeypatch.setattr(fatbin, "FAST_DECODE_BUDGET", 64 << 20)
+    monkeypatch.setattr(fatbin, "SLOW_DECODE_BUDGET", 2 * fatbin.PTX_HEAD)
+    text = PTX + b"A" * ((16 << 20) - len(PTX))
+    bomb = lz4.block.compress(text, store_size=False)
+    assert len(bomb) < 100_000
+    one = entry(1, bomb, flags=FLAG_LZ4, compressed=len(bomb), uncompressed=len(text))
+    code, errors = scan(container(*[one] * 20))
+    assert len(code.images) == 20
+    assert [i.ptx_target for i in code.images] == ["sm_86"] * 6 + [None] * 14
+    assert [i.ptx_version for i in code.images] == ["8.8"] * 6 + ["9.0"] * 14  # header version when unread
+    assert errors == (
+        "decompression budget spent: 14 LZ4 images not read, their PTX version taken from the entry header",
+    )
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=300),
+            st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=8), st.integers(1, 600)),
+        ),
+        max_size=12,
+    ),
+    st.integers(0, 70_000),
+)
+def test_python_lz4_decoder_matches_the_c_library(parts: list[bytes], limit: int) -> None:
+    data = b"".join(parts)
+    block = lz4.block.compress(data, store_size=False)
+    assert fatbin._lz4_block_prefix(block, limit) == data[:limit]
 
 
 # ---------------------------------------------------------------------------------------------------------------
