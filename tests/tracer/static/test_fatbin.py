@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.util
 import mmap
 import os
@@ -84,7 +85,9 @@ def nvcc_binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     nvcc = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.access("/usr/local/bin/nvcc", os.X_OK) else None)
     if nvcc is None:
         pytest.skip("nvcc (CUDA toolkit) is not installed")
-    root = tmp_path_factory.getbasetemp().parent / "cudatrace-fatbin-nvcc"
+    # Keyed by what is built, so a changed kernel or option list never picks up old binaries.
+    digest = hashlib.sha256(repr((KERNEL, VARIANTS, nvcc)).encode()).hexdigest()[:12]
+    root = tmp_path_factory.getbasetemp().parent / f"cudatrace-fatbin-nvcc-{digest}"
     root.mkdir(exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
