@@ -285,14 +285,25 @@ class GpuCode:
     containers: int = 0
 
     @property
+    def loaded_images(self) -> tuple[GpuImage, ...]:
+        """The images the CUDA runtime can load.
+
+        Relocatable device code (``__nv_relfatbin``) is input for a later device link; a linked binary that also
+        carries linked fatbins never loads it, so it only counts when nothing else is there (an object file or a
+        static library).
+        """
+        linked = tuple(i for i in self.images if not i.relocatable)
+        return linked or self.images
+
+    @property
     def ptx(self) -> tuple[GpuImage, ...]:
-        """The PTX images (the only kind ZLUDA can recompile)."""
-        return tuple(i for i in self.images if i.kind is ImageKind.PTX)
+        """The loadable PTX images (the only kind ZLUDA can recompile)."""
+        return tuple(i for i in self.loaded_images if i.kind is ImageKind.PTX)
 
     @property
     def sass(self) -> tuple[GpuImage, ...]:
-        """The SASS images."""
-        return tuple(i for i in self.images if i.kind is ImageKind.SASS)
+        """The loadable SASS images."""
+        return tuple(i for i in self.loaded_images if i.kind is ImageKind.SASS)
 
     @property
     def has_kernels(self) -> bool:

@@ -89,3 +89,11 @@ def test_gpu_code_summary_says_sass_only_plainly() -> None:
     assert code.sass_only
     assert "no PTX" in code.summary()
     assert GpuImage(ImageKind.PTX, "sm_90a", False, 1).sm == 90
+
+
+def test_relocatable_ptx_beside_linked_sass_does_not_count_as_recompilable() -> None:
+    rel_ptx = GpuImage(ImageKind.PTX, "sm_80", False, 10, container="__nv_relfatbin", relocatable=True)
+    linked = GpuImage(ImageKind.SASS, "sm_80", False, 10, container=".nv_fatbin")
+    assert GpuCode((rel_ptx, linked), 2).sass_only
+    # An object file holds relocatable code only: that is what a later link will load.
+    assert not GpuCode((rel_ptx,), 1).sass_only
