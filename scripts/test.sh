@@ -12,6 +12,8 @@ command -v i686-w64-mingw32-gcc >/dev/null || need_apt+=(gcc-mingw-w64-i686)
 command -v gcc >/dev/null || need_apt+=(gcc)
 command -v readelf >/dev/null || need_apt+=(binutils)
 command -v chromium >/dev/null || need_apt+=(chromium)
+command -v llvm-readobj >/dev/null || need_apt+=(llvm)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 if ((${#need_apt[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
