@@ -7,8 +7,8 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 need_apt=()
-command -v x86_64-w64-mingw32-gcc >/dev/null || need_apt+=(gcc-mingw-w64-x86-64)
-command -v i686-w64-mingw32-gcc >/dev/null || need_apt+=(gcc-mingw-w64-i686)
+command -v x86_64-w64-mingw32-gcc >/dev/null || need_apt+=(mingw-w64)
+command -v i686-w64-mingw32-gcc >/dev/null || need_apt+=(mingw-w64)
 command -v gcc >/dev/null || need_apt+=(gcc)
 command -v readelf >/dev/null || need_apt+=(binutils)
 command -v chromium >/dev/null || need_apt+=(chromium)
