@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cudatrace.model import VerdictStatus
+from cudatrace.model import Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
 
 SHOWN = 10
+REASONS_SHOWN = 6
 # Emphasis, code, links, tables, strikethrough, headings/issue links and @mentions; the rest is inert in GFM.
 _MD_PUNCT = re.compile(r"([\\`*_\[\]|~#@])")
 VERDICT_WORDS = {
@@ -90,15 +91,21 @@ def _report_md(doc: Report) -> str:
     out += [f"> {md_escape(note)}" for note in doc.notes]
     if doc.notes:
         out.append("")
-    for r in doc.verdict.reasons if doc.verdict else ():
-        out.append(f"- **{r.severity.value}**: {md_escape(r.message)}")
-    if doc.verdict and doc.verdict.reasons:
+    reasons = list(doc.verdict.reasons) if doc.verdict else []
+    shown = [r for r in reasons if r.severity is not Severity.INFO][:REASONS_SHOWN]
+    folded = [r for r in reasons if r not in shown]
+    out += [f"- **{r.severity.value}**: {md_escape(r.message)}" for r in shown]
+    if folded:
+        out += ["", f"<details><summary>{plural(len(folded), 'more note')}</summary>", ""]
+        out += [f"- **{r.severity.value}**: {md_escape(r.message)}" for r in folded]
+        out += ["", "</details>"]
+    if reasons:
         out.append("")
 
     out += ["### Steps to reproduce", ""]
     if doc.runs:
         for i, run in enumerate(doc.runs, 1):
-            where = f" with ZLUDA from {md_escape(run.zluda_dir)}" if run.zluda_dir else " with ZLUDA"
+            where = f" with ZLUDA from {md_escape(run.zluda_dir)}" if run.zluda_dir else " (traced without ZLUDA)"
             out.append(f"{i}. Run {md_escape(' '.join(run.command))}{where}: it {md_escape(run.outcome)}.")
     else:
         out.append("1. (describe how to get and start the program; it was only scanned, never run under the tracer)")

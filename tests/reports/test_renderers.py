@@ -253,3 +253,19 @@ def test_html_is_self_contained() -> None:
         assert "default-src &#x27;none&#x27;" in page  # the policy, attribute-escaped
         hrefs = re.findall(r'href="([^"]*)"', page)
         assert all(h.startswith("#ep-") for h in hrefs), name  # only links to the page's own anchors
+
+
+def test_markdown_folds_info_and_extra_reasons() -> None:
+    from dataclasses import replace
+
+    from cudatrace.model import Reason, Severity
+
+    rep = DOCS["mixed"]
+    assert rep.verdict is not None
+    many = tuple(Reason(Severity.RISK, f"r{i}", f"risk number {i}") for i in range(8)) + (
+        Reason(Severity.INFO, "i", "just so you know"),
+    )
+    md = render_markdown(replace(rep, verdict=replace(rep.verdict, reasons=many)))
+    assert md.count("- **risk**: risk number") == 8
+    head, _, folded = md.partition("<details><summary>3 more notes</summary>")
+    assert head.count("- **risk**") == 6 and "just so you know" in folded and "just so you know" not in head
