@@ -262,9 +262,8 @@ def test_markdown_folds_info_and_extra_reasons() -> None:
 
     rep = DOCS["mixed"]
     assert rep.verdict is not None
-    many = tuple(Reason(Severity.RISK, f"r{i}", f"risk number {i}") for i in range(8)) + (
-        Reason(Severity.INFO, "i", "just so you know"),
-    )
+    risks = [Reason(Severity.RISK, f"r{i}", f"risk number {i}") for i in range(8)]
+    many = (*risks, Reason(Severity.INFO, "i", "just so you know"))
     md = render_markdown(replace(rep, verdict=replace(rep.verdict, reasons=many)))
     assert md.count("- **risk**: risk number") == 8
     head, _, folded = md.partition("<details><summary>3 more notes</summary>")
