@@ -16,7 +16,7 @@ set whose driver names the resolved set matches (major version only).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from cudatrace.model import Family, StaticRuntime
@@ -38,6 +38,9 @@ _PTX_ISA_CUDA = {
 }  # fmt: skip
 _RELEASE = re.compile(rb"Cuda compilation tools, release (\d{1,2}\.\d{1,2})")
 _RELEASE_NEEDLE = b"Cuda compilation tools, release "
+#: The literal byte strings :func:`detect_static_runtime` looks for; the scanner finds them during its one pass
+#: over the file and hands the hits over as ``literals``.
+NEEDLES = (*RUNTIME_MARKERS, _RELEASE_NEEDLE)
 
 
 class _Searchable(Protocol):
@@ -110,11 +113,13 @@ def header_version(driver_names: Collection[str]) -> tuple[str | None, str]:
 
 
 def detect_static_runtime(
-    buf: _Searchable,
+    buf: _Searchable | None,
     parsed: ParsedBinary,
     driver_names: Collection[str],
     library_names: Collection[str],
     ptx_versions: Collection[str | None] = (),
+    *,
+    literals: Mapping[bytes, Sequence[bytes]] | None = None,
 ) -> StaticRuntime | None:
     """The statically linked CUDA runtime in this binary, or None.
 
@@ -122,6 +127,10 @@ def detect_static_runtime(
     file names found as strings, ``ptx_versions`` the PTX ISA versions of its PTX images. A binary that is itself
     libcudart, or that imports it, has no static runtime. The version comes from nvcc's release string, else the
     PTX ISA version, else the CUDA headers whose driver names match.
+
+    The markers and the release string are searched in ``buf``; or, when ``literals`` is given, taken from it:
+    for each of :data:`NEEDLES`, the hits found elsewhere (the needle and the bytes after it), and ``buf`` is
+    not read.
     """
     if _is_runtime_library(parsed.soname):
         return None
@@ -133,12 +142,19 @@ def detect_static_runtime(
     driver_libs = sorted(n for n in library_names if (lib := identify_library(n)) and lib.family is Family.DRIVER)
     if driver_libs:
         evidence.append(f"loads {', '.join(driver_libs)} by name")
-    markers = sum(1 for m in RUNTIME_MARKERS if buf.find(m) >= 0)
+    if literals is not None:
+        markers = sum(1 for m in RUNTIME_MARKERS if literals.get(m))
+        source: _Searchable = b"\0".join(literals.get(_RELEASE_NEEDLE, ()))
+    elif buf is not None:
+        markers = sum(1 for m in RUNTIME_MARKERS if buf.find(m) >= 0)
+        source = buf
+    else:
+        raise TypeError("detect_static_runtime needs buf or literals")
     if markers:
         evidence.append("CUDA runtime error strings")
     if not driver_libs and not markers:
         return None
-    version = release_string_version(buf)
+    version = release_string_version(source)
     if version is not None:
         evidence.append(f"nvcc release {version} string")
     else:

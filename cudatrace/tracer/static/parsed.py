@@ -54,3 +54,6 @@ class ParsedBinary:
     sections: tuple[SectionInfo, ...]
     soname: str | None = None  # ELF DT_SONAME / PE export directory name: the binary's own library name
     exports: tuple[str, ...] = ()  # names the binary itself exports (a CUDA library's own names)
+    # (offset, size) byte ranges outside any section that hold symbol names, not strings the program uses
+    # (a PE file's COFF symbol table and its string table).
+    symbol_ranges: tuple[tuple[int, int], ...] = ()

@@ -162,6 +162,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
         libraries, imports = _imports(pe)
         soname, exports = _exports(pe, len(buf))
         sections = _sections(pe, buf, len(buf))
+        symbol_ranges = _coff_symbols(pe, buf, len(buf))
         machine = machine_name(machine_value)
     except _PEFILE_FAILURES as exc:
         raise CorruptBinaryError(f"unreadable PE tables: {_one_line(exc)}", path) from None
@@ -173,6 +174,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
         sections=sections,
         soname=soname,
         exports=exports,
+        symbol_ranges=symbol_ranges,
     )
 
 
@@ -314,6 +316,24 @@ def _sections(pe: Any, buf: Buffer, size: int) -> tuple[SectionInfo, ...]:
         length = min(s.SizeOfRawData, size - offset) if s.PointerToRawData else 0
         out.append(SectionInfo(name, offset, length))
     return tuple(out)
+
+
+def _coff_symbols(pe: Any, buf: Buffer, size: int) -> tuple[tuple[int, int], ...]:
+    """The COFF symbol table and the string table after it, as (offset, size), clipped to the file.
+
+    GNU ld leaves them in unstripped images (MSVC never does); their names are symbols, not strings the program
+    uses at run time.
+    """
+    header = pe.FILE_HEADER
+    start = header.PointerToSymbolTable
+    if not start or start >= size:
+        return ()
+    strtab = start + 18 * header.NumberOfSymbols
+    length = min(strtab, size) - start
+    if strtab + 4 <= size:
+        (strtab_size,) = struct.unpack_from("<I", buf, strtab)
+        length = min(strtab + max(strtab_size, 4), size) - start
+    return ((start, length),)
 
 
 def _section_name(pe: Any, buf: Buffer, raw: bytes) -> str:

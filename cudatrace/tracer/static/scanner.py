@@ -21,6 +21,8 @@ import mmap
 import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from cudatrace import __version__
@@ -39,7 +41,8 @@ from cudatrace.model import (
     StaticRuntime,
 )
 from cudatrace.reports.progress import NullProgress, Progress
-from cudatrace.tracer.static.cudart import detect_static_runtime
+from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime
+from cudatrace.tracer.static.fatbin import release_pages
 from cudatrace.tracer.static.libraries import (
     ExportsData,
     LibraryId,
@@ -48,9 +51,9 @@ from cudatrace.tracer.static.libraries import (
     load_exports,
 )
 from cudatrace.tracer.static.parsed import ParsedBinary
-from cudatrace.tracer.static.strings import extract_cuda_strings
+from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
 
-HASH_CHUNK = 8 * 1024 * 1024
+STREAM_WINDOW = 8 * 1024 * 1024  # bytes read, hashed and searched per step
 MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
 
 # ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
@@ -68,6 +71,8 @@ _ELF_NON_STRING_SECTIONS = (
     ".hash",
 )
 _FATBIN_PREFIXES = (".nv_fatb", "__nv_rel")  # .nv_fatbin, __nv_relfatbin; PE cuts names to 8 characters
+# DWARF sections (ELF, and PE images GNU ld leaves unstripped, where pe.py resolves the long "/4" names).
+_DEBUG_PREFIXES = (".debug", ".zdebug")
 # Families whose names are checked against NVIDIA's export lists; the others are taken by prefix alone.
 _NO_EXPORT_LIST = {Family.TENSORRT, Family.CUPTI, Family.NVTX, Family.OTHER}
 _DEFAULT_LIBRARY = {
@@ -115,15 +120,47 @@ def _format_of(head: bytes) -> BinaryFormat | None:
     return None
 
 
-def _sha256(buf: mmap.mmap) -> str:
+@dataclass(frozen=True, slots=True)
+class _StreamFacts:
+    sha256: str
+    strings: CudaStrings
+    literals: dict[bytes, tuple[bytes, ...]]
+
+
+def _read_exact(fd: int, buf: bytearray, offset: int, path: str) -> None:
+    got = 0
+    with memoryview(buf) as view:
+        while got < len(buf):
+            n = os.preadv(fd, [view[got:]], offset + got)
+            if n <= 0:
+                raise InputError("the file shrank while it was being read", path)
+            got += n
+
+
+def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str) -> _StreamFacts:
+    """One pass over the file in windows: SHA-256 and the CUDA strings search (with cudart's needles) together.
+
+    Each window is read with ``preadv`` into one reused buffer, never through the mapping, so the pass adds
+    the buffer's size to resident memory whatever the file size. While the string search runs on a window, a
+    worker thread hashes it (hashlib releases the GIL): on two or more CPUs the hash costs no extra time.
+    """
+    search = CudaStringSearch(size, exclude, NEEDLES)
     digest = hashlib.sha256()
-    view = memoryview(buf)
-    try:
-        for pos in range(0, len(view), HASH_CHUNK):
-            digest.update(view[pos : pos + HASH_CHUNK])
-    finally:
-        view.release()
-    return digest.hexdigest()
+    window = bytearray()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudatrace-sha256") as pool:
+        for lo in range(0, size, STREAM_WINDOW):
+            hi = min(size, lo + STREAM_WINDOW)
+            base, end = max(0, lo - MARGIN), min(size, hi + MARGIN)
+            if len(window) != end - base:
+                window = bytearray(end - base)
+            _read_exact(fd, window, base, path)
+            with memoryview(window) as view, view[lo - base : hi - base] as fresh:
+                hashing = pool.submit(digest.update, fresh)
+                try:
+                    search.feed(window, base, lo, hi)
+                finally:
+                    hashing.result()
+    return _StreamFacts(digest.hexdigest(), search.result(), search.needle_hits())
 
 
 def scan_file(path: str) -> BinaryScan | None:
@@ -145,25 +182,31 @@ def scan_file(path: str) -> BinaryScan | None:
             if fmt is None:
                 return None
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _scan_mapped(path, fmt, buf)
+                return _scan_mapped(path, fmt, buf, fh.fileno())
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
     except ValueError as exc:  # mmap of a file that shrank to nothing meanwhile
         raise InputError(f"cannot map: {exc}", path) from None
 
 
-def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
+def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int]]:
+    """The byte ranges whose contents are not run-time strings: GPU code, symbol tables, debug data."""
+    elf = fmt is BinaryFormat.ELF
+    out = list(parsed.symbol_ranges)
+    for s in parsed.sections:
+        symbols = elf and (s.name in _ELF_NON_STRING_SECTIONS or s.name.startswith(".note"))
+        if symbols or s.name.startswith(_FATBIN_PREFIXES) or s.name.startswith(_DEBUG_PREFIXES):
+            out.append((s.offset, s.size))
+    return out
+
+
+def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
-    sha = _sha256(buf)
+    release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
+    stream = _stream(fd, len(buf), _not_strings(fmt, parsed), path)
+    sha, found = stream.sha256, stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     gpu_code, gpu_errors = _gpu_code(buf, parsed)
-    exclude = [
-        (s.offset, s.size)
-        for s in parsed.sections
-        if s.name.startswith(_FATBIN_PREFIXES)
-        or (fmt is BinaryFormat.ELF and (s.name in _ELF_NON_STRING_SECTIONS or s.name.startswith((".debug", ".note"))))
-    ]
-    found = extract_cuda_strings(buf, exclude)
     data = load_exports()
     errors = list(gpu_errors)
     if found.truncated:
@@ -195,7 +238,12 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap) -> BinaryScan:
     by_name = _strings_by_family(found.function_names, imported, own_family, data)
     driver_names = by_name.get(Family.DRIVER, [])
     static_runtime: StaticRuntime | None = detect_static_runtime(
-        buf, parsed, driver_names, found.library_names, [i.ptx_version for i in gpu_code.ptx]
+        None,
+        parsed,
+        driver_names,
+        found.library_names,
+        [i.ptx_version for i in gpu_code.ptx],
+        literals=stream.literals,
     )
     if static_runtime is not None:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads

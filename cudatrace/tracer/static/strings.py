@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, overload
 
 from cudatrace.tracer.static.libraries import family_of_function, identify_library
 
@@ -27,6 +27,11 @@ MAX_STRING = 4096  # longest string iter_strings yields (longer runs are cut)
 MAX_NAMES = 100_000  # distinct entry point names kept per file (a hostile file could hold millions)
 MAX_LIBRARY_NAMES = 10_000  # distinct library file names kept per file
 _MAX_NAME = 127  # longest entry point name considered
+#: Context bytes a window carries on either side: a name's lead-in (3), a name (129) and its terminator, a library
+#: file name's head (120 UTF-16 characters) and tail, and a needle with its tail all fit.
+MARGIN = 256
+MAX_NEEDLE_HITS = 64  # per needle and file: a hostile file cannot make the list long
+NEEDLE_TAIL = 48  # bytes kept after each needle hit
 
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _IS_PRINTABLE = [False] * 256
@@ -35,9 +40,10 @@ for _b in _PRINTABLE:
 _IS_PRINTABLE[0x09] = True  # tab occurs inside text strings
 
 _NAME_RUN = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,%d}" % _MAX_NAME)
-_FUNC_ANCHORS = (re.compile(rb"cu"), re.compile(rb"nv"), re.compile(rb"nccl"))
-_LIB_ANCHOR = re.compile(rb"\.(?:[dD][lL][lL]|so)")
-_LIB_ANCHOR_WIDE = re.compile(rb"\.\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00)")
+# Each anchor pattern starts with a literal, which the regex engine finds at memchr-like speed; every pattern is
+# one pass over the window, so the anchors share patterns where they share a first byte.
+_FUNC_ANCHORS = (re.compile(rb"cu"), re.compile(rb"n(?:v|ccl)"))
+_LIB_ANCHOR = re.compile(rb"\.(?:[dD][lL][lL]|so|\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00))")
 _LIB_TAIL = re.compile(rb"\.(?:[dD][lL][lL]|so(?:\.[0-9]+){0,4})")
 _LIB_TAIL_WIDE = re.compile(rb"\.\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00(?:\.\x00(?:[0-9]\x00)+){0,4})")
 _LIB_HEAD = re.compile(rb"[A-Za-z0-9_.+\-]{1,120}\Z")
@@ -45,11 +51,17 @@ _LIB_HEAD_WIDE = re.compile(rb"(?:[A-Za-z0-9_.+\-]\x00){1,120}\Z")
 
 
 class Buffer(Protocol):
-    """What the readers need: an mmap or bytes."""
+    """What the readers need: an mmap, bytes or bytearray."""
 
     def __len__(self) -> int: ...
 
-    def __getitem__(self, key: slice) -> bytes: ...
+    @overload
+    def __getitem__(self, key: int) -> int: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> bytes | bytearray: ...
+
+    def find(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,29 +132,34 @@ def iter_strings(
 
 
 def _byte(buf: Buffer, i: int) -> int:
-    return buf[i : i + 1][0] if 0 <= i < len(buf) else 0
+    return buf[i] if 0 <= i < len(buf) else 0
 
 
-def _function_names(buf: Buffer, start: int, end: int, names: set[str]) -> bool:
-    """Add whole-string entry point names in [start, end) to ``names``; False when MAX_NAMES was hit."""
+def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: set[str]) -> bool:
+    """Add whole-string entry point names whose anchor starts in [lo, hi) to ``names``.
+
+    ``buf`` is a window of the file; [r_lo, r_hi) is the part of the included range it holds: anchors and names
+    lie inside it, the bytes around a name are read from the window. False when MAX_NAMES was hit.
+    """
     for anchor in _FUNC_ANCHORS:
-        is_nccl = anchor.pattern == b"nccl"
-        for hit in anchor.finditer(buf, start, end):  # type: ignore[call-overload]
+        for hit in anchor.finditer(buf, lo, min(r_hi, hi + 8)):  # type: ignore[call-overload]
             i = hit.start()
-            prev = _byte(buf, i - 1) if i > 0 else 0
+            if i >= hi:
+                break  # starts in the next window: found there
+            is_nccl = hit.end() - i == 4
+            prev = _byte(buf, i - 1)
             if not _IS_PRINTABLE[prev] or prev == 0x09:
                 s = i
-            elif prev == 0x5F and _byte(buf, i - 2) == 0x5F and (i < 3 or not _IS_PRINTABLE[_byte(buf, i - 3)]):
+            elif prev == 0x5F and _byte(buf, i - 2) == 0x5F and not _IS_PRINTABLE[_byte(buf, i - 3)]:
                 s = i - 2  # __cudaRegisterFatBinary, __nvJitLinkCreate_12_0
-            elif is_nccl and prev == 0x70 and (i < 2 or not _IS_PRINTABLE[_byte(buf, i - 2)]):
+            elif is_nccl and prev == 0x70 and not _IS_PRINTABLE[_byte(buf, i - 2)]:
                 s = i - 1  # pncclAllReduce
             else:
                 continue
-            m = _NAME_RUN.match(buf, s, min(end, s + _MAX_NAME + 2))  # type: ignore[call-overload]
+            m = _NAME_RUN.match(buf, s, min(r_hi, s + _MAX_NAME + 2))  # type: ignore[call-overload]
             if m is None:
                 continue
-            after = _byte(buf, m.end()) if m.end() < len(buf) else 0
-            if _IS_PRINTABLE[after]:
+            if _IS_PRINTABLE[_byte(buf, m.end())]:
                 continue
             name = m.group().decode("ascii")
             if name in names or family_of_function(name) is None:
@@ -153,35 +170,90 @@ def _function_names(buf: Buffer, start: int, end: int, names: set[str]) -> bool:
     return True
 
 
-def _library_names(buf: Buffer, start: int, end: int, found: set[str]) -> None:
-    for anchor, tail_re, head_re, step, codec in (
-        (_LIB_ANCHOR, _LIB_TAIL, _LIB_HEAD, 1, "ascii"),
-        (_LIB_ANCHOR_WIDE, _LIB_TAIL_WIDE, _LIB_HEAD_WIDE, 2, "utf-16-le"),
-    ):
-        for hit in anchor.finditer(buf, start, end):  # type: ignore[call-overload]
-            i = hit.start()
-            tail = tail_re.match(buf, i, min(len(buf), i + 64))  # type: ignore[call-overload]
-            if tail is None:
-                continue
-            after = buf[tail.end() : tail.end() + 1]
-            if after and (after.isalnum() or after in b"_-" or (after == b"." and step == 1)):
-                continue  # "cudart64_12.dll.bak", "libcuda.so.1x": not a library name by itself
-            head_start = max(start, i - 120 * step)
-            head = head_re.search(buf[head_start:i])
-            if head is None:
-                continue
-            token = (buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
-            lib = identify_library(token)
-            if len(found) >= MAX_LIBRARY_NAMES:
-                return
+def _library_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, found: set[str]) -> None:
+    """Add CUDA library file names whose ``.so``/``.dll`` anchor starts in [lo, hi) (see _function_names)."""
+    for hit in _LIB_ANCHOR.finditer(buf, lo, min(r_hi, hi + 16)):  # type: ignore[call-overload]
+        i = hit.start()
+        if i >= hi:
+            break
+        wide = hit.group()[1] == 0
+        tail_re, head_re = (_LIB_TAIL_WIDE, _LIB_HEAD_WIDE) if wide else (_LIB_TAIL, _LIB_HEAD)
+        step, codec = (2, "utf-16-le") if wide else (1, "ascii")
+        tail = tail_re.match(buf, i, min(len(buf), i + 64))  # type: ignore[call-overload]
+        if tail is None:
+            continue
+        after = bytes(buf[tail.end() : tail.end() + 1])
+        if after and (after.isalnum() or after in b"_-" or (after == b"." and step == 1)):
+            continue  # "cudart64_12.dll.bak", "libcuda.so.1x": not a library name by itself
+        head_start = max(r_lo, i - 120 * step)
+        head = head_re.search(bytes(buf[head_start:i]))
+        if head is None:
+            continue
+        token = bytes(buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
+        if len(found) >= MAX_LIBRARY_NAMES:
+            return
+        lib = identify_library(token)
+        if lib is not None:
+            found.add(lib.name)
+        elif "." in token[: -len(tail.group())]:
+            # "app.libcudart.so.12" is not a name, but a dotted prefix may hide a real one ("x.nvcuda.dll").
+            rest = token.split(".", 1)[1]
+            lib = identify_library(rest)
             if lib is not None:
                 found.add(lib.name)
-            elif "." in token[: -len(tail.group())]:
-                # "app.libcudart.so.12" is not a name, but a dotted prefix may hide a real one ("x.nvcuda.dll").
-                rest = token.split(".", 1)[1]
-                lib = identify_library(rest)
-                if lib is not None:
-                    found.add(lib.name)
+
+
+class CudaStringSearch:
+    """The search of :func:`extract_cuda_strings`, fed one window of the file at a time.
+
+    The caller reads the file in consecutive windows ``[lo, hi)`` and hands each one over with :data:`MARGIN`
+    bytes of context on either side (fewer only at the ends of the file), so a name that straddles a window
+    edge is found whole, exactly once. ``needles`` are literal byte strings looked for everywhere, excluded
+    ranges included (the static runtime's error texts and nvcc's release string live in .rodata and in PTX):
+    for each, the first :data:`MAX_NEEDLE_HITS` hits are kept with the :data:`NEEDLE_TAIL` bytes that follow.
+    """
+
+    def __init__(self, size: int, exclude: Sequence[tuple[int, int]] = (), needles: Sequence[bytes] = ()) -> None:
+        self._ranges = _ranges(size, exclude)
+        self._size = size
+        self._names: set[str] = set()
+        self._libs: set[str] = set()
+        self._complete = True
+        self._needles = tuple(n for n in needles if 0 < len(n) <= MARGIN - NEEDLE_TAIL)
+        self._hits: dict[bytes, list[bytes]] = {n: [] for n in self._needles}
+
+    def feed(self, window: Buffer, base: int, lo: int, hi: int) -> None:
+        """Search the file bytes ``window`` (they start at file offset ``base``) for strings starting in [lo, hi).
+
+        ``window`` must hold [lo - MARGIN, hi + MARGIN) clipped to the file; windows must come in file order.
+        """
+        for r_start, r_end in self._ranges:
+            if r_end <= lo:
+                continue
+            if r_start >= hi:
+                break
+            a, b = max(r_start, lo) - base, min(r_end, hi) - base
+            r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
+            if self._complete:
+                self._complete = _function_names(window, a, b, r_lo, r_hi, self._names)
+            _library_names(window, a, b, r_lo, r_hi, self._libs)
+        for needle in self._needles:
+            kept = self._hits[needle]
+            pos = lo - base
+            while len(kept) < MAX_NEEDLE_HITS:
+                at = window.find(needle, pos, hi - base + len(needle) - 1)
+                if at < 0:
+                    break
+                kept.append(bytes(window[at : at + len(needle) + NEEDLE_TAIL]))
+                pos = at + 1
+
+    def needle_hits(self) -> dict[bytes, tuple[bytes, ...]]:
+        """Each needle's hits so far: the needle and the bytes after it, in file order."""
+        return {n: tuple(v) for n, v in self._hits.items()}
+
+    def result(self) -> CudaStrings:
+        """What the windows fed so far name."""
+        return CudaStrings(tuple(sorted(self._libs)), tuple(sorted(self._names)), truncated=not self._complete)
 
 
 def extract_cuda_strings(buf: Buffer, exclude: Sequence[tuple[int, int]] = ()) -> CudaStrings:
@@ -189,23 +261,19 @@ def extract_cuda_strings(buf: Buffer, exclude: Sequence[tuple[int, int]] = ()) -
 
     ``exclude`` lists (offset, length) ranges not to read (symbol string tables, fatbins). Entry point names
     are filtered by :func:`~cudatrace.tracer.static.libraries.family_of_function` only; telling real driver
-    entry points from look-alikes is the caller's job (it knows the export lists).
+    entry points from look-alikes is the caller's job (it knows the export lists). ``buf`` is read in windows
+    of :data:`WINDOW` bytes, each copied once (the scanner streams the file itself, see
+    :class:`CudaStringSearch`).
     """
     size = len(buf)
-    names: set[str] = set()
-    libs: set[str] = set()
-    complete = True
-    for start, end in _ranges(size, exclude):
-        if complete:
-            complete = _function_names(buf, start, end, names)
-        _library_names(buf, start, end, libs)
-    return CudaStrings(tuple(sorted(libs)), tuple(sorted(names)), truncated=not complete)
+    search = CudaStringSearch(size, exclude)
+    for lo in range(0, size, WINDOW):
+        hi = min(size, lo + WINDOW)
+        base = max(0, lo - MARGIN)
+        search.feed(buf[base : min(size, hi + MARGIN)], base, lo, hi)
+    return search.result()
 
 
 def contains(buf: Buffer, needle: bytes, start: int = 0, end: int | None = None) -> int:
     """Offset of the first ``needle`` in ``buf[start:end]``, or -1 (mmap and bytes both search natively)."""
-    finder = getattr(buf, "find", None)
-    if finder is None:
-        return -1
-    result: int = finder(needle, start, len(buf) if end is None else end)
-    return result
+    return buf.find(needle, start, len(buf) if end is None else end)
