@@ -13,7 +13,7 @@ import pytest
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.model import BinaryFormat, LibraryHow
-from cudatrace.tracer.static.elf import parse_elf
+from cudatrace.tracer.static.elf import parse_elf, parse_elf_lief
 from cudatrace.tracer.static.parsed import ParsedBinary
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
@@ -85,6 +85,63 @@ def test_symbol_versions_name_their_library(elf_linked: Path) -> None:
     # The driver and NCCL export unversioned symbols: the scanner attributes these through export lists.
     assert by_name["cuInit"].library is None and by_name["cuInit"].symbol_version is None
     assert by_name["ncclAllReduce"].library is None
+
+
+@pytest.mark.parametrize(
+    "fixture", ["elf_linked", "elf_dlopen", "elf_plain", "elf32_lib", "nvcc_static", "nvcc_shared", "nvcc_rdc"]
+)
+def test_direct_reader_agrees_with_lief(fixture: str, request: pytest.FixtureRequest) -> None:
+    path: Path = request.getfixturevalue(fixture)
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        direct, lief = parse_elf(mm, str(path)), parse_elf_lief(mm, str(path))
+    assert direct == lief
+    assert direct.imports or direct.exports  # something was compared
+
+
+def test_direct_reader_agrees_with_lief_on_system_libraries(cuda_stub_libs: Path) -> None:
+    import glob
+
+    candidates = [str(p) for p in sorted(cuda_stub_libs.iterdir())]
+    for pattern in ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6*", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/bin/ls"):
+        candidates += sorted(glob.glob(pattern))[:1]
+    compared = 0
+    for name in candidates:
+        data = Path(name).read_bytes()
+        if data[:4] != b"\x7fELF":
+            continue
+        assert parse_elf(data, name) == parse_elf_lief(data, name), name
+        compared += 1
+    assert compared >= 3
+
+
+@needs_readelf
+def test_symbol_version_names_its_library_by_index(tmp_path: Path) -> None:
+    # libm.so.6 and libc.so.6 both define GLIBC_2.2.5: the version index, not the name, tells them apart.
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "m.c"
+    src.write_text(
+        "#include <math.h>\n#include <stdio.h>\n"
+        "int main(int c, char **v) { volatile double x = c; puts(v[0]); return (int)cos(x) + (int)ldexp(x, c); }\n"
+    )
+    exe = tmp_path / "m"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src), "-lm"], check=True)
+    out = subprocess.run(["readelf", "-W", "-V", "--dyn-syms", str(exe)], capture_output=True, text=True).stdout
+    # readelf's version needs section: "File: libm.so.6" then "0x...: Name: GLIBC_2.2.5 ... Version: 3"
+    file_of_index: dict[int, str] = {}
+    current = ""
+    for line in out.splitlines():
+        if m := re.search(r"File: (\S+)", line):
+            current = m.group(1)
+        elif m := re.search(r"Name: \S+\s+Flags: \S+\s+Version: (\d+)", line):
+            file_of_index[int(m.group(1))] = current
+    expected = {}
+    for m in re.finditer(r"UND (\w+)@\S+ \((\d+)\)", out):
+        expected[m.group(1)] = file_of_index[int(m.group(2))]
+    by_name = {i.function: i.library for i in _parse(exe).imports}
+    assert expected["cos"] == by_name["cos"] == "libm.so.6"
+    assert expected["puts"] == by_name["puts"] == "libc.so.6"
+    assert {k: by_name[k] for k in expected} == expected
 
 
 def test_sections_include_fatbins(nvcc_rdc: Path, nvcc_static: Path) -> None:
@@ -189,6 +246,30 @@ def test_random_bytes_after_magic() -> None:
             parse_elf(blob, f"r{n}")
         except CorruptBinaryError as exc:
             assert str(exc).startswith(f"r{n}: ")
+
+
+def test_garbage_version_chain_and_oversized_symbol_table(elf_linked: Path) -> None:
+    data = bytearray(elf_linked.read_bytes())
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    (shnum,) = struct.unpack_from("<H", data, 0x3C)
+    for i in range(shnum):
+        base = shoff + 64 * i
+        (sh_type,) = struct.unpack_from("<I", data, base + 4)
+        (offset,) = struct.unpack_from("<Q", data, base + 24)
+        if sh_type == 0x6FFFFFFE:  # .gnu.version_r: entries chained 16 bytes apart, over their own aux records
+            (size,) = struct.unpack_from("<Q", data, base + 32)
+            for pos in range(offset, offset + size - 16, 16):
+                struct.pack_into("<I", data, pos + 12, 16)
+            struct.pack_into("<I", data, base + 44, 0xFFFFFFFF)  # sh_info: claims 4 billion entries
+        if sh_type == 11:  # .dynsym claims a size larger than MAX_DYNAMIC_SYMBOLS entries
+            struct.pack_into("<Q", data, base + 32, 24 * 3_000_000)
+    assert "outside the file" in _corrupt(bytes(data))  # the claimed .dynsym does not fit
+    for i in range(shnum):  # put .dynsym's size back: the garbage version chain still ends at the section's end
+        base = shoff + 64 * i
+        if struct.unpack_from("<I", data, base + 4)[0] == 11:
+            struct.pack_into("<Q", data, base + 32, struct.unpack_from("<Q", elf_linked.read_bytes(), base + 32)[0])
+    parsed = parse_elf(bytes(data), "loop.so")
+    assert {i.function for i in parsed.imports} == {i.function for i in _parse(elf_linked).imports}
 
 
 def test_lief_is_silent(elf_linked: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -316,3 +316,61 @@ def test_pe_static_runtime_stand_in(pe_runtime_standin: Path, nvcc_static: Path)
     linux = {u.function for u in _scan(nvcc_static).imports}
     assert {u.function for u in scan.imports} == linux  # the same 481 names, found in a PE's strings
     assert scan.static_runtime is not None and "nvcuda.dll" in scan.static_runtime.evidence
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# PE debug data and COFF symbols are not run-time strings
+
+
+def _pe_noise(data: bytes, path: Path) -> list[tuple[int, int]]:
+    from cudatrace.tracer.static.pe import parse_pe
+
+    parsed = parse_pe(data, str(path))
+    debug = [(s.offset, s.offset + s.size) for s in parsed.sections if s.name.startswith(".debug")]
+    return debug + [(off, off + size) for off, size in parsed.symbol_ranges]
+
+
+def _whole_string_offsets(data: bytes, name: str) -> list[int]:
+    """Where ``name`` ends a string (i386 COFF symbols carry a leading underscore)."""
+    return [m.start() for m in re.finditer(re.escape(name.encode() + b"\x00"), data)]
+
+
+def test_pe_proc_strings_neither_repeat_imports_nor_come_from_symbols(pe_set) -> None:  # type: ignore[no-untyped-def]
+    from tests.pe_binaries import CURAND_ORDINALS
+
+    for exe in (pe_set.app, pe_set.dynamic):
+        data = exe.read_bytes()
+        noise = _pe_noise(data, exe)
+        assert noise, "an unstripped mingw build has DWARF sections and a COFF symbol table"
+        scan = _scan(exe)
+        proc = {u.function for u in scan.imports if u.how is EntryHow.PROC_STRING}
+        imported = {u.function for u in scan.imports if u.how is not EntryHow.PROC_STRING} | set(CURAND_ORDINALS)
+        assert not proc & imported, exe
+        for name in proc:  # each one stands somewhere outside symbols and debug data
+            offsets = _whole_string_offsets(data, name)
+            assert any(not any(a <= off < b for a, b in noise) for off in offsets), name
+    # The curand names imported by ordinal do sit in the COFF string table: they were the noise.
+    data = pe_set.app.read_bytes()
+    noise = _pe_noise(data, pe_set.app)
+    hits = [off for name in CURAND_ORDINALS for off in _whole_string_offsets(data, name)]
+    assert hits and all(any(a <= off < b for a, b in noise) for off in hits)
+
+
+def test_pe_debug_info_names_are_not_proc_strings(pe_set, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.pe_binaries import tool
+
+    # A variable named like a driver entry point lands in .debug_str; a string literal in .rdata is real.
+    (tmp_path / "g.c").write_text(
+        "int (*cuDeviceGetCount)(int *);\n"
+        'const char *volatile wanted = "cuMemGetInfo_v2";\n'
+        "int main(void) { return cuDeviceGetCount != 0 && wanted[0] == 'x'; }\n"
+    )
+    exe = tmp_path / f"g_{pe_set.arch}.exe"
+    subprocess.run([tool(pe_set.arch, "gcc"), "-g", "-O0", "-o", str(exe), str(tmp_path / "g.c")], check=True)
+    data = exe.read_bytes()
+    noise = _pe_noise(data, exe)
+    debug_hits = _whole_string_offsets(data, "cuDeviceGetCount")
+    assert debug_hits and all(any(a <= off < b for a, b in noise) for off in debug_hits)
+    proc = {u.function for u in _scan(exe).imports if u.how is EntryHow.PROC_STRING}
+    assert "cuMemGetInfo_v2" in proc
+    assert "cuDeviceGetCount" not in proc

@@ -126,3 +126,49 @@ def test_library_name_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(strings, "MAX_LIBRARY_NAMES", 3)
     buf = b"".join(b"\x00libcuda.so.%d\x00" % i for i in range(20))
     assert len(extract_cuda_strings(buf).library_names) == 3
+
+
+def _search_in_windows(
+    buf: bytes, window: int, exclude: list[tuple[int, int]], needles: tuple[bytes, ...] = ()
+) -> strings.CudaStringSearch:
+    """Feed ``buf`` to a CudaStringSearch in windows of ``window`` bytes, as the scanner does with pread."""
+    search = strings.CudaStringSearch(len(buf), exclude, needles)
+    for lo in range(0, len(buf), window):
+        hi = min(len(buf), lo + window)
+        base = max(0, lo - strings.MARGIN)
+        search.feed(bytearray(buf[base : min(len(buf), hi + strings.MARGIN)]), base, lo, hi)
+    return search
+
+
+def test_names_straddling_window_edges_are_found_once_and_whole() -> None:
+    wide = "\\System32\\nvcuda.dll".encode("utf-16-le")
+    names = [b"\x00cuInit\x00", b"\x00__cudaRegisterFatBinary\x00", b"\x00pncclAllReduce\x00", b"\x00nvmlInit_v2\x00"]
+    libs = [b"\x00/opt/cuda/lib64/libcublasLt.so.12\x00", b"\x00\x00" + wide + b"\x00\x00"]
+    pieces = [*names, *libs]
+    for shift in range(0, 48, 3):  # every piece crosses an edge of 64-byte windows at some shift
+        buf = b"\x01" * shift + b"".join(p + b"\x02" * 17 for p in pieces * 8)
+        whole = extract_cuda_strings(buf)
+        assert whole.function_names == ("__cudaRegisterFatBinary", "cuInit", "nvmlInit_v2", "pncclAllReduce")
+        assert whole.library_names == ("libcublasLt.so.12", "nvcuda.dll")
+        for window in (64, 65, 100, 4096):
+            assert _search_in_windows(buf, window, []).result() == whole, (shift, window)
+    # A name cut by an excluded range is not a name, whatever the windows.
+    buf = b"\x00cuDeviceGet\x00" * 20
+    exclude = [(0, 5), (30, 7), (100, 1)]
+    assert _search_in_windows(buf, 16, exclude).result() == extract_cuda_strings(buf, exclude)
+
+
+def test_needles_found_across_window_edges_in_excluded_ranges_too() -> None:
+    needle = b"Cuda compilation tools, release "
+    buf = b"".join(b"\x00" * k + needle + b"13.%d, V13\x00" % k for k in range(10))
+    for window in (16, 50, 64, 1000):
+        hits = _search_in_windows(buf, window, [(0, len(buf))], (needle,)).needle_hits()[needle]
+        assert [h[len(needle) : len(needle) + 4] for h in hits] == [b"13.%d" % k for k in range(10)]
+        assert all(len(h) == len(needle) + strings.NEEDLE_TAIL or h is hits[-1] for h in hits)
+
+
+def test_windows_agree_with_the_whole_buffer_on_a_real_binary(nvcc_static: Path) -> None:
+    data = nvcc_static.read_bytes()
+    whole = extract_cuda_strings(data, [(4096, 8192)])
+    assert len(whole.function_names) > 400
+    assert _search_in_windows(data, 4099, [(4096, 8192)]).result() == whole
