@@ -534,6 +534,7 @@ class _Collector:
         self.dropped_errors = 0
         self.full = False
         self.budget = DecodeBudget()
+        self.spans: list[tuple[int, int]] = []  # (offset, end) of each container read
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -565,6 +566,7 @@ class _Collector:
         # A broken container's declared size cannot be trusted: resume where its walk stopped.
         resume = max(offset + 1, min(parsed.walked_to if parsed.errors else offset + parsed.size, end))
         release_pages(self.buf, offset, resume)
+        self.spans.append((offset, resume))
         return resume
 
     def region(self, region: FatbinRegion, start: int, end: int) -> None:
@@ -582,13 +584,19 @@ class _Collector:
 
 
 def extract_gpu_code(
-    buf: mmap.mmap | bytes, regions: Sequence[FatbinRegion], *, search_elsewhere: bool = True
+    buf: mmap.mmap | bytes,
+    regions: Sequence[FatbinRegion],
+    *,
+    search_elsewhere: bool = True,
+    spans: list[tuple[int, int]] | None = None,
 ) -> tuple[GpuCode, tuple[str, ...]]:
     """The GPU code inventory of one binary, and partial-error messages.
 
     ``regions`` are the fatbin sections the format parsers found; with ``search_elsewhere`` containers
     anywhere else in ``buf`` are found by their magic too (they are named ``offset 0x...``). One corrupt
-    container never stops the others; nothing here raises for bad bytes.
+    container never stops the others; nothing here raises for bad bytes. When ``spans`` is given, the
+    (offset, end) byte range of every container read is appended to it (the scanner leaves GPU code out of
+    its string search).
     """
     size = len(buf)
     col = _Collector(buf)
@@ -627,6 +635,8 @@ def extract_gpu_code(
             f"decompression budget spent: {col.budget.refused} LZ4 images not read, their PTX version taken "
             "from the entry header"
         )
+    if spans is not None:
+        spans.extend(col.spans)
     errors = list(col.errors)
     if col.dropped_errors:
         errors.append(f"... and {col.dropped_errors} more fatbin problems")

@@ -42,7 +42,7 @@ from cudatrace.model import (
 )
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime
-from cudatrace.tracer.static.fatbin import release_pages
+from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, release_pages
 from cudatrace.tracer.static.libraries import (
     ExportsData,
     LibraryId,
@@ -101,13 +101,9 @@ def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
     return parse_pe(buf, path)
 
 
-def _gpu_code(buf: mmap.mmap, parsed: ParsedBinary) -> tuple[GpuCode, tuple[str, ...]]:
-    try:
-        from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code
-    except ImportError:  # pragma: no cover - the fatbin reader ships with the package
-        return GpuCode(), ("GPU code not read: fatbin support is not available",)
+def _gpu_code(buf: mmap.mmap, parsed: ParsedBinary, spans: list[tuple[int, int]]) -> tuple[GpuCode, tuple[str, ...]]:
     regions = [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
-    return extract_gpu_code(buf, regions)
+    return extract_gpu_code(buf, regions, spans=spans)
 
 
 def _format_of(head: bytes) -> BinaryFormat | None:
@@ -203,10 +199,14 @@ def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int
 def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
-    stream = _stream(fd, len(buf), _not_strings(fmt, parsed), path)
+    # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
+    # left out of the string search like the sections are.
+    containers: list[tuple[int, int]] = []
+    gpu_code, gpu_errors = _gpu_code(buf, parsed, containers)
+    exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in containers]
+    stream = _stream(fd, len(buf), exclude, path)
     sha, found = stream.sha256, stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
-    gpu_code, gpu_errors = _gpu_code(buf, parsed)
     data = load_exports()
     errors = list(gpu_errors)
     if found.truncated:

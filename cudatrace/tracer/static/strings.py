@@ -15,6 +15,7 @@ names the binary imports, exports or is named after.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -215,6 +216,7 @@ class CudaStringSearch:
 
     def __init__(self, size: int, exclude: Sequence[tuple[int, int]] = (), needles: Sequence[bytes] = ()) -> None:
         self._ranges = _ranges(size, exclude)
+        self._range_ends = [end for _start, end in self._ranges]
         self._size = size
         self._names: set[str] = set()
         self._libs: set[str] = set()
@@ -227,9 +229,8 @@ class CudaStringSearch:
 
         ``window`` must hold [lo - MARGIN, hi + MARGIN) clipped to the file; windows must come in file order.
         """
-        for r_start, r_end in self._ranges:
-            if r_end <= lo:
-                continue
+        first = bisect.bisect_right(self._range_ends, lo)  # the first range that ends after lo
+        for r_start, r_end in self._ranges[first:]:
             if r_start >= hi:
                 break
             a, b = max(r_start, lo) - base, min(r_end, hi) - base
