@@ -4,6 +4,7 @@
 For every file: wall time and peak memory (max RSS of the child process, from wait4) of
 
 * ``cudatrace scan --no-store --no-zluda --format json FILE`` (a fresh Python process, as a user runs it),
+* the scan alone in a child that has imported everything first (the figure without interpreter start-up),
 * the fatbin part alone (``extract_gpu_code`` over the whole file with the magic search, also a child),
 * ``readelf -W --dyn-syms -d`` + ``objdump -p`` + ``cuobjdump --list-elf --list-ptx`` on the same file
   (times added up; memory is the largest of the three peaks),
@@ -67,6 +68,16 @@ NVCC_VARIANTS = {
     "nvcc_cudart_shared": ["--cudart", "shared", "-gencode", "arch=compute_80,code=[sm_80,compute_80]"],
 }
 
+# The scan alone, in a child that has already imported everything: the figure without interpreter start-up.
+SCAN_IN_PROCESS = (
+    "import sys, time\n"
+    "from cudatrace.tracer.static.scanner import scan_paths\n"
+    "from cudatrace.tracer.static import elf, fatbin, pe, strings  # noqa: F401\n"
+    "start = time.perf_counter()\n"
+    "result = scan_paths([sys.argv[1]])\n"
+    "print(f'{time.perf_counter() - start:.6f}')\n"
+)
+
 FATBIN_ONLY = (
     "import mmap, sys\n"
     "from cudatrace.tracer.static.fatbin import extract_gpu_code\n"
@@ -109,6 +120,18 @@ def median_run(cmd: list[str], repeat: int) -> Measure:
         runs[-1].status,
         runs[-1].stdout,
     )
+
+
+def median_printed(cmd: list[str], repeat: int) -> float:
+    """Warm once, then the median of the seconds ``repeat`` runs of a SCAN_IN_PROCESS child print (nan if none)."""
+    run_child(cmd)
+    times = []
+    for _ in range(repeat):
+        try:
+            times.append(float(run_child(cmd).stdout.decode().split()[-1]))
+        except (ValueError, IndexError):
+            pass
+    return statistics.median(times) if times else float("nan")
 
 
 def find_cuobjdump() -> str | None:
@@ -260,25 +283,27 @@ def main(argv: list[str] | None = None) -> int:
                 args.repeat,
             )  # fmt: skip
             fat = median_run([sys.executable, "-c", FATBIN_ONLY, str(path)], args.repeat)
+            inproc = median_printed([sys.executable, "-c", SCAN_IN_PROCESS, str(path)], args.repeat)
             tools = {
                 "readelf": median_run(["readelf", "-W", "--dyn-syms", "-d", str(path)], args.repeat),
                 "objdump": median_run(["objdump", "-p", str(path)], args.repeat),
             }
             if cuobjdump:
                 tools["cuobjdump"] = median_run([cuobjdump, "--list-elf", "--list-ptx", str(path)], args.repeat)
-            rows.append((path, path.stat().st_size, scan, fat, tools))
+            rows.append((path, path.stat().st_size, scan, fat, inproc, tools))
             print(f"measured {path.name}", file=sys.stderr)
         checks = [verify(path, cuobjdump, Path(tmp)) for path, *_ in rows] if args.verify and cuobjdump else []
 
     print(f"# cudatrace scan vs readelf + objdump + cuobjdump, {time.strftime('%Y-%m-%d %H:%M %Z')}, "
           f"median of {args.repeat} warm runs, {os.cpu_count()} CPUs")  # fmt: skip
     head = (
-        f"{'file':<22}{'MB':>8}{'scan s':>9}{'fatbin s':>10}{'readelf':>9}{'objdump':>9}{'cuobjdump':>11}"
-        f"{'tools s':>9}{'ratio':>7}{'scan MiB':>10}{'fatbin MiB':>11}{'tools MiB':>10}{'images':>12}"
+        f"{'file':<22}{'MB':>8}{'scan s':>9}{'no start':>9}{'fatbin s':>10}{'readelf':>9}{'objdump':>9}"
+        f"{'cuobjdump':>11}{'tools s':>9}{'ratio':>7}{'scan MiB':>10}{'fatbin MiB':>11}{'tools MiB':>10}"
+        f"{'images':>12}"
     )
     print(head)
     print("-" * len(head))
-    for path, size, scan, fat, tools in rows:
+    for path, size, scan, fat, inproc, tools in rows:
         tools_s = sum(m.seconds for m in tools.values())
         tools_mib = max(m.peak_mib for m in tools.values())
         ours = count_scan(scan.stdout)
@@ -286,12 +311,15 @@ def main(argv: list[str] | None = None) -> int:
         status = "" if scan.status in (0, 4) else f" (scan exit {scan.status})"
         cuo = tools.get("cuobjdump")
         print(
-            f"{path.name[:21]:<22}{size / 1e6:>8.1f}{scan.seconds:>9.2f}{fat.seconds:>10.2f}"
+            f"{path.name[:21]:<22}{size / 1e6:>8.1f}{scan.seconds:>9.2f}{inproc:>9.2f}{fat.seconds:>10.2f}"
             f"{tools['readelf'].seconds:>9.2f}{tools['objdump'].seconds:>9.2f}"
             f"{(cuo.seconds if cuo else float('nan')):>11.2f}{tools_s:>9.2f}{scan.seconds / tools_s:>7.2f}"
             f"{scan.peak_mib:>10.0f}{fat.peak_mib:>11.0f}{tools_mib:>10.0f}{f'{ours}/{theirs}':>12}{status}"
         )
-    print("ratio = scan s / tools s (below 1: cudatrace is faster). images = scan's / cuobjdump's count.")
+    print(
+        "ratio = scan s / tools s (below 1: cudatrace is faster). no start = the scan alone, imports done "
+        "(median of the times the child measured). images = scan's / cuobjdump's count."
+    )
     for line in checks:
         print(f"verify: {line}")
     return 0

@@ -1,8 +1,11 @@
 """``scan``: turn files, application folders and site-packages folders into a ``cudatrace.scan/1`` document.
 
 For each regular file the magic decides: ELF goes to :func:`elf.parse_elf`, PE to :func:`pe.parse_pe`,
-anything else is skipped and counted. The file is mapped (mmap), hashed in a streaming pass and never copied;
-the parsers hand back format facts (:mod:`parsed`), and this module attributes them to CUDA:
+anything else is skipped and counted. The parsers and the fatbin reader work on a read-only mapping (mmap) and
+give its pages back as they go; then one pass reads the file in windows with ``pread`` into a reused buffer,
+hashing each window in a worker thread while the string search runs on it. The file is never copied whole and
+resident memory stays flat whatever its size. The parsers hand back format facts (:mod:`parsed`), and this
+module attributes them to CUDA:
 
 * libraries from DT_NEEDED / import tables, and from strings (run-time loading, ``how="dlopen_string"``);
 * entry points from imports (PE import and delay-import tables, ELF undefined dynamic symbols; an unversioned
@@ -142,8 +145,10 @@ def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str) -
     """
     search = CudaStringSearch(size, exclude, NEEDLES)
     digest = hashlib.sha256()
+    # A file of one window is hashed in line: starting a thread would cost more than it saves.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudatrace-sha256") if size > STREAM_WINDOW else None
     window = bytearray()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudatrace-sha256") as pool:
+    try:
         for lo in range(0, size, STREAM_WINDOW):
             hi = min(size, lo + STREAM_WINDOW)
             base, end = max(0, lo - MARGIN), min(size, hi + MARGIN)
@@ -151,11 +156,18 @@ def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str) -
                 window = bytearray(end - base)
             _read_exact(fd, window, base, path)
             with memoryview(window) as view, view[lo - base : hi - base] as fresh:
+                if pool is None:
+                    digest.update(fresh)
+                    search.feed(window, base, lo, hi)
+                    continue
                 hashing = pool.submit(digest.update, fresh)
                 try:
                     search.feed(window, base, lo, hi)
                 finally:
                     hashing.result()
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return _StreamFacts(digest.hexdigest(), search.result(), search.needle_hits())
 
 

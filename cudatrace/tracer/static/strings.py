@@ -1,16 +1,18 @@
 """Strings inside binaries: what a program loads or resolves by name at run time, which import tables never show.
 
-Two readers, both working on an mmap (or bytes) without copying the file:
+Two readers, both working window by window, so memory stays bounded whatever the file size:
 
-* :func:`iter_strings` yields every printable ASCII and UTF-16LE string, window by window, like ``strings``.
-* :func:`extract_cuda_strings` is the fast path the scanner uses: it only looks at strings that can matter for
-  CUDA. It finds the literal anchors (``cu``, ``nv``, ``nccl``; ``.so`` and ``.dll`` in ASCII and UTF-16LE)
-  with the regex engine's literal search, then checks the whole string around each hit. A string counts only
-  when it is exactly an entry point name (a whole NUL-delimited run, so ``"cuInit failed"`` does not) or ends
-  in a CUDA library file name (``"libcuda.so.1"``, ``"C:\\\\x\\\\nvcuda.dll"``, ``L"cublasLt64_12.dll"``).
+* :func:`iter_strings` yields every printable ASCII and UTF-16LE string, like ``strings``.
+* :class:`CudaStringSearch` (and :func:`extract_cuda_strings` over a whole buffer) is the fast path the scanner
+  uses: it only looks at strings that can matter for CUDA. It finds the literal anchors (``cu``, ``nv``/``nccl``;
+  ``.so`` and ``.dll`` in ASCII and UTF-16LE) with the regex engine's literal search, one pass per anchor
+  pattern, then checks the whole string around each hit. A string counts only when it is exactly an entry point
+  name (a whole NUL-delimited run, so ``"cuInit failed"`` does not) or ends in a CUDA library file name
+  (``"libcuda.so.1"``, ``"C:\\\\x\\\\nvcuda.dll"``, ``L"cublasLt64_12.dll"``). The scanner feeds it the windows
+  it reads with ``pread`` while it hashes the file, so the file is read once.
 
-The caller excludes byte ranges that are not run-time strings (an ELF's .dynstr/.strtab, fatbins) and removes
-names the binary imports, exports or is named after.
+The caller excludes byte ranges that are not run-time strings (symbol tables, debug data, GPU code) and
+removes names the binary imports, exports or is named after.
 """
 
 from __future__ import annotations

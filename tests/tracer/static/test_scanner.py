@@ -374,3 +374,17 @@ def test_pe_debug_info_names_are_not_proc_strings(pe_set, tmp_path: Path) -> Non
     proc = {u.function for u in _scan(exe).imports if u.how is EntryHow.PROC_STRING}
     assert "cuMemGetInfo_v2" in proc
     assert "cuDeviceGetCount" not in proc
+
+
+def test_small_windows_give_the_same_scan_and_hash(nvcc_static: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from cudatrace.tracer.static import scanner
+
+    whole = _scan(nvcc_static)  # the program is smaller than one window: hashed in line, one search
+    assert nvcc_static.stat().st_size < scanner.STREAM_WINDOW
+    monkeypatch.setattr(scanner, "STREAM_WINDOW", 4093)  # hundreds of windows, a worker thread hashing each
+    windowed = _scan(nvcc_static)
+    assert windowed.sha256 == whole.sha256 == hashlib.sha256(nvcc_static.read_bytes()).hexdigest()
+    assert windowed == whole
+    assert whole.static_runtime is not None and len(whole.imports) > 400
