@@ -23,8 +23,8 @@ import hashlib
 import mmap
 import os
 import stat
+import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +56,8 @@ from cudatrace.tracer.static.libraries import (
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
 
-STREAM_WINDOW = 8 * 1024 * 1024  # bytes read, hashed and searched per step
+STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
+HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
 MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
 
 # ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
@@ -121,7 +122,7 @@ def _format_of(head: bytes) -> BinaryFormat | None:
 
 @dataclass(frozen=True, slots=True)
 class _StreamFacts:
-    sha256: str
+    sha256: str | None  # when the pass hashed the file too
     strings: CudaStrings
     literals: dict[bytes, tuple[bytes, ...]]
 
@@ -136,39 +137,68 @@ def _read_exact(fd: int, buf: bytearray, offset: int, path: str) -> None:
             got += n
 
 
-def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str) -> _StreamFacts:
-    """One pass over the file in windows: SHA-256 and the CUDA strings search (with cudart's needles) together.
+class _Hasher:
+    """SHA-256 of the file in a worker thread, reading with ``preadv`` into its own buffer (flat memory).
+
+    hashlib and preadv release the GIL, so on two or more CPUs the hash runs beside the parsers, the fatbin
+    reader and the string search instead of after them.
+    """
+
+    def __init__(self, fd: int, size: int, path: str) -> None:
+        self._fd, self._size, self._path = fd, size, path
+        self._stop = threading.Event()
+        self._digest = hashlib.sha256()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="cudatrace-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            window = bytearray(min(self._size, HASH_WINDOW))
+            for lo in range(0, self._size, HASH_WINDOW):
+                if self._stop.is_set():
+                    return
+                if self._size - lo < len(window):
+                    window = bytearray(self._size - lo)
+                _read_exact(self._fd, window, lo, self._path)
+                self._digest.update(window)
+        except BaseException as exc:  # handed to the scanning thread by result()
+            self._error = exc
+
+    def result(self) -> str:
+        """The hex digest; re-raises what the reading raised (an :class:`InputError` for a file that shrank)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._digest.hexdigest()
+
+    def cancel(self) -> None:
+        """Stop after the current window (the scan failed)."""
+        self._stop.set()
+        self._thread.join()
+
+
+def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str, hash_too: bool) -> _StreamFacts:
+    """One pass over the file in windows for the CUDA strings search (with cudart's needles), and the SHA-256
+    with ``hash_too``.
 
     Each window is read with ``preadv`` into one reused buffer, never through the mapping, so the pass adds
-    the buffer's size to resident memory whatever the file size. While the string search runs on a window, a
-    worker thread hashes it (hashlib releases the GIL): on two or more CPUs the hash costs no extra time.
+    the buffer's size to resident memory whatever the file size.
     """
     search = CudaStringSearch(size, exclude, NEEDLES)
-    digest = hashlib.sha256()
-    # A file of one window is hashed in line: starting a thread would cost more than it saves.
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudatrace-sha256") if size > STREAM_WINDOW else None
+    digest = hashlib.sha256() if hash_too else None
     window = bytearray()
-    try:
-        for lo in range(0, size, STREAM_WINDOW):
-            hi = min(size, lo + STREAM_WINDOW)
-            base, end = max(0, lo - MARGIN), min(size, hi + MARGIN)
-            if len(window) != end - base:
-                window = bytearray(end - base)
-            _read_exact(fd, window, base, path)
+    for lo in range(0, size, STREAM_WINDOW):
+        hi = min(size, lo + STREAM_WINDOW)
+        base, end = max(0, lo - MARGIN), min(size, hi + MARGIN)
+        if len(window) != end - base:
+            window = bytearray(end - base)
+        _read_exact(fd, window, base, path)
+        if digest is not None:
             with memoryview(window) as view, view[lo - base : hi - base] as fresh:
-                if pool is None:
-                    digest.update(fresh)
-                    search.feed(window, base, lo, hi)
-                    continue
-                hashing = pool.submit(digest.update, fresh)
-                try:
-                    search.feed(window, base, lo, hi)
-                finally:
-                    hashing.result()
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    return _StreamFacts(digest.hexdigest(), search.result(), search.needle_hits())
+                digest.update(fresh)
+        search.feed(window, base, lo, hi)
+    return _StreamFacts(digest.hexdigest() if digest else None, search.result(), search.needle_hits())
 
 
 def scan_file(path: str) -> BinaryScan | None:
@@ -209,6 +239,17 @@ def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int
 
 
 def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> BinaryScan:
+    # A file larger than one window is hashed in a worker thread from the start, beside everything else; a
+    # smaller one by the string pass (starting a thread would cost more than it saves).
+    hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW else None
+    try:
+        return _scan_parts(path, fmt, buf, fd, hasher)
+    finally:
+        if hasher is not None:
+            hasher.cancel()  # returns at once when the hash is done; stops it when the scan failed
+
+
+def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
     # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
@@ -216,8 +257,8 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> Binar
     containers: list[tuple[int, int]] = []
     gpu_code, gpu_errors = _gpu_code(buf, parsed, containers)
     exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in containers]
-    stream = _stream(fd, len(buf), exclude, path)
-    sha, found = stream.sha256, stream.strings
+    stream = _stream(fd, len(buf), exclude, path, hash_too=hasher is None)
+    found = stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
     errors = list(gpu_errors)
@@ -271,7 +312,7 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> Binar
         path=path,
         format=fmt,
         size=len(buf),
-        sha256=sha,
+        sha256=hasher.result() if hasher is not None else stream.sha256 or "",
         machine=parsed.machine,
         cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name, x.how.value))),
         imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function, u.how.value))),

@@ -383,8 +383,39 @@ def test_small_windows_give_the_same_scan_and_hash(nvcc_static: Path, monkeypatc
 
     whole = _scan(nvcc_static)  # the program is smaller than one window: hashed in line, one search
     assert nvcc_static.stat().st_size < scanner.STREAM_WINDOW
-    monkeypatch.setattr(scanner, "STREAM_WINDOW", 4093)  # hundreds of windows, a worker thread hashing each
+    monkeypatch.setattr(scanner, "STREAM_WINDOW", 4093)  # hundreds of windows, and a hashing thread
+    monkeypatch.setattr(scanner, "HASH_WINDOW", 5000)
     windowed = _scan(nvcc_static)
     assert windowed.sha256 == whole.sha256 == hashlib.sha256(nvcc_static.read_bytes()).hexdigest()
     assert windowed == whole
     assert whole.static_runtime is not None and len(whole.imports) > 400
+
+
+def test_failed_scan_stops_its_hashing_thread(
+    elf_linked: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudatrace.errors import CorruptBinaryError
+    from cudatrace.tracer.static import scanner
+
+    data = bytearray(elf_linked.read_bytes())
+    data[0x3A:0x3C] = (12).to_bytes(2, "little")  # e_shentsize: the ELF parser refuses the file
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(bytes(data) + b"\x00" * 200_000)
+    monkeypatch.setattr(scanner, "STREAM_WINDOW", 4096)  # larger than one window: hashed in a thread
+    monkeypatch.setattr(scanner, "HASH_WINDOW", 4096)
+    with pytest.raises(CorruptBinaryError, match=r"bad\.so"):
+        scan_file(str(bad))
+    assert not [t for t in threading.enumerate() if t.name == "cudatrace-sha256"]
+
+
+def test_a_file_that_shrinks_while_read_is_an_input_error(tmp_path: Path) -> None:
+    from cudatrace.tracer.static.scanner import _read_exact
+
+    short = tmp_path / "short.bin"
+    short.write_bytes(b"x" * 50)
+    fd = os.open(short, os.O_RDONLY)
+    try:
+        with pytest.raises(InputError, match=r"short\.bin: the file shrank"):
+            _read_exact(fd, bytearray(100), 0, str(short))
+    finally:
+        os.close(fd)
