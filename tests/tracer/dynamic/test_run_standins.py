@@ -186,7 +186,7 @@ def test_sigkill_keeps_the_counts(standins: Standins) -> None:
     os.kill(watch.pids[0], signal.SIGKILL)
     t.join(30)
     trace = result[0]
-    assert trace.exit.signal == "killed"
+    assert trace.exit.signal in ("killed", "SIGKILL")  # SIGKILL when the status could still be reaped
     calls = calls_of(trace)
     assert calls["cuMemAlloc_v2"].calls == 3
     assert calls["cuLaunchKernel"].calls > 14  # the loop's launches up to the kill, read from the shared counters

@@ -25,10 +25,10 @@ let nowNs = null;
 const IS_X64 = Process.arch === 'x64';
 const PAGE = Process.pageSize;
 
-const DETAIL_SIZE = 400;
+const DETAIL_SIZE = 912;
 const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
-  D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 264, D_OTHER_CALLERS = 392;
-const N_STATUSES = 8, N_CALLERS = 16;
+  D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 520, D_OTHER_CALLERS = 904;
+const N_STATUSES = 8, N_CALLERS = 48;
 const THUNK_SIZE = 112, STUB_SIZE = 32, CLONE_SIZE = 176;
 
 const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
@@ -36,6 +36,7 @@ const lastSent = []; // id -> calls at last send
 const hookedAddrs = new Map(); // original function address (string) -> entry id
 const procThunks = new Map(); // returned pointer (string) -> thunk
 const seenModules = new Map(); // path -> true
+const seenNames = new Set(); // file names of the modules in seenModules
 const callerNames = new Map(); // return address (string) -> module name
 const lookups = new Map(); // key -> {symbol, version, flags, found, count, via}
 const exportTables = new Map(); // uuid -> {uuid, count, statuses}
@@ -50,10 +51,11 @@ let pool = null; // {base, used, cap} for thunks of pointers returned by cuGetPr
 let events = [];
 let eventsDropped = 0;
 let seq = 0;
-let scanning = false;
+let scanning = 0; // id of the thread scanning modules, 0 when none
 let flushTimer = null;
 let exiting = false;
 let loading = 0; // dlopen/LoadLibrary calls under way, all threads
+let lateScan = false; // scanning inside a dlopen hook: patch prologues directly
 const keep = [];
 const hookCounts = { inline: 0, trampoline: 0, clone: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
 
@@ -149,6 +151,33 @@ function relocatePrologue(fn, at, limit) {
   }
 }
 
+// The safety check the Interceptor makes before overwriting a prologue, for the direct patch: no branch in the
+// function's first 256 bytes (a linear sweep until its end) lands inside the `n` bytes being replaced.
+function noBranchInto(fn, n) {
+  const end = fn.add(n);
+  let p = fn;
+  try {
+    while (p.sub(fn).toInt32() < 256) {
+      const ins = Instruction.parse(p);
+      const mn = ins.mnemonic;
+      if (mn.startsWith('j') || mn.startsWith('loop') || mn === 'call') {
+        const op = ins.operands[0];
+        if (op !== undefined && op.type === 'imm') {
+          const t = ptr(op.value.toString());
+          if (t.compare(fn) > 0 && t.compare(end) < 0) return false;
+        } else if (mn.startsWith('j') && mn !== 'jmp') {
+          return false;
+        }
+      }
+      if (mn === 'ret' || mn === 'int3' || mn === 'hlt' || mn === 'ud2') break;
+      p = ins.next;
+    }
+  } catch (_) {
+    return false;
+  }
+  return true;
+}
+
 // How many bytes at the start of fn differ from `before` (what the Interceptor overwrote).
 function patchedExtent(fn, before) {
   const now = new Uint8Array(fn.readByteArray(before.length));
@@ -211,6 +240,10 @@ function hookExport(fn, code, e, next) {
   const own = relocatePrologue(fn, tail, stub);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
   writeStub(stub, e, own !== 0 ? tail : fn);
+  if (lateScan && own !== 0 && noBranchInto(fn, own)) {
+    patchJump(fn, thunk);
+    return 'inline';
+  }
   let orig;
   try {
     orig = Interceptor.replaceFast(fn, thunk);
@@ -243,8 +276,10 @@ function resolveIfuncs(m, symbols) {
   if (Process.platform !== 'linux') return out;
   const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && exportPattern.test(s.name));
   if (unknown.length === 0) return out;
-  const dlopen = new NativeFunction(Module.getGlobalExportByName('dlopen'), 'pointer', ['pointer', 'int']);
-  const dlsym = new NativeFunction(Module.getGlobalExportByName('dlsym'), 'pointer', ['pointer', 'pointer']);
+  // 'exclusive': keep the JavaScript lock, so no other hook runs while the scan is half done.
+  const opts = { scheduling: 'exclusive' };
+  const dlopen = new NativeFunction(Module.getGlobalExportByName('dlopen'), 'pointer', ['pointer', 'int'], opts);
+  const dlsym = new NativeFunction(Module.getGlobalExportByName('dlsym'), 'pointer', ['pointer', 'pointer'], opts);
   const h = dlopen(Memory.allocUtf8String(m.path), 0x4 | 0x2 /* RTLD_NOLOAD|RTLD_NOW */);
   if (h.isNull()) return out;
   for (const s of unknown) {
@@ -408,7 +443,16 @@ function countJs(e, t0, status, ret) {
   j.callers.set(who, (j.callers.get(who) || 0) + 1);
 }
 
+const pendingSpecials = []; // [address, first bytes before hooking] of special hooks made in a late scan
+
+function committedNot(p) {
+  const now = new Uint8Array(p[0].readByteArray(5));
+  for (let i = 0; i < 5; i++) if (now[i] !== p[1][i]) return false;
+  return true;
+}
+
 function hookSpecial(m, address, name, names) {
+  if (lateScan) pendingSpecials.push([address, new Uint8Array(address.readByteArray(5))]);
   const e = newEntry(m.name, m.path, name, names);
   hookedAddrs.set(address.toString(), e.id);
   if (name.startsWith('cuGetProcAddress')) {
@@ -432,7 +476,13 @@ function hookSpecial(m, address, name, names) {
         else lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
         if (found) {
           const t = thunkForPointer(p, this.sym);
-          if (t !== null) this.pfn.writePointer(t);
+          if (t !== null) {
+            this.pfn.writePointer(t);
+            // The detail listener on a new thunk's stub is committed when this thread leaves JavaScript:
+            // wait for it (at most 50 ms) so the first calls through the pointer record their details too.
+            for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+            pendingSpecials.length = 0;
+          }
         }
         countJs(e, this.t0, status, this.returnAddress);
       }
@@ -490,6 +540,10 @@ function thunkForPointer(p, symbol) {
   const slot = pool.base.add(pool.used * per);
   pool.used++;
   writeThunk(slot, e, p);
+  if (cfg.detailCalls !== 0) {
+    const stub = slot.add(THUNK_SIZE);
+    pendingSpecials.push([stub, new Uint8Array(stubBytes(p).slice(0, 5))]);
+  }
   procThunks.set(k, slot);
   sendHooks(e.id);
   return slot;
@@ -516,14 +570,30 @@ function isCuda(name) {
   return false;
 }
 
-function scanModules() {
-  if (scanning) return;
-  scanning = true;
+function baseName(path) {
+  return path.split(/[\\/]/).pop();
+}
+
+// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
+// when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
+function scanModules(loaded) {
+  const me = Process.getCurrentThreadId();
+  if (scanning === me) return; // re-entered from a load the scan itself made
+  // Another thread is mid-scan (it let go of the JavaScript lock in a native call): wait for it, so this
+  // thread never runs on into a library whose hooks are not in yet.
+  while (scanning !== 0) Thread.sleep(0.001);
+  scanning = me;
   try {
     const added = [];
-    for (const m of Process.enumerateModules()) {
+    const mods = Process.enumerateModules();
+    if (loaded && isCuda(baseName(loaded)) && !seenNames.has(baseName(loaded))) {
+      const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
+      if (m !== null) mods.push(m);
+    }
+    for (const m of mods) {
       if (seenModules.has(m.path)) continue;
       seenModules.set(m.path, true);
+      seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
       const before = entries.length;
       try {
@@ -536,7 +606,7 @@ function scanModules() {
     }
     if (added.length > 0) send({ type: M.modules, pid: Process.id, modules: added });
   } finally {
-    scanning = false;
+    scanning = 0;
   }
 }
 
@@ -553,18 +623,35 @@ function sendHooks(from) {
 
 function watchLoads() {
   // Hooks go in when dlopen returns: the library is then relocated and initialized.
-  const after = {
-    onEnter() { loading++; },
-    onLeave() { loading--; scanModules(); },
-  };
+  const wide = new Set(['LoadLibraryExW', 'LoadLibraryW']);
   const names = Process.platform === 'windows'
     ? ['LoadLibraryExW', 'LoadLibraryExA', 'LoadLibraryW', 'LoadLibraryA']
     : ['dlopen', 'dlmopen', 'android_dlopen_ext'];
   for (const n of names) {
     const p = Module.findGlobalExportByName(n);
-    if (p !== null) {
-      try { Interceptor.attach(p, after); } catch (_) { /* another name for the same code */ }
-    }
+    if (p === null) continue;
+    const nameArg = n === 'dlmopen' ? 1 : 0;
+    try {
+      Interceptor.attach(p, {
+        onEnter(args) {
+          loading++;
+          const a = args[nameArg];
+          this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
+        },
+        onLeave(retval) {
+          loading--;
+          if (retval.isNull()) return;
+          // Interceptor changes made inside this callback are committed only later, so the scan patches the
+          // library's prologues itself (lateScan) and they take effect before dlopen returns.
+          lateScan = true;
+          try { scanModules(this.name); } finally { lateScan = false; }
+          // cuGetProcAddress and cuGetExportTable are still hooked through the Interceptor: give it up to 50 ms
+          // (Thread.sleep leaves the JavaScript runtime, which is when pending changes are flushed).
+          for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+          pendingSpecials.length = 0;
+        },
+      });
+    } catch (_) { /* another name for the same code */ }
   }
   // The exit code, and the last batch (an rpc.exports.dispose would do this too, but a script that has one
   // stops Frida's child gating from reporting forks).

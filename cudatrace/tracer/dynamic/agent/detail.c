@@ -10,7 +10,7 @@
 #include <gum/guminterceptor.h>
 
 #define CT_STATUSES 8
-#define CT_CALLERS 16
+#define CT_CALLERS 48
 
 typedef struct _CtDetail CtDetail;
 struct _CtDetail
@@ -24,9 +24,9 @@ struct _CtDetail
   gsize code_counts[CT_STATUSES]; /* 64 */
   gsize other_codes;           /* 128 */
   gpointer callers[CT_CALLERS];    /* 136 */
-  gsize caller_counts[CT_CALLERS]; /* 264 */
-  gsize other_callers;         /* 392 */
-};                             /* 400 bytes */
+  gsize caller_counts[CT_CALLERS]; /* 520 */
+  gsize other_callers;         /* 904 */
+};                             /* 912 bytes */
 
 typedef struct _CtState CtState;
 struct _CtState
