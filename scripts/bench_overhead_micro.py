@@ -4,9 +4,10 @@
     python3 scripts/bench_overhead_micro.py [--calls N] [--rounds R]
 
 Runs, interleaved R times in one sitting: untraced; traced in counting mode (``--detail-calls 0``: the native
-thunk, lock inc + jump); traced with the default detail budget (the first 1000 calls of each entry point take
-the detail path, then plain counting); traced with every call on the detail path (``--timing``). Prints the
-median ns per call of each, the ns added per call and the ratio to untraced, side by side.
+thunk, lock inc + jump); the same with ``--fast-counters`` (plain inc); traced with the default detail budget
+(the first 1000 calls of each entry point take the detail path, then plain counting); traced with every call on
+the detail path (``--timing``). Prints the median ns per call of each, the ns added per call and the ratio to
+untraced, side by side.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main() -> None:
         modes: dict[str, TraceOptions | None] = {
             "untraced": None,
             "count (detail 0)": TraceOptions(detail_calls=0),
+            "count, --fast-counters": TraceOptions(detail_calls=0, atomic_counters=False),
             "default (detail 1000)": TraceOptions(),
             "detail every call": TraceOptions(detail_calls=-1),
         }

@@ -21,7 +21,7 @@ run() { echo "+ $*"; "$@"; echo "= rc $?"; }
   if [ "$MODE" = smoke ]; then
     WORKLOADS="matmul conv"; ROUNDS=1; MICRO="--calls 5000000 --rounds 1"
   else
-    WORKLOADS="matmul conv fft sparse"; ROUNDS=4; MICRO="--calls 50000000 --rounds 5"
+    WORKLOADS="matmul conv fft sparse"; ROUNDS=3; MICRO="--calls 50000000 --rounds 5"
   fi
   run timeout 240 python3 scripts/bench_overhead_micro.py $MICRO
   for w in $WORKLOADS; do

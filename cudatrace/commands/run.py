@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="calls of each entry point that record statuses and callers before plain counting "
         "(default 1000; 0 counts only; -1 every call)",
     )
+    p.add_argument(
+        "--fast-counters",
+        action="store_true",
+        help="count with plain increments (cheaper per call; concurrent calls on several threads may be undercounted)",
+    )
     p.add_argument("--zluda", metavar="DIR", help="run the program with ZLUDA's libraries from DIR (as `configure`)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable (repeatable)")
     p.add_argument("--release", metavar="R", help="classify the calls against this ZLUDA release (default: newest)")
@@ -80,6 +85,7 @@ def run_run(args: argparse.Namespace) -> int:
         events_path=args.events,
         env=env,
         zluda_dir=args.zluda,
+        atomic_counters=not args.fast_counters,
     )
     sink = _StatusLine() if sys.stderr.isatty() else None
     trace = trace_pid(args.pid, options, sink) if args.pid is not None else trace_program(program, options, sink)

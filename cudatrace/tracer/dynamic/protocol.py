@@ -57,6 +57,7 @@ class AgentConfig:
     flush_ms: int = 250
     shared_counters: str | None = None  # a file the agent maps MAP_SHARED for its counters (Linux)
     counter_capacity: int = 1 << 20
+    atomic_counters: bool = True  # lock inc; False: plain inc (cheaper, may undercount concurrent calls)
 
     def to_rpc(self) -> dict[str, Any]:
         """The JSON object the agent's ``configure`` receives."""
@@ -71,6 +72,7 @@ class AgentConfig:
             "flushMs": self.flush_ms,
             "sharedCounters": self.shared_counters,
             "counterCapacity": self.counter_capacity,
+            "atomicCounters": self.atomic_counters,
         }
 
 

@@ -88,6 +88,7 @@ class TraceOptions:
     flush_ms: int = 250
     zluda_dir: str | None = None
     shared_counters: bool = True
+    atomic_counters: bool = True  # False (--fast-counters): plain increments, may undercount concurrent calls
 
     @property
     def effective_detail(self) -> int:
@@ -454,6 +455,8 @@ class Collector:
                 )
         elif detail == 0:
             notes.append("count-only mode: no statuses, callers or first-call times")
+        if not options.atomic_counters:
+            notes.append("--fast-counters: plain increments, calls made at the same instant on two threads may be lost")
         skipped: dict[str, list[str]] = {}
         for p in procs:
             for module, function, reason in p.skipped:
@@ -559,6 +562,7 @@ class _Tracer:
             events=self.options.events_path is not None,
             flush_ms=self.options.flush_ms,
             shared_counters=shm,
+            atomic_counters=self.options.atomic_counters,
         )
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)
