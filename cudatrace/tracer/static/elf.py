@@ -7,8 +7,8 @@ A symbol version names its library by version index (libc.so.6 and libm.so.6 bot
 
 This module is the only user of lief, which stays the reference: :func:`parse_elf_lief` gives the same facts
 through lief (from a compact ELF rebuilt from only those tables, each mapped at its original address), and the
-tests require both readers to agree on every ELF they build (a sweep over the 1,879 ELF files of a Debian
-system and four CUDA libraries agreed too). lief is imported only for an ELF file without section headers,
+tests require both readers to agree on every ELF they build (a sweep over 1,879 ELF files, a Debian system's
+and four CUDA libraries, agreed too). lief is imported only for an ELF file without section headers,
 which it parses whole from the program headers: importing lief costs 0.3-1 s, more than scanning most files.
 
 lief's own failure modes are normalized here: it returns None for non-binaries and an empty Binary with a
