@@ -56,6 +56,13 @@ def _is_runtime_library(name: str | None) -> bool:
     return lib is not None and lib.family is Family.RUNTIME
 
 
+def may_hold_static_runtime(parsed: ParsedBinary) -> bool:
+    """False when the binary is libcudart itself or imports it: then it has no static runtime to look for."""
+    if _is_runtime_library(parsed.soname):
+        return False
+    return not any(_is_runtime_library(lib.name) for lib in parsed.libraries)
+
+
 def release_string_version(buf: _Searchable) -> str | None:
     """The newest ``Cuda compilation tools, release X.Y`` version anywhere in ``buf`` (nvcc writes it into PTX)."""
     best: tuple[int, int] | None = None
@@ -132,11 +139,7 @@ def detect_static_runtime(
     for each of :data:`NEEDLES`, the hits found elsewhere (the needle and the bytes after it), and ``buf`` is
     not read.
     """
-    if _is_runtime_library(parsed.soname):
-        return None
-    if any(_is_runtime_library(lib.name) for lib in parsed.libraries):
-        return None
-    if len(driver_names) < MIN_DRIVER_NAMES:
+    if not may_hold_static_runtime(parsed) or len(driver_names) < MIN_DRIVER_NAMES:
         return None
     evidence = [f"{len(driver_names)} driver entry point names resolved by name (cuGetProcAddress)"]
     driver_libs = sorted(n for n in library_names if (lib := identify_library(n)) and lib.family is Family.DRIVER)

@@ -44,7 +44,7 @@ from cudatrace.model import (
     StaticRuntime,
 )
 from cudatrace.reports.progress import NullProgress, Progress
-from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime
+from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime, may_hold_static_runtime
 from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, release_pages
 from cudatrace.tracer.static.libraries import (
     ExportsData,
@@ -178,14 +178,16 @@ class _Hasher:
         self._thread.join()
 
 
-def _stream(fd: int, size: int, exclude: Sequence[tuple[int, int]], path: str, hash_too: bool) -> _StreamFacts:
+def _stream(
+    fd: int, size: int, exclude: Sequence[tuple[int, int]], needles: Sequence[bytes], path: str, hash_too: bool
+) -> _StreamFacts:
     """One pass over the file in windows for the CUDA strings search (with cudart's needles), and the SHA-256
     with ``hash_too``.
 
     Each window is read with ``preadv`` into one reused buffer, never through the mapping, so the pass adds
     the buffer's size to resident memory whatever the file size.
     """
-    search = CudaStringSearch(size, exclude, NEEDLES)
+    search = CudaStringSearch(size, exclude, needles)
     digest = hashlib.sha256() if hash_too else None
     window = bytearray()
     for lo in range(0, size, STREAM_WINDOW):
@@ -257,7 +259,9 @@ def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _
     containers: list[tuple[int, int]] = []
     gpu_code, gpu_errors = _gpu_code(buf, parsed, containers)
     exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in containers]
-    stream = _stream(fd, len(buf), exclude, path, hash_too=hasher is None)
+    # cudart's needles are only worth a search when the binary might carry a static runtime.
+    needles = NEEDLES if may_hold_static_runtime(parsed) else ()
+    stream = _stream(fd, len(buf), exclude, needles, path, hash_too=hasher is None)
     found = stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()

@@ -11,6 +11,7 @@ import pytest
 from cudatrace.tracer.static.cudart import (
     detect_static_runtime,
     header_version,
+    may_hold_static_runtime,
     ptx_isa_version,
     release_string_version,
 )
@@ -90,3 +91,26 @@ def test_scan_dates_compressed_static_runtime_by_ptx_isa(nvcc_compressed: Path) 
     assert scan.gpu_code.ptx and scan.gpu_code.ptx[0].compressed
     assert scan.static_runtime.version == _nvcc_release()
     assert "PTX ISA" in scan.static_runtime.evidence
+
+
+def test_only_binaries_without_a_shared_runtime_may_hold_one(nvcc_static: Path, nvcc_shared: Path) -> None:
+    def parsed(path: Path):  # type: ignore[no-untyped-def]
+        return parse_elf(path.read_bytes(), str(path))
+
+    assert may_hold_static_runtime(parsed(nvcc_static))
+    assert not may_hold_static_runtime(parsed(nvcc_shared))  # DT_NEEDED libcudart.so.13
+
+
+def test_literals_found_elsewhere_give_the_same_runtime(nvcc_static: Path) -> None:
+    from cudatrace.tracer.static.cudart import NEEDLES
+    from cudatrace.tracer.static.strings import CudaStringSearch
+
+    data = nvcc_static.read_bytes()
+    search = CudaStringSearch(len(data), (), NEEDLES)
+    search.feed(data, 0, 0, len(data))
+    found = search.result()
+    driver = [n for n in found.function_names if load_exports().is_driver_entry_point(n)]
+    parsed = parse_elf(data, str(nvcc_static))
+    by_search = detect_static_runtime(None, parsed, driver, found.library_names, literals=search.needle_hits())
+    assert by_search is not None and by_search == detect_static_runtime(data, parsed, driver, found.library_names)
+    assert "nvcc release" in by_search.evidence
