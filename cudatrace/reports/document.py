@@ -1144,7 +1144,8 @@ def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
                 other.append(reason.code)
             for fn in reason.functions:
                 e = by_name.get(fn)
-                if e is not None and e.status in BLOCKING_STATUSES:
+                # a name the verdict blames but the program only reaches inside replaced libraries is left out
+                if e is not None and e.status in BLOCKING_STATUSES and (e.is_blocker or not e.called):
                     blocking.setdefault((e.family, e.function), e)
         for e in rep.entries:
             fam_using[e.family].add(rep.program)

@@ -335,3 +335,13 @@ def test_sampled_callers_are_scaled_to_every_call() -> None:
     half = replace(stub, calls=7296, callers=(("libcublas.so.13", 500), ("app", 500)))
     rep = build_report([], [replace(t, calls=(half,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
     assert rep.entries[0].inner_calls == 3648 and rep.entries[0].program_calls == 3648
+
+
+def test_aggregate_ignores_verdict_blame_on_calls_inside_replaced_libraries() -> None:
+    t = samples.crashed_trace()
+    stub = next(c for c in t.calls if c.function == "cuGraphInstantiateWithParams")
+    inner = replace(stub, callers=(("libcublas.so.13", 3),))
+    rep = build_report([], [replace(t, calls=(inner,))], RELEASE, replaced_caller=lambda m: "cublas" in m)
+    assert rep.verdict is not None and rep.verdict.reasons[0].functions == (stub.function,)  # the verdict blames it
+    agg = aggregate_reports([rep], RELEASE)
+    assert agg.blockers == () and agg.programs[0].blockers == ()
