@@ -5,11 +5,12 @@ The section headers and the dynamic-linking tables (.dynamic, .dynsym, .dynstr, 
 grows with the size of those tables, not with the file, and nothing near the code and data sections is read.
 A symbol version names its library by version index (libc.so.6 and libm.so.6 both define ``GLIBC_2.2.5``).
 
-This module is the only user of lief, which stays the reference: :func:`parse_elf_lief` gives the same facts
-through lief (from a compact ELF rebuilt from only those tables, each mapped at its original address), and the
-tests require both readers to agree on every ELF they build (a sweep over 1,879 ELF files, a Debian system's
-and four CUDA libraries, agreed too). lief is imported only for an ELF file without section headers,
-which it parses whole from the program headers: importing lief costs 0.3-1 s, more than scanning most files.
+lief is the parser of record and this module its only user: :func:`parse_elf` hands lief a compact ELF rebuilt
+from only those tables (each mapped at its original address), because lief copies whatever it is given and a
+600 MB libtorch_cuda.so would otherwise cost 600 MB; lief is imported on the first ELF that needs it.
+:func:`parse_elf_direct` reads the same facts with struct alone: the tests require both readers to agree on every
+ELF they build (a sweep over 1,879 ELF files, a Debian system's and four CUDA libraries, agreed too), and it
+serves where importing lief (0.3-1 s) is not wanted.
 
 lief's own failure modes are normalized here: it returns None for non-binaries and an empty Binary with a
 logged error for truncated input; its logger is silenced and both become :class:`CorruptBinaryError`.
@@ -432,8 +433,8 @@ def _lief_parse(data: bytes | str, path: str, section_count: bool = True) -> obj
     return binary
 
 
-def parse_elf(buf: bytes | memoryview | object, path: str) -> ParsedBinary:
-    """The format-level facts of the ELF file whose bytes (or mmap) are ``buf``.
+def parse_elf_direct(buf: bytes | memoryview | object, path: str) -> ParsedBinary:
+    """The format-level facts of the ELF file whose bytes (or mmap) are ``buf``, read with struct alone.
 
     Raises :class:`CorruptBinaryError` naming ``path`` for anything malformed (bad magic, truncation, tables
     pointing outside the file). Never executes or relocates anything; memory stays bounded by the size of the
@@ -465,9 +466,12 @@ def _parse_view(mv: memoryview, path: str) -> ParsedBinary:
     return _facts(binary, machine, sections, size, path)
 
 
-def parse_elf_lief(buf: bytes | memoryview | object, path: str) -> ParsedBinary:
-    """:func:`parse_elf`'s facts as lief reads them from the same dynamic-linking tables (a compact ELF rebuilt
-    from them), for cross-checking the direct reader; files without section headers go to lief whole either way.
+def parse_elf(buf: bytes | memoryview | object, path: str) -> ParsedBinary:
+    """The format-level facts of the ELF file whose bytes (or mmap) are ``buf``, read by lief.
+
+    lief parses a compact ELF rebuilt from the dynamic-linking tables (memory bounded by those tables); files
+    without section headers go to lief whole. Raises :class:`CorruptBinaryError` naming ``path`` for anything
+    malformed (bad magic, truncation, tables pointing outside the file). Never executes or relocates anything.
     """
     with memoryview(buf) as mv:  # type: ignore[arg-type]
         size = len(mv)

@@ -13,7 +13,7 @@ import pytest
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.model import BinaryFormat, LibraryHow
-from cudatrace.tracer.static.elf import parse_elf, parse_elf_lief
+from cudatrace.tracer.static.elf import parse_elf, parse_elf_direct
 from cudatrace.tracer.static.parsed import ParsedBinary
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) is not installed")
@@ -93,7 +93,7 @@ def test_symbol_versions_name_their_library(elf_linked: Path) -> None:
 def test_direct_reader_agrees_with_lief(fixture: str, request: pytest.FixtureRequest) -> None:
     path: Path = request.getfixturevalue(fixture)
     with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        direct, lief = parse_elf(mm, str(path)), parse_elf_lief(mm, str(path))
+        direct, lief = parse_elf_direct(mm, str(path)), parse_elf(mm, str(path))
     assert direct == lief
     assert direct.imports or direct.exports  # something was compared
 
@@ -109,7 +109,7 @@ def test_direct_reader_agrees_with_lief_on_system_libraries(cuda_stub_libs: Path
         data = Path(name).read_bytes()
         if data[:4] != b"\x7fELF":
             continue
-        assert parse_elf(data, name) == parse_elf_lief(data, name), name
+        assert parse_elf_direct(data, name) == parse_elf(data, name), name
         compared += 1
     assert compared >= 3
 
