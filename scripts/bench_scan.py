@@ -73,6 +73,7 @@ SCAN_IN_PROCESS = (
     "import sys, time\n"
     "from cudatrace.tracer.static.scanner import scan_paths\n"
     "from cudatrace.tracer.static import elf, fatbin, pe, strings  # noqa: F401\n"
+    "import lief  # noqa: F401  (elf.py imports it on the first ELF)\n"
     "start = time.perf_counter()\n"
     "result = scan_paths([sys.argv[1]])\n"
     "print(f'{time.perf_counter() - start:.6f}')\n"
