@@ -144,7 +144,9 @@ def replaced_caller(module: str, release: str, catalog: Catalog | None = None) -
 def program_side_calls(entry: EntryPointUse, release: str, catalog: Catalog | None = None) -> int:
     """Calls of ``entry`` that still happen under ``release``: calls made by replaced CUDA libraries left out.
 
-    Static evidence (``calls`` None) gives 0. Calls not attributed to any caller count as the program's.
+    Static evidence (``calls`` None) gives 0. Without any caller recorded, every call counts as the program's.
+    The tracer records callers for a sample of the calls (the first ones of each entry point, then plain
+    counting), so the replaced libraries' share of the sample is applied to all calls.
     """
     if entry.calls is None:
         return 0
@@ -152,8 +154,13 @@ def program_side_calls(entry: EntryPointUse, release: str, catalog: Catalog | No
         return entry.calls
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
+    sampled = sum(n for _, n in entry.callers)
     inner = sum(n for module, n in entry.callers if replaced_caller(module, rel, cat))
-    return max(0, entry.calls - inner)
+    if sampled <= 0 or inner <= 0:
+        return entry.calls
+    if sampled >= entry.calls:
+        return max(0, entry.calls - inner)
+    return max(0, round(entry.calls * (sampled - inner) / sampled))
 
 
 def _fmt_names(names: Iterable[str]) -> str:

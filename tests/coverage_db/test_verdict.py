@@ -150,7 +150,8 @@ def test_inner_library_calls_are_left_out() -> None:
     inner = call(Family.CUBLASLT, "libcublasLt.so.12", "cublasLtSSSMatmul", 7296, {"libcublas.so.12": 7296})
     assert program_side_calls(inner, SEED) == 0
     mixed = call(Family.DRIVER, "libcuda.so.1", "cuMemcpy3DAsync_v2", 50, {"libcublasLt.so.12": 30, "app": 15})
-    assert program_side_calls(mixed, SEED) == 20  # 15 from the app plus 5 unattributed
+    # callers are a sample (the first calls of each entry point): the app's share 15/45 applies to all 50
+    assert program_side_calls(mixed, SEED) == 17
     assert program_side_calls(sym(Family.DRIVER, "libcuda.so.1", "cuInit"), SEED) == 0
     # a library the release does not replace keeps its calls: cublas64_13.dll before v6-preview.28
     win = call(Family.CUBLASLT, "cublasLt64_13.dll", "cublasLtSSSMatmul", 10, {"cublas64_13.dll": 10})
@@ -451,3 +452,37 @@ def test_real_dlopen_program_names_are_a_risk_not_a_blocker(elf_dlopen: Path) ->
     assert r.severity is Severity.RISK and r.functions == ("cublasLtCreate",)
     new = annotate_scan(scanned, SEED).binaries[0]
     assert new.verdict is not None and new.verdict.status is VerdictStatus.RUNS
+
+
+def test_program_side_calls_scale_a_sampled_caller_share() -> None:
+    from cudatrace.coverage_db.verdict import program_side_calls
+    from cudatrace.model import EntryHow, EntryPointUse, Family
+
+    # 7,296 calls, callers recorded for the first 1,000 only, all of them from NVIDIA's libcublas (replaced).
+    inner = EntryPointUse(
+        Family.CUBLASLT,
+        "libcublasLt.so.13",
+        "cublasLtSSSMatmul",
+        EntryHow.CALLED,
+        calls=7296,
+        callers=(("libcublas.so.13", 1000),),
+    )
+    assert program_side_calls(inner, "v6-preview.69") == 0
+    mixed = EntryPointUse(
+        Family.CUBLASLT,
+        "libcublasLt.so.13",
+        "cublasLtMatmul",
+        EntryHow.CALLED,
+        calls=4000,
+        callers=(("libcublas.so.13", 750), ("libtorch_cuda.so", 250)),
+    )
+    assert program_side_calls(mixed, "v6-preview.69") == 1000
+    exact = EntryPointUse(
+        Family.CUBLASLT,
+        "libcublasLt.so.13",
+        "cublasLtMatmul",
+        EntryHow.CALLED,
+        calls=10,
+        callers=(("libcublas.so.13", 4), ("app", 6)),
+    )
+    assert program_side_calls(exact, "v6-preview.69") == 6
