@@ -99,8 +99,10 @@ def _silence_lief() -> None:
 
 def _read_header(buf: Sequence[int] | bytes | memoryview, path: str) -> _Layout:
     data = bytes(buf[:64])
-    if len(data) < 16 or data[:4] != ELF_MAGIC:
+    if data[:4] != ELF_MAGIC:
         raise CorruptBinaryError("not an ELF file (bad magic)", path)
+    if len(data) < 16:
+        raise CorruptBinaryError(f"truncated ELF header ({len(data)} of at least 52 bytes)", path)
     cls, enc = data[4], data[5]
     if cls not in (1, 2):
         raise CorruptBinaryError(f"ELF header: invalid class {cls}", path)
