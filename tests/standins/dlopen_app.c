@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef int (*init_fn)(unsigned);
@@ -10,6 +12,7 @@ typedef int (*gpa_fn)(const char *, void **, int, uint64_t, int *);
 typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *, void **,
                          void **);
 typedef int (*query_fn)(void *);
+typedef int (*free_fn)(unsigned long long);
 
 int main(int argc, char **argv) {
     const char *lib = argc > 1 ? argv[1] : "libcuda.so.1";
@@ -29,5 +32,26 @@ int main(int argc, char **argv) {
     query(0);
     query(&kernel); /* -> 600 CUDA_ERROR_NOT_READY */
     query(&kernel);
+    if (argc > 2 && strcmp(argv[2], "fork") == 0) {
+        /* The child calls what the parent's agent patched inside the dlopen hook: cuInit (prologue patched by
+         * the agent itself), cuMemFree_v2 (9 bytes, copied whole), and the pointers from cuGetProcAddress_v2. */
+        free_fn mem_free = (free_fn)dlsym(h, "cuMemFree_v2");
+        mem_free(0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            init(0);
+            mem_free(1);
+            mem_free(0);
+            launch(&kernel, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+            query(&kernel);
+            printf("child done\n");
+            fflush(stdout);
+            _exit(0);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        init(0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
     return 0;
 }

@@ -136,6 +136,31 @@ def test_fork_child_is_followed_and_merged(standins: Standins) -> None:
     assert child.exit_code == 0 and root.exit_code == 0
 
 
+def test_forked_child_calls_functions_patched_in_the_dlopen_hook(standins: Standins, tmp_path: Path) -> None:
+    # The child calls cuInit (prologue patched by the agent inside the dlopen hook), cuMemFree_v2 (9 bytes, copied
+    # whole) and the pointers cuGetProcAddress_v2 handed out. In a subprocess with a timeout: a child that spins
+    # must fail the test, not hang the suite.
+    out = tmp_path / "trace.json"
+    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), "--"]
+    try:
+        run = subprocess.run(
+            [*cmd, str(standins.dlopen_app), str(standins.libcuda), "fork"], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the forked child did not return from the patched functions within 60 s")
+    assert run.returncode == 0, run.stderr
+    trace = TraceResult.from_dict(json.loads(out.read_text()))
+    assert len(trace.processes) == 2
+    root, child = trace.processes
+    assert child.parent == root.pid and child.exit_code == 0 and root.exit_code == 0
+    calls = calls_of(trace)
+    assert calls["cuInit"].calls == 2 + 1 + 1  # the child's call is counted, by the child's own agent
+    assert calls["cuMemFree_v2"].calls == 1 + 2
+    assert dict(calls["cuMemFree_v2"].statuses) == {"CUDA_ERROR_INVALID_VALUE": 2}
+    assert calls["cuLaunchKernel"].calls == 6 + 1
+    assert calls["cuStreamQuery"].calls == 3 + 1  # through the parent's thunk: counted, its status not recorded
+
+
 def test_exec_child_is_followed(standins: Standins) -> None:
     trace = trace_program([str(standins.app), "forkexec"])
     pids = [p.pid for p in trace.processes]

@@ -83,6 +83,71 @@ function openSharedCounters(path, cap) {
   return p;
 }
 
+// Anonymous memory of the agent's own, which Frida never frees: it stays valid in a forked child.
+function ownMap(size) {
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const p = mmap(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
+  return p.equals(ptr(-1)) ? null : p;
+}
+
+// Functions the agent patched itself (patchJump) with their original first bytes: a fork handler puts them back
+// in the child, whose Frida agent unloads this script and frees its thunks (the child's own agent, loaded by
+// child gating, then hooks them afresh and counts the child's calls). Layout: u64 count, then per patch u64
+// address and 8 original bytes (5 are written back).
+const RESTORE_SIZE = 1 << 20;
+let restoreTable = null;
+
+function installForkRestore() {
+  if (!IS_X64 || Process.platform !== 'linux') return;
+  const reg = Module.findGlobalExportByName('__register_atfork');
+  const mprotect = Module.findGlobalExportByName('mprotect');
+  if (reg === null || mprotect === null) return;
+  const table = ownMap(RESTORE_SIZE);
+  const code = table === null ? null : ownMap(PAGE);
+  if (code === null) return;
+  const w = new X86Writer(code);
+  w.putPushReg('rbx'); w.putPushReg('r12'); w.putPushReg('r13'); // the calls below need rsp 16-aligned
+  w.putMovRegAddress('rbx', table);
+  w.putMovRegRegPtr('r12', 'rbx');
+  w.putAddRegImm('rbx', 8);
+  w.putLabel('loop');
+  w.putTestRegReg('r12', 'r12');
+  w.putJccNearLabel('je', 'done', 'no-hint');
+  for (const prot of [7, 5]) { // make the page(s) writable, then back to r-x once written
+    w.putMovRegRegPtr('rdi', 'rbx');
+    w.putBytes([0x48, 0x81, 0xe7, 0x00, 0xf0, 0xff, 0xff]); // and rdi, ~0xfff
+    w.putMovRegU32('esi', 2 * 4096);
+    w.putMovRegU32('edx', prot);
+    w.putCallAddressWithArguments(mprotect, []);
+    if (prot === 7) {
+      w.putMovRegRegPtr('rdi', 'rbx');
+      w.putMovRegRegOffsetPtr('rax', 'rbx', 8);
+      w.putBytes([0x89, 0x07, 0x48, 0xc1, 0xe8, 0x20, 0x88, 0x47, 0x04]); // mov [rdi], eax; shr rax, 32; mov [rdi+4], al
+    }
+  }
+  w.putAddRegImm('rbx', 16);
+  w.putDecReg('r12');
+  w.putJmpNearLabel('loop');
+  w.putLabel('done');
+  w.putPopReg('r13'); w.putPopReg('r12'); w.putPopReg('rbx');
+  w.putRet();
+  w.flush();
+  w.dispose();
+  const register = new NativeFunction(reg, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
+  if (register(NULL, NULL, code, NULL) === 0) restoreTable = table;
+}
+
+function rememberPatch(fn) {
+  if (restoreTable === null) return;
+  const n = u64(restoreTable);
+  if (8 + (n + 1) * 16 > RESTORE_SIZE) return;
+  const row = restoreTable.add(8 + n * 16);
+  row.writePointer(fn);
+  row.add(8).writeByteArray(fn.readByteArray(8));
+  restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
+}
+
 function allocCounter() {
   if (counterUsed >= counterCap) throw new Error('counter space exhausted');
   return counterUsed++;
@@ -423,6 +488,7 @@ function buildClone(fn, clone, next) {
 }
 
 function patchJump(fn, thunk) {
+  rememberPatch(fn);
   const rel = thunk.sub(fn.add(5)).toInt32();
   Memory.patchCode(fn, 5, code => {
     code.writeU8(0xe9);
@@ -540,9 +606,9 @@ function thunkForPointer(p, symbol) {
   const per = THUNK_SIZE + STUB_SIZE + CLONE_SIZE;
   if (pool === null || pool.used === pool.cap) {
     const cap = 256;
-    const base = Memory.alloc(cap * per);
-    keep.push(base);
-    Memory.protect(base, cap * per, 'rwx');
+    // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
+    let base = ownMap(cap * per);
+    if (base === null) { base = Memory.alloc(cap * per); keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
     pool = { base, used: 0, cap };
   }
   const mod = Process.findModuleByAddress(p);
@@ -817,6 +883,7 @@ rpc.exports = {
       return false;
     });
     listenForAcks();
+    installForkRestore();
     scanModules();
     watchLoads();
     flushTimer = setInterval(() => flush(false, null), config.flushMs);
