@@ -18,12 +18,14 @@ and signatures of a few entry points and return CUDA-style status codes:
 
 Programs: ``app`` (linked against libcuda and libcublas; ``app MODE`` runs :data:`WORKLOAD` then ends by
 ``exit``/``code`` (exit 3)/``segv``/``abort``/``_exit`` (5)/``loop`` (prints "ready", launches forever)/``fork``
-(child launches 3, parent 1 more)/``forkexec`` (child execs ``app child``: 7 launches, no workload)/``bench N
-[FILE]`` (N calls of cuCtxGetDevice in a loop, ns per call printed and written to FILE)),
-``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2 cuInit, resolves cuLaunchKernel and the
-hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of which 2 return 600; ``dlopen_app LIB
-fork`` then calls cuMemFree_v2(0), forks a child that calls cuInit, cuMemFree_v2(1), cuMemFree_v2(0), one launch
-and one query through the pointers (600), prints "child done", and the parent calls cuInit once more) and ``nocuda``.
+(child launches 3 and calls cuMemFree_v2(0), parent launches 1 more)/``forkexec`` (child execs ``app child``: 7
+launches, no workload)/``bench N [FILE]`` (N calls of cuCtxGetDevice in a loop, ns per call printed and written
+to FILE)), ``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2 cuInit, resolves cuLaunchKernel
+and the hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of which 2 return 600;
+``dlopen_app LIB fork`` then calls cuMemFree_v2(0), forks a child that calls cuInit, cuMemFree_v2(1),
+cuMemFree_v2(0), one launch and one query through the pointers (600), prints "child done", and the parent calls
+cuInit once more; ``dlopen_app LIB dlclose`` unloads LIB right after loading it, then forks a child that exits
+0) and ``nocuda``.
 
 Use :func:`build_standins` (cached per output folder); the ``configure`` tests reuse the libraries.
 """

@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(mode, "fork") == 0) {
         pid_t pid = fork();
-        if (pid == 0) { launch(3); _exit(0); }
+        if (pid == 0) { launch(3); cuMemFree_v2(0); _exit(0); } /* cuMemFree_v2: 9 bytes, hooked by copy */
         int status;
         waitpid(pid, &status, 0);
         launch(1);

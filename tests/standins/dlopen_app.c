@@ -19,6 +19,20 @@ int main(int argc, char **argv) {
     usleep(20000); /* loaded well after start: only a module observer sees it */
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    if (argc > 2 && strcmp(argv[2], "dlclose") == 0) {
+        /* The library goes away before the fork: the child must not get bytes written where it was. */
+        dlclose(h);
+        usleep(50000);
+        pid_t pid = fork();
+        if (pid == 0) {
+            printf("child done\n");
+            fflush(stdout);
+            _exit(0);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
     init_fn init = (init_fn)dlsym(h, "cuInit");
     gpa_fn gpa = (gpa_fn)dlsym(h, "cuGetProcAddress_v2");
     init(0);

@@ -127,29 +127,32 @@ def test_late_dlopen_and_non_exported_proc_address(standins: Standins) -> None:
     assert {lk.symbol for lk in trace.proc_lookups} == {"cuLaunchKernel", "cuStreamQuery"}
 
 
-def test_fork_child_is_followed_and_merged(standins: Standins) -> None:
-    trace = trace_program([str(standins.app), "fork"])
+def trace_in_subprocess(argv: list[str], out: Path, timeout: float = 60) -> TraceResult:
+    """``cudatrace run`` on ``argv`` in a subprocess: a traced process that spins fails the test, not the suite."""
+    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), "--", *argv]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{argv[0]}: the traced program did not finish within {timeout} s")
+    assert run.returncode == 0, run.stderr
+    return TraceResult.from_dict(json.loads(out.read_text()))
+
+
+def test_fork_child_is_followed_and_merged(standins: Standins, tmp_path: Path) -> None:
+    # The child also calls cuMemFree_v2, 9 bytes, which the agent copies whole and patches itself at start-up.
+    trace = trace_in_subprocess([str(standins.app), "fork"], tmp_path / "trace.json")
     assert len(trace.processes) == 2
     root, child = trace.processes
     assert child.parent == root.pid and root.parent is None
     assert calls_of(trace)["cuLaunchKernel"].calls == 14 + 3 + 1
+    assert calls_of(trace)["cuMemFree_v2"].calls == 1 + 1
     assert child.exit_code == 0 and root.exit_code == 0
 
 
 def test_forked_child_calls_functions_patched_in_the_dlopen_hook(standins: Standins, tmp_path: Path) -> None:
     # The child calls cuInit (prologue patched by the agent inside the dlopen hook), cuMemFree_v2 (9 bytes, copied
-    # whole) and the pointers cuGetProcAddress_v2 handed out. In a subprocess with a timeout: a child that spins
-    # must fail the test, not hang the suite.
-    out = tmp_path / "trace.json"
-    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), "--"]
-    try:
-        run = subprocess.run(
-            [*cmd, str(standins.dlopen_app), str(standins.libcuda), "fork"], capture_output=True, text=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the forked child did not return from the patched functions within 60 s")
-    assert run.returncode == 0, run.stderr
-    trace = TraceResult.from_dict(json.loads(out.read_text()))
+    # whole) and the pointers cuGetProcAddress_v2 handed out.
+    trace = trace_in_subprocess([str(standins.dlopen_app), str(standins.libcuda), "fork"], tmp_path / "trace.json")
     assert len(trace.processes) == 2
     root, child = trace.processes
     assert child.parent == root.pid and child.exit_code == 0 and root.exit_code == 0
@@ -159,6 +162,13 @@ def test_forked_child_calls_functions_patched_in_the_dlopen_hook(standins: Stand
     assert dict(calls["cuMemFree_v2"].statuses) == {"CUDA_ERROR_INVALID_VALUE": 2}
     assert calls["cuLaunchKernel"].calls == 6 + 1
     assert calls["cuStreamQuery"].calls == 3 + 1  # through the parent's thunk: counted, its status not recorded
+
+
+def test_fork_after_a_patched_library_was_unloaded(standins: Standins, tmp_path: Path) -> None:
+    # The fork handler must not write a function's original bytes where an unloaded library used to be.
+    trace = trace_in_subprocess([str(standins.dlopen_app), str(standins.libcublaslt), "dlclose"], tmp_path / "t.json")
+    assert len(trace.processes) == 2
+    assert [p.exit_code for p in trace.processes] == [0, 0]
 
 
 def test_exec_child_is_followed(standins: Standins) -> None:

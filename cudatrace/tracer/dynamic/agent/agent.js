@@ -114,6 +114,9 @@ function installForkRestore() {
   w.putLabel('loop');
   w.putTestRegReg('r12', 'r12');
   w.putJccNearLabel('je', 'done', 'no-hint');
+  w.putMovRegRegPtr('rdi', 'rbx');
+  w.putTestRegReg('rdi', 'rdi'); // a row of an unloaded library (forgetPatches)
+  w.putJccNearLabel('je', 'next', 'no-hint');
   for (const prot of [7, 5]) { // make the page(s) writable, then back to r-x once written
     w.putMovRegRegPtr('rdi', 'rbx');
     w.putBytes([0x48, 0x81, 0xe7, 0x00, 0xf0, 0xff, 0xff]); // and rdi, ~0xfff
@@ -126,6 +129,7 @@ function installForkRestore() {
       w.putBytes([0x89, 0x07, 0x48, 0xc1, 0xe8, 0x20, 0x88, 0x47, 0x04]); // mov [rdi], eax; shr rax, 32; mov [rdi+4], al
     }
   }
+  w.putLabel('next');
   w.putAddRegImm('rbx', 16);
   w.putDecReg('r12');
   w.putJmpNearLabel('loop');
@@ -146,6 +150,19 @@ function rememberPatch(fn) {
   row.writePointer(fn);
   row.add(8).writeByteArray(fn.readByteArray(8));
   restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
+}
+
+// A library that goes away (dlclose) takes its patches with it: its rows must not write into whatever is
+// mapped there next.
+function forgetPatches(m) {
+  if (restoreTable === null) return;
+  const n = u64(restoreTable);
+  const lo = m.base, hi = m.base.add(m.size);
+  for (let i = 0; i < n; i++) {
+    const row = restoreTable.add(8 + i * 16);
+    const a = row.readPointer();
+    if (a.compare(lo) >= 0 && a.compare(hi) < 0) row.writePointer(NULL);
+  }
 }
 
 function allocCounter() {
@@ -757,7 +774,7 @@ function watchLoads() {
   // scan waits while a dlopen is under way (the library may not be relocated yet; dlopen's onLeave scans).
   Process.attachModuleObserver({
     onAdded(_m) { setTimeout(() => { if (loading === 0) scanModules(); }, 0); },
-    onRemoved(_m) { /* counts of unloaded libraries stay */ }
+    onRemoved(m) { forgetPatches(m); /* counts of unloaded libraries stay */ }
   });
 }
 
