@@ -85,6 +85,7 @@ function openSharedCounters(path, cap) {
 
 // Anonymous memory of the agent's own, which Frida never frees: it stays valid in a forked child.
 function ownMap(size) {
+  if (Process.platform !== 'linux') return null; // Windows has no fork: callers fall back to Memory.alloc
   const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
     ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
   const p = mmap(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
