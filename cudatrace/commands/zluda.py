@@ -12,13 +12,6 @@ from cudatrace.model import Family, ZludaStatus
 
 # Libraries shown as columns of ``zluda releases`` (ZLUDA library keys).
 RELEASE_COLUMNS = ("driver", "cublas", "cublaslt", "cusparse", "cufft", "cudnn8", "cudnn9", "nvml")
-_STATUS_STYLE = {
-    ZludaStatus.TRANSLATED: "green",
-    ZludaStatus.STUB: "yellow",
-    ZludaStatus.ABSENT: "red",
-    ZludaStatus.NOT_REPLACED: "magenta",
-    ZludaStatus.NVIDIA_OWN: "cyan",
-}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -146,6 +139,8 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    from cudatrace.reports.terminal import STATUS_STYLE
+
     buf = io.StringIO()
     con = _console(buf, color)
     title = doc["function"]
@@ -157,7 +152,7 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
     for lib, info in doc["status"].items():
         status = ZludaStatus(info["status"])
         line = Text(f"  {lib} in {doc['release']}: ")
-        line.append(status.value, style=_STATUS_STYLE[status])
+        line.append(status.value, style=STATUS_STYLE[status])
         if info.get("since"):
             line.append(f" since {info['since']}")
         if info.get("hip"):
@@ -175,7 +170,7 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
             detail += f" [{run['note']}]"
         table.add_row(
             Text(run["library"]),
-            Text(status.value, style=_STATUS_STYLE[status]),
+            Text(status.value, style=STATUS_STYLE[status]),
             Text(run["first"]),
             Text(run["last"]),
             Text(detail),  # Text, not str: notes hold brackets that rich would read as markup

@@ -18,22 +18,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, VerdictStatus, ZludaStatus
+from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
+from cudatrace.reports.terminal import STATUS_STYLE, VERDICT_STYLE
 
 MAX_REASONS = 3
-_VERDICT_STYLE = {
-    VerdictStatus.RUNS: "bold green",
-    VerdictStatus.AT_RISK: "bold yellow",
-    VerdictStatus.BLOCKED: "bold red",
-}
-_STATUS_STYLE = {
-    ZludaStatus.TRANSLATED: "green",
-    ZludaStatus.STUB: "yellow",
-    ZludaStatus.ABSENT: "red",
-    ZludaStatus.NOT_REPLACED: "magenta",
-    ZludaStatus.NVIDIA_OWN: "cyan",
-}
 _LIB_HOW = {
     LibraryHow.IMPORT: "imported",
     LibraryHow.DELAY_IMPORT: "delay-loaded",
@@ -73,7 +62,7 @@ def _verdict_lines(binary: BinaryScan) -> list[Text]:
     if verdict is not None:
         line = Text("  verdict ")
         line.append_text(_t(f"(ZLUDA {verdict.release}): "))
-        line.append_text(_t(verdict.status.value.upper().replace("_", " "), _VERDICT_STYLE[verdict.status]))
+        line.append_text(_t(verdict.status.value.upper().replace("_", " "), VERDICT_STYLE[verdict.status]))
         lines.append(line)
         for reason in verdict.reasons[:MAX_REASONS]:
             lines.append(_t(f"    - [{reason.severity.value}] {reason.message}"))
@@ -88,7 +77,7 @@ def _verdict_lines(binary: BinaryScan) -> list[Text]:
         for i, status in enumerate(parts):
             if i:
                 line.append(", ")
-            line.append_text(_t(f"{statuses[status]} {status.value.replace('_', ' ')}", _STATUS_STYLE[status]))
+            line.append_text(_t(f"{statuses[status]} {status.value.replace('_', ' ')}", STATUS_STYLE[status]))
         lines.append(line)
     return lines
 

@@ -15,15 +15,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import EntryPointUse, TraceResult, VerdictStatus
+from cudatrace.model import EntryPointUse, TraceResult
 from cudatrace.reports.document import printable
+from cudatrace.reports.terminal import VERDICT_STYLE
 
 TOP = 15
-_VERDICT_STYLE = {
-    VerdictStatus.RUNS: "bold green",
-    VerdictStatus.AT_RISK: "bold yellow",
-    VerdictStatus.BLOCKED: "bold red",
-}
 
 
 def _t(text: object, style: str = "") -> Text:
@@ -69,7 +65,7 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         v = trace.verdict
         con.print(
             Text.assemble(
-                ("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(v.status.value, _VERDICT_STYLE.get(v.status, ""))
+                ("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(v.status.value, VERDICT_STYLE.get(v.status, ""))
             )
         )
         for r in v.reasons[:3]:
