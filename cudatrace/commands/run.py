@@ -92,20 +92,14 @@ def run_run(args: argparse.Namespace) -> int:
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
-        try:
-            from cudatrace.coverage_db.verdict import annotate_trace
-        except ImportError:  # the catalog is optional for tracing
-            pass
-        else:
-            trace = annotate_trace(trace, args.release)
+        from cudatrace.coverage_db.verdict import annotate_trace
+
+        trace = annotate_trace(trace, args.release)
     if not args.no_store:
-        try:
-            from cudatrace.coverage_db.store import open_store
-        except ImportError:
-            pass
-        else:
-            with open_store(args.db) as store:
-                store.record_trace(trace)
+        from cudatrace.coverage_db.store import open_store
+
+        with open_store(args.db) as store:
+            store.record_trace(trace)
     if args.format == "json":
         text = dump_json(trace.to_dict())
     else:

@@ -98,10 +98,8 @@ def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
         from cudatrace.tracer.static.elf import parse_elf
 
         return parse_elf(buf, path)
-    try:
-        from cudatrace.tracer.static.pe import parse_pe
-    except ImportError as exc:  # pragma: no cover - the PE parser ships with the package
-        raise UnsupportedBinaryError("PE parsing is not available", path) from exc
+    from cudatrace.tracer.static.pe import parse_pe
+
     return parse_pe(buf, path)
 
 
