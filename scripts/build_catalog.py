@@ -4,7 +4,9 @@
 Reads ``<reference>/zluda`` (what each ZLUDA tag does with every CUDA entry point), ``<reference>/hipify`` (the
 CUDA to HIP/ROCm name mapping) and ``<reference>/exports`` (what NVIDIA's libraries export, and what header
 macros rename), and writes one compact, deterministic gzip JSON file that :mod:`cudatrace.coverage_db.catalog`
-loads at run time::
+loads at run time. ``cudatrace configure`` and ``cudatrace doctor`` read the same file through the catalog: the
+release order, the file names each release ships per platform, the loader redirect tables and the AMD libraries
+behind each ZLUDA library (link libraries and DLLs loaded at run time)::
 
     python3 scripts/build_catalog.py [--reference ../shared/reference] [--out cudatrace/coverage_db/data]
     python3 scripts/build_catalog.py --time      # also measure how long load_catalog() takes
@@ -27,7 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "cudatrace.catalog/1"
+SCHEMA = "cudatrace.catalog/2"
 OUT_NAME = "catalog.json.gz"
 NAMES_NAME = "catalog_names.json.gz"  # HIPIFY names and NVIDIA export lists, loaded on first use
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,6 +146,8 @@ def build(reference: Path) -> dict[str, Any]:
                 "forwards_to": r["forwards_to"],
                 "amd_link_libs_linux": _words(r["amd_link_libs_linux"]),
                 "amd_link_libs_windows": _words(r["amd_link_libs_windows"]),
+                "amd_windows_dlls_loaded_at_runtime": _words(r["amd_windows_dlls_loaded_at_runtime"]),
+                "trace_lib_env_var": r["trace_lib_env_var"],
                 "error": r["error_on_unimplemented"],
             }
         )

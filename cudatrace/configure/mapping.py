@@ -28,10 +28,10 @@ from cudatrace.configure.runtime_data import (
     ZLUDA_CC_SINCE,
     ZLUDA_EXE_TABLE_SINCE,
     ZLUDA_LD_SINCE,
-    LibraryRow,
     RuntimeData,
     load_runtime_data,
 )
+from cudatrace.coverage_db.catalog import LibraryPackage
 from cudatrace.errors import ConfigureError, InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow
 
@@ -345,7 +345,7 @@ def _requested_driver(platform: str) -> str:
     return "nvcuda.dll" if platform == "windows" else "libcuda.so.1"
 
 
-def _rows_for_family(rows: tuple[LibraryRow, ...], family: Family, requested: str) -> list[LibraryRow]:
+def _rows_for_family(rows: tuple[LibraryPackage, ...], family: Family, requested: str) -> list[LibraryPackage]:
     """Shim rows of the family; for cuDNN the major (8 or 9) in the requested name decides the shim."""
     out = [r for r in rows if r.family is family and r.library != "driver_win32"]
     if family is Family.CUDNN:
@@ -385,7 +385,7 @@ def _closest(files: tuple[str, ...], requested: str, family: Family) -> str | No
     return numbered[-1][1] if numbered else files[0]
 
 
-def _amd_for(row: LibraryRow, platform: str) -> list[tuple[str, int | None]]:
+def _amd_for(row: LibraryPackage, platform: str) -> list[tuple[str, int | None]]:
     names = row.amd_linux if platform == "linux" else (*row.amd_windows, *row.amd_windows_runtime)
     seen: dict[str, int | None] = {}
     for n in names:
@@ -396,13 +396,13 @@ def _amd_for(row: LibraryRow, platform: str) -> list[tuple[str, int | None]]:
     return list(seen.items())
 
 
-def _placement(row: LibraryRow, requested: str, platform: str, release: str, data: RuntimeData) -> Placement:
+def _placement(row: LibraryPackage, requested: str, platform: str, release: str, data: RuntimeData) -> Placement:
     if platform == "linux":
         return Placement.RUNTIME_DIR
     if requested.lower() in ("nvcuda.dll", "nvml.dll"):
         return Placement.RUNTIME_DIR  # zluda.exe redirects these in every release
     if data.at_least(release, ZLUDA_EXE_TABLE_SINCE) and any(
-        dll.lower() == requested.lower() for _, dll in row.exe_redirects
+        dll.lower() == requested.lower() for _, dll in row.exe_redirect_pairs
     ):
         return Placement.RUNTIME_DIR
     return Placement.BESIDE_PROGRAM  # not in zluda.exe's table: found first in the application folder
@@ -618,7 +618,7 @@ def plan_mapping(
             if m.family is Family.DRIVER:
                 # prebuilt files ZLUDA ships next to nvcuda.dll (nvcudart_hybrid64.dll from v6-preview.28)
                 driver_rows = [r for r in rows if r.library == m.zluda_library]
-                extras = [x.partition("<-")[0] for r in driver_rows for x in r.windows_extra_files]
+                extras = [x for r in driver_rows for x in r.windows_extra]
                 launcher_files += tuple(e for e in extras if e not in launcher_files)
     elif method is Method.LD_AUDIT:
         launcher_files = ("zluda_ld",)

@@ -16,8 +16,9 @@ Main questions and the methods that answer them:
 * :meth:`Catalog.coverage` -- per ZLUDA library: declared / implemented / stub / not exported counts.
 * Packaging, for ``configure``: :meth:`Catalog.replaces` (does release R ship a replacement under this file
   name?), :meth:`Catalog.shipped_files` (file names per release and platform: ``"windows"``, ``"windows32"``,
-  ``"linux"``), :meth:`Catalog.redirected_files` (names ``zluda.exe`` / ``zluda_ld`` redirect) and
-  :meth:`Catalog.packages` (the full per-library packaging rows).
+  ``"linux"``), :meth:`Catalog.redirected_files` (names ``zluda.exe`` / ``zluda_ld`` redirect),
+  :meth:`Catalog.packages` (the full per-library packaging rows of one release, with the AMD libraries each
+  needs) and :meth:`Catalog.all_packages` (every row of every release).
 * :meth:`Catalog.proc_address` -- ZLUDA's ``cuGetProcAddress`` resolution of (symbol, CUDA version, flags).
 * :meth:`Catalog.export_table` / :meth:`Catalog.export_tables` -- the undocumented driver export tables
   (``cuGetExportTable`` GUIDs) ZLUDA knows, slot by slot.
@@ -41,7 +42,7 @@ from typing import Any
 from cudatrace.errors import CatalogError
 from cudatrace.model import Family, ZludaInfo, ZludaStatus
 
-CATALOG_SCHEMA = "cudatrace.catalog/1"
+CATALOG_SCHEMA = "cudatrace.catalog/2"
 DATA_FILE = "catalog.json.gz"
 NAMES_FILE = "catalog_names.json.gz"  # HIPIFY names and NVIDIA export lists, read on first use
 
@@ -186,11 +187,13 @@ class LibraryCoverage:
 
 @dataclass(frozen=True, slots=True)
 class LibraryPackage:
-    """How one ZLUDA library is packaged in one release (one row of the reference ``libraries.csv``)."""
+    """How one ZLUDA library is packaged over a run of releases (one row of the reference ``libraries.csv``)."""
 
     library: str
     first: str
     last: str
+    first_ordinal: int
+    last_ordinal: int
     platforms: tuple[str, ...]
     windows: tuple[str, ...]  # file names in the Windows zip
     windows32: tuple[str, ...]
@@ -201,7 +204,31 @@ class LibraryPackage:
     windows_build_output: str
     linux_build_output: str
     forwards_to: str  # the AMD libraries it runs on
+    amd_linux: tuple[str, ...]  # AMD link libraries on Linux (rocblas, libamdhip64.so.6, ...)
+    amd_windows: tuple[str, ...]  # AMD link libraries on Windows (delayload:amdhip64_7.dll, ...)
+    amd_windows_runtime: tuple[str, ...]  # AMD DLLs it loads at run time on Windows (rocblas.dll, ...)
+    trace_env_var: str  # the ZLUDA_*_LIB variable that points zluda_trace at the real library
     error: str  # the not-supported status of its stubs
+
+    @property
+    def family(self) -> Family:
+        """The model family this library replaces."""
+        return LIBRARY_FAMILY.get(self.library, Family.OTHER)
+
+    @property
+    def exe_redirect_pairs(self) -> tuple[tuple[str, str], ...]:
+        """``zluda.exe``'s redirect table entries as (short name, DLL)."""
+        return tuple((short, dll) for short, _, dll in (e.partition("=") for e in self.exe_redirects))
+
+    def files(self, platform: str) -> tuple[str, ...]:
+        """The file names of this library in the ``"linux"``, ``"windows"`` or ``"windows32"`` package."""
+        if platform == "linux":
+            return self.linux
+        return self.windows32 if platform == "windows32" else self.windows
+
+    def covers(self, ordinal: int) -> bool:
+        """True when this row describes the release with that history ordinal."""
+        return self.first_ordinal <= ordinal <= self.last_ordinal
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +372,7 @@ class Catalog:
         self._names: dict[str, Any] | None = None
         self._header: dict[str, dict[str, dict[str, list[Any]]]] = doc["header"]
         self._packages = tuple(doc["packaging"])
+        self._package_records: tuple[LibraryPackage, ...] | None = None
         heads = [r for r in self._tags if r.head]
         self.latest: str = (heads[0] if heads else self._tags[-1]).name
         """The newest release in the catalog (the tag on ZLUDA's HEAD)."""
@@ -413,24 +441,36 @@ class Catalog:
     def packages(self, release: str) -> tuple[LibraryPackage, ...]:
         """Every ZLUDA library's packaging in a release."""
         rel = self._rel(release)
-        return tuple(
-            LibraryPackage(
-                library=p["library"],
-                first=self._tag(p["first"]),
-                last=self._tag(p["last"]),
-                platforms=tuple(p["platforms"]),
-                windows=tuple(p["windows"]),
-                windows32=tuple(p["windows32"]),
-                windows_extra=tuple(p["windows_extra"]),
-                linux=tuple(p["linux"]),
-                ld_audit_redirects=tuple(p["ld_audit_redirects"]),
-                exe_redirects=tuple(p["exe_redirects"]),
-                windows_build_output=p["windows_build_output"],
-                linux_build_output=p["linux_build_output"],
-                forwards_to=p["forwards_to"],
-                error=p["error"],
-            )
-            for p in self._package_rows(rel.ordinal)
+        return tuple(p for p in self.all_packages() if p.covers(rel.ordinal))
+
+    def all_packages(self) -> tuple[LibraryPackage, ...]:
+        """Every packaging row of every release, by library and then history order."""
+        if self._package_records is None:
+            self._package_records = tuple(self._package(p) for p in self._packages)
+        return self._package_records
+
+    def _package(self, p: Mapping[str, Any]) -> LibraryPackage:
+        return LibraryPackage(
+            library=p["library"],
+            first=self._tag(p["first"]),
+            last=self._tag(p["last"]),
+            first_ordinal=p["first"],
+            last_ordinal=p["last"],
+            platforms=tuple(p["platforms"]),
+            windows=tuple(p["windows"]),
+            windows32=tuple(p["windows32"]),
+            windows_extra=tuple(p["windows_extra"]),
+            linux=tuple(p["linux"]),
+            ld_audit_redirects=tuple(p["ld_audit_redirects"]),
+            exe_redirects=tuple(p["exe_redirects"]),
+            windows_build_output=p["windows_build_output"],
+            linux_build_output=p["linux_build_output"],
+            forwards_to=p["forwards_to"],
+            amd_linux=tuple(p["amd_link_libs_linux"]),
+            amd_windows=tuple(p["amd_link_libs_windows"]),
+            amd_windows_runtime=tuple(p["amd_windows_dlls_loaded_at_runtime"]),
+            trace_env_var=p["trace_lib_env_var"],
+            error=p["error"],
         )
 
     def shipped_files(self, release: str, platform: str) -> tuple[str, ...]:

@@ -303,6 +303,52 @@ def test_packaging(cat: Catalog) -> None:
         cat.shipped_files("v6-preview.69", "macos")
 
 
+def test_packaging_amd_libraries_and_loader_tables(cat: Catalog) -> None:
+    """The per-library facts ``configure`` plans with: AMD libraries behind each shim, zluda.exe's table."""
+    pkgs = {p.library: p for p in cat.packages("v6-preview.69")}
+    cublas = pkgs["cublas"]
+    assert cublas.family is Family.CUBLAS and cublas.covers(173) and not cublas.covers(cublas.last_ordinal + 1)
+    assert (cublas.first, cublas.first_ordinal) == ("v6-preview.60", 164)
+    assert cublas.amd_linux == ("amdhip64", "rocblas")
+    assert cublas.amd_windows == ("delayload:amdhip64_7.dll",)
+    assert cublas.amd_windows_runtime == ("rocblas.dll",)
+    assert cublas.trace_env_var == "ZLUDA_BLAS_LIB"
+    assert ("cublas12", "cublas64_12.dll") in cublas.exe_redirect_pairs
+    assert cublas.files("linux") == cublas.linux and cublas.files("windows") == cublas.windows
+    assert pkgs["driver"].amd_windows_runtime == ("amdhip64_6.dll", "amdhip64_7.dll")
+    assert pkgs["driver"].windows_extra == ("nvcudart_hybrid64.dll",)  # the "<-source" part is left out
+    assert pkgs["cudnn9"].amd_windows_runtime == ("MIOpen.dll",)
+    assert pkgs["cufft"].amd_linux == () and pkgs["cufft"].forwards_to.startswith("(none")
+    rows = cat.all_packages()
+    assert rows[0].library == "cublas" and len(rows) == len({(r.library, r.first_ordinal) for r in rows})
+    assert tuple(r for r in rows if r.covers(173)) == cat.packages("v6-preview.69")
+
+
+@needs_reference
+def test_packaging_matches_libraries_csv(cat: Catalog) -> None:
+    """Every row of the reference libraries.csv, field by field, as ``configure`` reads it."""
+    with (REFERENCE / "zluda" / "libraries.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    by_key = {(p.library, p.first_ordinal): p for p in cat.all_packages()}
+    assert len(by_key) == len(rows) == len(cat.all_packages())
+    for r in rows:
+        p = by_key[(r["library"], int(r["first_ordinal"]))]
+        assert (p.first, p.last, p.last_ordinal) == (r["first_tag"], r["last_tag"], int(r["last_ordinal"]))
+        assert p.platforms == tuple(r["platforms"].split())
+        assert p.windows == tuple(r["windows_package_files"].split())
+        assert p.windows32 == tuple(r["windows32_package_files"].split())
+        assert p.windows_extra == tuple(x.partition("<-")[0] for x in r["windows_extra_files"].split())
+        assert p.linux == tuple(r["linux_package_names"].split())
+        assert p.ld_audit_redirects == tuple(r["linux_ld_audit_redirects"].split())
+        assert p.exe_redirect_pairs == tuple(
+            (s, d) for s, _, d in (x.partition("=") for x in r["zluda_exe_redirects"].split())
+        )
+        assert p.amd_linux == tuple(r["amd_link_libs_linux"].split())
+        assert p.amd_windows == tuple(r["amd_link_libs_windows"].split())
+        assert p.amd_windows_runtime == tuple(r["amd_windows_dlls_loaded_at_runtime"].split())
+        assert (p.trace_env_var, p.forwards_to) == (r["trace_lib_env_var"], r["forwards_to"])
+
+
 def test_proc_address(cat: Catalog) -> None:
     r = "v6-preview.69"
     res = cat.proc_address("cuCtxCreate", 12000, 0, r)
