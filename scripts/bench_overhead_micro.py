@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from cudatrace.tracer.dynamic.protocol import CounterMode  # noqa: E402
 from cudatrace.tracer.dynamic.session import TraceOptions, trace_program  # noqa: E402
 from tests.standins import build_standins  # noqa: E402
 
@@ -49,7 +50,8 @@ def main() -> None:
         modes: dict[str, TraceOptions | None] = {
             "untraced": None,
             "count (detail 0)": TraceOptions(detail_calls=0),
-            "count, --fast-counters": TraceOptions(detail_calls=0, atomic_counters=False),
+            "count, locked": TraceOptions(detail_calls=0, counters=CounterMode.LOCKED),
+            "count, plain (--fast-counters)": TraceOptions(detail_calls=0, counters=CounterMode.PLAIN),
             "default (detail 1000)": TraceOptions(),
             "detail every call": TraceOptions(detail_calls=-1),
         }

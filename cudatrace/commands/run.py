@@ -8,6 +8,7 @@ import sys
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
+from cudatrace.tracer.dynamic.protocol import CounterMode
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,9 +38,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(default 1000; 0 counts only; -1 every call)",
     )
     p.add_argument(
+        "--counters",
+        choices=[m.value for m in CounterMode],
+        default=CounterMode.PER_CPU.value,
+        help="how calls are counted: per-cpu (default; exact, falls back to locked where the CPU or C library cannot), "
+        "locked (one counter, lock inc), plain (one counter, plain inc: cheapest, may undercount concurrent calls)",
+    )
+    p.add_argument(
         "--fast-counters",
-        action="store_true",
-        help="count with plain increments (cheaper per call; concurrent calls on several threads may be undercounted)",
+        dest="counters",
+        action="store_const",
+        const=CounterMode.PLAIN.value,
+        help="the same as --counters plain",
     )
     p.add_argument("--zluda", metavar="DIR", help="run the program with ZLUDA's libraries from DIR (as `configure`)")
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable (repeatable)")
@@ -85,7 +95,7 @@ def run_run(args: argparse.Namespace) -> int:
         events_path=args.events,
         env=env,
         zluda_dir=args.zluda,
-        atomic_counters=not args.fast_counters,
+        counters=CounterMode(args.counters),
     )
     sink = _StatusLine() if sys.stderr.isatty() else None
     trace = trace_pid(args.pid, options, sink) if args.pid is not None else trace_program(program, options, sink)

@@ -19,13 +19,15 @@ and signatures of a few entry points and return CUDA-style status codes:
 Programs: ``app`` (linked against libcuda and libcublas; ``app MODE`` runs :data:`WORKLOAD` then ends by
 ``exit``/``code`` (exit 3)/``segv``/``abort``/``_exit`` (5)/``loop`` (prints "ready", launches forever)/``fork``
 (child launches 3 and calls cuMemFree_v2(0), parent launches 1 more)/``forkexec`` (child execs ``app child``: 7
-launches, no workload)/``bench N [FILE]`` (N calls of cuCtxGetDevice in a loop, ns per call printed and written
-to FILE)), ``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2 cuInit, resolves cuLaunchKernel
-and the hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of which 2 return 600;
-``dlopen_app LIB fork`` then calls cuMemFree_v2(0), forks a child that calls cuInit, cuMemFree_v2(1),
-cuMemFree_v2(0), one launch and one query through the pointers (600), prints "child done", and the parent calls
-cuInit once more; ``dlopen_app LIB dlclose`` unloads LIB right after loading it, then forks a child that exits
-0) and ``nocuda``.
+launches, no workload)/``threads N CALLS`` (after the workload, N threads at once each call cuCtxGetDevice CALLS
+times and the cuMemGetInfo pointer from cuGetProcAddress_v2 every tenth time, while the main thread sends them
+SIGUSR1 every 50 us; one more cuGetProcAddress_v2 lookup)/``bench N [FILE]`` (N calls of cuCtxGetDevice in a loop,
+ns per call printed and written to FILE)), ``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2
+cuInit, resolves cuLaunchKernel and the hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of
+which 2 return 600; ``dlopen_app LIB fork`` then calls cuMemFree_v2(0), forks a child that calls cuInit,
+cuMemFree_v2(1), cuMemFree_v2(0), one launch and one query through the pointers (600), prints "child done", and the
+parent calls cuInit once more; ``dlopen_app LIB dlclose`` unloads LIB right after loading it, then forks a child
+that exits 0) and ``nocuda``.
 
 Use :func:`build_standins` (cached per output folder); the ``configure`` tests reuse the libraries.
 """
@@ -119,6 +121,7 @@ def build_standins(out_dir: Path) -> Standins:
             str(SOURCES / "app.c"),
             str(s.libcuda),
             str(s.libcublas),
+            "-pthread",
             f"-Wl,-rpath,{out_dir}",
             # DT_RPATH, not DT_RUNPATH: it wins over LD_LIBRARY_PATH, which on a GPU machine names the real libcuda
             "-Wl,--disable-new-dtags",

@@ -1,5 +1,6 @@
 /* A program linked against the libcuda and libcublas stand-ins. argv[1] picks what it does; the calls it makes
  * are fixed so tests can assert exact counts (see tests/standins/__init__.py for the table). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,22 @@ int cublasSgemm_v2(void *, int, int, int, int, int, const float *, const float *
 int cublasSetMathMode(void *, int);
 
 static int kernel;
+static long thread_calls;
+static CUresult (*thread_mem_get_info)(size_t *, size_t *);
+
+/* "threads": each thread calls cuCtxGetDevice thread_calls times and the cuGetProcAddress pointer a tenth as often. */
+static void *hammer(void *arg) {
+    int dev;
+    size_t f, t;
+    (void)arg;
+    for (long i = 0; i < thread_calls; i++) {
+        cuCtxGetDevice(&dev);
+        if (i % 10 == 0) thread_mem_get_info(&f, &t);
+    }
+    return 0;
+}
+
+static void on_usr1(int sig) { (void)sig; }
 
 static void launch(int n) {
     for (int i = 0; i < n; i++) cuLaunchKernel(&kernel, 1, 1, 1, 64, 1, 1, 0, 0, 0, 0);
@@ -108,6 +125,23 @@ int main(int argc, char **argv) {
         printf("ready\n");
         fflush(stdout);
         for (;;) { launch(1); usleep(1000); }
+    }
+    if (strcmp(mode, "threads") == 0) { /* threads N CALLS: N threads at once, signalled while they run */
+        int n = argc > 2 ? atoi(argv[2]) : 8;
+        thread_calls = argc > 3 ? atol(argv[3]) : 1000000;
+        int st;
+        cuGetProcAddress_v2("cuMemGetInfo", (void **)&thread_mem_get_info, 12000, 0, &st);
+        signal(SIGUSR1, on_usr1);
+        pthread_t th[64];
+        if (n > 64) n = 64;
+        for (int i = 0; i < n; i++) pthread_create(&th[i], 0, hammer, 0);
+        /* Signals interrupt the counting sequences: the kernel restarts an interrupted one. */
+        for (int k = 0; k < 2000; k++) {
+            for (int i = 0; i < n; i++) pthread_kill(th[i], SIGUSR1);
+            usleep(50);
+        }
+        for (int i = 0; i < n; i++) pthread_join(th[i], 0);
+        return 0;
     }
     if (strcmp(mode, "fork") == 0) {
         pid_t pid = fork();

@@ -47,6 +47,14 @@ DEFAULT_DETAIL_CALLS = 1000
 """Calls of each entry point that take the detail path (statuses, callers, times) before plain counting."""
 
 
+class CounterMode(str, Enum):
+    """How the agent's thunks count calls (x86-64)."""
+
+    PER_CPU = "per-cpu"  # a row of counters per CPU, plain increments in a restartable sequence (Linux, glibc rseq)
+    LOCKED = "locked"  # one counter, lock inc: exact, ~8.5 ns a call on some server CPUs
+    PLAIN = "plain"  # one counter, plain inc: cheapest, concurrent calls on several threads may be lost
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     """What the agent is told in its ``configure`` call."""
@@ -56,8 +64,8 @@ class AgentConfig:
     events: bool = False
     flush_ms: int = 250
     shared_counters: str | None = None  # a file the agent maps MAP_SHARED for its counters (Linux)
-    counter_capacity: int = 1 << 20
-    atomic_counters: bool = True  # lock inc; False: plain inc (cheaper, may undercount concurrent calls)
+    counter_capacity: int = 1 << 16  # counters per row: entry points hooked plus pointers from cuGetProcAddress
+    counters: CounterMode = CounterMode.PER_CPU  # falls back to LOCKED where per-CPU counting is not possible
 
     def to_rpc(self) -> dict[str, Any]:
         """The JSON object the agent's ``configure`` receives."""
@@ -72,7 +80,7 @@ class AgentConfig:
             "flushMs": self.flush_ms,
             "sharedCounters": self.shared_counters,
             "counterCapacity": self.counter_capacity,
-            "atomicCounters": self.atomic_counters,
+            "counters": self.counters.value,
         }
 
 
@@ -86,6 +94,9 @@ class AgentHello:
     now_ns: int
     shared_counters: str | None
     fast_path: bool
+    counter_mode: str = CounterMode.LOCKED.value  # what the agent counts with: a CounterMode, or "listener"
+    counter_rows: int = 1  # rows of counter_capacity counters in the shared file (per-CPU: CPUs + 1)
+    counter_capacity: int = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +228,9 @@ def parse_hello(d: Mapping[str, Any]) -> AgentHello:
         int(d["nowNs"]),
         d.get("sharedCounters"),
         bool(d.get("fastPath")),
+        str(d.get("counterMode", CounterMode.LOCKED.value)),
+        int(d.get("counterRows", 1)),
+        int(d.get("counterCapacity", 1 << 16)),
     )
 
 

@@ -46,6 +46,7 @@ from cudatrace.tracer.dynamic.protocol import (
     DEFAULT_DETAIL_CALLS,
     AgentConfig,
     AgentHello,
+    CounterMode,
     CountRow,
     CountsMsg,
     EventsMsg,
@@ -88,7 +89,7 @@ class TraceOptions:
     flush_ms: int = 250
     zluda_dir: str | None = None
     shared_counters: bool = True
-    atomic_counters: bool = True  # False (--fast-counters): plain increments, may undercount concurrent calls
+    counters: CounterMode = CounterMode.PER_CPU  # PLAIN (--fast-counters) may undercount concurrent calls
 
     @property
     def effective_detail(self) -> int:
@@ -300,23 +301,30 @@ class Collector:
             return [k for k, p in self._procs.items() if not p.ended]
 
     def _read_shared_counters(self, proc: _Proc) -> None:
-        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger.
+        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger. A
+        # counter is the sum of its rows (one row per CPU and a shared one when counting per CPU).
         path = proc.shm_path
         if not path:
             return
+        rows = proc.hello.counter_rows if proc.hello is not None else 1
+        cap = proc.hello.counter_capacity if proc.hello is not None else 0
+        slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
+        n = max(slots) + 1 if slots else 0
+        if n > cap:
+            n = 0  # an agent that does not match this host: trust its batches only
+        values = [0] * n
         try:
             with open(path, "rb") as fh:
-                slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
-                if not slots:
-                    return
-                data = fh.read(8 * (max(slots) + 1))
+                for r in range(rows if n else 0):
+                    fh.seek(r * cap * 8)
+                    data = fh.read(8 * n)
+                    for i, v in enumerate(struct.unpack(f"<{len(data) // 8}Q", data[: len(data) // 8 * 8])):
+                        values[i] += v
         except OSError:
             return
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        n = len(data) // 8
-        values = struct.unpack(f"<{n}Q", data[: 8 * n])
         for e in proc.entries.values():
             if 0 <= e.slot < n and values[e.slot] > 0:
                 old = proc.rows.get(e.id)
@@ -455,8 +463,14 @@ class Collector:
                 )
         elif detail == 0:
             notes.append("count-only mode: no statuses, callers or first-call times")
-        if not options.atomic_counters:
-            notes.append("--fast-counters: plain increments, calls made at the same instant on two threads may be lost")
+        modes = {p.hello.counter_mode for p in procs if p.hello is not None}
+        if CounterMode.PLAIN.value in modes:
+            notes.append("plain counters: calls made at the same instant on two threads may be lost")
+        if options.counters is CounterMode.PER_CPU and CounterMode.LOCKED.value in modes:
+            notes.append(
+                "counting with a locked increment (per-CPU counters need Linux on x86-64 and glibc 2.35 or newer "
+                "with its rseq area): about 9 ns a call on some server CPUs"
+            )
         skipped: dict[str, list[str]] = {}
         for p in procs:
             for module, function, reason in p.skipped:
@@ -562,7 +576,7 @@ class _Tracer:
             events=self.options.events_path is not None,
             flush_ms=self.options.flush_ms,
             shared_counters=shm,
-            atomic_counters=self.options.atomic_counters,
+            counters=self.options.counters,
         )
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)

@@ -23,6 +23,7 @@ from tests.standins import WORKLOAD, Standins, build_standins
 
 frida = pytest.importorskip("frida", reason="frida is needed to trace programs")
 
+from cudatrace.tracer.dynamic.protocol import CounterMode  # noqa: E402
 from cudatrace.tracer.dynamic.session import TraceOptions, trace_pid, trace_program  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-ins are ELF programs")
@@ -114,6 +115,34 @@ def test_count_only_mode_counts_the_same(standins: Standins) -> None:
     # The thunk alone sees no return codes; the JavaScript-hooked entry points still do.
     assert calls["cuMemAdvise"].statuses == ()
     assert dict(calls["cuGetExportTable"].statuses) == {"CUDA_ERROR_INVALID_VALUE": 1}
+
+
+@pytest.mark.parametrize("counters", [CounterMode.PER_CPU, CounterMode.LOCKED])
+def test_threads_calling_at_once_are_counted_exactly(standins: Standins, counters: CounterMode) -> None:
+    # Eight threads on however many CPUs there are, signalled while they run: per-CPU counting restarts a sequence
+    # the kernel interrupted (preemption, migration, a signal) and loses nothing. (Plain counters lose calls here.)
+    threads, each = 8, 3_000_000
+    trace = trace_program([str(standins.app), "threads", str(threads), str(each)], TraceOptions(counters=counters))
+    calls = calls_of(trace)
+    assert calls["cuCtxGetDevice"].calls == WORKLOAD["cuCtxGetDevice"][0] + threads * each
+    assert calls["cuMemGetInfo"].calls == WORKLOAD["cuMemGetInfo"][0] + threads * (each // 10)
+    assert calls["cuLaunchKernel"].calls == WORKLOAD["cuLaunchKernel"][0]
+    # The first calls took the detail path (about 1000: threads inside it at once may each take one more).
+    callers = dict(calls["cuCtxGetDevice"].callers)
+    assert set(callers) == {"app"} and 1000 <= callers["app"] <= 1000 + threads
+    fallback = [n for n in trace.notes if "locked increment" in n]
+    if counters is CounterMode.PER_CPU and _glibc_has_rseq():
+        assert fallback == [], "per-CPU counting fell back on a C library that registers rseq"
+
+
+def _glibc_has_rseq() -> bool:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    try:
+        return ctypes.c_uint.in_dll(libc, "__rseq_size").value > 0
+    except ValueError:
+        return False
 
 
 def test_late_dlopen_and_non_exported_proc_address(standins: Standins) -> None:

@@ -4,15 +4,18 @@
  * batches to the host. Configured by the host through rpc.exports.configure(config); message names come in
  * the configuration (cudatrace/tracer/dynamic/protocol.py declares them once).
  *
- * The common path is native: on x86-64 each entry point's prologue jumps (Interceptor.replaceFast) to a thunk
- * generated here, allocated within branch range of the library:
+ * The common path is native: on x86-64 each entry point's prologue jumps (Interceptor.replaceFast, or a direct
+ * patch) to a thunk generated here, allocated within branch range of the library. On Linux with glibc's rseq
+ * area (glibc >= 2.35) it counts per CPU in a restartable sequence, without a locked instruction:
  *
- *     movabs r11, &counter        ; r11 is scratch in both the SysV and the Windows x64 conventions
- *     lock inc qword [r11]
- *     cmp qword [r11], N          ; only when a detail budget is set
- *     jbe detail_stub             ; the first N calls: statuses, callers, times (CModule listener, detail.c)
- *     jmp [rip+0] ; dq original   ; every other call: straight to the original
+ *     movabs r11, &descriptor ; mov fs:[rseq_cs], r11     ; r10 and r11 are scratch in both x64 conventions
+ *   start:
+ *     mov r10d, fs:[cpu_id] ; cmp r10d, cpus ; jae fallback (lock inc in a shared row)
+ *     shl r10, log2(row) ; movabs r11, &counter ; inc qword [r11 + r10]   ; commit; preempted before: restart
+ *     cmp qword [&detail.calls], N ; jb detail_stub     ; the first N calls: statuses, callers, times (detail.c)
+ *     <the function's first instructions, relocated> ; jmp back into the function
  *
+ * Elsewhere the head is `movabs r11, &counter; lock inc qword [r11]` (plain `inc` with --fast-counters).
  * The counters live in a shared file mapping (Linux) that the host reads after the process is gone, so counts
  * survive SIGKILL. Other CPUs fall back to Interceptor.attach with the native listener (slower; reported).
  */
@@ -29,7 +32,6 @@ const DETAIL_SIZE = 912;
 const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
   D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 520, D_OTHER_CALLERS = 904;
 const N_STATUSES = 8, N_CALLERS = 48;
-const THUNK_SIZE = 112, STUB_SIZE = 32, CLONE_SIZE = 176;
 
 const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
 const lastSent = []; // id -> calls at last send
@@ -75,7 +77,7 @@ function openSharedCounters(path, cap) {
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
   const fd = open(Memory.allocUtf8String(path), 0x42 /* O_RDWR|O_CREAT */, 0x180 /* 0600 */);
   if (fd < 0) return null;
-  const size = cap * 8;
+  const size = counterRows * cap * 8;
   if (ftruncate(fd, size) !== 0) { close(fd); return null; }
   const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
   close(fd);
@@ -183,34 +185,118 @@ function le32(bytes, v) {
   for (let i = 0; i < 4; i++) bytes.push((v >>> (8 * i)) & 0xff);
 }
 
-// The counting head of a thunk; what follows it (the tail) goes on to the original function.
-function countBytes(thunk, counterAddr, stub) {
-  const b = [0x49, 0xbb];
-  le64(b, counterAddr); // movabs r11, &counter (r11 and r10 are scratch in the SysV and Windows x64 conventions)
+// Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
+// thread): each CPU has its own row of counters, and the increment is a plain `inc` inside a restartable
+// sequence, so it is exact without a locked instruction (a `lock inc` costs ~8.5 ns a call on some server CPUs,
+// the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
+// the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
+// row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
+let rseq = null; // {offset, cpus} when per-CPU counting is on
+let counterRows = 1;
+let csPool = null; // {base, used, cap}: rseq descriptors, signatures and abort handlers (64 bytes each)
+const RSEQ_SIG = 0x53053053; // glibc's signature on x86
+const CS_SIZE = 64;
+
+function setupPerCpu() {
+  if (!IS_X64 || Process.platform !== 'linux' || cfg.counters !== 'per-cpu') return null;
+  const off = Module.findGlobalExportByName('__rseq_offset');
+  const size = Module.findGlobalExportByName('__rseq_size');
+  const nprocs = Module.findGlobalExportByName('get_nprocs_conf');
+  if (off === null || size === null || nprocs === null) return null; // glibc older than 2.35
+  if (size.readU32() === 0) return null; // glibc did not register (tunable glibc.pthread.rseq=0, or the kernel refused)
+  const cpus = new NativeFunction(nprocs, 'int', [])();
+  if (cpus <= 0 || cpus > 4096) return null;
+  const offset = off.readS64().toNumber();
+  // Read this thread's CPU number the way the thunks do, as a check of the offset.
+  const probe = ownMap(PAGE);
+  if (probe === null) return null;
+  const b = [0x64, 0x8b, 0x04, 0x25]; // mov eax, dword fs:[offset + 4]
+  le32(b, offset + 4);
+  b.push(0xc3);
+  probe.writeByteArray(b);
+  const cpu = new NativeFunction(probe, 'uint32', [])();
+  if (cpu >= cpus) return null;
+  return { offset, cpus };
+}
+
+// A descriptor for the restartable sequence [start, start + length) of one thunk, with the signature the kernel
+// checks before abort_ip and the abort handler (a jump back to the thunk's start). Descriptors live in memory of
+// the agent's own that Frida never frees: a thread's rseq area keeps pointing at the last one it used, and the
+// kernel reads it (signature included) on every preemption, also in a forked child after Frida freed the thunks.
+function newSequence(start, length, restart) {
+  if (csPool === null || csPool.used === csPool.cap) {
+    const cap = 4096;
+    const base = ownMap(cap * CS_SIZE);
+    if (base === null) throw new Error('no memory for restartable sequences');
+    csPool = { base, used: 0, cap };
+  }
+  const cs = csPool.base.add(csPool.used * CS_SIZE);
+  csPool.used++;
+  const b = [0, 0, 0, 0, 0, 0, 0, 0]; // version 0, flags 0: restart on preemption, signal and migration
+  le64(b, start);
+  le64(b, length);
+  le64(b, cs.add(36)); // abort_ip
+  le32(b, RSEQ_SIG); // at abort_ip - 4
+  b.push(0xff, 0x25, 0, 0, 0, 0); // abort: jmp [rip+0]
+  le64(b, restart);
+  cs.writeByteArray(b);
+  return cs;
+}
+
+// The counting head of a thunk at L.thunk for entry e; what follows it (the tail) goes on to the original
+// function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail listener.
+function countBytes(L, e) {
+  const slotAddr = counters.add(e.slot * 8);
+  const b = [];
+  if (rseq !== null) {
+    const csAt = b.length + 2;
+    b.push(0x49, 0xbb); le64(b, NULL); // movabs r11, &descriptor (filled in below)
+    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, rseq.offset + 8); // mov qword fs:[rseq_cs], r11
+    const start = b.length;
+    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
+    b.push(0x41, 0x81, 0xfa); le32(b, rseq.cpus); // cmp r10d, cpus
+    b.push(0x0f, 0x83); le32(b, L.fallback.sub(L.thunk.add(b.length + 4)).toInt32()); // jae fallback
+    const shift = Math.log2(counterCap * 8);
+    if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
+    else { b.push(0x4d, 0x69, 0xd2); le32(b, counterCap * 8); } // imul r10, r10, row size
+    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &row0[slot]
+    b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
+    const post = b.length;
+    const cs = newSequence(L.thunk.add(start), post - start, L.thunk);
+    const a = ptr(cs.toString());
+    for (let i = 0; i < 8; i++) b[csAt + i] = a.shr(8 * i).and(0xff).toInt32();
+    // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
+    const f = [0x49, 0xbb];
+    le64(f, counters.add((rseq.cpus * counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
+    f.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
+    f.push(0xe9); le32(f, L.thunk.add(post).sub(L.fallback.add(f.length + 4)).toInt32()); // jmp back after the commit
+    L.fallback.writeByteArray(f);
+  } else {
+    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
+    if (cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
+    b.push(0x49, 0xff, 0x03); // inc qword [r11]
+  }
   const n = cfg.detailCalls;
   if (n > 0) {
-    // The new count in r10 straight from the increment, not re-read from memory after a locked write.
-    if (cfg.atomicCounters) {
-      b.push(0x41, 0xba, 1, 0, 0, 0); // mov r10d, 1
-      b.push(0xf0, 0x4d, 0x0f, 0xc1, 0x13); // lock xadd qword [r11], r10  (r10 = old count)
-      b.push(0x49, 0x81, 0xfa); le32(b, Math.min(n, 0x7fffffff) - 1); // cmp r10, N - 1
-    } else {
-      b.push(0x4d, 0x8b, 0x13); // mov r10, qword [r11]
-      b.push(0x49, 0xff, 0xc2); // inc r10
-      b.push(0x4d, 0x89, 0x13); // mov qword [r11], r10
-      b.push(0x49, 0x81, 0xfa); le32(b, Math.min(n, 0x7fffffff)); // cmp r10, N
-    }
-    const rel = stub.sub(thunk.add(b.length + 6)).toInt32();
-    b.push(0x0f, 0x86); le32(b, rel); // jbe detail_stub: the first N calls
-    return b;
-  }
-  if (cfg.atomicCounters) b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
-  b.push(0x49, 0xff, 0x03); // inc qword [r11]
-  if (n < 0) {
-    const rel = stub.sub(thunk.add(b.length + 5)).toInt32();
-    b.push(0xe9); le32(b, rel); // jmp detail_stub: every call
+    // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
+    // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
+    b.push(0x49, 0xbb); le64(b, e.detail.add(D_CALLS)); // movabs r11, &detail.calls
+    b.push(0x49, 0x81, 0x3b); le32(b, Math.min(n, 0x7fffffff)); // cmp qword [r11], N
+    b.push(0x0f, 0x82); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jb detail_stub
+  } else if (n < 0) {
+    b.push(0xe9); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jmp detail_stub: every call
   }
   return b;
+}
+
+// One hook's block of code: the thunk, the detail stub, the per-CPU fallback and room for a whole copy of a short
+// function.
+const THUNK_SIZE = 160, STUB_SIZE = 32, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
+const BLOCK_SIZE = THUNK_SIZE + STUB_SIZE + FALLBACK_SIZE + CLONE_SIZE;
+
+function blockAt(code) {
+  const stub = code.add(THUNK_SIZE), fallback = stub.add(STUB_SIZE);
+  return { thunk: code, stub, fallback, clone: fallback.add(FALLBACK_SIZE) };
 }
 
 function jumpTail(at, orig) {
@@ -305,12 +391,12 @@ function newEntry(module, path, fn, aliases) {
 
 // A thunk + stub pair at `code` for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(code, e, orig) {
-  const thunk = code, stub = code.add(THUNK_SIZE);
-  const head = countBytes(thunk, counters.add(e.slot * 8), stub);
-  thunk.writeByteArray(head);
-  jumpTail(thunk.add(head.length), orig);
-  writeStub(stub, e, orig);
-  return thunk;
+  const L = blockAt(code);
+  const head = countBytes(L, e);
+  L.thunk.writeByteArray(head);
+  jumpTail(L.thunk.add(head.length), orig);
+  writeStub(L.stub, e, orig);
+  return L.thunk;
 }
 
 function writeStub(stub, e, orig) {
@@ -328,8 +414,9 @@ function nearJumpTo(fn, target) {
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
 // Interceptor's trampoline, else (a short function Frida declines) a jump to a whole copy of it.
 function hookExport(fn, code, e, next) {
-  const thunk = code, stub = code.add(THUNK_SIZE), clone = stub.add(STUB_SIZE);
-  const head = countBytes(thunk, counters.add(e.slot * 8), stub);
+  const L = blockAt(code);
+  const thunk = L.thunk, stub = L.stub, clone = L.clone;
+  const head = countBytes(L, e);
   thunk.writeByteArray(head);
   const tail = thunk.add(head.length);
   const before = new Uint8Array(fn.readByteArray(32));
@@ -436,7 +523,7 @@ function hookModule(m) {
     }
     return;
   }
-  const per = THUNK_SIZE + STUB_SIZE + CLONE_SIZE;
+  const per = BLOCK_SIZE;
   const codeSize = Math.ceil((groups.length * per) / PAGE) * PAGE;
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
   const code = Memory.alloc(codeSize, { near: m.base, maxDistance });
@@ -621,7 +708,7 @@ function thunkForPointer(p, symbol) {
   const known = procThunks.get(k);
   if (known !== undefined) return known;
   if (!IS_X64) return null;
-  const per = THUNK_SIZE + STUB_SIZE + CLONE_SIZE;
+  const per = BLOCK_SIZE;
   if (pool === null || pool.used === pool.cap) {
     const cap = 256;
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
@@ -638,7 +725,7 @@ function thunkForPointer(p, symbol) {
   pool.used++;
   writeThunk(slot, e, p);
   if (cfg.detailCalls !== 0) {
-    const stub = slot.add(THUNK_SIZE);
+    const stub = blockAt(slot).stub;
     pendingSpecials.push([stub, new Uint8Array(stubBytes(p).slice(0, 5))]);
   }
   procThunks.set(k, slot);
@@ -793,12 +880,18 @@ function callerName(addr) {
   return n;
 }
 
+// Every counter's value: the sum of its rows (one row unless counting per CPU).
 function readCounters() {
   if (counterUsed === 0) return null;
-  return new Uint32Array(counters.readByteArray(counterUsed * 8));
+  const sums = new Array(counterUsed).fill(0);
+  for (let r = 0; r < counterRows; r++) {
+    const c32 = new Uint32Array(counters.add(r * counterCap * 8).readByteArray(counterUsed * 8));
+    for (let i = 0; i < counterUsed; i++) sums[i] += c32[2 * i] + c32[2 * i + 1] * 4294967296;
+  }
+  return sums;
 }
 
-function detailRow(e, calls, c32) {
+function detailRow(e, calls) {
   const d = e.detail;
   const statuses = [];
   const callers = new Map();
@@ -849,19 +942,19 @@ function listenForAcks() {
 }
 
 function flush(final, reason, exitCode, crash) {
-  const c32 = readCounters();
+  const sums = readCounters();
   const rows = [];
   for (const e of entries) {
     let calls;
     if (e.js !== null) calls = e.js.calls;
     else if (e.counterIsDetail) calls = u64(e.detail.add(D_CALLS));
-    else if (e.slot >= 0 && c32 !== null) calls = c32[2 * e.slot] + c32[2 * e.slot + 1] * 4294967296;
+    else if (e.slot >= 0 && sums !== null) calls = sums[e.slot];
     else calls = 0;
     // Resend when the detail path moved too: its first-call time lands after the counter's increment.
     const stamp = calls + '/' + (e.detail !== null ? u64(e.detail.add(D_CALLS)) : 0);
     if (calls === 0 || stamp === lastSent[e.id]) continue;
     lastSent[e.id] = stamp;
-    rows.push(detailRow(e, calls, c32));
+    rows.push(detailRow(e, calls));
   }
   const msg = {
     type: M.counts, pid: Process.id, seq: seq++, final: final === true, reason: reason || null, rows,
@@ -888,11 +981,13 @@ rpc.exports = {
     const nowFn = new NativeFunction(cm.cudatrace_now_ns, 'uint64', []);
     nowNs = () => nowFn().toNumber();
     counterCap = config.counterCapacity;
+    rseq = setupPerCpu();
+    counterRows = rseq !== null ? rseq.cpus + 1 : 1;
     if (config.sharedCounters !== null && Process.platform === 'linux') {
       counters = openSharedCounters(config.sharedCounters, counterCap);
       if (counters !== null) shmPath = config.sharedCounters;
     }
-    if (counters === null) { counters = Memory.alloc(counterCap * 8); keep.push(counters); }
+    if (counters === null) { counters = Memory.alloc(counterRows * counterCap * 8); keep.push(counters); }
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);
@@ -908,6 +1003,8 @@ rpc.exports = {
     return {
       pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: nowNs().toString(),
       sharedCounters: shmPath, fastPath: IS_X64,
+      counterMode: !IS_X64 ? 'listener' : (rseq !== null ? 'per-cpu' : (cfg.counters === 'plain' ? 'plain' : 'locked')),
+      counterRows, counterCapacity: counterCap,
     };
   },
   flush() {
