@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 from typing import Any
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
@@ -12,6 +11,7 @@ from cudatrace.model import Family, ZludaStatus
 
 # Libraries shown as columns of ``zluda releases`` (ZLUDA library keys).
 RELEASE_COLUMNS = ("driver", "cublas", "cublaslt", "cusparse", "cufft", "cudnn8", "cudnn9", "nvml")
+_WIDTH = 160  # columns of the terminal tables: ``zluda releases`` has 12
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,12 +40,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.add_argument("--release", metavar="R", help="ZLUDA release (default: the newest), e.g. v6-preview.69")
     add_output_args(c)
     c.set_defaults(handler=run_coverage)
-
-
-def _console(buf: io.StringIO, color: bool) -> Any:
-    from rich.console import Console
-
-    return Console(file=buf, force_terminal=color, no_color=not color, width=160, highlight=False)
 
 
 def _line_label(line: str) -> str:
@@ -83,6 +77,8 @@ def render_releases(doc: dict[str, Any], color: bool) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    from cudatrace.reports.terminal import console_text, string_console
+
     table = Table(title="ZLUDA releases (implemented / declared)", title_justify="left")
     for col in ("release", "date", "backend", "line"):
         table.add_column(col)
@@ -93,12 +89,11 @@ def render_releases(doc: dict[str, Any], color: bool) -> str:
         cells = [f"{cov[k]['implemented']}/{cov[k]['declared']}" if k in cov else "-" for k in RELEASE_COLUMNS]
         name = row["release"] + (" (latest)" if row["release"] == doc["latest"] else "")
         table.add_row(*(Text(c) for c in (name, row["date"], row["backend"], row["line"], *cells)))
-    buf = io.StringIO()
-    con = _console(buf, color)
+    con = string_console(color, _WIDTH)
     con.print(table)
     if doc["intel_releases"] and not any(r["release"] in doc["intel_releases"] for r in doc["releases"]):
         con.print(Text(f"Intel Level Zero era releases not shown: {', '.join(doc['intel_releases'])} (use --all)"))
-    return buf.getvalue()
+    return console_text(con)
 
 
 def run_releases(args: argparse.Namespace) -> int:
@@ -139,10 +134,9 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from cudatrace.reports.terminal import STATUS_STYLE
+    from cudatrace.reports.terminal import STATUS_STYLE, console_text, string_console
 
-    buf = io.StringIO()
-    con = _console(buf, color)
+    con = string_console(color, _WIDTH)
     title = doc["function"]
     if doc["asked"] != doc["function"]:
         title += f" (asked for {doc['asked']})"
@@ -177,7 +171,7 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
             Text(", ".join(run["hip"])),
         )
     con.print(table)
-    return buf.getvalue()
+    return console_text(con)
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -211,6 +205,8 @@ def render_coverage(doc: dict[str, Any], color: bool) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    from cudatrace.reports.terminal import console_text, string_console
+
     table = Table(title=f"ZLUDA {doc['release']}: entry points per library", title_justify="left")
     for col in ("library", "declared", "implemented", "stub", "not exported", "panics", "implemented %"):
         table.add_column(col, justify="left" if col == "library" else "right")
@@ -225,9 +221,9 @@ def render_coverage(doc: dict[str, Any], color: bool) -> str:
             str(c["panicking"]),
             f"{pct:.1f}",
         )
-    buf = io.StringIO()
-    _console(buf, color).print(table)
-    return buf.getvalue()
+    con = string_console(color, _WIDTH)
+    con.print(table)
+    return console_text(con)
 
 
 def run_coverage(args: argparse.Namespace) -> int:

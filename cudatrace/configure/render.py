@@ -6,19 +6,15 @@ never parsed as rich markup.
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from cudatrace.configure.doctor import DoctorReport, Level
 from cudatrace.configure.mapping import MappingPlan, Placement
 from cudatrace.configure.stage import StageReport
+from cudatrace.reports.terminal import console_text, string_console
 
-
-def _console(buf: io.StringIO, color: bool) -> Console:
-    return Console(file=buf, force_terminal=color, no_color=not color, width=120, highlight=False, soft_wrap=False)
+_WIDTH = 120
 
 
 def _t(value: object, style: str = "") -> Text:
@@ -27,8 +23,7 @@ def _t(value: object, style: str = "") -> Text:
 
 def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False) -> str:
     """The plan as a person reads it: mappings, AMD libraries, environment, NVIDIA's own, unserved, launcher."""
-    buf = io.StringIO()
-    con = _console(buf, color)
+    con = string_console(color, _WIDTH)
     head = Text()
     head.append("ZLUDA mapping for ", style="bold")
     head.append(plan.program, style="bold")
@@ -89,13 +84,12 @@ def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = Fals
     con.print(_t(launcher.replace("\r\n", "\n").rstrip("\n")))
     if not applied:
         con.print(_t("Dry run: nothing was written. Add --apply to stage these files and the launcher.", "dim"))
-    return buf.getvalue()
+    return console_text(con)
 
 
 def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False) -> str:
     """What --apply / --restore did, each file with its hash proof."""
-    buf = io.StringIO()
-    con = _console(buf, color)
+    con = string_console(color, _WIDTH)
     verb = "Restored" if restored else "Staged"
     con.print(_t(f"{verb} {report.program}", "bold"))
     for f in report.files:
@@ -106,7 +100,7 @@ def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = 
         con.print(_t(f"Run it with: {report.launcher}"))
     if restored:
         con.print(_t("Every file is back as it was, proven by sha256." if report.ok else "Some files do not match."))
-    return buf.getvalue()
+    return console_text(con)
 
 
 _LEVEL_STYLE = {Level.OK: "green", Level.INFO: "", Level.WARN: "yellow", Level.PROBLEM: "bold red"}
@@ -114,8 +108,7 @@ _LEVEL_STYLE = {Level.OK: "green", Level.INFO: "", Level.WARN: "yellow", Level.P
 
 def render_doctor_terminal(report: DoctorReport, *, color: bool = False) -> str:
     """The diagnosis, one finding per line."""
-    buf = io.StringIO()
-    con = _console(buf, color)
+    con = string_console(color, _WIDTH)
     for f in report.findings:
         line = Text()
         line.append(f"[{f.level.value}]".ljust(10), style=_LEVEL_STYLE[f.level])
@@ -124,4 +117,4 @@ def render_doctor_terminal(report: DoctorReport, *, color: bool = False) -> str:
         con.print(line)
     summary = "no problems found" if not report.problems else f"{len(report.problems)} problem(s) found"
     con.print(_t(summary, "bold"))
-    return buf.getvalue()
+    return console_text(con)

@@ -10,17 +10,15 @@ any CUDA gets one line. Every string from a binary goes into a :class:`rich.text
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 
-from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
-from cudatrace.reports.terminal import STATUS_STYLE, VERDICT_STYLE
+from cudatrace.reports.terminal import STATUS_STYLE, VERDICT_STYLE, console_text, string_console
 
 MAX_REASONS = 3
 _LIB_HOW = {
@@ -169,17 +167,7 @@ def _binary_block(binary: BinaryScan) -> list[object]:
 
 def render_scan_terminal(result: ScanResult, color: bool, width: int | None = None) -> str:
     """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100)."""
-    console = Console(
-        file=io.StringIO(),
-        width=width or 100,
-        force_terminal=color,
-        color_system="standard" if color else None,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-        markup=False,
-        legacy_windows=False,
-    )
+    console = string_console(color, width or 100, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     with_cuda = [b for b in result.binaries if b.uses_cuda]
     without = [b for b in result.binaries if not b.uses_cuda]
     for binary in with_cuda:
@@ -200,6 +188,4 @@ def render_scan_terminal(result: ScanResult, color: bool, width: int | None = No
         f"{len(without)} without; {result.skipped} skipped (not PE or ELF); {len(result.failed)} failed"
     )
     console.print(_t(summary, "bold"))
-    out = console.file
-    assert isinstance(out, io.StringIO)
-    return out.getvalue()
+    return console_text(console)

@@ -52,19 +52,39 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _console(color: bool, width: int) -> Console:
+def string_console(
+    color: bool,
+    width: int,
+    *,
+    standard_colors: bool = False,
+    markup: bool = True,
+    emoji: bool = True,
+    legacy_windows: bool | None = None,
+) -> Console:
+    """A rich console that prints into a string (read it back with :func:`console_text`).
+
+    ANSI styles only with ``color``, no highlighting of numbers or paths. ``standard_colors`` pins the 8-colour
+    palette instead of detecting the terminal's (so coloured output does not depend on ``$TERM``); ``markup``,
+    ``emoji`` and ``legacy_windows`` are rich's options of the same names, their defaults rich's.
+    """
     return Console(
         file=io.StringIO(),
         width=width,
         force_terminal=color,
-        color_system="standard" if color else None,
+        color_system=("standard" if color else None) if standard_colors else "auto",
         no_color=not color,
         highlight=False,
-        emoji=False,
-        markup=False,
-        record=False,
-        legacy_windows=False,
+        markup=markup,
+        emoji=emoji,
+        legacy_windows=legacy_windows,
     )
+
+
+def console_text(console: Console) -> str:
+    """Everything printed so far to a console made by :func:`string_console`."""
+    out = console.file
+    assert isinstance(out, io.StringIO)
+    return out.getvalue()
 
 
 def _report_parts(doc: Report) -> list[RenderableType]:
@@ -260,9 +280,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
 
 def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110) -> str:
     """The report as terminal text; ANSI colours only with ``color=True``."""
-    console = _console(color, width)
+    console = string_console(color, width, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     parts = _report_parts(doc) if isinstance(doc, Report) else _aggregate_parts(doc)
     console.print(Group(*parts))
-    out = console.file
-    assert isinstance(out, io.StringIO)
-    return out.getvalue()
+    return console_text(console)

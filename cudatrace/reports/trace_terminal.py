@@ -9,15 +9,12 @@ plain sentence saying so. Every string from the traced program goes into a :clas
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from cudatrace.model import EntryPointUse, TraceResult
 from cudatrace.reports.document import printable
-from cudatrace.reports.terminal import VERDICT_STYLE
+from cudatrace.reports.terminal import VERDICT_STYLE, console_text, string_console
 
 TOP = 15
 
@@ -48,8 +45,7 @@ def _exit_line(trace: TraceResult) -> str:
 
 def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
     """The terminal summary of a trace."""
-    buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False)
+    con = string_console(color, width)
     con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
     con.print(_t(_exit_line(trace)))
     if not trace.uses_cuda:
@@ -57,7 +53,7 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         for note in trace.notes:
             if not note.startswith("no CUDA"):
                 con.print(_t(f"note: {note}", "dim"))
-        return buf.getvalue()
+        return console_text(con)
     if trace.libraries:
         libs = ", ".join(f"{lib.name} ({lib.family.value})" for lib in trace.libraries)
         con.print(Text.assemble(("CUDA libraries loaded: ", "bold"), _t(libs)))
@@ -117,4 +113,4 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
             con.print(_t(f"  {t.uuid} {t.name or '(unknown)'} x{t.count} -> {t.status}"))
     for note in trace.notes:
         con.print(_t(f"note: {note}", "dim"))
-    return buf.getvalue()
+    return console_text(con)
