@@ -4,7 +4,8 @@
     python3 scripts/device_workloads.py WORKLOAD [--profile OUT.json]
 
 WORKLOAD: ``matmul`` (cuBLAS/cuBLASLt, fp32 and bf16), ``conv`` (cuDNN forward and backward), ``fft`` (cuFFT),
-``sparse`` (cuSPARSE CSR x dense), ``ppo`` (the PPO training loop in .device/ppo_bench.py or $PPO_BENCH).
+``sparse`` (cuSPARSE CSR x dense), ``dataloader`` (a DataLoader with two forked workers), ``ppo`` (the PPO
+training loop in .device/ppo_bench.py or $PPO_BENCH).
 With ``--profile`` the whole workload (CUDA start-up included) runs under torch.profiler (CUPTI) and the
 launch counts it saw are written to OUT.json: kernels executed, runtime cudaLaunchKernel* calls and driver
 cuLaunch* calls. Tracing and profiling are separate runs of the same deterministic workload.
@@ -74,12 +75,32 @@ def sparse() -> None:
     print("sparse", float(y.sum()))
 
 
+def dataloader() -> None:
+    """A model fed by a DataLoader with two forked worker processes (CUDA is initialized before they fork)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(4096, 64), torch.randint(0, 10, (4096,)))
+    loader = DataLoader(data, batch_size=256, num_workers=2, multiprocessing_context="fork", pin_memory=True)
+    for _ in range(2):  # two epochs: two sets of workers
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda(non_blocking=True))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    torch.cuda.synchronize()
+    print("dataloader", float(loss))
+
+
 def ppo() -> None:
     path = os.environ.get("PPO_BENCH", os.path.join(os.path.dirname(__file__), "..", ".device", "ppo_bench.py"))
     runpy.run_path(path, run_name="__main__")
 
 
-WORKLOADS = {"matmul": matmul, "conv": conv, "fft": fft, "sparse": sparse, "ppo": ppo}
+WORKLOADS = {"matmul": matmul, "conv": conv, "fft": fft, "sparse": sparse, "dataloader": dataloader, "ppo": ppo}
 
 
 def profile(fn, out: str) -> None:  # type: ignore[no-untyped-def]
