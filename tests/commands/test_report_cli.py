@@ -11,7 +11,7 @@ import pytest
 from cudatrace.cli import main
 from cudatrace.coverage_db.store import open_store
 from cudatrace.model import REPORT_SCHEMA
-from tests.reports import samples
+from tests import samples
 
 RELEASE = "v6-preview.69"
 

@@ -25,117 +25,14 @@ from cudatrace.coverage_db.store import (
     open_store,
 )
 from cudatrace.errors import EXIT_STORE, StoreError
-from cudatrace.model import (
-    BinaryFormat,
-    BinaryScan,
-    CudaLibrary,
-    EntryHow,
-    EntryPointUse,
-    ExitInfo,
-    Family,
-    FileError,
-    GpuCode,
-    GpuImage,
-    ImageKind,
-    LibraryHow,
-    ProcessInfo,
-    ProcLookup,
-    Reason,
-    ScanResult,
-    Severity,
-    TraceResult,
-    Verdict,
-    VerdictStatus,
-    ZludaInfo,
-    ZludaStatus,
-)
+from cudatrace.model import BinaryScan, EntryHow, EntryPointUse, Family, ScanResult, Verdict, VerdictStatus, ZludaStatus
+from tests.samples import RELEASE, pe_binary, scan_of, trace_of, zluda_info
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-REL = "v6-preview.69"
 
 
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def zl(status: ZludaStatus, hip: tuple[str, ...] = (), release: str = REL) -> ZludaInfo:
-    return ZludaInfo(release, status, hip, "v5-preview.81" if status is ZludaStatus.TRANSLATED else None)
-
-
-def binary(
-    path: str, digest: str, *, verdict: VerdictStatus | None = VerdictStatus.AT_RISK, extra: int = 0
-) -> BinaryScan:
-    imports = (
-        EntryPointUse(
-            Family.CUBLAS,
-            "cublas64_12.dll",
-            "cublasSgemm_v2",
-            EntryHow.IMPORT,
-            zluda=zl(ZludaStatus.TRANSLATED, ("rocblas_sgemm",)),
-        ),
-        EntryPointUse(
-            Family.CUFFT, "cufft64_11.dll", "cufftPlan1d", EntryHow.IMPORT, ordinal=7, zluda=zl(ZludaStatus.STUB)
-        ),
-        EntryPointUse(
-            Family.DRIVER, "nvcuda.dll", "cuGetProcAddress_v2", EntryHow.PROC_STRING, zluda=zl(ZludaStatus.TRANSLATED)
-        ),
-        *(EntryPointUse(Family.DRIVER, "nvcuda.dll", f"cuExtra{i}", EntryHow.IMPORT) for i in range(extra)),
-    )
-    reasons = (
-        Reason(Severity.RISK, "stub_imported", "cuFFT is stubbed", "use a CPU FFT", Family.CUFFT, ("cufftPlan1d",)),
-    )
-    return BinaryScan(
-        path=path,
-        format=BinaryFormat.PE,
-        size=4096,
-        sha256=digest,
-        machine="x86_64",
-        cuda_libraries=(CudaLibrary("cublas64_12.dll", Family.CUBLAS, LibraryHow.IMPORT, "12"),),
-        imports=imports,
-        gpu_code=GpuCode((GpuImage(ImageKind.PTX, "sm_80", True, 100, "zstd", 400, "8.8", "sm_80", ".nv_fatbin"),), 1),
-        verdict=Verdict(REL, verdict, reasons) if verdict else None,
-    )
-
-
-def scan_of(*binaries: BinaryScan, release: str | None = REL) -> ScanResult:
-    return ScanResult(
-        binaries=binaries,
-        failed=(FileError("/apps/broken.dll", "corrupt", "truncated PE header"),),
-        skipped=3,
-        roots=("/apps",),
-        tool_version="0.1.0",
-        zluda_release=release,
-    )
-
-
-def trace_of(
-    command: tuple[str, ...], *, verdict: VerdictStatus = VerdictStatus.BLOCKED, calls: int = 7296
-) -> TraceResult:
-    return TraceResult(
-        command=command,
-        exit=ExitInfo(code=0),
-        processes=(ProcessInfo(4242, None, command, 0, None, ("/usr/lib/libcuda.so.1",)),),
-        calls=(
-            EntryPointUse(
-                Family.CUBLASLT,
-                "libcublasLt.so.12",
-                "cublasLtMatmul",
-                EntryHow.CALLED,
-                calls=calls,
-                statuses=(("CUBLAS_STATUS_NOT_SUPPORTED", 3),),
-                callers=(("libcublas.so.12", calls - 10), ("train", 10)),
-                first_call_s=0.5,
-                zluda=zl(ZludaStatus.TRANSLATED, ("hipblasLtMatmul",)),
-            ),
-            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.CALLED, calls=1, callers=(("train", 1),)),
-        ),
-        proc_lookups=(ProcLookup("cuInit", 12000, 0, True),),
-        libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.LOADED, "1"),),
-        duration_s=2.5,
-        platform="linux",
-        tool_version="0.1.0",
-        verdict=Verdict(REL, verdict, (Reason(Severity.BLOCKER, "absent_called", "cuFoo is absent"),)),
-    )
 
 
 def single(scan: ScanResult, b: BinaryScan) -> ScanResult:
@@ -164,8 +61,8 @@ def traced_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_scan_round_trip_one_program_per_binary(db: Path) -> None:
-    a = binary("/apps/a.exe", "aa" * 32)
-    b = binary("/apps/lib/b.dll", "bb" * 32, verdict=None)
+    a = pe_binary("/apps/a.exe", "aa" * 32)
+    b = pe_binary("/apps/lib/b.dll", "bb" * 32, verdict=None)
     scan = scan_of(a, b)
     with open_store(db) as store:
         ids = store.record_scan(scan, recorded_at=T0)
@@ -182,7 +79,9 @@ def test_scan_round_trip_one_program_per_binary(db: Path) -> None:
     with open_store(db) as store:
         scans, _ = store.documents(store.find_programs("a.exe")[0].id)
         assert scans[0].binaries[0] == a
-        assert scans[0].binaries[0].imports[0].zluda == zl(ZludaStatus.TRANSLATED, ("rocblas_sgemm",))
+        assert scans[0].binaries[0].imports[0].zluda == zluda_info(
+            ZludaStatus.TRANSLATED, ("rocblas_sgemm",), "v5-preview.81"
+        )
 
 
 def test_trace_round_trip_resolves_executable_and_hashes_it(db: Path, traced_program: Path) -> None:
@@ -195,7 +94,7 @@ def test_trace_round_trip_resolves_executable_and_hashes_it(db: Path, traced_pro
         assert (prog.scans, prog.traces) == (0, 1)
         assert store.documents(prog.id) == ((), (trace,))
         (v,) = store.verdicts(prog.id)
-        assert (v.release, v.status, v.kind, v.result_id) == (REL, VerdictStatus.BLOCKED, ResultKind.TRACE, rid)
+        assert (v.release, v.status, v.kind, v.result_id) == (RELEASE, VerdictStatus.BLOCKED, ResultKind.TRACE, rid)
         assert v.reasons[0].code == "absent_called"
 
 
@@ -219,8 +118,8 @@ def test_trace_of_unreadable_program_has_no_sha(db: Path, tmp_path: Path) -> Non
 def test_trace_of_unreadable_program_joins_the_program_scanned_at_that_path(db: Path, tmp_path: Path) -> None:
     gone = str(tmp_path / "gone.exe")
     with open_store(db) as store:
-        store.record_scan(scan_of(binary(gone, "0a" * 32)), recorded_at=T0)
-        store.record_scan(scan_of(binary(gone, "0b" * 32)), recorded_at=T0 + timedelta(days=1))
+        store.record_scan(scan_of(pe_binary(gone, "0a" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary(gone, "0b" * 32)), recorded_at=T0 + timedelta(days=1))
         store.record_trace(trace_of((gone,)), recorded_at=T0 + timedelta(days=2))
         newest = store.find_programs("0b")[0]
         assert (newest.scans, newest.traces) == (1, 1) and newest.last_seen.startswith("2026-01-04")
@@ -229,7 +128,7 @@ def test_trace_of_unreadable_program_joins_the_program_scanned_at_that_path(db: 
 
 
 def test_scan_and_trace_of_the_same_file_meet_under_one_program(db: Path, traced_program: Path) -> None:
-    b = binary(str(traced_program), sha(traced_program))
+    b = pe_binary(str(traced_program), sha(traced_program))
     with open_store(db) as store:
         store.record_scan(scan_of(b), recorded_at=T0)
         store.record_trace(trace_of((str(traced_program),)), recorded_at=T0 + timedelta(hours=1))
@@ -245,9 +144,9 @@ def test_rebuilt_binary_is_a_new_program_and_relative_paths_become_absolute(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("bin/app", "01" * 32)))
-        store.record_scan(scan_of(binary("bin/app", "02" * 32)))
-        store.record_scan(scan_of(binary("C:\\Apps\\app.exe", "03" * 32)))
+        store.record_scan(scan_of(pe_binary("bin/app", "01" * 32)))
+        store.record_scan(scan_of(pe_binary("bin/app", "02" * 32)))
+        store.record_scan(scan_of(pe_binary("C:\\Apps\\app.exe", "03" * 32)))
         paths = sorted((p.path, p.sha256) for p in store.programs())
         assert paths == [
             (str(tmp_path / "bin" / "app"), "01" * 32),
@@ -269,8 +168,8 @@ def test_empty_scan_records_nothing(db: Path) -> None:
 
 
 def test_latest_documents_and_history_follow_recording_time(db: Path) -> None:
-    old = binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.BLOCKED)
-    new = binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.RUNS, extra=2)
+    old = pe_binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.BLOCKED)
+    new = pe_binary("/apps/a.exe", "aa" * 32, verdict=VerdictStatus.RUNS, extra=2)
     with open_store(db) as store:
         # recorded out of order: the time given, not the insertion order, decides what is newest
         store.record_scan(scan_of(new), recorded_at=T0 + timedelta(days=1))
@@ -288,26 +187,26 @@ def test_latest_documents_and_history_follow_recording_time(db: Path) -> None:
 
 def test_verdict_per_program_per_release(db: Path) -> None:
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
-        b7 = replace(binary("/a", "aa" * 32), verdict=Verdict("v7", VerdictStatus.RUNS))
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)), recorded_at=T0)
+        b7 = replace(pe_binary("/a", "aa" * 32), verdict=Verdict("v7", VerdictStatus.RUNS))
         store.record_scan(scan_of(b7, release="v7"), recorded_at=T0 + timedelta(minutes=1))
-        store.record_scan(scan_of(binary("/b", "bb" * 32, verdict=VerdictStatus.BLOCKED)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/b", "bb" * 32, verdict=VerdictStatus.BLOCKED)), recorded_at=T0)
         got = {(v.program_id, v.release): v.status for v in store.verdicts()}
         a_id = store.find_programs("/a")[0].id
         b_id = store.find_programs("/b")[0].id
         assert got == {
-            (a_id, REL): VerdictStatus.AT_RISK,
+            (a_id, RELEASE): VerdictStatus.AT_RISK,
             (a_id, "v7"): VerdictStatus.RUNS,
-            (b_id, REL): VerdictStatus.BLOCKED,
+            (b_id, RELEASE): VerdictStatus.BLOCKED,
         }
-        assert [v.release for v in store.verdicts(a_id)] == ["v7", REL]
+        assert [v.release for v in store.verdicts(a_id)] == ["v7", RELEASE]
 
 
 def test_find_programs_by_name_path_and_sha_prefix(db: Path) -> None:
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("/opt/game/game.exe", "c0ffee" + "0" * 58)), recorded_at=T0)
-        store.record_scan(scan_of(binary("/opt/game/bin/cudnn_ops.dll", "de" * 32)), recorded_at=T0)
-        store.record_scan(scan_of(binary("/srv/x_y.exe", "ef" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/opt/game/game.exe", "c0ffee" + "0" * 58)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/opt/game/bin/cudnn_ops.dll", "de" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/srv/x_y.exe", "ef" * 32)), recorded_at=T0)
         assert [p.name for p in store.find_programs("game.exe")] == ["game.exe"]
         assert sorted(p.name for p in store.find_programs("/opt/game")) == ["cudnn_ops.dll", "game.exe"]
         assert [p.name for p in store.find_programs("C0FFEE")] == ["game.exe"]
@@ -325,7 +224,7 @@ def test_find_programs_by_name_path_and_sha_prefix(db: Path) -> None:
 
 def test_all_latest_pairs_each_program_with_its_newest_documents(db: Path, traced_program: Path) -> None:
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)), recorded_at=T0)
         store.record_trace(trace_of((str(traced_program),), calls=20), recorded_at=T0)
         store.record_trace(trace_of((str(traced_program),), calls=99), recorded_at=T0 + timedelta(seconds=1))
         rows = store.all_latest()
@@ -335,8 +234,8 @@ def test_all_latest_pairs_each_program_with_its_newest_documents(db: Path, trace
 
 def test_evidence_rows_carry_counts_statuses_callers_and_zluda(db: Path, traced_program: Path) -> None:
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)), recorded_at=T0)
-        store.record_scan(scan_of(binary("/a", "aa" * 32, extra=1)), recorded_at=T0 + timedelta(seconds=1))
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)), recorded_at=T0)
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32, extra=1)), recorded_at=T0 + timedelta(seconds=1))
         store.record_trace(trace_of((str(traced_program),)), recorded_at=T0)
         rows = list(store.evidence_rows())
         scan_rows = [r for r in rows if r.kind is ResultKind.SCAN]
@@ -360,7 +259,7 @@ def test_evidence_rows_carry_counts_statuses_callers_and_zluda(db: Path, traced_
         assert (lt.kind, lt.how, lt.calls, lt.program) == (ResultKind.TRACE, EntryHow.CALLED, 7296, "train")
         assert lt.statuses == (("CUBLAS_STATUS_NOT_SUPPORTED", 3),)
         assert lt.callers == (("libcublas.so.12", 7286), ("train", 10))
-        assert lt.hip == ("hipblasLtMatmul",) and lt.zluda_release == REL
+        assert lt.hip == ("hipblasLtMatmul",) and lt.zluda_release == RELEASE
         # every recorded scan counts when asked for history
         assert len([r for r in store.evidence_rows(latest_only=False) if r.kind is ResultKind.SCAN]) == 3 + 4
         a_id = store.find_programs("/a")[0].id
@@ -384,7 +283,7 @@ def test_location_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     with open_store(None) as store:
         assert store.path == tmp_path / "env" / "e.sqlite3"
     with open_store(tmp_path / "explicit.sqlite3") as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)))
     assert (tmp_path / "explicit.sqlite3").is_file()
     with open_store(None) as store:
         assert store.programs() == []  # the explicit path won over the environment
@@ -413,8 +312,10 @@ def _writer(db: str, worker: int, scans: int, barrier: multiprocessing.synchroni
     barrier.wait()
     for i in range(scans):
         with open_store(db, timeout_s=60) as store:
-            shared = binary("/shared/app.exe", "5a" * 32)
-            own = binary(f"/w{worker}/scan{i}.dll", hashlib.sha256(f"{worker}/{i}".encode()).hexdigest(), extra=i % 3)
+            shared = pe_binary("/shared/app.exe", "5a" * 32)
+            own = pe_binary(
+                f"/w{worker}/scan{i}.dll", hashlib.sha256(f"{worker}/{i}".encode()).hexdigest(), extra=i % 3
+            )
             store.record_scan(scan_of(shared, own))
 
 
@@ -451,7 +352,7 @@ def test_writer_waiting_too_long_gets_locked_error(db: Path) -> None:
     holder.execute("BEGIN IMMEDIATE")
     try:
         with open_store(db, timeout_s=0.2) as store, pytest.raises(StoreError, match="locked") as err:
-            store.record_scan(scan_of(binary("/a", "aa" * 32)))
+            store.record_scan(scan_of(pe_binary("/a", "aa" * 32)))
         assert str(db) in str(err.value) and "\n" not in str(err.value)
         assert err.value.exit_code == EXIT_STORE
     finally:
@@ -494,7 +395,7 @@ def _assert_refused(path: Path, match: str, *, op: str = "open") -> None:
             open_store(path).close()
         else:
             with open_store(path) as store:
-                store.record_scan(scan_of(binary("/a", "aa" * 32)))
+                store.record_scan(scan_of(pe_binary("/a", "aa" * 32)))
                 store.programs()
     message = str(err.value)
     assert message.startswith(f"{path}: ") and "\n" not in message
@@ -574,7 +475,7 @@ def test_our_id_with_missing_tables_is_corrupt(tmp_path: Path) -> None:
 def _filled_store(path: Path, n: int = 40) -> Path:
     with open_store(path) as store:
         for i in range(n):
-            store.record_scan(scan_of(binary(f"/apps/{i}.exe", f"{i:064x}", extra=20)))
+            store.record_scan(scan_of(pe_binary(f"/apps/{i}.exe", f"{i:064x}", extra=20)))
     assert not Path(f"{path}-wal").exists()  # the last close checkpointed everything into the main file
     return path
 
@@ -675,7 +576,7 @@ def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
     p = tmp_path / "empty.sqlite3"
     p.touch()
     with open_store(p) as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)))
         assert len(store.programs()) == 1
 
 
@@ -699,7 +600,7 @@ def test_scan_command_reports_a_foreign_store_as_one_line(tmp_path: Path, capsys
 def test_v1_store_is_migrated_and_derived_rows_rebuilt(tmp_path: Path, traced_program: Path) -> None:
     p = tmp_path / "v1.sqlite3"
     _sqlite_file(p, _V1_DDL, app_id=APPLICATION_ID, version=1)
-    scan = scan_of(binary("/apps/old.exe", "0d" * 32))
+    scan = scan_of(pe_binary("/apps/old.exe", "0d" * 32))
     trace = trace_of((str(traced_program),))
     conn = sqlite3.connect(p)
     stamp = "2025-06-01T00:00:00.000000+00:00"
@@ -707,11 +608,11 @@ def test_v1_store_is_migrated_and_derived_rows_rebuilt(tmp_path: Path, traced_pr
     conn.execute("INSERT INTO programs VALUES (2, 'train', ?, '', ?, ?)", (str(traced_program), stamp, stamp))
     conn.execute(
         "INSERT INTO results VALUES (10, 1, 'scan', ?, '0.0.9', ?, 'at_risk', ?)",
-        (stamp, REL, json.dumps(single(scan, scan.binaries[0]).to_dict())),
+        (stamp, RELEASE, json.dumps(single(scan, scan.binaries[0]).to_dict())),
     )
     conn.execute(
         "INSERT INTO results VALUES (11, 2, 'trace', ?, '0.0.9', ?, 'blocked', ?)",
-        (stamp, REL, json.dumps(trace.to_dict())),
+        (stamp, RELEASE, json.dumps(trace.to_dict())),
     )
     # v1 evidence rows: no HIP column yet
     conn.execute(
@@ -728,7 +629,7 @@ def test_v1_store_is_migrated_and_derived_rows_rebuilt(tmp_path: Path, traced_pr
         assert store.documents(1) == ((single(scan, scan.binaries[0]),), ())
         assert store.documents(2) == ((), (trace,))
         got = {(v.program_id, v.release, v.status, v.result_id) for v in store.verdicts()}
-        assert got == {(1, REL, VerdictStatus.AT_RISK, 10), (2, REL, VerdictStatus.BLOCKED, 11)}
+        assert got == {(1, RELEASE, VerdictStatus.AT_RISK, 10), (2, RELEASE, VerdictStatus.BLOCKED, 11)}
         rows = list(store.evidence_rows())
         sgemm = [r for r in rows if r.function == "cublasSgemm_v2"]
         assert len(sgemm) == 1 and sgemm[0].hip == ("rocblas_sgemm",)
@@ -789,7 +690,7 @@ def test_scan_command_records_real_binaries(
 
 def test_damaged_rows_inside_a_store_give_one_line_errors(db: Path) -> None:
     with open_store(db) as store:
-        store.record_scan(scan_of(binary("/a", "aa" * 32)))
+        store.record_scan(scan_of(pe_binary("/a", "aa" * 32)))
     conn = sqlite3.connect(db)
     conn.execute('UPDATE results SET document = \'{"schema": "cudatrace.scan/1", "binaries": [{}]}\'')
     conn.execute("UPDATE evidence SET family = 'family-from-the-future' WHERE function = 'cufftPlan1d'")
@@ -817,7 +718,7 @@ def test_threads_share_one_store(db: Path) -> None:
         def record(k: int) -> None:
             try:
                 for i in range(10):
-                    store.record_scan(scan_of(binary(f"/t{k}/{i}", hashlib.sha256(f"t{k}{i}".encode()).hexdigest())))
+                    store.record_scan(scan_of(pe_binary(f"/t{k}/{i}", hashlib.sha256(f"t{k}{i}".encode()).hexdigest())))
                     store.programs()
             except BaseException as exc:  # collected and asserted below
                 errors.append(exc)
@@ -836,7 +737,7 @@ def test_file_names_that_are_not_utf8_are_stored_and_documents_keep_them(db: Pat
     # os.fsdecode(b"/apps/caf\xe9.exe") on Linux: the undecodable byte becomes a lone surrogate
     path = os.fsdecode(b"/apps/caf\xe9.exe")
     b = replace(
-        binary(path, "ee" * 32),
+        pe_binary(path, "ee" * 32),
         imports=(EntryPointUse(Family.DRIVER, os.fsdecode(b"nv\xffcuda.dll"), "cuInit\udc80", EntryHow.IMPORT),),
     )
     with open_store(db) as store:
@@ -864,10 +765,10 @@ def test_a_scan_is_recorded_whole_or_not_at_all(db: Path, monkeypatch: pytest.Mo
     with open_store(db) as store:
         monkeypatch.setattr(Store, "_derive", failing)
         with pytest.raises(RuntimeError, match="disk on fire"):
-            store.record_scan(scan_of(binary("/a", "aa" * 32), binary("/b", "bb" * 32)))
+            store.record_scan(scan_of(pe_binary("/a", "aa" * 32), pe_binary("/b", "bb" * 32)))
         monkeypatch.setattr(Store, "_derive", real)
         assert store.programs() == [] and list(store.evidence_rows()) == [] and store.verdicts() == []
-        store.record_scan(scan_of(binary("/c", "cc" * 32)))
+        store.record_scan(scan_of(pe_binary("/c", "cc" * 32)))
         assert [p.name for p in store.programs()] == ["c"]
 
 

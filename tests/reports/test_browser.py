@@ -19,9 +19,9 @@ import pytest
 
 from cudatrace.reports.document import Report, build_report
 from cudatrace.reports.html import render_html
-from tests.reports import samples
-from tests.reports.samples import RELEASE
+from tests import samples
 from tests.reports.test_renderers import _Tags
+from tests.samples import RELEASE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

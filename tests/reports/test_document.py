@@ -35,8 +35,8 @@ from cudatrace.reports.document import (
     printable,
     signal_name,
 )
-from tests.reports import samples
-from tests.reports.samples import RELEASE
+from tests import samples
+from tests.samples import RELEASE
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from cudatrace.reports.document import Report, build_report
 from cudatrace.reports.html import render_html
 from cudatrace.reports.markdown import render_markdown
 from cudatrace.reports.terminal import render_terminal
-from tests.reports import samples
-from tests.reports.samples import RELEASE
+from tests import samples
 from tests.reports.test_renderers import _Tags
+from tests.samples import RELEASE
 
 BASE = build_report([samples.mixed_scan()], [samples.crashed_trace()], RELEASE)
 PIECES = st.sampled_from(

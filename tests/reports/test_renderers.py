@@ -23,8 +23,8 @@ from cudatrace.reports.document import Aggregate, Report, build_aggregate, build
 from cudatrace.reports.html import embed_json, render_html
 from cudatrace.reports.markdown import md_escape, render_markdown
 from cudatrace.reports.terminal import render_terminal
-from tests.reports import samples
-from tests.reports.samples import RELEASE
+from tests import samples
+from tests.samples import RELEASE
 
 GOLDEN = Path(__file__).parent / "golden"
 Doc = Report | Aggregate

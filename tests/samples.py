@@ -1,7 +1,9 @@
-"""Small annotated scan and trace documents the report tests render.
+"""Sample scan and trace documents for the tests, and the small builders they are made of.
 
-They are written out by hand in the shapes ``scan``, ``run`` and the verdict layer produce, so the report
-tests do not depend on a GPU or on the catalog's contents; the CLI tests feed them through real files.
+They are written out by hand in the shapes ``scan``, ``run`` and the verdict layer produce, so the tests do not
+depend on a GPU or on the catalog's contents. The report tests render the annotated documents (``mixed_scan``,
+``crashed_trace``, ...; the CLI tests feed them through real files); the store tests record the parametrised
+ones (``pe_binary``, ``scan_of``, ``trace_of``) under many paths, hashes, verdicts and sizes.
 """
 
 from __future__ import annotations
@@ -43,28 +45,36 @@ HOSTILE_CSV = '=HYPERLINK("http://x","y")'
 HOSTILE_TERM = "cuInit\x1b[2J\x1b]0;owned\x07"
 
 
-def _z(status: ZludaStatus, hip: tuple[str, ...] = (), since: str | None = None) -> ZludaInfo:
-    return ZludaInfo(RELEASE, status, hip, since)
+def zluda_info(
+    status: ZludaStatus, hip: tuple[str, ...] = (), since: str | None = None, release: str = RELEASE
+) -> ZludaInfo:
+    """What ZLUDA ``release`` does with an entry point."""
+    return ZludaInfo(release, status, hip, since)
 
 
-def _use(
+def use(
     family: Family,
     library: str,
     function: str,
     how: EntryHow,
-    status: ZludaStatus,
+    status: ZludaStatus | None = None,
     hip: tuple[str, ...] = (),
     since: str | None = None,
-    **dyn: object,
+    **fields: object,
 ) -> EntryPointUse:
-    return EntryPointUse(family, library, function, how, zluda=_z(status, hip, since), **dyn)  # type: ignore[arg-type]
+    """One entry point of a document, classified for :data:`RELEASE` when ``status`` is given.
+
+    ``fields`` are the other :class:`~cudatrace.model.EntryPointUse` fields (``calls``, ``statuses``, ...).
+    """
+    zluda = zluda_info(status, hip, since) if status is not None else None
+    return EntryPointUse(family, library, function, how, zluda=zluda, **fields)  # type: ignore[arg-type]
 
 
 def mixed_scan() -> ScanResult:
     """A Windows application importing the driver and cuBLAS, with PTX and SASS, blocked by an absent import."""
     imports = (
-        _use(Family.DRIVER, "nvcuda.dll", "cuInit", EntryHow.IMPORT, ZludaStatus.TRANSLATED, ("hipInit",), "v4"),
-        _use(
+        use(Family.DRIVER, "nvcuda.dll", "cuInit", EntryHow.IMPORT, ZludaStatus.TRANSLATED, ("hipInit",), "v4"),
+        use(
             Family.DRIVER,
             "nvcuda.dll",
             "cuMemAlloc_v2",
@@ -73,9 +83,9 @@ def mixed_scan() -> ScanResult:
             ("hipMalloc",),
             "v4",
         ),
-        _use(Family.DRIVER, "nvcuda.dll", "cuGraphInstantiateWithParams", EntryHow.IMPORT, ZludaStatus.STUB),
-        _use(Family.DRIVER, "nvcuda.dll", "cuMemPrefetchAsync_v2", EntryHow.PROC_STRING, ZludaStatus.ABSENT),
-        _use(
+        use(Family.DRIVER, "nvcuda.dll", "cuGraphInstantiateWithParams", EntryHow.IMPORT, ZludaStatus.STUB),
+        use(Family.DRIVER, "nvcuda.dll", "cuMemPrefetchAsync_v2", EntryHow.PROC_STRING, ZludaStatus.ABSENT),
+        use(
             Family.CUBLAS,
             "cublas64_12.dll",
             "cublasSgemm_v2",
@@ -84,8 +94,8 @@ def mixed_scan() -> ScanResult:
             ("rocblas_sgemm",),
             "v5-preview.81",
         ),
-        _use(Family.CUBLAS, "cublas64_12.dll", "cublasGemmGroupedBatchedEx", EntryHow.IMPORT, ZludaStatus.ABSENT),
-        _use(Family.CURAND, "curand64_10.dll", "curandCreateGenerator", EntryHow.IMPORT, ZludaStatus.NOT_REPLACED),
+        use(Family.CUBLAS, "cublas64_12.dll", "cublasGemmGroupedBatchedEx", EntryHow.IMPORT, ZludaStatus.ABSENT),
+        use(Family.CURAND, "curand64_10.dll", "curandCreateGenerator", EntryHow.IMPORT, ZludaStatus.NOT_REPLACED),
     )
     gpu = GpuCode(
         (
@@ -144,7 +154,7 @@ def mixed_scan() -> ScanResult:
 def crashed_trace() -> TraceResult:
     """A traced run of the same application: the stub returns an error, the program then crashes."""
     calls = (
-        _use(
+        use(
             Family.DRIVER,
             "nvcuda.dll",
             "cuInit",
@@ -156,7 +166,7 @@ def crashed_trace() -> TraceResult:
             first_call_s=0.010,
             callers=(("solver.exe", 1),),
         ),
-        _use(
+        use(
             Family.DRIVER,
             "nvcuda.dll",
             "cuMemAlloc_v2",
@@ -169,7 +179,7 @@ def crashed_trace() -> TraceResult:
             first_call_s=0.050,
             callers=(("solver.exe", 40),),
         ),
-        _use(
+        use(
             Family.DRIVER,
             "nvcuda.dll",
             "cuGraphInstantiateWithParams",
@@ -180,7 +190,7 @@ def crashed_trace() -> TraceResult:
             first_call_s=0.020,
             callers=(("solver.exe", 3),),
         ),
-        _use(
+        use(
             Family.CUBLAS,
             "cublas64_12.dll",
             "cublasSgemm_v2",
@@ -237,8 +247,8 @@ def runs_scan() -> ScanResult:
         machine="x86_64",
         cuda_libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.DLOPEN_STRING, "1"),),
         imports=(
-            _use(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING, ZludaStatus.TRANSLATED, ("hipInit",)),
-            _use(
+            use(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING, ZludaStatus.TRANSLATED, ("hipInit",)),
+            use(
                 Family.DRIVER,
                 "libcuda.so.1",
                 "cuLaunchKernel",
@@ -259,7 +269,7 @@ def hostile_scan() -> ScanResult:
     """Entry point, library and binary names an attacker controls: markup, script, formulas, escapes."""
     names = (HOSTILE_SCRIPT, HOSTILE_IMG, HOSTILE_SVG, HOSTILE_JSON, HOSTILE_MD, HOSTILE_CSV, HOSTILE_TERM)
     imports = tuple(
-        _use(
+        use(
             Family.DRIVER,
             HOSTILE_IMG + ".dll",
             name,
@@ -290,7 +300,7 @@ def hostile_scan() -> ScanResult:
 def hostile_trace() -> TraceResult:
     """A run whose calls and command line carry hostile names too."""
     calls = (
-        _use(
+        use(
             Family.DRIVER,
             HOSTILE_IMG + ".dll",
             HOSTILE_SCRIPT,
@@ -309,4 +319,95 @@ def hostile_trace() -> TraceResult:
         proc_lookups=(ProcLookup(HOSTILE_IMG, None, None, False),),
         platform=HOSTILE_SCRIPT,
         notes=(HOSTILE_IMG,),
+    )
+
+
+def pe_binary(
+    path: str, digest: str, *, verdict: VerdictStatus | None = VerdictStatus.AT_RISK, extra: int = 0
+) -> BinaryScan:
+    """A Windows program at ``path`` with hash ``digest``: cuBLAS, a stubbed cuFFT import, the driver by name, PTX.
+
+    ``verdict`` is its verdict for :data:`RELEASE` (one cuFFT risk reason; None: no verdict); ``extra`` adds that
+    many unclassified driver imports ``cuExtra0``, ``cuExtra1``, ...
+    """
+    translated = "v5-preview.81"
+    imports = (
+        use(
+            Family.CUBLAS,
+            "cublas64_12.dll",
+            "cublasSgemm_v2",
+            EntryHow.IMPORT,
+            ZludaStatus.TRANSLATED,
+            ("rocblas_sgemm",),
+            translated,
+        ),
+        use(Family.CUFFT, "cufft64_11.dll", "cufftPlan1d", EntryHow.IMPORT, ZludaStatus.STUB, ordinal=7),
+        use(
+            Family.DRIVER,
+            "nvcuda.dll",
+            "cuGetProcAddress_v2",
+            EntryHow.PROC_STRING,
+            ZludaStatus.TRANSLATED,
+            since=translated,
+        ),
+        *(use(Family.DRIVER, "nvcuda.dll", f"cuExtra{i}", EntryHow.IMPORT) for i in range(extra)),
+    )
+    reasons = (
+        Reason(Severity.RISK, "stub_imported", "cuFFT is stubbed", "use a CPU FFT", Family.CUFFT, ("cufftPlan1d",)),
+    )
+    return BinaryScan(
+        path=path,
+        format=BinaryFormat.PE,
+        size=4096,
+        sha256=digest,
+        machine="x86_64",
+        cuda_libraries=(CudaLibrary("cublas64_12.dll", Family.CUBLAS, LibraryHow.IMPORT, "12"),),
+        imports=imports,
+        gpu_code=GpuCode((GpuImage(ImageKind.PTX, "sm_80", True, 100, "zstd", 400, "8.8", "sm_80", ".nv_fatbin"),), 1),
+        verdict=Verdict(RELEASE, verdict, reasons) if verdict else None,
+    )
+
+
+def scan_of(*binaries: BinaryScan, release: str | None = RELEASE) -> ScanResult:
+    """A scan of ``/apps`` that found ``binaries``, one corrupt file and 3 files that are not PE or ELF."""
+    return ScanResult(
+        binaries=binaries,
+        failed=(FileError("/apps/broken.dll", "corrupt", "truncated PE header"),),
+        skipped=3,
+        roots=("/apps",),
+        tool_version="0.1.0",
+        zluda_release=release,
+    )
+
+
+def trace_of(
+    command: tuple[str, ...], *, verdict: VerdictStatus = VerdictStatus.BLOCKED, calls: int = 7296
+) -> TraceResult:
+    """A Linux run of ``command`` that exited 0: ``calls`` calls of cublasLtMatmul, one cuInit; ``verdict``."""
+    return TraceResult(
+        command=command,
+        exit=ExitInfo(code=0),
+        processes=(ProcessInfo(4242, None, command, 0, None, ("/usr/lib/libcuda.so.1",)),),
+        calls=(
+            use(
+                Family.CUBLASLT,
+                "libcublasLt.so.12",
+                "cublasLtMatmul",
+                EntryHow.CALLED,
+                ZludaStatus.TRANSLATED,
+                ("hipblasLtMatmul",),
+                "v5-preview.81",
+                calls=calls,
+                statuses=(("CUBLAS_STATUS_NOT_SUPPORTED", 3),),
+                callers=(("libcublas.so.12", calls - 10), ("train", 10)),
+                first_call_s=0.5,
+            ),
+            use(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.CALLED, calls=1, callers=(("train", 1),)),
+        ),
+        proc_lookups=(ProcLookup("cuInit", 12000, 0, True),),
+        libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.LOADED, "1"),),
+        duration_s=2.5,
+        platform="linux",
+        tool_version="0.1.0",
+        verdict=Verdict(RELEASE, verdict, (Reason(Severity.BLOCKER, "absent_called", "cuFoo is absent"),)),
     )
