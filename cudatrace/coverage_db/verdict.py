@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
@@ -83,6 +83,132 @@ _RECENT_PTX_SM = 90
 # few functions it calls.
 _BULK_LOOKUPS = 50
 _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
+
+_Remedy = Callable[..., str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _EntryRule:
+    """One kind of entry point ZLUDA does not serve, and the reason it gives per (family, library).
+
+    ``message`` is a template over ``n`` (entry points), ``family``, ``calls`` (program-side calls), ``release``,
+    ``names`` and ``effect`` (what a missing import does to the program). The orders say how the functions are
+    listed in the message (``names_order``) and handed to the remedy (``remedy_order``): ``"name"`` alphabetical,
+    ``"calls"`` most called first then alphabetical, ``"calls_seen"`` most called first then as first seen.
+    """
+
+    severity: Severity
+    code: str
+    message: str
+    remedy: _Remedy
+    counted: bool = False  # collects calls per function: functions most called first, and the reason's call total
+    names_order: str = "name"
+    remedy_order: str = "name"
+    uncalled_code: str | None = None  # the code, and no call total, when none of the functions was called
+
+
+# (status, how) -> rule; "panicking" is a stub whose body is todo!(), "static" an import or a linked symbol.
+# Reasons are built in this order.
+_ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
+    ("absent", "static"): _EntryRule(
+        Severity.BLOCKER,
+        "absent_import",
+        "{n} imported {family} entry point(s) not exported by ZLUDA {release}: {names}; {effect}",
+        remedies.absent_remedy,
+    ),
+    ("absent", "called"): _EntryRule(
+        Severity.BLOCKER,
+        "absent_called",
+        "{n} {family} function(s) called {calls:,} time(s) are not exported by ZLUDA {release}: {names}",
+        remedies.upgrade_remedy,
+        counted=True,
+        remedy_order="calls_seen",
+    ),
+    ("stub", "called"): _EntryRule(
+        Severity.RISK,
+        "stub_called",
+        "{n} {family} function(s) called {calls:,} time(s) are stubs in ZLUDA {release} "
+        "(they return a not-supported status): {names}",
+        remedies.stub_remedy,
+        counted=True,
+        names_order="calls",
+        remedy_order="calls",
+    ),
+    ("panicking", "any"): _EntryRule(
+        Severity.RISK,
+        "panicking_called",
+        "{n} {family} function(s) are listed as implemented in ZLUDA {release} but their body is "
+        "todo!(), so a call panics: {names}",
+        remedies.upgrade_remedy,
+        counted=True,
+        names_order="calls",
+        remedy_order="calls",
+        uncalled_code="panicking_imported",
+    ),
+    ("stub", "static"): _EntryRule(
+        Severity.RISK,
+        "stub_imported",
+        "{n} imported {family} entry point(s) are stubs in ZLUDA {release}; a call returns a "
+        "not-supported status: {names}",
+        remedies.stub_remedy,
+    ),
+    ("absent", "delay"): _EntryRule(
+        Severity.RISK,
+        "absent_delay_import",
+        "{n} delay-imported {family} entry point(s) are not exported by ZLUDA {release}; the first call fails: {names}",
+        remedies.upgrade_remedy,
+    ),
+}
+
+
+def _rule_key(status: ZludaStatus, how: EntryHow, panics: bool) -> tuple[str, str]:
+    """The :data:`_ENTRY_RULES` key of an absent or stub entry point."""
+    if status is ZludaStatus.STUB and panics:
+        return ("panicking", "any")
+    if how is EntryHow.CALLED:
+        return (status.value, "called")
+    if how is EntryHow.DELAY_IMPORT and status is ZludaStatus.ABSENT:
+        return (status.value, "delay")
+    return (status.value, "static")
+
+
+def _ordered(names: Sequence[str], calls: dict[str, int], order: str) -> list[str]:
+    if order == "calls":
+        return sorted(names, key=lambda f: (-calls[f], f))
+    if order == "calls_seen":
+        return sorted(names, key=lambda f: -calls[f])
+    return sorted(names)
+
+
+def _entry_reason(
+    rule: _EntryRule,
+    family: Family,
+    library: str,
+    found: list[tuple[str, int]],
+    cat: Catalog,
+    rel: str,
+    effect: str,
+    bits32: bool,
+) -> Reason:
+    """The reason of one rule for the entry points of one (family, library), as (function, program-side calls)."""
+    calls = dict(found)  # a function seen twice keeps its first place and its last count
+    names = list(calls) if rule.counted else [f for f, _ in found]
+    total = sum(calls.values()) if rule.counted else None
+    code = rule.code
+    if rule.uncalled_code and not total:
+        code, total = rule.uncalled_code, None
+    listed = _ordered(names, calls, rule.names_order)
+    message = rule.message.format(
+        n=len(names),
+        family=family.value,
+        calls=total,
+        release=rel,
+        names=remedies.name_list(list(dict.fromkeys(listed))),
+        effect=effect,
+    )
+    remedy = rule.remedy(cat, family, _ordered(names, calls, rule.remedy_order), rel, library or None, bits32=bits32)
+    functions = _ordered(names, calls, "calls" if rule.counted else "name")
+    return Reason(rule.severity, code, message, remedy, family, tuple(functions), total)
 
 
 def _cuda_version(version: str | None) -> int | None:
@@ -201,12 +327,10 @@ def judge(
     reasons: list[Reason] = []
     b32 = is_32bit(machine)
 
-    absent_static: dict[tuple[Family, str], list[str]] = defaultdict(list)
-    absent_delay: dict[tuple[Family, str], list[str]] = defaultdict(list)
-    absent_called: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
-    stub_static: dict[tuple[Family, str], list[str]] = defaultdict(list)
-    stub_called: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
-    panicking: dict[tuple[Family, str], dict[str, int]] = defaultdict(dict)
+    # rule key -> (family, library) -> [(function, program-side calls)]
+    unserved: dict[tuple[str, str], dict[tuple[Family, str], list[tuple[str, int]]]] = {
+        k: defaultdict(list) for k in _ENTRY_RULES
+    }
     not_replaced: dict[tuple[Family, str], list[str]] = {}
     proc_missing: dict[str, list[tuple[Family, str]]] = defaultdict(list)
     proc_names = 0
@@ -247,109 +371,18 @@ def judge(
         if status is ZludaStatus.TRANSLATED:
             translated += 1
             continue
-        is_panic = status is ZludaStatus.STUB and "panics" in (info.note or "")
-        if status is ZludaStatus.ABSENT:
-            if called:
-                absent_called[key][e.function] = n_calls
-            elif e.how is EntryHow.DELAY_IMPORT:
-                absent_delay[key].append(e.function)
-            else:
-                absent_static[key].append(e.function)
-        elif is_panic:
-            panicking[key][e.function] = n_calls
-        elif called:
-            stub_called[key][e.function] = n_calls
-        else:
-            stub_static[key].append(e.function)
+        panics = status is ZludaStatus.STUB and "panics" in (info.note or "")
+        unserved[_rule_key(status, e.how, panics)][key].append((e.function, n_calls))
 
     pe = binary_format is BinaryFormat.PE
-    for (fam, lib), names in absent_static.items():
-        what = _lib_label(lib, fam)
-        effect = (
-            f"Windows refuses to load {what}, so the program does not start"
-            if pe or lib.lower().endswith(".dll")
-            else "symbol binding fails (at load with BIND_NOW, else at the first call)"
-        )
-        reasons.append(
-            Reason(
-                Severity.BLOCKER,
-                "absent_import",
-                f"{len(names)} imported {fam.value} entry point(s) not exported by ZLUDA {rel}: "
-                f"{_fmt_names(names)}; {effect}",
-                remedies.absent_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
-                fam,
-                tuple(sorted(names)),
+    for rule_key, rule in _ENTRY_RULES.items():
+        for (fam, lib), found in unserved[rule_key].items():
+            effect = (
+                f"Windows refuses to load {_lib_label(lib, fam)}, so the program does not start"
+                if pe or lib.lower().endswith(".dll")
+                else "symbol binding fails (at load with BIND_NOW, else at the first call)"
             )
-        )
-    for (fam, lib), calls in absent_called.items():
-        total_calls = sum(calls.values())
-        reasons.append(
-            Reason(
-                Severity.BLOCKER,
-                "absent_called",
-                f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are not exported by ZLUDA {rel}: "
-                f"{_fmt_names(calls)}",
-                remedies.upgrade_remedy(cat, fam, sorted(calls, key=lambda f: -calls[f]), rel, lib or None, bits32=b32),
-                fam,
-                tuple(sorted(calls, key=lambda f: (-calls[f], f))),
-                total_calls,
-            )
-        )
-    for (fam, lib), calls in stub_called.items():
-        total_calls = sum(calls.values())
-        ordered = sorted(calls, key=lambda f: (-calls[f], f))
-        reasons.append(
-            Reason(
-                Severity.RISK,
-                "stub_called",
-                f"{len(calls)} {fam.value} function(s) called {total_calls:,} time(s) are stubs in ZLUDA {rel} "
-                f"(they return a not-supported status): {remedies.name_list(ordered)}",
-                remedies.stub_remedy(cat, fam, ordered, rel, lib or None, bits32=b32),
-                fam,
-                tuple(ordered),
-                total_calls,
-            )
-        )
-    for (fam, lib), calls in panicking.items():
-        ordered = sorted(calls, key=lambda f: (-calls[f], f))
-        total_calls = sum(calls.values())
-        was_called = total_calls > 0
-        reasons.append(
-            Reason(
-                Severity.RISK,
-                "panicking_called" if was_called else "panicking_imported",
-                f"{len(calls)} {fam.value} function(s) are listed as implemented in ZLUDA {rel} but their body is "
-                f"todo!(), so a call panics: {remedies.name_list(ordered)}",
-                remedies.upgrade_remedy(cat, fam, ordered, rel, lib or None, bits32=b32),
-                fam,
-                tuple(ordered),
-                total_calls if was_called else None,
-            )
-        )
-    for (fam, lib), names in stub_static.items():
-        reasons.append(
-            Reason(
-                Severity.RISK,
-                "stub_imported",
-                f"{len(names)} imported {fam.value} entry point(s) are stubs in ZLUDA {rel}; a call returns a "
-                f"not-supported status: {_fmt_names(names)}",
-                remedies.stub_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
-                fam,
-                tuple(sorted(names)),
-            )
-        )
-    for (fam, lib), names in absent_delay.items():
-        reasons.append(
-            Reason(
-                Severity.RISK,
-                "absent_delay_import",
-                f"{len(names)} delay-imported {fam.value} entry point(s) are not exported by ZLUDA {rel}; the "
-                f"first call fails: {_fmt_names(names)}",
-                remedies.upgrade_remedy(cat, fam, sorted(names), rel, lib or None, bits32=b32),
-                fam,
-                tuple(sorted(names)),
-            )
-        )
+            reasons.append(_entry_reason(rule, fam, lib, found, cat, rel, effect, b32))
 
     # Libraries: the ones the program links or loads, plus those its entry points come from.
     libs: dict[str, CudaLibrary] = {}

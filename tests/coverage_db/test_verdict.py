@@ -170,6 +170,48 @@ def test_called_absent_function_blocks() -> None:
     assert v.status is VerdictStatus.BLOCKED and v.reasons[0].code == "absent_called" and v.reasons[0].calls == 12
 
 
+def test_panicking_functions_imported_or_called() -> None:
+    """Functions listed as implemented whose body is todo!(): one reason, "called" once any call happened."""
+    names = ("cublasXerbla", "cublasGetCudartVersion")
+    imported = judge([sym(Family.CUBLAS, "cublas64_12.dll", n, EntryHow.IMPORT) for n in names], [], None, SEED)
+    called = judge(
+        [
+            call(Family.CUBLAS, "libcublas.so.12", "cublasXerbla", 3),
+            call(Family.CUBLAS, "libcublas.so.12", names[1], 7),
+        ],
+        [],
+        None,
+        SEED,
+    )
+    text = (
+        "2 cublas function(s) are listed as implemented in ZLUDA v6-preview.69 but their body is todo!(), so a call "
+        "panics: cublasGetCudartVersion, cublasXerbla"
+    )
+    for v, code, calls in ((imported, "panicking_imported", None), (called, "panicking_called", 10)):
+        assert v.status is VerdictStatus.AT_RISK and codes(v) == [code]
+        r = v.reasons[0]
+        assert (r.severity, r.message, r.remedy, r.calls) == (Severity.RISK, text, None, calls)
+        assert r.functions == ("cublasGetCudartVersion", "cublasXerbla")
+
+
+def test_absent_delay_import_is_a_risk_not_a_blocker() -> None:
+    entries = [
+        sym(Family.DRIVER, "nvcuda.dll", "cuNoSuchThing", EntryHow.DELAY_IMPORT),
+        sym(Family.DRIVER, "nvcuda.dll", "cuCtxGetDevice_v2", EntryHow.DELAY_IMPORT),
+    ]
+    v = judge(entries, [], None, "v5-preview.100", binary_format=BinaryFormat.PE)
+    assert v.status is VerdictStatus.AT_RISK and codes(v) == ["absent_delay_import"]
+    r = v.reasons[0]
+    assert r.message == (
+        "2 delay-imported driver entry point(s) are not exported by ZLUDA v5-preview.100; the first call fails: "
+        "cuCtxGetDevice_v2, cuNoSuchThing"
+    )
+    assert (
+        r.remedy == "release v6-preview.4 implements cuCtxGetDevice_v2: upgrade (no release implements cuNoSuchThing)"
+    )
+    assert r.functions == ("cuCtxGetDevice_v2", "cuNoSuchThing") and r.calls is None
+
+
 def test_proc_string_names_never_block() -> None:
     names = ["cuInit", "cuMemAlloc", "cuCtxCreate", "cuNoSuchFunction", "cuGraphAddNode", "cuMemcpy3DAsync"]
     entries = [sym(Family.DRIVER, "libcuda.so.1", n, EntryHow.PROC_STRING) for n in names]
