@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Overhead of ``cudatrace run`` on a PPO training loop, measured inside one process (run on the GPU machine).
 
-    python3 scripts/bench_overhead_ppo.py [--seconds 240] [--untraced 6] [--traced 10] [--out DIR]
+    python3 scripts/bench_overhead_ppo.py [--seconds 240] [--untraced 6] [--traced 10] [--cpus A-B] [--out DIR]
 
 Runs to run apart differ by up to +-10% in steps/s (GPU clocks, memory placement), more than the loss to be
 measured. So this keeps one process and switches tracing on and off while it trains: a worker runs a PPO loop
@@ -33,8 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HOT = b"cuCtxGetDevice_v2"
 
 
-def worker(seconds: float) -> None:
+def worker(seconds: float, cpus: str | None) -> None:
     """The traced program: a PPO loop printing one JSON line per iteration."""
+    if cpus:  # fewer migrations, less noise; threads started later (the tracer's too) inherit the set
+        lo, _, hi = cpus.partition("-")
+        os.sched_setaffinity(0, range(int(lo), int(hi or lo) + 1))
     import torch
     import torch.nn as nn
 
@@ -130,29 +133,41 @@ def driver(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "iterations.jsonl").open("w")
     w = subprocess.Popen(
-        [sys.executable, __file__, "--worker", "--seconds", str(args.seconds)], stdout=subprocess.PIPE, text=True
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--seconds",
+            str(args.seconds),
+            *(["--cpus", args.cpus] if args.cpus else []),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert w.stdout is not None
     first = json.loads(w.stdout.readline())
     pid = first["ready"]
     lines: list[dict[str, float]] = []
 
+    done = False
+
     def read_until(t_end: float) -> None:
-        # The worker prints a line every ~0.3 s; reading blocks until the next one.
-        while time.monotonic() < t_end and w.poll() is None:
+        # The worker prints a line every ~0.3 s; reading blocks until the next one. End of output: it is done.
+        nonlocal done
+        while time.monotonic() < t_end and not done:
             line = w.stdout.readline() if w.stdout else ""
             if not line:
+                done = True
                 return
-            row = json.loads(line)
-            lines.append(row)
+            lines.append(json.loads(line))
             log.write(line)
 
     blocks: list[tuple[str, float, float]] = []  # (mode, attach started, detach finished)
     modes = [("count", ["--detail-calls", "0"]), ("default", [])]
     k = 0
-    while w.poll() is None:
+    while not done:
         read_until(time.monotonic() + args.untraced)
-        if w.poll() is not None:
+        if done:
             break
         mode, extra = modes[k % len(modes)]
         t_on = time.monotonic()
@@ -166,7 +181,7 @@ def driver(args: argparse.Namespace) -> None:
                 "--pid",
                 str(pid),
                 "--no-store",
-                "-f",
+                "--format",
                 "json",
                 "-o",
                 trace_out,
@@ -187,7 +202,7 @@ def driver(args: argparse.Namespace) -> None:
             print(f"tracer block {k} ({mode}) ended {tracer.returncode}: {err.strip()[-300:]}")
         blocks.append((mode, t_on, time.monotonic()))
         k += 1
-    read_until(time.monotonic() + 5)
+    read_until(float("inf"))
     w.wait()
     log.close()
     report(lines, blocks)
@@ -234,10 +249,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=240.0, help="how long the worker trains")
     ap.add_argument("--untraced", type=float, default=6.0, help="seconds of each untraced stretch")
     ap.add_argument("--traced", type=float, default=10.0, help="seconds of each traced stretch (attach included)")
+    ap.add_argument("--cpus", metavar="A-B", help="run the worker on these CPUs only (e.g. 2-7)")
     ap.add_argument("--out", default="/tmp/cudatrace-ppo-blocks", help="iterations.jsonl and the traces go here")
     args = ap.parse_args()
     if args.worker:
-        worker(args.seconds)
+        worker(args.seconds, args.cpus)
     else:
         driver(args)
 

@@ -18,9 +18,9 @@ run() { echo "+ $*"; "$@"; echo "= rc $?"; }
   nproc; ldd --version | head -1; grep -m1 "model name" /proc/cpuinfo
   python3 -c "import ctypes; print('rseq size', ctypes.c_uint.in_dll(ctypes.CDLL(None), '__rseq_size').value)"
   if [ "$MODE" = inprocess ]; then
-    run timeout 240 python3 scripts/bench_overhead_micro.py --calls 50000000 --rounds 5
+    [ -n "${SKIP_MICRO:-}" ] || run timeout 240 python3 scripts/bench_overhead_micro.py --calls 50000000 --rounds 5
     run timeout 120 python3 -m pytest -q -p no:cacheprovider tests/tracer/dynamic/test_run_standins.py -k "threads or workload or fork"
-    run timeout 420 python3 scripts/bench_overhead_ppo.py --seconds ${PPO_SECONDS:-300} --out "$WORK/blocks"
+    run timeout $(( ${PPO_SECONDS:-300} + 90 )) python3 scripts/bench_overhead_ppo.py --seconds ${PPO_SECONDS:-300} --cpus 2-9 --out "$WORK/blocks"
     cp "$WORK/blocks/iterations.jsonl" "$OUT/" 2>/dev/null
   else
     for i in $(seq 1 "${ROUNDS:-6}"); do

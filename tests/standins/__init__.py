@@ -20,14 +20,14 @@ Programs: ``app`` (linked against libcuda and libcublas; ``app MODE`` runs :data
 ``exit``/``code`` (exit 3)/``segv``/``abort``/``_exit`` (5)/``loop`` (prints "ready", launches forever)/``fork``
 (child launches 3 and calls cuMemFree_v2(0), parent launches 1 more)/``forkexec`` (child execs ``app child``: 7
 launches, no workload)/``threads N CALLS`` (after the workload, N threads at once each call cuCtxGetDevice CALLS
-times and the cuMemGetInfo pointer from cuGetProcAddress_v2 every tenth time, while the main thread sends them
-SIGUSR1 every 50 us; one more cuGetProcAddress_v2 lookup)/``bench N [FILE]`` (N calls of cuCtxGetDevice in a loop,
-ns per call printed and written to FILE)), ``dlopen_app [LIB]`` (links nothing CUDA; dlopens LIB after 20 ms, 2
-cuInit, resolves cuLaunchKernel and the hidden cuStreamQuery through cuGetProcAddress_v2, 6 launches, 3 queries of
-which 2 return 600; ``dlopen_app LIB fork`` then calls cuMemFree_v2(0), forks a child that calls cuInit,
-cuMemFree_v2(1), cuMemFree_v2(0), one launch and one query through the pointers (600), prints "child done", and the
-parent calls cuInit once more; ``dlopen_app LIB dlclose`` unloads LIB right after loading it, then forks a child
-that exits 0) and ``nocuda``.
+times and every tenth time the cuMemGetInfo pointer from cuGetProcAddress_v2, cuLaunchKernel and cuDeviceGet(0),
+while the main thread sends them SIGUSR1 every 50 us; one more cuGetProcAddress_v2 lookup)/``bench N [FILE]`` (N
+calls of cuCtxGetDevice in a loop, ns per call printed and written to FILE)), ``dlopen_app [LIB]`` (links nothing
+CUDA; dlopens LIB after 20 ms, 2 cuInit, resolves cuLaunchKernel and the hidden cuStreamQuery through
+cuGetProcAddress_v2, 6 launches, 3 queries of which 2 return 600; ``dlopen_app LIB fork`` then calls
+cuMemFree_v2(0), forks a child that calls cuInit, cuMemFree_v2(1), cuMemFree_v2(0), one launch and one query through
+the pointers (600), prints "child done", and the parent calls cuInit once more; ``dlopen_app LIB dlclose`` unloads
+LIB right after loading it, then forks a child that exits 0) and ``nocuda``.
 
 Use :func:`build_standins` (cached per output folder); the ``configure`` tests reuse the libraries.
 """
@@ -97,7 +97,16 @@ def build_standins(out_dir: Path) -> Standins:
         return s
     lib = ["-O2", "-fPIC", "-shared", "-Wall"]
     _cc(
-        [*lib, "-falign-functions=1", "-Wl,-soname,libcuda.so.1", "-o", str(s.libcuda), str(SOURCES / "cuda_standin.c")]
+        [
+            *lib,
+            "-falign-functions=1",
+            # no endbr64 (Ubuntu's gcc adds it by default): cuProfilerStart/Stop must stay 3 bytes, packed together
+            "-fcf-protection=none",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            str(s.libcuda),
+            str(SOURCES / "cuda_standin.c"),
+        ]
     )
     _cc([*lib, "-Wl,-soname,libcublasLt.so.12", "-o", str(s.libcublaslt), str(SOURCES / "cublaslt_standin.c")])
     _cc(

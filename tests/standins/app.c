@@ -36,14 +36,19 @@ static int kernel;
 static long thread_calls;
 static CUresult (*thread_mem_get_info)(size_t *, size_t *);
 
-/* "threads": each thread calls cuCtxGetDevice thread_calls times and the cuGetProcAddress pointer a tenth as often. */
+/* "threads": each thread calls cuCtxGetDevice thread_calls times (hooked by a whole copy), and a tenth as often
+ * the cuGetProcAddress pointer, cuLaunchKernel (relocated prologue) and cuDeviceGet (through Frida's trampoline). */
 static void *hammer(void *arg) {
     int dev;
     size_t f, t;
     (void)arg;
     for (long i = 0; i < thread_calls; i++) {
         cuCtxGetDevice(&dev);
-        if (i % 10 == 0) thread_mem_get_info(&f, &t);
+        if (i % 10 == 0) {
+            thread_mem_get_info(&f, &t);
+            cuLaunchKernel(&kernel, 1, 1, 1, 64, 1, 1, 0, 0, 0, 0);
+            cuDeviceGet(&dev, 0);
+        }
     }
     return 0;
 }

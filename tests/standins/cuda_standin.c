@@ -23,7 +23,9 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
     *dev = 0;
     return 0;
 }
-CUresult cuCtxGetDevice(CUdevice *dev) { if (dev) *dev = 0; return 0; }
+/* Short enough to be hooked by a whole copy; 16-byte aligned like real libraries' functions, so the jump to it can
+ * be written atomically while other threads run it (the library is built with -falign-functions=1). */
+__attribute__((aligned(16))) CUresult cuCtxGetDevice(CUdevice *dev) { if (dev) *dev = 0; return 0; }
 /* Two names, one address: hooked once. */
 CUresult cuCtxGetDevice_v2(CUdevice *dev) __attribute__((alias("cuCtxGetDevice")));
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {

@@ -60,12 +60,14 @@ class AgentConfig:
     """What the agent is told in its ``configure`` call."""
 
     detail_source: str  # detail.c, compiled in the target by CModule
+    world_source: str = ""  # world.c: patching prologues while the program runs (Linux x86-64)
     detail_calls: int = DEFAULT_DETAIL_CALLS  # 0: count only; -1: every call (--timing, --events)
     events: bool = False
     flush_ms: int = 250
     shared_counters: str | None = None  # a file the agent maps MAP_SHARED for its counters (Linux)
     counter_capacity: int = 1 << 16  # counters per row: entry points hooked plus pointers from cuGetProcAddress
     counters: CounterMode = CounterMode.PER_CPU  # falls back to LOCKED where per-CPU counting is not possible
+    attached: bool = False  # the process is running (--pid): prologues are patched with atomic stores
 
     def to_rpc(self) -> dict[str, Any]:
         """The JSON object the agent's ``configure`` receives."""
@@ -75,12 +77,14 @@ class AgentConfig:
             "exportPattern": EXPORT_PATTERN,
             "specials": list(SPECIAL_FUNCTIONS),
             "detailSource": self.detail_source,
+            "worldSource": self.world_source,
             "detailCalls": self.detail_calls,
             "events": self.events,
             "flushMs": self.flush_ms,
             "sharedCounters": self.shared_counters,
             "counterCapacity": self.counter_capacity,
             "counters": self.counters.value,
+            "attached": self.attached,
         }
 
 

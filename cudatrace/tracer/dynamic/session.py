@@ -508,11 +508,12 @@ def _table_status(statuses: dict[int, int]) -> str | None:
 # Frida
 
 
-def _agent_source() -> tuple[str, str]:
+def _agent_source() -> tuple[str, str, str]:
     pkg = resources.files("cudatrace.tracer.dynamic")
     return (
         pkg.joinpath("agent/agent.js").read_text(encoding="utf-8"),
         pkg.joinpath("agent/detail.c").read_text(encoding="utf-8"),
+        pkg.joinpath("agent/world.c").read_text(encoding="utf-8"),
     )
 
 
@@ -530,7 +531,7 @@ class _Tracer:
         self.options = options
         self.collector = collector
         self.device = frida.get_local_device()
-        self.agent_js, self.detail_c = _agent_source()
+        self.agent_js, self.detail_c, self.world_c = _agent_source()
         self.sessions: dict[str, Any] = {}
         self.scripts: dict[str, Any] = {}
         self.done = threading.Event()
@@ -546,8 +547,9 @@ class _Tracer:
         with contextlib.suppress(Exception):
             self.device.off("child-added", self._on_child_added)
 
-    def instrument(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> str:
-        """Attach to ``pid``, follow its children, load and configure the agent. Returns the process key."""
+    def instrument(self, pid: int, parent: int | None, argv: tuple[str, ...], *, running: bool = False) -> str:
+        """Attach to ``pid``, follow its children, load and configure the agent. Returns the process key.
+        ``running``: the process is running (``--pid``), not suspended at spawn or fork."""
         key = self.collector.add_process(pid, parent, argv)
         try:
             session = self.device.attach(pid)
@@ -572,11 +574,13 @@ class _Tracer:
             shm = os.path.join(_shm_folder(), f"{self._tag}-{pid}-{key.replace('.', '-')}")
         cfg = AgentConfig(
             detail_source=self.detail_c,
+            world_source=self.world_c,
             detail_calls=self.options.effective_detail,
             events=self.options.events_path is not None,
             flush_ms=self.options.flush_ms,
             shared_counters=shm,
             counters=self.options.counters,
+            attached=running,
         )
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)
@@ -639,10 +643,13 @@ class _Tracer:
             with contextlib.suppress(Exception):
                 s.exports_sync.flush()
 
-    def wait(self) -> None:
-        """Block until every process of the tree has ended (Ctrl-C raises KeyboardInterrupt here)."""
+    def wait(self, stop: threading.Event | None = None) -> bool:
+        """Block until every process of the tree has ended (Ctrl-C raises KeyboardInterrupt here) or ``stop`` is
+        set; True when stopped."""
         while not self.done.wait(0.2):
-            pass
+            if stop is not None and stop.is_set():
+                return True
+        return False
 
 
 def _spawn_env(options: TraceOptions) -> dict[str, str]:
@@ -700,9 +707,14 @@ def trace_program(
         return collector.build(argv, options, notes)
 
 
-def trace_pid(pid: int, options: TraceOptions | None = None, sink: TraceSink | None = None) -> TraceResult:
-    """Attach to a running process and trace it until it ends or the user presses Ctrl-C (then detach, leaving
-    the process running). Calls made before attaching are not seen."""
+def trace_pid(
+    pid: int,
+    options: TraceOptions | None = None,
+    sink: TraceSink | None = None,
+    stop: threading.Event | None = None,
+) -> TraceResult:
+    """Attach to a running process and trace it until it ends, the user presses Ctrl-C or ``stop`` is set (then
+    detach, leaving the process running). Calls made before attaching are not seen."""
     options = options or TraceOptions()
     with _events_file(options.events_path) as events:
         collector = Collector(sink, events)
@@ -712,19 +724,26 @@ def trace_pid(pid: int, options: TraceOptions | None = None, sink: TraceSink | N
             argv = _proc_argv(pid)
             collector.mark_start()
             try:
-                tracer.instrument(pid, None, argv)
+                tracer.instrument(pid, None, argv, running=True)
             except TraceError:
                 raise
             except Exception as exc:
                 raise TraceError(f"injecting the agent failed: {exc}", str(pid)) from exc
             try:
-                tracer.wait()
+                detach = tracer.wait(stop)
+                if detach:
+                    notes.append("detached on request, the process keeps running")
             except KeyboardInterrupt:
                 notes.append("interrupted: detached on Ctrl-C, the process keeps running")
+                detach = True
+            if detach:
                 tracer.flush_all()
                 time.sleep(0.2)
                 for key, session in list(tracer.sessions.items()):
+                    script = tracer.scripts.get(key)
                     with contextlib.suppress(Exception):
+                        if script is not None:
+                            script.exports_sync.release()
                         session.detach()
                     collector.process_ended(key, "interrupted")
         finally:

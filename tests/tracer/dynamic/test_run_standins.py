@@ -126,7 +126,8 @@ def test_threads_calling_at_once_are_counted_exactly(standins: Standins, counter
     calls = calls_of(trace)
     assert calls["cuCtxGetDevice"].calls == WORKLOAD["cuCtxGetDevice"][0] + threads * each
     assert calls["cuMemGetInfo"].calls == WORKLOAD["cuMemGetInfo"][0] + threads * (each // 10)
-    assert calls["cuLaunchKernel"].calls == WORKLOAD["cuLaunchKernel"][0]
+    assert calls["cuLaunchKernel"].calls == WORKLOAD["cuLaunchKernel"][0] + threads * (each // 10)
+    assert calls["cuDeviceGet"].calls == WORKLOAD["cuDeviceGet"][0] + threads * (each // 10)
     # The first calls took the detail path (about 1000: threads inside it at once may each take one more).
     callers = dict(calls["cuCtxGetDevice"].callers)
     assert set(callers) == {"app"} and 1000 <= callers["app"] <= 1000 + threads
@@ -296,6 +297,41 @@ def test_attach_to_a_running_process(standins: Standins) -> None:
     assert set(calls) == {"cuLaunchKernel"}  # the workload ran before the attach
     assert calls["cuLaunchKernel"].calls >= 5
     assert any("attached" in n for n in result[0].notes)
+
+
+def _trace_into(out: list[TraceResult], pid: int, watch: _Watch, stop: threading.Event) -> None:
+    out.append(trace_pid(pid, sink=watch, stop=stop))
+
+
+def test_attach_and_detach_again_and_again_while_threads_call_in(standins: Standins) -> None:
+    # Four threads call hooked functions as fast as they can (one hooked by a whole copy, one by its relocated
+    # prologue, one through Frida's trampoline in a spawned run) while the tracer attaches and detaches three
+    # times. Writing the jumps with the threads running crashed the program (a thread resuming between two of
+    # the overwritten instructions); the agent stops the world to write them and puts the bytes back on detach.
+    proc = subprocess.Popen([str(standins.app), "threads", "4", "100000000000"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        for cycle in range(3):
+            watch = _Watch()
+            stop = threading.Event()
+            result: list[TraceResult] = []
+            t = threading.Thread(target=_trace_into, args=(result, proc.pid, watch, stop))
+            t.start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and watch.calls < 1_000_000:
+                time.sleep(0.05)
+            stop.set()
+            t.join(30)
+            assert result, f"cycle {cycle}: the trace did not end"
+            calls = calls_of(result[0])
+            assert calls["cuCtxGetDevice"].calls >= 1_000_000, cycle
+            assert calls["cuLaunchKernel"].calls > 0 and calls["cuDeviceGet"].calls > 0, cycle
+            assert any(n.startswith("detached on request") for n in result[0].notes)
+            time.sleep(0.2)
+            assert proc.poll() is None, f"the program died after detach {cycle}: {proc.returncode}"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_program_without_cuda_gives_an_empty_result(standins: Standins) -> None:

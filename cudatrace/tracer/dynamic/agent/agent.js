@@ -58,6 +58,7 @@ let flushTimer = null;
 let exiting = false;
 let loading = 0; // dlopen/LoadLibrary calls under way, all threads
 let lateScan = false; // scanning inside a dlopen hook: patch prologues directly
+let livePatching = false; // the program is running (attached, or after start-up): write jumps atomically
 const keep = [];
 const hookCounts = { inline: 0, trampoline: 0, clone: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
 
@@ -92,6 +93,46 @@ function ownMap(size) {
     ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
   const p = mmap(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
   return p.equals(ptr(-1)) ? null : p;
+}
+
+// Code and data the thunks use must outlive the script: when the host detaches (--pid, Ctrl-C) Frida frees what
+// Memory.alloc gave, while other threads may still be running in a thunk, and functions patched directly keep
+// jumping there. Thunks must be within branch range (rel32) of their library: on Linux they are mapped with mmap
+// at free addresses tried outward from the library, elsewhere (or when none is free) by Memory.alloc.
+function nearMap(size, m, maxDistance) {
+  if (Process.platform === 'linux') {
+    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    const munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int', ['pointer', 'size_t']);
+    const num = p => parseInt(p.toString(16), 16);
+    const lo = num(m.base), hi = lo + m.size, step = 0x100000;
+    for (let k = 1; k <= 1536; k++) {
+      for (const hint of [lo - k * step - size, hi + k * step]) {
+        if (hint < 0x100000) continue;
+        const aligned = hint - (hint % step);
+        // MAP_FIXED_NOREPLACE: this address or nothing (older kernels take it as a hint; the check below holds)
+        const p = mmap(ptr(aligned), size, 7, 0x22 | 0x100000, -1, 0);
+        if (p.equals(ptr(-1))) continue;
+        const a = num(p);
+        if (Math.abs(a - lo) < maxDistance && Math.abs(a + size - lo) < maxDistance) return p;
+        munmap(p, size);
+      }
+    }
+  }
+  const p = Memory.alloc(size, { near: m.base, maxDistance });
+  keep.push(p);
+  Memory.protect(p, size, 'rwx');
+  return p;
+}
+
+let detailPool = null; // {base, used, cap}
+
+function lastingAlloc(size) {
+  const p = ownMap(size);
+  if (p !== null) return p;
+  const q = Memory.alloc(size);
+  keep.push(q);
+  return q;
 }
 
 // Functions the agent patched itself (patchJump) with their original first bytes: a fork handler puts them back
@@ -145,14 +186,22 @@ function installForkRestore() {
   if (register(NULL, NULL, code, NULL) === 0) restoreTable = table;
 }
 
-function rememberPatch(fn) {
+function rememberPatch(fn, original) {
   if (restoreTable === null) return;
   const n = u64(restoreTable);
   if (8 + (n + 1) * 16 > RESTORE_SIZE) return;
   const row = restoreTable.add(8 + n * 16);
   row.writePointer(fn);
-  row.add(8).writeByteArray(fn.readByteArray(8));
+  const bytes = new Uint8Array(fn.readByteArray(8));
+  if (original !== undefined) bytes.set(original.subarray(0, 5));
+  row.add(8).writeByteArray(bytes.buffer);
   restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
+}
+
+function forgetLastPatch(fn) {
+  if (restoreTable === null) return;
+  const n = u64(restoreTable);
+  if (n > 0 && restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) restoreTable.writeU64(n - 1);
 }
 
 // A library that goes away (dlclose) takes its patches with it: its rows must not write into whatever is
@@ -376,7 +425,12 @@ function stubBytes(orig) {
 }
 
 function newDetail(_index) {
-  const d = Memory.alloc(DETAIL_SIZE);
+  if (detailPool === null || detailPool.used === detailPool.cap) {
+    const cap = 1024;
+    detailPool = { base: lastingAlloc(cap * DETAIL_SIZE), used: 0, cap };
+  }
+  const d = detailPool.base.add(detailPool.used * DETAIL_SIZE);
+  detailPool.used++;
   d.writeByteArray(new ArrayBuffer(DETAIL_SIZE));
   return d;
 }
@@ -413,37 +467,106 @@ function nearJumpTo(fn, target) {
 
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
 // Interceptor's trampoline, else (a short function Frida declines) a jump to a whole copy of it.
-function hookExport(fn, code, e, next) {
+//
+// In a running process (attached, or a library loaded later by other means than dlopen) other threads may be
+// executing the prologue while it is overwritten. Frida writes its redirect with several stores, which a thread
+// can see half done (seen: attach/detach cycles on a busy program crashed it). There the agent writes the jump
+// itself with one atomic store (writeJump5) after the stub's listener is committed, and puts the original bytes
+// back the same way before the host detaches (release). Returns the method, or 'pending' when the jump is
+// to be written once the Interceptor has committed this module's stubs (finishPending).
+function hookExport(fn, code, e, next, pending) {
   const L = blockAt(code);
-  const thunk = L.thunk, stub = L.stub, clone = L.clone;
   const head = countBytes(L, e);
-  thunk.writeByteArray(head);
-  const tail = thunk.add(head.length);
+  L.thunk.writeByteArray(head);
+  const tail = L.thunk.add(head.length);
   const before = new Uint8Array(fn.readByteArray(32));
-  const own = relocatePrologue(fn, tail, stub);
+  const own = relocatePrologue(fn, tail, L.stub);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
-  writeStub(stub, e, own !== 0 ? tail : fn);
-  if (lateScan && own !== 0 && noBranchInto(fn, own)) {
-    patchJump(fn, thunk);
-    return 'inline';
+  writeStub(L.stub, e, own !== 0 ? tail : fn);
+  const h = { fn, L, e, tail, own, before, next, how: 'inline' };
+  const direct = own !== 0 && noBranchInto(fn, own);
+  if (direct && lateScan && patchJump(fn, L.thunk, false)) return 'inline';
+  if (!lateScan && livePatching && world !== null) {
+    if (!direct) {
+      if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
+      jumpTail(tail, L.clone);
+      L.stub.add(22).writePointer(L.clone);
+      h.how = 'clone';
+    }
+    pending.push(h);
+    return 'pending';
   }
+  if (direct && !lateScan && livePatching && atomicallyPatchable(fn)) {
+    pending.push(h);
+    return 'pending';
+  }
+  return hookWithInterceptor(h);
+}
+
+function hookWithInterceptor(h) {
+  const { fn, L, tail, own, before, next } = h;
   let orig;
   try {
-    orig = Interceptor.replaceFast(fn, thunk);
+    orig = Interceptor.replaceFast(fn, L.thunk);
   } catch (err) {
     // Frida declines functions too short to relocate; a short straight-line function can be copied whole.
-    if (!buildClone(fn, clone, next)) throw err;
-    jumpTail(tail, clone);
-    stub.add(22).writePointer(clone);
-    patchJump(fn, thunk);
+    if (!buildClone(fn, L.clone, next)) throw err;
+    jumpTail(tail, L.clone);
+    L.stub.add(22).writePointer(L.clone);
+    if (!lateScan && livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
+    if (!patchJump(fn, L.thunk, !lateScan && livePatching)) {
+      throw new Error('too short to hook while the program runs (no atomic patch)');
+    }
     return 'clone';
   }
   Interceptor.flush();
-  if (own !== 0 && nearJumpTo(fn, thunk) && patchedExtent(fn, before) <= own) return 'inline';
+  if (own !== 0 && nearJumpTo(fn, L.thunk) && patchedExtent(fn, before) <= own) return 'inline';
   // The redirect covers more than the relocated prologue: go through Frida's trampoline.
   jumpTail(tail, orig);
-  stub.add(22).writePointer(orig);
+  L.stub.add(22).writePointer(orig);
   return 'trampoline';
+}
+
+// The jumps deferred by hookExport: written once the Interceptor has committed the detail stubs' listeners
+// (no thread may reach a stub whose listener is still being written).
+function finishPending(pending, m) {
+  if (pending.length === 0) return;
+  Interceptor.flush();
+  const done = h => {
+    hookCounts[h.how]++;
+    hookedAddrs.set(h.fn.toString(), h.e.id);
+  };
+  if (world !== null) {
+    for (const h of pending) {
+      h.original = new Uint8Array(h.fn.readByteArray(5));
+      const b = [0xe9];
+      le32(b, h.L.thunk.sub(h.fn.add(5)).toInt32());
+      h.bytes = b;
+    }
+    const written = new Set(worldPatch(pending));
+    for (const h of pending) {
+      if (written.has(h)) {
+        rememberPatch(h.fn, h.original);
+        directPatches.push([h.fn, h.original]);
+        done(h);
+      } else {
+        skipped.push([m.name, h.e.fn, 'busy: a thread kept running its first bytes']);
+        h.e.dead = true;
+      }
+    }
+    return;
+  }
+  for (const h of pending) {
+    try {
+      if (patchJump(h.fn, h.L.thunk, true)) h.how = 'inline';
+      else h.how = hookWithInterceptor(h);
+    } catch (err) {
+      skipped.push([m.name, h.e.fn, String(err.message || err)]);
+      h.e.dead = true;
+      continue;
+    }
+    done(h);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -526,10 +649,9 @@ function hookModule(m) {
   const per = BLOCK_SIZE;
   const codeSize = Math.ceil((groups.length * per) / PAGE) * PAGE;
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
-  const code = Memory.alloc(codeSize, { near: m.base, maxDistance });
-  keep.push(code);
-  Memory.protect(code, codeSize, 'rwx');
+  const code = nearMap(codeSize, m, maxDistance);
   let i = 0;
+  const pending = [];
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
@@ -537,7 +659,8 @@ function hookModule(m) {
     const slot = code.add(i * per);
     i++;
     try {
-      const how = hookExport(g.address, slot, e, nextStart(starts, g.address));
+      const how = hookExport(g.address, slot, e, nextStart(starts, g.address), pending);
+      if (how === 'pending') continue;
       hookCounts[how]++;
       hookedAddrs.set(g.address.toString(), e.id);
     } catch (err) {
@@ -545,6 +668,7 @@ function hookModule(m) {
       e.dead = true;
     }
   }
+  finishPending(pending, m);
 }
 
 const PADDING = new Set(['nop', 'int3']);
@@ -592,13 +716,145 @@ function buildClone(fn, clone, next) {
   return true;
 }
 
-function patchJump(fn, thunk) {
-  rememberPatch(fn);
+const directPatches = []; // [address, original first 5 bytes] of functions patched without the Interceptor
+
+// Writing a 5-byte jump over a prologue other threads may be running: two separate stores (opcode, then
+// displacement) can be seen half done, a wild jump. The 5 bytes go in with one aligned 8-byte store, or one
+// lock cmpxchg16b when they straddle 8 bytes inside an aligned 16; `live` false (a library dlopen has not returned
+// yet) allows a plain write otherwise. Linux x86-64 (SysV calls); elsewhere Memory.patchCode.
+let atomics = null; // {copy8, cas16, scratch}
+
+function atomicWriters() {
+  if (atomics !== null || Process.platform !== 'linux' || !IS_X64) return atomics;
+  const code = lastingAlloc(PAGE);
+  const copy8 = [0x48, 0x8b, 0x06, 0x48, 0x89, 0x07, 0xc3]; // mov rax, [rsi]; mov [rdi], rax; ret
+  const cas16 = [0x53, 0x49, 0x89, 0xd0, 0x48, 0x8b, 0x06, 0x48, 0x8b, 0x56, 0x08, 0x49, 0x8b, 0x18, 0x49, 0x8b,
+    0x48, 0x08, 0xf0, 0x48, 0x0f, 0xc7, 0x0f, 0x0f, 0x94, 0xc0, 0x0f, 0xb6, 0xc0, 0x5b, 0xc3];
+  // push rbx; mov r8, rdx; mov rax, [rsi]; mov rdx, [rsi+8]; mov rbx, [r8]; mov rcx, [r8+8];
+  // lock cmpxchg16b [rdi]; sete al; movzx eax, al; pop rbx; ret
+  code.writeByteArray(copy8);
+  code.add(16).writeByteArray(cas16);
+  atomics = {
+    copy8: new NativeFunction(code, 'void', ['pointer', 'pointer']),
+    cas16: new NativeFunction(code.add(16), 'int', ['pointer', 'pointer', 'pointer']),
+    scratch: code.add(256),
+  };
+  return atomics;
+}
+
+function atomicallyPatchable(fn) {
+  const addr = parseInt(fn.toString(16), 16);
+  return atomicWriters() !== null && (addr % 8 <= 3 || addr % 16 <= 11);
+}
+
+function writeJump5(fn, bytes, live) {
+  const w = atomicWriters();
+  const addr = parseInt(fn.toString(16), 16);
+  const off8 = addr % 8, off16 = addr % 16;
+  if (w !== null && (off8 <= 3 || off16 <= 11)) {
+    const wide = off8 <= 3 ? 8 : 16;
+    const base = fn.sub(wide === 8 ? off8 : off16);
+    const off = wide === 8 ? off8 : off16;
+    Memory.protect(base.and(ptr(-PAGE)), 2 * PAGE, 'rwx');
+    try {
+      for (let tries = 0; tries < 100; tries++) {
+        const old = new Uint8Array(base.readByteArray(wide));
+        const want = old.slice();
+        for (let i = 0; i < 5; i++) want[off + i] = bytes[i];
+        w.scratch.writeByteArray(old.buffer);
+        w.scratch.add(16).writeByteArray(want.buffer);
+        if (wide === 8) { w.copy8(base, w.scratch.add(16)); return true; }
+        if (w.cas16(base, w.scratch, w.scratch.add(16)) === 1) return true;
+      }
+      return false;
+    } finally {
+      Memory.protect(base.and(ptr(-PAGE)), 2 * PAGE, 'r-x');
+    }
+  }
+  if (live) return false;
+  Memory.patchCode(fn, 5, code => code.writeByteArray(bytes));
+  return true;
+}
+
+// Stopping the world to patch a running program (world.c says why). The signal handler is machine code in memory
+// that is never freed: a thread that had the signal blocked may take it after the script is gone.
+let world = null; // {state, sig, patch}
+
+function setupWorld() {
+  if (!IS_X64 || Process.platform !== 'linux' || !cfg.worldSource) return null;
+  const sigactionPtr = Module.findGlobalExportByName('sigaction');
+  if (sigactionPtr === null) return null;
+  const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
+  const state = lastingAlloc(16 + 8 * 1024);
+  const handler = lastingAlloc(PAGE);
+  const h = [0x49, 0xb9]; // movabs r9, &state
+  le64(h, state);
+  h.push(0x4c, 0x8b, 0x82, 0xa8, 0, 0, 0); // mov r8, [rdx + 168]: the interrupted rip in the ucontext
+  h.push(0xb8, 1, 0, 0, 0); // mov eax, 1
+  h.push(0xf0, 0x41, 0x0f, 0xc1, 0x01); // lock xadd [r9], eax: a ticket
+  h.push(0x3d, 0, 4, 0, 0); // cmp eax, 1024
+  h.push(0x73, 0x05); // jae spin
+  h.push(0x4d, 0x89, 0x44, 0xc1, 0x10); // mov [r9 + rax*8 + 16], r8
+  h.push(0x41, 0x83, 0x79, 0x04, 0x00); // spin: cmp dword [r9 + 4], 0
+  h.push(0x75, 0x09); // jne out
+  h.push(0xb8, 24, 0, 0, 0, 0x0f, 0x05); // sched_yield(): parked threads leave the CPUs to the others
+  h.push(0xeb, 0xf0); // jmp spin
+  h.push(0xf0, 0x41, 0xff, 0x41, 0x08); // out: lock inc dword [r9 + 8]
+  h.push(0xc3);
+  handler.writeByteArray(h);
+  const act = Memory.alloc(152), old = Memory.alloc(152); // glibc's struct sigaction
+  // A real-time signal nobody handles (SIG_DFL): from SIGRTMAX-2 down.
+  for (let sig = 62; sig >= 40; sig--) {
+    if (sigaction(sig, NULL, old) !== 0 || !old.readPointer().isNull()) continue;
+    act.writeByteArray(new ArrayBuffer(152));
+    act.writePointer(handler);
+    act.add(136).writeS32(0x4 | 0x10000000 | 0x08000000); // SA_SIGINFO | SA_RESTART | SA_ONSTACK
+    if (sigaction(sig, act, NULL) !== 0) continue;
+    const syms = {};
+    for (const n of ['syscall', 'opendir', 'readdir', 'closedir', 'mprotect', 'clock_gettime']) {
+      const a = Module.findGlobalExportByName(n);
+      if (a === null) return null;
+      syms[n] = a;
+    }
+    const mod = new CModule(cfg.worldSource, syms);
+    keep.push(mod);
+    const patch = new NativeFunction(mod.cudatrace_patch_stopped, 'int',
+      ['pointer', 'int', 'pointer', 'int', 'int', 'int'], { scheduling: 'exclusive' });
+    return { state, sig, patch };
+  }
+  return null;
+}
+
+// Write 5 bytes at each item's fn with the other threads stopped; retried while a thread sits inside them.
+// Returns the items written.
+function worldPatch(items) {
+  const written = [];
+  let todo = items;
+  for (let round = 0; round < 20 && todo.length > 0; round++) {
+    if (round > 0) Thread.sleep(0.001);
+    const buf = Memory.alloc(24 * todo.length);
+    todo.forEach((it, i) => {
+      buf.add(24 * i).writePointer(it.fn);
+      buf.add(24 * i + 8).writeByteArray(Array.from(it.bytes));
+    });
+    world.patch(world.state, world.sig, buf, todo.length, 200, PAGE);
+    const again = [];
+    todo.forEach((it, i) => (buf.add(24 * i + 16).readS32() === 1 ? written : again).push(it));
+    todo = again;
+  }
+  return written;
+}
+
+// Jump from fn to its thunk; false when that cannot be written safely while the program runs.
+function patchJump(fn, thunk, live) {
+  const original = new Uint8Array(fn.readByteArray(5));
   const rel = thunk.sub(fn.add(5)).toInt32();
-  Memory.patchCode(fn, 5, code => {
-    code.writeU8(0xe9);
-    code.add(1).writeS32(rel);
-  });
+  const b = [0xe9];
+  le32(b, rel);
+  rememberPatch(fn);
+  if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
+  directPatches.push([fn, original]);
+  return true;
 }
 
 function nextStart(starts, addr) {
@@ -987,7 +1243,7 @@ rpc.exports = {
       counters = openSharedCounters(config.sharedCounters, counterCap);
       if (counters !== null) shmPath = config.sharedCounters;
     }
-    if (counters === null) { counters = Memory.alloc(counterRows * counterCap * 8); keep.push(counters); }
+    if (counters === null) counters = lastingAlloc(counterRows * counterCap * 8);
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);
@@ -997,7 +1253,10 @@ rpc.exports = {
     });
     listenForAcks();
     installForkRestore();
+    world = setupWorld();
+    livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     scanModules();
+    livePatching = true;
     watchLoads();
     flushTimer = setInterval(() => flush(false, null), config.flushMs);
     return {
@@ -1010,5 +1269,21 @@ rpc.exports = {
   flush() {
     flush(false, 'requested');
     return true;
+  },
+  // Before the host detaches and leaves the process running: put back the prologues the agent patched itself
+  // (Frida reverts its own hooks when the script unloads). Threads still inside a thunk finish through it: the
+  // thunks, their counters and detail records stay mapped.
+  release() {
+    if (flushTimer !== null) { clearInterval(flushTimer); flushTimer = null; }
+    // No thread takes a detail stub any more: Frida reverts their listeners when the script unloads.
+    for (const e of entries) if (e.detail !== null && e.slot >= 0) e.detail.add(D_CALLS).writeU64(uint64('0x4000000000000000'));
+    if (restoreTable !== null) restoreTable.writeU64(0);
+    // A thread can be at a jump but never inside one: putting the original bytes back needs no stopped world,
+    // only a store no thread sees half done.
+    const patches = directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
+    if (world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
+    let left = 0;
+    for (const [fn, bytes] of patches) if (!writeJump5(fn, bytes, true)) left++;
+    return left;
   },
 };
