@@ -174,6 +174,7 @@ class HooksMsg:
     entries: tuple[HookedEntry, ...]
     skipped: tuple[tuple[str, str, str], ...]  # (module, function, reason)
     methods: tuple[tuple[str, int], ...] = ()  # how the exports so far were hooked: inline, trampoline, clone
+    patching: tuple[tuple[str, int], ...] = ()  # prologues patched in the running program: written, stops, threads...
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +261,7 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             entries,
             tuple((str(a), str(b), str(c)) for a, b, c in payload.get("skipped", ())),
             tuple((str(k), int(v)) for k, v in (payload.get("methods") or {}).items()),
+            tuple((str(k), int(v)) for k, v in (payload.get("patching") or {}).items()),
         )
     if kind == MessageType.COUNTS.value:
         rows = tuple(

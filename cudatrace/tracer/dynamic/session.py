@@ -182,6 +182,7 @@ class _Proc:
     shm_path: str | None = None
     events_dropped: int = 0
     methods: dict[str, int] = field(default_factory=dict)
+    patching: dict[str, int] = field(default_factory=dict)
 
 
 class Collector:
@@ -231,6 +232,8 @@ class Collector:
                 proc.skipped.extend(msg.skipped)
                 if msg.methods:
                     proc.methods = dict(msg.methods)
+                if msg.patching:
+                    proc.patching = dict(msg.patching)
             elif isinstance(msg, CountsMsg):
                 for r in msg.rows:
                     old = proc.rows.get(r.id)
@@ -453,6 +456,15 @@ class Collector:
             notes.append(
                 f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone; {how or 'none inline'})"
             )
+        for p in procs:
+            pt = p.patching
+            if pt.get("written", 0) > 0:
+                unknown = pt.get("unknown", 0)
+                notes.append(
+                    f"pid {p.pid}: {pt['written']} prologues patched while the program ran, with its threads stopped "
+                    f"({pt.get('threads', 0)} threads, {pt.get('stops', 0)} stops)"
+                    + (f"; {unknown} threads that block the signal kept running" if unknown else "")
+                )
         detail = options.effective_detail
         if detail > 0:
             saturated = sum(1 for p in procs for r in p.rows.values() if r.calls > r.detail_calls > 0)

@@ -340,7 +340,7 @@ function countBytes(L, e) {
 
 // One hook's block of code: the thunk, the detail stub, the per-CPU fallback and room for a whole copy of a short
 // function.
-const THUNK_SIZE = 160, STUB_SIZE = 32, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
+const THUNK_SIZE = 224, STUB_SIZE = 32, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
 const BLOCK_SIZE = THUNK_SIZE + STUB_SIZE + FALLBACK_SIZE + CLONE_SIZE;
 
 function blockAt(code) {
@@ -779,13 +779,14 @@ function writeJump5(fn, bytes, live) {
 // Stopping the world to patch a running program (world.c says why). The signal handler is machine code in memory
 // that is never freed: a thread that had the signal blocked may take it after the script is gone.
 let world = null; // {state, sig, patch}
+const patching = { stops: 0, threads: 0, unknown: 0, written: 0 }; // reported with the hooks
 
 function setupWorld() {
   if (!IS_X64 || Process.platform !== 'linux' || !cfg.worldSource) return null;
   const sigactionPtr = Module.findGlobalExportByName('sigaction');
   if (sigactionPtr === null) return null;
   const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
-  const state = lastingAlloc(16 + 8 * 1024);
+  const state = lastingAlloc(24 + 8 * 1024);
   const handler = lastingAlloc(PAGE);
   const h = [0x49, 0xb9]; // movabs r9, &state
   le64(h, state);
@@ -794,7 +795,7 @@ function setupWorld() {
   h.push(0xf0, 0x41, 0x0f, 0xc1, 0x01); // lock xadd [r9], eax: a ticket
   h.push(0x3d, 0, 4, 0, 0); // cmp eax, 1024
   h.push(0x73, 0x05); // jae spin
-  h.push(0x4d, 0x89, 0x44, 0xc1, 0x10); // mov [r9 + rax*8 + 16], r8
+  h.push(0x4d, 0x89, 0x44, 0xc1, 0x18); // mov [r9 + rax*8 + 24], r8
   h.push(0x41, 0x83, 0x79, 0x04, 0x00); // spin: cmp dword [r9 + 4], 0
   h.push(0x75, 0x09); // jne out
   h.push(0xb8, 24, 0, 0, 0, 0x0f, 0x05); // sched_yield(): parked threads leave the CPUs to the others
@@ -829,19 +830,23 @@ function setupWorld() {
 // Returns the items written.
 function worldPatch(items) {
   const written = [];
-  let todo = items;
-  for (let round = 0; round < 20 && todo.length > 0; round++) {
-    if (round > 0) Thread.sleep(0.001);
+  let todo = items.slice().sort((a, b) => a.fn.compare(b.fn));
+  for (let round = 0; round < 30 && todo.length > 0; round++) {
+    if (round > 0) Thread.sleep(0.001 * Math.min(round, 20));
     const buf = Memory.alloc(24 * todo.length);
     todo.forEach((it, i) => {
       buf.add(24 * i).writePointer(it.fn);
       buf.add(24 * i + 8).writeByteArray(Array.from(it.bytes));
     });
-    world.patch(world.state, world.sig, buf, todo.length, 200, PAGE);
+    world.patch(world.state, world.sig, buf, todo.length, 300, PAGE);
+    patching.stops++;
+    patching.threads = Math.max(patching.threads, world.state.readU32());
+    patching.unknown = Math.max(patching.unknown, world.state.add(16).readU32());
     const again = [];
     todo.forEach((it, i) => (buf.add(24 * i + 16).readS32() === 1 ? written : again).push(it));
     todo = again;
   }
+  patching.written += written.length;
   return written;
 }
 
@@ -1057,7 +1062,7 @@ function sendHooks(from) {
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || skipped.length > 0) {
-    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts });
+    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts, patching });
   }
 }
 

@@ -6,17 +6,23 @@
  * middle of the jump (a wild branch; attach/detach cycles on a busy program crashed it, as Frida's own
  * Interceptor does on Linux). So the agent stops the world: every other thread gets a signal whose handler
  * (machine code in agent.js, in memory that is never freed) records the interrupted instruction pointer and
- * spins until released (threads that block the signal, such as Frida's own, are left alone). With every thread parked, a jump is written unless some thread's instruction pointer is
+ * spins until released. With every thread parked, a jump is written unless some thread's instruction pointer is
  * strictly inside its 5 bytes (the agent retries those a moment later). Threads that do not park in time (the
  * signal blocked) are the one remaining risk; the 8-byte aligned store keeps even them from seeing half a jump
  * where the 5 bytes fit in one aligned word.
  *
- * Layout of CtWorld is shared with the handler in agent.js: parked at 0, release at 4, left at 8, rips at 16.
+ * Threads that block the signal (Frida's own, some runtimes' helpers) are not signalled: when they sit in the
+ * kernel, /proc/self/task/TID/syscall gives the instruction pointer they will return to, which is checked like a
+ * parked one; when they are running, where they are is unknown (counted in `unknown`, reported by the agent).
+ *
+ * Layout of CtWorld is shared with the handler in agent.js: parked at 0, release at 4, left at 8, rips at 24.
  * This CModule runtime has no g_atomic_int_get/set: aligned 32-bit volatile loads and stores are atomic on x86.
  */
 #include <glib.h>
 
 #define CT_MAX_RIPS 1024
+#define CT_MAX_OTHERS 256
+#define CT_MAX_RUNS 512
 
 typedef struct _CtWorld CtWorld;
 struct _CtWorld
@@ -24,8 +30,10 @@ struct _CtWorld
   guint32 parked;   /* 0: threads in the handler (ticket) */
   guint32 release;  /* 4: set to let them go */
   guint32 left;     /* 8: threads that have left the handler */
-  guint32 sent;     /* 12: signals sent in the last round (diagnostics) */
-  guint64 rips[CT_MAX_RIPS]; /* 16 */
+  guint32 sent;     /* 12: signals sent in the last round */
+  guint32 unknown;  /* 16: threads that block the signal and were running: position unknown */
+  guint32 pad;
+  guint64 rips[CT_MAX_RIPS]; /* 24 */
 };
 
 typedef struct _CtPatch CtPatch;
@@ -67,13 +75,14 @@ ct_now_ns (void)
 }
 
 static void
-ct_write (guint8 * fn, const guint8 * bytes, gsize page)
+ct_write (guint8 * fn, const guint8 * bytes, gsize page, gboolean protect)
 {
   gsize base = GPOINTER_TO_SIZE (fn) & ~(page - 1);
   gsize off = GPOINTER_TO_SIZE (fn) & 7;
   gint i;
 
-  mprotect (GSIZE_TO_POINTER (base), 2 * page, 7);
+  if (protect)
+    mprotect (GSIZE_TO_POINTER (base), 2 * page, 7);
   if (off <= 3)
   {
     /* One aligned 8-byte store: a thread that did not park sees the old or the new bytes, never a mix. */
@@ -89,23 +98,21 @@ ct_write (guint8 * fn, const guint8 * bytes, gsize page)
     for (i = 0; i < 5; i++)
       ((volatile guint8 *) fn)[i] = bytes[i];
   }
-  mprotect (GSIZE_TO_POINTER (base), 2 * page, 5);
+  if (protect)
+    mprotect (GSIZE_TO_POINTER (base), 2 * page, 5);
 }
 
-/* Whether thread `tid` blocks signal `sig` (SigBlk in /proc/self/task/TID/status): it would not park. */
-static gboolean
-ct_blocks (glong tid, gint sig)
+/* Read /proc/self/task/TID/NAME into buf (NUL-terminated); its length, or -1. */
+static glong
+ct_read_task (glong tid, const gchar * name, gchar * buf, glong size)
 {
-  gchar path[64], buf[4096];
+  gchar path[96], digits[24];
   const gchar * prefix = "/proc/self/task/";
-  gchar digits[24];
-  gint n = 0, i, k, fd;
+  gint n = 0, i, k = 0, fd;
   glong len;
-  guint64 mask = 0;
 
   for (i = 0; prefix[i] != 0; i++)
     path[n++] = prefix[i];
-  k = 0;
   do
   {
     digits[k++] = (gchar) ('0' + tid % 10);
@@ -113,17 +120,45 @@ ct_blocks (glong tid, gint sig)
   } while (tid > 0);
   while (k > 0)
     path[n++] = digits[--k];
-  for (i = 0; "/status"[i] != 0; i++)
-    path[n++] = "/status"[i];
+  path[n++] = '/';
+  for (i = 0; name[i] != 0 && n < 90; i++)
+    path[n++] = name[i];
   path[n] = 0;
   fd = (gint) syscall (CT_SYS_OPEN, path, 0);
   if (fd < 0)
-    return FALSE;
-  len = syscall (CT_SYS_READ, (glong) fd, buf, (glong) sizeof (buf) - 1);
+    return -1;
+  len = syscall (CT_SYS_READ, (glong) fd, buf, size - 1);
   syscall (CT_SYS_CLOSE, (glong) fd);
-  if (len <= 0)
-    return FALSE;
+  if (len < 0)
+    return -1;
   buf[len] = 0;
+  return len;
+}
+
+static guint64
+ct_hex (const gchar * p)
+{
+  guint64 v = 0;
+  if (p[0] == '0' && p[1] == 'x')
+    p += 2;
+  for (;; p++)
+  {
+    if (*p >= '0' && *p <= '9')
+      v = (v << 4) | (guint64) (*p - '0');
+    else if (*p >= 'a' && *p <= 'f')
+      v = (v << 4) | (guint64) (*p - 'a' + 10);
+    else
+      return v;
+  }
+}
+
+/* Whether thread `tid` blocks signal `sig` (SigBlk in its status): it would not park. */
+static gboolean
+ct_blocks (glong tid, gint sig)
+{
+  gchar buf[4096];
+  glong len = ct_read_task (tid, "status", buf, sizeof (buf)), i;
+
   for (i = 0; i + 8 < len; i++)
   {
     if (buf[i] == 'S' && buf[i + 1] == 'i' && buf[i + 2] == 'g' && buf[i + 3] == 'B' && buf[i + 4] == 'l' &&
@@ -131,32 +166,41 @@ ct_blocks (glong tid, gint sig)
     {
       for (i += 7; i < len && (buf[i] == ' ' || buf[i] == '\t'); i++)
         ;
-      for (; i < len; i++)
-      {
-        gchar c = buf[i];
-        if (c >= '0' && c <= '9')
-          mask = (mask << 4) | (guint64) (c - '0');
-        else if (c >= 'a' && c <= 'f')
-          mask = (mask << 4) | (guint64) (c - 'a' + 10);
-        else
-          break;
-      }
-      return (mask >> (sig - 1)) & 1;
+      return (ct_hex (buf + i) >> (sig - 1)) & 1;
     }
   }
   return FALSE;
 }
 
+/* The user instruction pointer of a thread in the kernel (last field of its syscall file); 0 when running. */
+static guint64
+ct_kernel_pc (glong tid)
+{
+  gchar buf[512];
+  glong len = ct_read_task (tid, "syscall", buf, sizeof (buf)), i;
+
+  if (len <= 0 || buf[0] == 'r')
+    return 0;
+  for (i = len - 1; i > 0 && buf[i - 1] != ' '; i--)
+    ;
+  return ct_hex (buf + i);
+}
+
 /*
  * Stop every other thread with signal `sig` (the handler is installed by the agent), write each patch whose
- * 5 bytes hold no parked thread's instruction pointer, let the threads go. Returns the number written.
+ * 5 bytes hold no parked thread's instruction pointer, let the threads go. `patches` are sorted by address.
+ * Returns the number written (0 when not every signalled thread parked in time).
  */
 gint
 cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint timeout_ms, gint page)
 {
   glong self = syscall (CT_SYS_GETTID);
   glong pid = syscall (CT_SYS_GETPID);
-  gint sent = 0, parked, done = 0, i, j;
+  gint sent = 0, parked, done = 0, i, j, unknown = 0, n_others = 0;
+  guint64 others[CT_MAX_OTHERS];
+  gsize runs[CT_MAX_RUNS][2];
+  gint n_runs = 0;
+  gboolean protect_each = FALSE;
   gint64 deadline;
   void * dir;
 
@@ -176,14 +220,24 @@ cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint 
         continue;
       for (j = 0; name[j] >= '0' && name[j] <= '9'; j++)
         tid = tid * 10 + (name[j] - '0');
-      if (tid == self || ct_blocks (tid, sig))
+      if (tid == self)
         continue;
+      if (ct_blocks (tid, sig))
+      {
+        guint64 pc = ct_kernel_pc (tid);
+        if (pc == 0)
+          unknown++;
+        else if (n_others < CT_MAX_OTHERS)
+          others[n_others++] = pc;
+        continue;
+      }
       if (syscall (CT_SYS_TGKILL, pid, tid, (glong) sig) == 0)
         sent++;
     }
     closedir (dir);
   }
   w->sent = sent;
+  w->unknown = unknown;
 
   deadline = ct_now_ns () + (gint64) timeout_ms * 1000000;
   while (*(volatile gint *) &w->parked < sent && ct_now_ns () < deadline)
@@ -191,6 +245,35 @@ cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint 
   parked = *(volatile gint *) &w->parked;
   if (parked > CT_MAX_RIPS)
     parked = CT_MAX_RIPS;
+  if (parked < sent)
+    n = 0; /* not every thread stopped in time (a loaded machine): write nothing, the agent tries again */
+
+  /* Pages holding patches made writable run by run (the agent sorts the patches by address; every page of a run
+   * holds a patch, so it is code and goes back to r-x), rather than page by page for each patch. */
+  for (i = 0; i < n;)
+  {
+    gsize first = GPOINTER_TO_SIZE (patches[i].fn) & ~((gsize) page - 1);
+    gsize last = (GPOINTER_TO_SIZE (patches[i].fn) + 4) & ~((gsize) page - 1);
+    for (j = i + 1; j < n; j++)
+    {
+      gsize a = GPOINTER_TO_SIZE (patches[j].fn) & ~((gsize) page - 1);
+      if (a > last + (gsize) page)
+        break;
+      last = (GPOINTER_TO_SIZE (patches[j].fn) + 4) & ~((gsize) page - 1);
+    }
+    if (n_runs < CT_MAX_RUNS)
+    {
+      runs[n_runs][0] = first;
+      runs[n_runs][1] = last + (gsize) page;
+      mprotect (GSIZE_TO_POINTER (first), last + (gsize) page - first, 7);
+      n_runs++;
+    }
+    else
+    {
+      protect_each = TRUE;
+    }
+    i = j;
+  }
 
   for (i = 0; i < n; i++)
   {
@@ -202,12 +285,19 @@ cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint 
       if (rip > lo && rip < lo + 5)
         inside = TRUE;
     }
+    for (j = 0; j < n_others; j++)
+    {
+      if (others[j] > lo && others[j] < lo + 5)
+        inside = TRUE;
+    }
     if (inside)
       continue;
-    ct_write (patches[i].fn, patches[i].bytes, (gsize) page);
+    ct_write (patches[i].fn, patches[i].bytes, (gsize) page, protect_each);
     patches[i].done = 1;
     done++;
   }
+  for (i = 0; i < n_runs; i++)
+    mprotect (GSIZE_TO_POINTER (runs[i][0]), runs[i][1] - runs[i][0], 5);
 
   *(volatile gint *) &w->release = 1;
   deadline = ct_now_ns () + (gint64) timeout_ms * 1000000;
