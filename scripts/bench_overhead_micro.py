@@ -3,11 +3,12 @@
 
     python3 scripts/bench_overhead_micro.py [--calls N] [--rounds R]
 
-Runs, interleaved R times in one sitting: untraced; traced in counting mode (``--detail-calls 0``: the native
-thunk, lock inc + jump); the same with ``--fast-counters`` (plain inc); traced with the default detail budget
-(the first 1000 calls of each entry point take the detail path, then plain counting); traced with every call on
-the detail path (``--timing``). Prints the median ns per call of each, the ns added per call and the ratio to
-untraced, side by side.
+Runs, interleaved R times in one sitting: untraced; traced in counting mode (``--detail-calls 0``) with the
+default per-CPU counters (a plain inc in a restartable sequence, then the relocated prologue), with a locked
+counter (``--counters locked``) and with a plain one (``--counters plain``); traced with the default detail
+budget (the first 1000 calls of each entry point take the detail path, then counting); traced with every call
+on the detail path (``--timing``). Each traced run must count exactly the calls the loop made. Prints the median
+ns per call of each, the ns added per call and the ratio to untraced, side by side.
 """
 
 from __future__ import annotations
