@@ -6,14 +6,8 @@
 # procs: the PPO loop in separate processes, untraced / counting / default interleaved, and a DataLoader with
 #   forked workers traced end to end.
 # Needs the frida wheel in .whl/ and the PPO loop in .device/ppo_bench.py (both carried). Writes log.txt under $OUT.
-set -uo pipefail
 MODE=${1:-inprocess}
-OUT=${OUT:-/tmp/cudatrace-out}
-WORK=/tmp/cudatrace-work
-mkdir -p "$OUT" "$WORK"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-run() { echo "+ $*"; "$@"; echo "= rc $?"; }
+source "$(dirname "$0")/device_env.sh"
 {
   nproc; ldd --version | head -1; grep -m1 "model name" /proc/cpuinfo
   python3 -c "import ctypes; print('rseq size', ctypes.c_uint.in_dll(ctypes.CDLL(None), '__rseq_size').value)"

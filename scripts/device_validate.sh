@@ -4,14 +4,8 @@
 # Needs the frida wheel in .whl/ (carried) and the PPO loop in .device/ppo_bench.py (carried). Writes, under
 # $OUT: log.txt, summary.json (scripts/device_summary.py), ppo-trace.json, statuses.json (status tables built
 # from the pip-installed NVIDIA headers there) and results.tar.gz (every trace and CUPTI count).
-set -uo pipefail
 MODE=${1:-full}
-OUT=${OUT:-/tmp/cudatrace-out}
-WORK=/tmp/cudatrace-work
-mkdir -p "$OUT" "$WORK"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-run() { echo "+ $*"; "$@"; echo "= rc $?"; }
+source "$(dirname "$0")/device_env.sh"
 {
   nvidia-smi -L
   python3 -c "import torch, frida, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'frida', frida.__version__)"

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -277,30 +278,35 @@ def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_pa
     assert launches > 14
 
 
+def _attached(pid: int, until_calls: int, end: Callable[[threading.Event], None]) -> TraceResult:
+    """Trace running process ``pid`` until the agent has reported ``until_calls`` calls (30 s at most), then call
+    ``end`` with the event that makes trace_pid detach; the trace."""
+    watch = _Watch()
+    stop = threading.Event()
+    result: list[TraceResult] = []
+    t = threading.Thread(target=lambda: result.append(trace_pid(pid, sink=watch, stop=stop)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and watch.calls < until_calls:
+        time.sleep(0.05)
+    end(stop)
+    t.join(30)
+    assert result, "the trace did not end"
+    return result[0]
+
+
 def test_attach_to_a_running_process(standins: Standins) -> None:
     proc = subprocess.Popen([str(standins.app), "loop"], stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and b"ready" in proc.stdout.readline()
-        watch = _Watch()
-        result: list[TraceResult] = []
-        t = threading.Thread(target=lambda: result.append(trace_pid(proc.pid, sink=watch)))
-        t.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and watch.calls < 5:
-            time.sleep(0.05)
-        proc.terminate()
-        t.join(30)
+        trace = _attached(proc.pid, 5, lambda _stop: proc.terminate())
     finally:
         proc.kill()
         proc.wait()
-    calls = calls_of(result[0])
+    calls = calls_of(trace)
     assert set(calls) == {"cuLaunchKernel"}  # the workload ran before the attach
     assert calls["cuLaunchKernel"].calls >= 5
-    assert any("attached" in n for n in result[0].notes)
-
-
-def _trace_into(out: list[TraceResult], pid: int, watch: _Watch, stop: threading.Event) -> None:
-    out.append(trace_pid(pid, sink=watch, stop=stop))
+    assert any("attached" in n for n in trace.notes)
 
 
 def test_attach_and_detach_again_and_again_while_threads_call_in(standins: Standins) -> None:
@@ -312,21 +318,11 @@ def test_attach_and_detach_again_and_again_while_threads_call_in(standins: Stand
     try:
         time.sleep(0.3)
         for cycle in range(3):
-            watch = _Watch()
-            stop = threading.Event()
-            result: list[TraceResult] = []
-            t = threading.Thread(target=_trace_into, args=(result, proc.pid, watch, stop))
-            t.start()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and watch.calls < 1_000_000:
-                time.sleep(0.05)
-            stop.set()
-            t.join(30)
-            assert result, f"cycle {cycle}: the trace did not end"
-            calls = calls_of(result[0])
+            trace = _attached(proc.pid, 1_000_000, lambda stop: stop.set())
+            calls = calls_of(trace)
             assert calls["cuCtxGetDevice"].calls >= 1_000_000, cycle
             assert calls["cuLaunchKernel"].calls > 0 and calls["cuDeviceGet"].calls > 0, cycle
-            assert any(n.startswith("detached on request") for n in result[0].notes)
+            assert any(n.startswith("detached on request") for n in trace.notes)
             time.sleep(0.2)
             assert proc.poll() is None, f"the program died after detach {cycle}: {proc.returncode}"
     finally:
