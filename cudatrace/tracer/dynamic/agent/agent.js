@@ -162,9 +162,13 @@ function installForkRestore() {
   w.putTestRegReg('rdi', 'rdi'); // a row of an unloaded library (forgetPatches)
   w.putJccNearLabel('je', 'next', 'no-hint');
   for (const prot of [7, 5]) { // make the page(s) writable, then back to r-x once written
+    // Only the page(s) the 5 bytes touch: the page after a library's code may be its data.
     w.putMovRegRegPtr('rdi', 'rbx');
+    w.putBytes([0x48, 0x8d, 0x77, 0x04]); // lea rsi, [rdi + 4]
     w.putBytes([0x48, 0x81, 0xe7, 0x00, 0xf0, 0xff, 0xff]); // and rdi, ~0xfff
-    w.putMovRegU32('esi', 2 * 4096);
+    w.putBytes([0x48, 0x81, 0xe6, 0x00, 0xf0, 0xff, 0xff]); // and rsi, ~0xfff
+    w.putBytes([0x48, 0x29, 0xfe]); // sub rsi, rdi
+    w.putBytes([0x48, 0x81, 0xc6, 0x00, 0x10, 0x00, 0x00]); // add rsi, 4096: one page or two
     w.putMovRegU32('edx', prot);
     w.putCallAddressWithArguments(mprotect, []);
     if (prot === 7) {
@@ -755,7 +759,8 @@ function writeJump5(fn, bytes, live) {
     const wide = off8 <= 3 ? 8 : 16;
     const base = fn.sub(wide === 8 ? off8 : off16);
     const off = wide === 8 ? off8 : off16;
-    Memory.protect(base.and(ptr(-PAGE)), 2 * PAGE, 'rwx');
+    const first = base.and(ptr(-PAGE)), span = base.add(wide - 1).and(ptr(-PAGE)).sub(first).toInt32() + PAGE;
+    Memory.protect(first, span, 'rwx'); // only the page(s) written: the next one may be the library's data
     try {
       for (let tries = 0; tries < 100; tries++) {
         const old = new Uint8Array(base.readByteArray(wide));
@@ -768,7 +773,7 @@ function writeJump5(fn, bytes, live) {
       }
       return false;
     } finally {
-      Memory.protect(base.and(ptr(-PAGE)), 2 * PAGE, 'r-x');
+      Memory.protect(first, span, 'r-x');
     }
   }
   if (live) return false;

@@ -78,11 +78,12 @@ static void
 ct_write (guint8 * fn, const guint8 * bytes, gsize page, gboolean protect)
 {
   gsize base = GPOINTER_TO_SIZE (fn) & ~(page - 1);
+  gsize span = ((GPOINTER_TO_SIZE (fn) + 4) & ~(page - 1)) - base + page; /* the page(s) written, no more */
   gsize off = GPOINTER_TO_SIZE (fn) & 7;
   gint i;
 
   if (protect)
-    mprotect (GSIZE_TO_POINTER (base), 2 * page, 7);
+    mprotect (GSIZE_TO_POINTER (base), span, 7);
   if (off <= 3)
   {
     /* One aligned 8-byte store: a thread that did not park sees the old or the new bytes, never a mix. */
@@ -99,7 +100,7 @@ ct_write (guint8 * fn, const guint8 * bytes, gsize page, gboolean protect)
       ((volatile guint8 *) fn)[i] = bytes[i];
   }
   if (protect)
-    mprotect (GSIZE_TO_POINTER (base), 2 * page, 5);
+    mprotect (GSIZE_TO_POINTER (base), span, 5);
 }
 
 /* Read /proc/self/task/TID/NAME into buf (NUL-terminated); its length, or -1. */
