@@ -137,6 +137,18 @@ def test_threads_calling_at_once_are_counted_exactly(standins: Standins, counter
         assert fallback == [], "per-CPU counting fell back on a C library that registers rseq"
 
 
+def test_without_glibcs_rseq_area_counting_falls_back_to_locked_and_says_so(standins: Standins) -> None:
+    threads, each = 4, 200_000
+    trace = trace_program(
+        [str(standins.app), "threads", str(threads), str(each)],
+        TraceOptions(env={"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}),
+    )
+    calls = calls_of(trace)
+    assert calls["cuCtxGetDevice"].calls == WORKLOAD["cuCtxGetDevice"][0] + threads * each
+    if _glibc_has_rseq():  # a C library without the tunable never had per-CPU counting to lose
+        assert any(n.startswith("counting with a locked increment") for n in trace.notes)
+
+
 def _glibc_has_rseq() -> bool:
     import ctypes
 
