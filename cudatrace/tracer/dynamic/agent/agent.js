@@ -473,11 +473,10 @@ function nearJumpTo(fn, target) {
 // Interceptor's trampoline, else (a short function Frida declines) a jump to a whole copy of it.
 //
 // In a running process (attached, or a library loaded later by other means than dlopen) other threads may be
-// executing the prologue while it is overwritten. Frida writes its redirect with several stores, which a thread
-// can see half done (seen: attach/detach cycles on a busy program crashed it). There the agent writes the jump
-// itself with one atomic store (writeJump5) after the stub's listener is committed, and puts the original bytes
-// back the same way before the host detaches (release). Returns the method, or 'pending' when the jump is
-// to be written once the Interceptor has committed this module's stubs (finishPending).
+// executing the prologue while it is overwritten (world.c says why that crashes programs). There the agent
+// writes the jumps itself with the other threads stopped (finishPending), once the Interceptor has committed the
+// module's detail stubs, and puts the original bytes back before the host detaches (release); without a stopped
+// world (not Linux) it writes them with one atomic store. Returns the method, or 'pending'.
 function hookExport(fn, code, e, next, pending) {
   const L = blockAt(code);
   const head = countBytes(L, e);
@@ -822,7 +821,12 @@ function setupWorld() {
       if (a === null) return null;
       syms[n] = a;
     }
-    const mod = new CModule(cfg.worldSource, syms);
+    let mod;
+    try {
+      mod = new CModule(cfg.worldSource, syms);
+    } catch (_) {
+      return null; // no stopped world: jumps in a running program are written with one atomic store
+    }
     keep.push(mod);
     const patch = new NativeFunction(mod.cudatrace_patch_stopped, 'int',
       ['pointer', 'int', 'pointer', 'int', 'int', 'int'], { scheduling: 'exclusive' });
