@@ -60,42 +60,65 @@ def use(
     status: ZludaStatus | None = None,
     hip: tuple[str, ...] = (),
     since: str | None = None,
+    *,
+    release: str = RELEASE,
     **fields: object,
 ) -> EntryPointUse:
-    """One entry point of a document, classified for :data:`RELEASE` when ``status`` is given.
+    """One entry point of a document, classified for ``release`` when ``status`` is given.
 
     ``fields`` are the other :class:`~cudatrace.model.EntryPointUse` fields (``calls``, ``statuses``, ...).
     """
-    zluda = zluda_info(status, hip, since) if status is not None else None
+    zluda = zluda_info(status, hip, since, release) if status is not None else None
     return EntryPointUse(family, library, function, how, zluda=zluda, **fields)  # type: ignore[arg-type]
+
+
+# The solver's entry points and what ZLUDA does with each, shared by its scan and its trace:
+# function -> (family, library, status, HIP calls, translated since).
+_SOLVER: dict[str, tuple[Family, str, ZludaStatus, tuple[str, ...], str | None]] = {
+    "cuInit": (Family.DRIVER, "nvcuda.dll", ZludaStatus.TRANSLATED, ("hipInit",), "v4"),
+    "cuMemAlloc_v2": (Family.DRIVER, "nvcuda.dll", ZludaStatus.TRANSLATED, ("hipMalloc",), "v4"),
+    "cuGraphInstantiateWithParams": (Family.DRIVER, "nvcuda.dll", ZludaStatus.STUB, (), None),
+    "cuMemPrefetchAsync_v2": (Family.DRIVER, "nvcuda.dll", ZludaStatus.ABSENT, (), None),
+    "cublasSgemm_v2": (Family.CUBLAS, "cublas64_12.dll", ZludaStatus.TRANSLATED, ("rocblas_sgemm",), "v5-preview.81"),
+    "cublasGemmGroupedBatchedEx": (Family.CUBLAS, "cublas64_12.dll", ZludaStatus.ABSENT, (), None),
+    "curandCreateGenerator": (Family.CURAND, "curand64_10.dll", ZludaStatus.NOT_REPLACED, (), None),
+}
+
+
+def _solver_use(function: str, how: EntryHow) -> EntryPointUse:
+    """The solver's entry point ``function``, reached ``how``."""
+    family, library, status, hip, since = _SOLVER[function]
+    return use(family, library, function, how, status, hip, since)
+
+
+def _solver_call(function: str, calls: int, first_call_s: float, *statuses: tuple[str, int]) -> EntryPointUse:
+    """The solver's entry point ``function``, called ``calls`` times, all by solver.exe itself."""
+    family, library, status, hip, since = _SOLVER[function]
+    return use(
+        family,
+        library,
+        function,
+        EntryHow.CALLED,
+        status,
+        hip,
+        since,
+        calls=calls,
+        statuses=statuses,
+        first_call_s=first_call_s,
+        callers=(("solver.exe", calls),),
+    )
 
 
 def mixed_scan() -> ScanResult:
     """A Windows application importing the driver and cuBLAS, with PTX and SASS, blocked by an absent import."""
     imports = (
-        use(Family.DRIVER, "nvcuda.dll", "cuInit", EntryHow.IMPORT, ZludaStatus.TRANSLATED, ("hipInit",), "v4"),
-        use(
-            Family.DRIVER,
-            "nvcuda.dll",
-            "cuMemAlloc_v2",
-            EntryHow.IMPORT,
-            ZludaStatus.TRANSLATED,
-            ("hipMalloc",),
-            "v4",
-        ),
-        use(Family.DRIVER, "nvcuda.dll", "cuGraphInstantiateWithParams", EntryHow.IMPORT, ZludaStatus.STUB),
-        use(Family.DRIVER, "nvcuda.dll", "cuMemPrefetchAsync_v2", EntryHow.PROC_STRING, ZludaStatus.ABSENT),
-        use(
-            Family.CUBLAS,
-            "cublas64_12.dll",
-            "cublasSgemm_v2",
-            EntryHow.IMPORT,
-            ZludaStatus.TRANSLATED,
-            ("rocblas_sgemm",),
-            "v5-preview.81",
-        ),
-        use(Family.CUBLAS, "cublas64_12.dll", "cublasGemmGroupedBatchedEx", EntryHow.IMPORT, ZludaStatus.ABSENT),
-        use(Family.CURAND, "curand64_10.dll", "curandCreateGenerator", EntryHow.IMPORT, ZludaStatus.NOT_REPLACED),
+        _solver_use("cuInit", EntryHow.IMPORT),
+        _solver_use("cuMemAlloc_v2", EntryHow.IMPORT),
+        _solver_use("cuGraphInstantiateWithParams", EntryHow.IMPORT),
+        _solver_use("cuMemPrefetchAsync_v2", EntryHow.PROC_STRING),
+        _solver_use("cublasSgemm_v2", EntryHow.IMPORT),
+        _solver_use("cublasGemmGroupedBatchedEx", EntryHow.IMPORT),
+        _solver_use("curandCreateGenerator", EntryHow.IMPORT),
     )
     gpu = GpuCode(
         (
@@ -154,54 +177,10 @@ def mixed_scan() -> ScanResult:
 def crashed_trace() -> TraceResult:
     """A traced run of the same application: the stub returns an error, the program then crashes."""
     calls = (
-        use(
-            Family.DRIVER,
-            "nvcuda.dll",
-            "cuInit",
-            EntryHow.CALLED,
-            ZludaStatus.TRANSLATED,
-            ("hipInit",),
-            "v4",
-            calls=1,
-            first_call_s=0.010,
-            callers=(("solver.exe", 1),),
-        ),
-        use(
-            Family.DRIVER,
-            "nvcuda.dll",
-            "cuMemAlloc_v2",
-            EntryHow.CALLED,
-            ZludaStatus.TRANSLATED,
-            ("hipMalloc",),
-            "v4",
-            calls=40,
-            statuses=(("CUDA_ERROR_OUT_OF_MEMORY", 2),),
-            first_call_s=0.050,
-            callers=(("solver.exe", 40),),
-        ),
-        use(
-            Family.DRIVER,
-            "nvcuda.dll",
-            "cuGraphInstantiateWithParams",
-            EntryHow.CALLED,
-            ZludaStatus.STUB,
-            calls=3,
-            statuses=(("CUDA_ERROR_NOT_SUPPORTED", 3),),
-            first_call_s=0.020,
-            callers=(("solver.exe", 3),),
-        ),
-        use(
-            Family.CUBLAS,
-            "cublas64_12.dll",
-            "cublasSgemm_v2",
-            EntryHow.CALLED,
-            ZludaStatus.TRANSLATED,
-            ("rocblas_sgemm",),
-            "v5-preview.81",
-            calls=1000,
-            first_call_s=0.300,
-            callers=(("solver.exe", 1000),),
-        ),
+        _solver_call("cuInit", 1, 0.010),
+        _solver_call("cuMemAlloc_v2", 40, 0.050, ("CUDA_ERROR_OUT_OF_MEMORY", 2)),
+        _solver_call("cuGraphInstantiateWithParams", 3, 0.020, ("CUDA_ERROR_NOT_SUPPORTED", 3)),
+        _solver_call("cublasSgemm_v2", 1000, 0.300),
     )
     return TraceResult(
         command=("C:/apps/solver/solver.exe", "--steps", "10"),

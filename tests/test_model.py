@@ -10,7 +10,6 @@ from cudatrace.model import (
     BinaryScan,
     CudaLibrary,
     EntryHow,
-    EntryPointUse,
     ExitInfo,
     Family,
     GpuCode,
@@ -24,20 +23,22 @@ from cudatrace.model import (
     TraceResult,
     Verdict,
     VerdictStatus,
-    ZludaInfo,
     ZludaStatus,
 )
+from tests.samples import RELEASE, use
 
 
 def _scan() -> ScanResult:
     ptx = GpuImage(ImageKind.PTX, "sm_80", True, 100, "zstd", 400, "9.0", "sm_80", ".nv_fatbin")
     sass = GpuImage(ImageKind.SASS, "sm_90", False, 2000, container=".nv_fatbin")
-    entry = EntryPointUse(
+    entry = use(
         Family.CUBLAS,
         "cublas64_12.dll",
         "cublasSgemm_v2",
         EntryHow.IMPORT,
-        zluda=ZludaInfo("v6-preview.69", ZludaStatus.TRANSLATED, ("rocblas_sgemm",), "v5-preview.81"),
+        ZludaStatus.TRANSLATED,
+        ("rocblas_sgemm",),
+        "v5-preview.81",
     )
     binary = BinaryScan(
         path="/x/app.exe",
@@ -50,12 +51,12 @@ def _scan() -> ScanResult:
         gpu_code=GpuCode((ptx, sass), 1),
         static_runtime=StaticRuntime("13.0", "version string"),
         verdict=Verdict(
-            "v6-preview.69",
+            RELEASE,
             VerdictStatus.AT_RISK,
             (Reason(Severity.RISK, "stub_called", "m", "r", Family.CUFFT, ("cufftPlan1d",), 3),),
         ),
     )
-    return ScanResult((binary,), skipped=2, roots=("/x",), tool_version="0.1.0", zluda_release="v6-preview.69")
+    return ScanResult((binary,), skipped=2, roots=("/x",), tool_version="0.1.0", zluda_release=RELEASE)
 
 
 def test_scan_round_trip_through_json_text() -> None:
@@ -68,7 +69,7 @@ def test_scan_round_trip_through_json_text() -> None:
 
 
 def test_trace_round_trip_keeps_counts_statuses_and_callers() -> None:
-    call = EntryPointUse(
+    call = use(
         Family.DRIVER,
         "libcuda.so.1",
         "cuInit",

@@ -12,8 +12,7 @@ from cudatrace.cli import main
 from cudatrace.coverage_db.store import open_store
 from cudatrace.model import REPORT_SCHEMA
 from tests import samples
-
-RELEASE = "v6-preview.69"
+from tests.samples import RELEASE
 
 
 def _write(path: Path, doc: object) -> str:
@@ -215,13 +214,19 @@ def _scan_to_file(binary: Path, tmp_path: Path) -> str:
     return str(out)
 
 
+def _report_real(binary: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[str, str]:
+    """Scan ``binary`` to a file and report it for :data:`RELEASE`; the scan file and the report, which must succeed."""
+    scan = _scan_to_file(binary, tmp_path)
+    capsys.readouterr()
+    code, out, err = _run(["report", scan, "--zluda", RELEASE, *args], capsys)
+    assert code == 0, err
+    return scan, out
+
+
 def test_report_of_a_real_linked_elf_program(
     elf_linked: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scan = _scan_to_file(elf_linked, tmp_path)
-    capsys.readouterr()
-    code, out, err = _run(["report", scan, "--zluda", RELEASE, "--format", "json"], capsys)
-    assert code == 0, err
+    scan, out = _report_real(elf_linked, tmp_path, capsys, "--format", "json")
     doc = json.loads(out)
     names = {(e["family"], e["function"]): e for e in doc["entries"]}
     for key in (
@@ -243,25 +248,19 @@ def test_report_of_a_real_linked_elf_program(
 def test_report_of_a_real_program_without_cuda(
     elf_plain: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scan = _scan_to_file(elf_plain, tmp_path)
-    capsys.readouterr()
-    code, out, err = _run(["report", scan, "--zluda", RELEASE], capsys)
-    assert code == 0, err
+    _, out = _report_real(elf_plain, tmp_path, capsys)
     assert "No CUDA at all" in out and "VERDICT" not in out
 
 
 def test_report_of_real_sass_only_kernels(
     nvcc_sass_only: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    scan = _scan_to_file(nvcc_sass_only, tmp_path)
-    capsys.readouterr()
-    code, out, err = _run(["report", scan, "--zluda", RELEASE, "--format", "json"], capsys)
-    assert code == 0, err
+    scan, out = _report_real(nvcc_sass_only, tmp_path, capsys, "--format", "json")
     doc = json.loads(out)
     gpu = doc["gpu"][0]
     assert gpu["gpu_code"]["has_ptx"] is False
     assert sorted(i["arch"] for i in gpu["gpu_code"]["images"]) == ["sm_80", "sm_90"]
     assert gpu["static_runtime"] is not None
     assert doc["verdict"]["status"] == "blocked"
-    code, out, _ = _run(["report", scan, "--zluda", RELEASE, "--no-color"], capsys)
+    _, out, _ = _run(["report", scan, "--zluda", RELEASE, "--no-color"], capsys)
     assert "SASS only" in out

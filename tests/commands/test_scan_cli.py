@@ -16,7 +16,6 @@ from cudatrace.model import (
     BinaryScan,
     CudaLibrary,
     EntryHow,
-    EntryPointUse,
     Family,
     FileError,
     GpuCode,
@@ -29,10 +28,10 @@ from cudatrace.model import (
     StaticRuntime,
     Verdict,
     VerdictStatus,
-    ZludaInfo,
     ZludaStatus,
 )
 from cudatrace.reports.scan_terminal import render_scan_terminal
+from tests.samples import use
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -110,20 +109,14 @@ def _binary(path: str, **kw: object) -> BinaryScan:
 
 
 def _result() -> ScanResult:
-    translated = ZludaInfo("v6", ZludaStatus.TRANSLATED)
+    translated = ZludaStatus.TRANSLATED
     app = _binary(
         "app/bin/app",
         cuda_libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.DLOPEN_STRING, "1"),),
         imports=(
-            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING, zluda=translated),
-            EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuMemAlloc_v2", EntryHow.PROC_STRING, zluda=translated),
-            EntryPointUse(
-                Family.CUBLAS,
-                "libcublas.so.12",
-                "cublasSgemm_v2",
-                EntryHow.SYMBOL,
-                zluda=ZludaInfo("v6", ZludaStatus.ABSENT),
-            ),
+            use(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING, translated, release="v6"),
+            use(Family.DRIVER, "libcuda.so.1", "cuMemAlloc_v2", EntryHow.PROC_STRING, translated, release="v6"),
+            use(Family.CUBLAS, "libcublas.so.12", "cublasSgemm_v2", EntryHow.SYMBOL, ZludaStatus.ABSENT, release="v6"),
         ),
         gpu_code=GpuCode(
             (GpuImage(ImageKind.SASS, "sm_80", False, 100), GpuImage(ImageKind.SASS, "sm_90", True, 80)), 1
@@ -185,9 +178,7 @@ def test_render_hostile_names() -> None:
     evil = "app/\x1b[2J[bold red]x[/]\u202e.so"
     result = ScanResult(
         binaries=(
-            _binary(
-                evil, imports=(EntryPointUse(Family.DRIVER, "lib\x07cuda", "cu[red]Init\x1b]0;t\x07", EntryHow.SYMBOL),)
-            ),
+            _binary(evil, imports=(use(Family.DRIVER, "lib\x07cuda", "cu[red]Init\x1b]0;t\x07", EntryHow.SYMBOL),)),
         )
     )
     for color in (False, True):

@@ -132,6 +132,12 @@ def _marks(marker: Path) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in marker.read_text().splitlines())
 
 
+def _apply(program: Path, world: World, evidence: Path, method: str) -> int:
+    """``cudatrace configure PROGRAM --apply`` with the world's ZLUDA, ``evidence`` and launcher ``method``."""
+    argv = ["configure", str(program), "--zluda", str(world.zluda), "--evidence", str(evidence), "--no-store"]
+    return main([*argv, "--method", method, "--apply"])
+
+
 @pytest.mark.parametrize("method", ["ld_library_path", "ld_audit"])
 def test_launcher_loads_the_mapped_zluda_libraries(
     world: World, tmp_path: Path, method: str, capsys: pytest.CaptureFixture[str]
@@ -145,20 +151,7 @@ def test_launcher_loads_the_mapped_zluda_libraries(
     assert _marks(marker) == {}
 
     before = tree_digest(program.parent)
-    code = main(
-        [
-            "configure",
-            str(program),
-            "--zluda",
-            str(world.zluda),
-            "--evidence",
-            str(evidence),
-            "--no-store",
-            "--method",
-            method,
-            "--apply",
-        ]
-    )
+    code = _apply(program, world, evidence, method)
     out = capsys.readouterr()
     assert code == 0, out.err
     staging = program.parent / "app.zluda"
@@ -186,23 +179,7 @@ def test_rpath_program_needs_ld_audit(world: World, tmp_path: Path, capsys: pyte
     marker = tmp_path / "marker.txt"
     results = {}
     for method in ("ld_library_path", "ld_audit"):
-        assert (
-            main(
-                [
-                    "configure",
-                    str(program),
-                    "--zluda",
-                    str(world.zluda),
-                    "--evidence",
-                    str(evidence),
-                    "--no-store",
-                    "--method",
-                    method,
-                    "--apply",
-                ]
-            )
-            == 0
-        ), capsys.readouterr().err
+        assert _apply(program, world, evidence, method) == 0, capsys.readouterr().err
         proc = _run(["bash", str(program.parent / "app.zluda.sh"), "exit"], marker)
         assert proc.returncode == 0, proc.stderr
         results[method] = _marks(marker)

@@ -30,40 +30,11 @@ from cudatrace.model import (
     TraceResult,
     Verdict,
     VerdictStatus,
-    ZludaInfo,
     ZludaStatus,
 )
+from tests.samples import RELEASE, use
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
-REL = "v6-preview.69"
-
-
-def use(
-    family: Family,
-    lib: str,
-    fn: str,
-    how: EntryHow,
-    status: ZludaStatus | None,
-    *,
-    calls: int | None = None,
-    statuses: tuple[tuple[str, int], ...] = (),
-    callers: tuple[tuple[str, int], ...] = (),
-    hip: tuple[str, ...] = (),
-    ordinal: int | None = None,
-    release: str = REL,
-) -> EntryPointUse:
-    return EntryPointUse(
-        family,
-        lib,
-        fn,
-        how,
-        ordinal=ordinal,
-        calls=calls,
-        statuses=statuses,
-        callers=callers,
-        zluda=ZludaInfo(release, status, hip) if status else None,
-    )
-
 
 SGEMM = ("rocblas_sgemm",)
 
@@ -84,7 +55,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
             use(Family.CUBLAS, "cublas64_12.dll", "cublasSgemm_v2", EntryHow.IMPORT, ZludaStatus.TRANSLATED, hip=SGEMM),
             use(Family.CUFFT, "cufft64_11.dll", "cufftPlan1d", EntryHow.IMPORT, ZludaStatus.STUB, ordinal=3),
         ),
-        verdict=Verdict(REL, VerdictStatus.AT_RISK),
+        verdict=Verdict(RELEASE, VerdictStatus.AT_RISK),
     )
     tool = BinaryScan(
         str(exe),
@@ -97,8 +68,8 @@ def store(tmp_path: Path) -> Iterator[Store]:
         ),
     )
     # an older scan of the game that the newest one supersedes
-    s.record_scan(ScanResult((game,), tool_version="0.1.0", zluda_release=REL), recorded_at=T0 - timedelta(days=3))
-    s.record_scan(ScanResult((game, tool), tool_version="0.1.0", zluda_release=REL), recorded_at=T0)
+    s.record_scan(ScanResult((game,), tool_version="0.1.0", zluda_release=RELEASE), recorded_at=T0 - timedelta(days=3))
+    s.record_scan(ScanResult((game, tool), tool_version="0.1.0", zluda_release=RELEASE), recorded_at=T0)
     trace = TraceResult(
         command=(str(exe), "--run"),
         exit=ExitInfo(code=0),
@@ -127,7 +98,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
             use(Family.DRIVER, "libcuda.so.1", "cuCtxGetFlags", EntryHow.CALLED, None, calls=0),
         ),
         tool_version="0.1.0",
-        verdict=Verdict(REL, VerdictStatus.AT_RISK),
+        verdict=Verdict(RELEASE, VerdictStatus.AT_RISK),
     )
     s.record_trace(trace, recorded_at=T0 + timedelta(hours=1))
     yield s
@@ -142,7 +113,7 @@ def test_programs_frame(store: Store) -> None:
     game = df[df["name"] == "game.exe"].iloc[0]
     assert (tool["scans"], tool["traces"], game["scans"], game["traces"]) == (1, 1, 2, 0)
     assert len(tool["sha256"]) == 64 and tool["path"].endswith("/tool")
-    assert (tool["verdict_release"], tool["verdict"]) == (REL, "at_risk")
+    assert (tool["verdict_release"], tool["verdict"]) == (RELEASE, "at_risk")
     assert game["first_seen"] == pd.Timestamp("2026-02-26T12:00:00Z")
     assert game["last_seen"] == pd.Timestamp("2026-03-01T12:00:00Z")
     assert tool["last_seen"] - tool["first_seen"] == pd.Timedelta(hours=1)
@@ -197,7 +168,7 @@ def test_entry_points_frame_aggregates_across_programs(store: Store) -> None:
 
 def test_entry_points_frame_takes_the_newest_classification(tmp_path: Path) -> None:
     with open_store(tmp_path / "s.sqlite3") as s:
-        for i, (release, status) in enumerate(((REL, ZludaStatus.STUB), ("v7", ZludaStatus.TRANSLATED))):
+        for i, (release, status) in enumerate(((RELEASE, ZludaStatus.STUB), ("v7", ZludaStatus.TRANSLATED))):
             b = BinaryScan(
                 f"/p{i}",
                 BinaryFormat.ELF,
@@ -245,6 +216,6 @@ def test_evidence_frame_adds_up_one_function_reached_through_two_libraries(tmp_p
         row = df.iloc[0]
         assert (row["libraries"], row["calls"], row["failed_calls"]) == ("libcuda.so, libcuda.so.1", 7, 5)
         assert row["statuses"] == {"CUDA_ERROR_NOT_SUPPORTED": 5} and row["callers"] == {"app": 7}
-        assert (row["zluda_status"], row["zluda_release"]) == ("stub", REL)
+        assert (row["zluda_status"], row["zluda_release"]) == ("stub", RELEASE)
         ep = entry_points_frame(s).iloc[0]
         assert (ep["calls"], ep["failed_calls"], ep["called_programs"], ep["zluda_status"]) == (7, 5, 1, "stub")

@@ -32,17 +32,19 @@ from cudatrace.model import (
     VerdictStatus,
     ZludaStatus,
 )
+from tests.samples import RELEASE, use
 
-SEED = "v6-preview.69"
-E = EntryPointUse
+SEED = RELEASE
 
 
 def sym(family: Family, library: str, function: str, how: EntryHow = EntryHow.SYMBOL) -> EntryPointUse:
-    return E(family, library, function, how)
+    return use(family, library, function, how)
 
 
-def call(family: Family, library: str, function: str, calls: int, callers: dict[str, int] | None = None) -> E:
-    return E(family, library, function, EntryHow.CALLED, calls=calls, callers=tuple(sorted((callers or {}).items())))
+def call(
+    family: Family, library: str, function: str, calls: int, callers: dict[str, int] | None = None
+) -> EntryPointUse:
+    return use(family, library, function, EntryHow.CALLED, calls=calls, callers=tuple(sorted((callers or {}).items())))
 
 
 def codes(v: Verdict) -> list[str]:
@@ -497,29 +499,15 @@ def test_real_dlopen_program_names_are_a_risk_not_a_blocker(elf_dlopen: Path) ->
 
 
 def test_program_side_calls_scale_a_sampled_caller_share() -> None:
-    from cudatrace.coverage_db.verdict import program_side_calls
-    from cudatrace.model import EntryHow, EntryPointUse, Family
-
     # 7,296 calls, callers recorded for the first 1,000 only, all of them from NVIDIA's libcublas (replaced).
-    inner = EntryPointUse(
-        Family.CUBLASLT,
-        "libcublasLt.so.13",
-        "cublasLtSSSMatmul",
-        EntryHow.CALLED,
-        calls=7296,
-        callers=(("libcublas.so.13", 1000),),
+    inner = call(Family.CUBLASLT, "libcublasLt.so.13", "cublasLtSSSMatmul", 7296, {"libcublas.so.13": 1000})
+    assert program_side_calls(inner, SEED) == 0
+    mixed = call(
+        Family.CUBLASLT, "libcublasLt.so.13", "cublasLtMatmul", 4000, {"libcublas.so.13": 750, "libtorch_cuda.so": 250}
     )
-    assert program_side_calls(inner, "v6-preview.69") == 0
-    mixed = EntryPointUse(
-        Family.CUBLASLT,
-        "libcublasLt.so.13",
-        "cublasLtMatmul",
-        EntryHow.CALLED,
-        calls=4000,
-        callers=(("libcublas.so.13", 750), ("libtorch_cuda.so", 250)),
-    )
-    assert program_side_calls(mixed, "v6-preview.69") == 1000
-    exact = EntryPointUse(
+    assert program_side_calls(mixed, SEED) == 1000
+    # callers in their recorded order, which call() would sort
+    exact = use(
         Family.CUBLASLT,
         "libcublasLt.so.13",
         "cublasLtMatmul",
@@ -527,4 +515,4 @@ def test_program_side_calls_scale_a_sampled_caller_share() -> None:
         calls=10,
         callers=(("libcublas.so.13", 4), ("app", 6)),
     )
-    assert program_side_calls(exact, "v6-preview.69") == 6
+    assert program_side_calls(exact, SEED) == 6

@@ -217,13 +217,17 @@ def test_section_table_outside_file(elf_linked: Path) -> None:
     assert "entry size" in _corrupt(bytes(data))
 
 
-def test_dynamic_section_pointing_outside_file(elf_linked: Path) -> None:
-    data = bytearray(elf_linked.read_bytes())
+def _section_headers(data: bytearray) -> list[tuple[int, int]]:
+    """Where each section header of a 64-bit little-endian ELF image starts, and its ``sh_type``."""
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     (shnum,) = struct.unpack_from("<H", data, 0x3C)
-    for i in range(shnum):
-        base = shoff + 64 * i
-        (sh_type,) = struct.unpack_from("<I", data, base + 4)
+    bases = [shoff + 64 * i for i in range(shnum)]
+    return [(base, struct.unpack_from("<I", data, base + 4)[0]) for base in bases]
+
+
+def test_dynamic_section_pointing_outside_file(elf_linked: Path) -> None:
+    data = bytearray(elf_linked.read_bytes())
+    for base, sh_type in _section_headers(data):
         if sh_type == 11:  # .dynsym: move its contents far past the end of the file
             struct.pack_into("<Q", data, base + 24, len(data) * 8)
     assert "outside the file" in _corrupt(bytes(data))
@@ -250,11 +254,7 @@ def test_random_bytes_after_magic() -> None:
 
 def test_garbage_version_chain_and_oversized_symbol_table(elf_linked: Path) -> None:
     data = bytearray(elf_linked.read_bytes())
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
-    (shnum,) = struct.unpack_from("<H", data, 0x3C)
-    for i in range(shnum):
-        base = shoff + 64 * i
-        (sh_type,) = struct.unpack_from("<I", data, base + 4)
+    for base, sh_type in _section_headers(data):
         (offset,) = struct.unpack_from("<Q", data, base + 24)
         if sh_type == 0x6FFFFFFE:  # .gnu.version_r: entries chained 16 bytes apart, over their own aux records
             (size,) = struct.unpack_from("<Q", data, base + 32)
@@ -264,9 +264,8 @@ def test_garbage_version_chain_and_oversized_symbol_table(elf_linked: Path) -> N
         if sh_type == 11:  # .dynsym claims a size larger than MAX_DYNAMIC_SYMBOLS entries
             struct.pack_into("<Q", data, base + 32, 24 * 3_000_000)
     assert "outside the file" in _corrupt(bytes(data))  # the claimed .dynsym does not fit
-    for i in range(shnum):  # put .dynsym's size back: the garbage version chain still ends at the section's end
-        base = shoff + 64 * i
-        if struct.unpack_from("<I", data, base + 4)[0] == 11:
+    for base, sh_type in _section_headers(data):  # put .dynsym's size back: the version chain still ends in its section
+        if sh_type == 11:
             struct.pack_into("<Q", data, base + 32, struct.unpack_from("<Q", elf_linked.read_bytes(), base + 32)[0])
     parsed = parse_elf(bytes(data), "loop.so")
     assert {i.function for i in parsed.imports} == {i.function for i in _parse(elf_linked).imports}
