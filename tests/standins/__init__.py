@@ -131,6 +131,7 @@ def build_standins(out_dir: Path) -> Standins:
             str(s.libcuda),
             str(s.libcublas),
             "-pthread",
+            "-ldl",
             f"-Wl,-rpath,{out_dir}",
             # DT_RPATH, not DT_RUNPATH: it wins over LD_LIBRARY_PATH, which on a GPU machine names the real libcuda
             "-Wl,--disable-new-dtags",

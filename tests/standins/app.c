@@ -1,5 +1,7 @@
 /* A program linked against the libcuda and libcublas stand-ins. argv[1] picks what it does; the calls it makes
  * are fixed so tests can assert exact counts (see tests/standins/__init__.py for the table). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -7,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +57,40 @@ static void *hammer(void *arg) {
 }
 
 static void on_usr1(int sig) { (void)sig; }
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* "crowd": take every free byte within 3 GB of libcuda (PROT_NONE, nothing committed), as CUDA's address space
+ * reservations do in a real process, so no thunk can be mapped within branch range of the stand-in libraries:
+ * each gap between the mappings /proc/self/maps lists is mapped whole. */
+static void crowd(void) {
+    Dl_info info;
+    const uintptr_t reach = (uintptr_t)3 << 30;
+    if (!dladdr((void *)cuInit, &info)) return;
+    uintptr_t base = (uintptr_t)info.dli_fbase;
+    uintptr_t lo = base > reach + 0x10000 ? base - reach : 0x10000, hi = base + reach;
+    for (int pass = 0; pass < 2; pass++) { /* the first pass's own mappings may split a gap: once more */
+        FILE *maps = fopen("/proc/self/maps", "r");
+        if (!maps) return;
+        uintptr_t prev_end = lo, start, end;
+        char line[512];
+        while (fgets(line, sizeof line, maps)) {
+            if (sscanf(line, "%lx-%lx", &start, &end) != 2) continue;
+            if (end <= lo) continue;
+            if (start >= hi) break;
+            if (start > prev_end)
+                mmap((void *)prev_end, start - prev_end, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+            if (end > prev_end) prev_end = end;
+        }
+        if (prev_end < hi)
+            mmap((void *)prev_end, hi - prev_end, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        fclose(maps);
+    }
+}
 
 static void launch(int n) {
     for (int i = 0; i < n; i++) cuLaunchKernel(&kernel, 1, 1, 1, 64, 1, 1, 0, 0, 0, 0);
@@ -130,6 +167,10 @@ int main(int argc, char **argv) {
         printf("ready\n");
         fflush(stdout);
         for (;;) { launch(1); usleep(1000); }
+    }
+    if (strcmp(mode, "crowd") == 0) { /* crowd N CALLS: the address space around libcuda taken, then "threads" */
+        crowd();
+        mode = "threads";
     }
     if (strcmp(mode, "threads") == 0) { /* threads N CALLS: N threads at once, signalled while they run */
         int n = argc > 2 ? atoi(argv[2]) : 8;

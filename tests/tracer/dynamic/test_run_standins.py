@@ -137,6 +137,30 @@ def test_threads_calling_at_once_are_counted_exactly(standins: Standins, counter
         assert fallback == [], "per-CPU counting fell back on a C library that registers rseq"
 
 
+def test_attach_with_no_memory_near_the_libraries_uses_far_jumps(standins: Standins) -> None:
+    # `crowd` maps every free byte within 3 GB of the stand-in libraries, as CUDA's address-space reservations do
+    # in a real process once it is initialized: no thunk can be within branch range, so the agent maps them
+    # anywhere and writes 14-byte absolute jumps (world stopped). cuLaunchKernel's prologue is long enough; the
+    # others are too short and are named in the notes. Attach, count, detach, twice; the program lives on.
+    release = os.uname().release.split(".")
+    if (int(release[0]), int(release[1])) < (4, 17):
+        pytest.skip("MAP_FIXED_NOREPLACE (Linux 4.17) is needed to crowd the address space")
+    proc = subprocess.Popen([str(standins.app), "crowd", "4", "100000000000"], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        for cycle in range(2):
+            trace = _attached(proc.pid, 100_000, lambda stop: stop.set())
+            calls = calls_of(trace)
+            assert calls["cuLaunchKernel"].calls >= 100_000, cycle
+            assert any(n.startswith("hooked") and "far " in n for n in trace.notes), trace.notes
+            assert any("prologue too short for a far jump" in n and "cuCtxGetDevice" in n for n in trace.notes)
+            time.sleep(0.2)
+            assert proc.poll() is None, f"the program died after detach {cycle}: {proc.returncode}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_without_glibcs_rseq_area_counting_falls_back_to_locked_and_says_so(standins: Standins) -> None:
     threads, each = 4, 200_000
     trace = trace_program(

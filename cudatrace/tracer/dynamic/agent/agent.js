@@ -60,7 +60,7 @@ let loading = 0; // dlopen/LoadLibrary calls under way, all threads
 let lateScan = false; // scanning inside a dlopen hook: patch prologues directly
 let livePatching = false; // the program is running (attached, or after start-up): write jumps atomically
 const keep = [];
-const hookCounts = { inline: 0, trampoline: 0, clone: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
+const hookCounts = { inline: 0, trampoline: 0, clone: 0, far: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
 
 function u64(p) {
   return p.readU64().toNumber();
@@ -119,7 +119,17 @@ function nearMap(size, m, maxDistance) {
       }
     }
   }
-  const p = Memory.alloc(size, { near: m.base, maxDistance });
+  let p;
+  try {
+    p = Memory.alloc(size, { near: m.base, maxDistance });
+  } catch (err) {
+    // Nothing free within branch range (attached late, CUDA has reserved the address space around the library):
+    // on Linux the thunks go anywhere and the prologues get a 14-byte absolute jump instead (farJump).
+    const far = Process.platform === 'linux' && IS_X64 ? ownMap(size) : null;
+    if (far === null) throw err;
+    far.far = true;
+    return far;
+  }
   keep.push(p);
   Memory.protect(p, size, 'rwx');
   return p;
@@ -541,15 +551,17 @@ function finishPending(pending, m) {
   };
   if (world !== null) {
     for (const h of pending) {
-      h.original = new Uint8Array(h.fn.readByteArray(5));
-      const b = [0xe9];
-      le32(b, h.L.thunk.sub(h.fn.add(5)).toInt32());
-      h.bytes = b;
+      if (h.how !== 'far') {
+        const b = [0xe9];
+        le32(b, h.L.thunk.sub(h.fn.add(5)).toInt32());
+        h.bytes = b;
+      }
+      h.original = new Uint8Array(h.fn.readByteArray(h.bytes.length));
     }
     const written = new Set(worldPatch(pending));
     for (const h of pending) {
       if (written.has(h)) {
-        rememberPatch(h.fn, h.original);
+        if (h.how !== 'far') rememberPatch(h.fn, h.original);
         directPatches.push([h.fn, h.original]);
         done(h);
       } else {
@@ -570,6 +582,37 @@ function finishPending(pending, m) {
     }
     done(h);
   }
+}
+
+// A thunk out of branch range: the prologue gets `jmp [rip+0]; dq thunk` (14 bytes), so at least 14 bytes of it
+// must relocate with no branch into them. Written with the world stopped in a running program (never by halves),
+// plainly when the library has just been loaded or the program has not started. Far patches are not in the
+// fork handler's table (it restores 5 bytes): a forked child keeps the jump into the parent's thunk, which stays
+// mapped, and its calls through it count in the parent's counters.
+function farJump(thunk) {
+  const b = [0xff, 0x25, 0, 0, 0, 0];
+  le64(b, thunk);
+  return b;
+}
+
+function hookFar(fn, code, e, pending) {
+  const L = blockAt(code);
+  const head = countBytes(L, e);
+  L.thunk.writeByteArray(head);
+  const tail = L.thunk.add(head.length);
+  const own = relocatePrologue(fn, tail, L.stub);
+  if (own < 14 || !noBranchInto(fn, own)) throw new Error('no memory within branch range, prologue too short for a far jump');
+  writeStub(L.stub, e, tail);
+  const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
+  if (!lateScan && livePatching) {
+    if (world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
+    pending.push(h);
+    return 'pending';
+  }
+  const original = new Uint8Array(fn.readByteArray(14));
+  Memory.patchCode(fn, 14, c => c.writeByteArray(h.bytes));
+  directPatches.push([fn, original]);
+  return 'far';
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -621,7 +664,11 @@ function hookModule(m) {
     const name = canonical(g.names);
     if (hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
     if (cfg.specials.indexOf(name) >= 0 || g.names.some(n => cfg.specials.indexOf(n) >= 0)) {
-      hookSpecial(m, g.address, name, g.names);
+      try {
+        hookSpecial(m, g.address, name, g.names);
+      } catch (err) {
+        skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
+      }
       continue;
     }
     const size = sizes.get(g.address.toString());
@@ -653,6 +700,7 @@ function hookModule(m) {
   const codeSize = Math.ceil((groups.length * per) / PAGE) * PAGE;
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
   const code = nearMap(codeSize, m, maxDistance);
+  const far = code.far === true;
   let i = 0;
   const pending = [];
   for (const g of groups) {
@@ -662,7 +710,7 @@ function hookModule(m) {
     const slot = code.add(i * per);
     i++;
     try {
-      const how = hookExport(g.address, slot, e, nextStart(starts, g.address), pending);
+      const how = far ? hookFar(g.address, slot, e, pending) : hookExport(g.address, slot, e, nextStart(starts, g.address), pending);
       if (how === 'pending') continue;
       hookCounts[how]++;
       hookedAddrs.set(g.address.toString(), e.id);
@@ -835,24 +883,26 @@ function setupWorld() {
   return null;
 }
 
-// Write 5 bytes at each item's fn with the other threads stopped; retried while a thread sits inside them.
+// Write each item's bytes (a 5-byte or a 14-byte jump, or the original bytes) at its fn with the other threads
+// stopped; retried while a thread sits inside them.
 // Returns the items written.
 function worldPatch(items) {
   const written = [];
   let todo = items.slice().sort((a, b) => a.fn.compare(b.fn));
   for (let round = 0; round < 30 && todo.length > 0; round++) {
     if (round > 0) Thread.sleep(0.001 * Math.min(round, 20));
-    const buf = Memory.alloc(24 * todo.length);
+    const buf = Memory.alloc(32 * todo.length); // CtPatch: fn, 16 bytes, length, done
     todo.forEach((it, i) => {
-      buf.add(24 * i).writePointer(it.fn);
-      buf.add(24 * i + 8).writeByteArray(Array.from(it.bytes));
+      buf.add(32 * i).writePointer(it.fn);
+      buf.add(32 * i + 8).writeByteArray(Array.from(it.bytes));
+      buf.add(32 * i + 24).writeS32(it.bytes.length);
     });
     world.patch(world.state, world.sig, buf, todo.length, 300, PAGE);
     patching.stops++;
     patching.threads = Math.max(patching.threads, world.state.readU32());
     patching.unknown = Math.max(patching.unknown, world.state.add(16).readU32());
     const again = [];
-    todo.forEach((it, i) => (buf.add(24 * i + 16).readS32() === 1 ? written : again).push(it));
+    todo.forEach((it, i) => (buf.add(32 * i + 28).readS32() === 1 ? written : again).push(it));
     todo = again;
   }
   patching.written += written.length;
@@ -1297,7 +1347,7 @@ rpc.exports = {
     const patches = directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
     if (world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
     let left = 0;
-    for (const [fn, bytes] of patches) if (!writeJump5(fn, bytes, true)) left++;
+    for (const [fn, bytes] of patches) if (bytes.length !== 5 || !writeJump5(fn, bytes, true)) left++;
     return left;
   },
 };

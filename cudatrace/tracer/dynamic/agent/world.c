@@ -40,10 +40,10 @@ typedef struct _CtPatch CtPatch;
 struct _CtPatch
 {
   guint8 * fn;      /* 0 */
-  guint8 bytes[8];  /* 8: the 5 bytes to write */
-  gint32 done;      /* 16: set when written */
-  gint32 pad;
-};                  /* 24 bytes */
+  guint8 bytes[16]; /* 8: the bytes to write: a 5-byte jump, a 14-byte far jump, or the original bytes */
+  gint32 len;       /* 24 */
+  gint32 done;      /* 28: set when written */
+};                  /* 32 bytes */
 
 struct ct_timespec
 {
@@ -75,16 +75,16 @@ ct_now_ns (void)
 }
 
 static void
-ct_write (guint8 * fn, const guint8 * bytes, gsize page, gboolean protect)
+ct_write (guint8 * fn, const guint8 * bytes, gint len, gsize page, gboolean protect)
 {
   gsize base = GPOINTER_TO_SIZE (fn) & ~(page - 1);
-  gsize span = ((GPOINTER_TO_SIZE (fn) + 4) & ~(page - 1)) - base + page; /* the page(s) written, no more */
+  gsize span = ((GPOINTER_TO_SIZE (fn) + len - 1) & ~(page - 1)) - base + page; /* the page(s) written, no more */
   gsize off = GPOINTER_TO_SIZE (fn) & 7;
   gint i;
 
   if (protect)
     mprotect (GSIZE_TO_POINTER (base), span, 7);
-  if (off <= 3)
+  if (len == 5 && off <= 3)
   {
     /* One aligned 8-byte store: a thread that did not park sees the old or the new bytes, never a mix. */
     volatile guint64 * word = (volatile guint64 *) (GPOINTER_TO_SIZE (fn) - off);
@@ -96,7 +96,7 @@ ct_write (guint8 * fn, const guint8 * bytes, gsize page, gboolean protect)
   }
   else
   {
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < len; i++)
       ((volatile guint8 *) fn)[i] = bytes[i];
   }
   if (protect)
@@ -189,7 +189,7 @@ ct_kernel_pc (glong tid)
 
 /*
  * Stop every other thread with signal `sig` (the handler is installed by the agent), write each patch whose
- * 5 bytes hold no parked thread's instruction pointer, let the threads go. `patches` are sorted by address.
+ * bytes hold no parked thread's instruction pointer, let the threads go. `patches` are sorted by address.
  * Returns the number written (0 when not every signalled thread parked in time).
  */
 gint
@@ -254,13 +254,13 @@ cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint 
   for (i = 0; i < n;)
   {
     gsize first = GPOINTER_TO_SIZE (patches[i].fn) & ~((gsize) page - 1);
-    gsize last = (GPOINTER_TO_SIZE (patches[i].fn) + 4) & ~((gsize) page - 1);
+    gsize last = (GPOINTER_TO_SIZE (patches[i].fn) + patches[i].len - 1) & ~((gsize) page - 1);
     for (j = i + 1; j < n; j++)
     {
       gsize a = GPOINTER_TO_SIZE (patches[j].fn) & ~((gsize) page - 1);
       if (a > last + (gsize) page)
         break;
-      last = (GPOINTER_TO_SIZE (patches[j].fn) + 4) & ~((gsize) page - 1);
+      last = (GPOINTER_TO_SIZE (patches[j].fn) + patches[j].len - 1) & ~((gsize) page - 1);
     }
     if (n_runs < CT_MAX_RUNS)
     {
@@ -283,17 +283,17 @@ cudatrace_patch_stopped (CtWorld * w, gint sig, CtPatch * patches, gint n, gint 
     for (j = 0; j < parked; j++)
     {
       gsize rip = (gsize) w->rips[j];
-      if (rip > lo && rip < lo + 5)
+      if (rip > lo && rip < lo + (gsize) patches[i].len)
         inside = TRUE;
     }
     for (j = 0; j < n_others; j++)
     {
-      if (others[j] > lo && others[j] < lo + 5)
+      if (others[j] > lo && others[j] < lo + (gsize) patches[i].len)
         inside = TRUE;
     }
     if (inside)
       continue;
-    ct_write (patches[i].fn, patches[i].bytes, (gsize) page, protect_each);
+    ct_write (patches[i].fn, patches[i].bytes, patches[i].len, (gsize) page, protect_each);
     patches[i].done = 1;
     done++;
   }
