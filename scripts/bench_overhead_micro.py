@@ -50,9 +50,9 @@ def main() -> None:
         out = Path(tmp) / "ns.txt"
         modes: dict[str, TraceOptions | None] = {
             "untraced": None,
-            "count (detail 0)": TraceOptions(detail_calls=0),
+            "count, per-cpu": TraceOptions(detail_calls=0),
             "count, locked": TraceOptions(detail_calls=0, counters=CounterMode.LOCKED),
-            "count, plain (--fast-counters)": TraceOptions(detail_calls=0, counters=CounterMode.PLAIN),
+            "count, plain": TraceOptions(detail_calls=0, counters=CounterMode.PLAIN),
             "default (detail 1000)": TraceOptions(),
             "detail every call": TraceOptions(detail_calls=-1),
         }
