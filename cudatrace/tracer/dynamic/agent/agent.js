@@ -668,6 +668,9 @@ function hookModule(m) {
         hookSpecial(m, g.address, name, g.names);
       } catch (err) {
         skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
+        const last = entries[entries.length - 1];
+        if (last !== undefined && last.fn === name) last.dead = true;
+        hookedAddrs.delete(g.address.toString());
       }
       continue;
     }
@@ -1118,6 +1121,7 @@ function sendHooks(from) {
   const rows = [];
   for (let i = from; i < entries.length; i++) {
     const e = entries[i];
+    if (e.dead) continue; // left alone: named in `skipped`
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || skipped.length > 0) {
