@@ -103,6 +103,14 @@ class Severity(str, Enum):
     RISK = "risk"
     INFO = "info"
 
+    @property
+    def rank(self) -> int:
+        """0 for the weightiest (blocker), then risk, then info: the order reasons are listed in."""
+        return _SEVERITY_ORDER.index(self)
+
+
+_SEVERITY_ORDER = (Severity.BLOCKER, Severity.RISK, Severity.INFO)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Evidence records

@@ -75,7 +75,6 @@ CODE_RANK: dict[str, int] = {
     "ptx_recompiled": 24,
     "translated": 25,
 }
-_SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.RISK: 1, Severity.INFO: 2}
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
 _RECENT_PTX_SM = 90
@@ -533,7 +532,7 @@ def judge(
     ranked = sorted(
         unique.values(),
         key=lambda r: (
-            _SEVERITY_RANK[r.severity],
+            r.severity.rank,
             CODE_RANK.get(r.code, 50),
             -(r.calls or 0),
             -len(r.functions),

@@ -62,7 +62,6 @@ _SIGNAL_NUMBERS = {
     "13": "SIGPIPE",
     "15": "SIGTERM",
 }
-_SEVERITY_RANK = {Severity.BLOCKER: 0, Severity.RISK: 1, Severity.INFO: 2}
 _VERDICT_RANK = {VerdictStatus.RUNS: 0, VerdictStatus.AT_RISK: 1, VerdictStatus.BLOCKED: 2}
 _FAMILY_ORDER = {f: i for i, f in enumerate(Family)}
 
@@ -676,7 +675,7 @@ def merge_verdicts(verdicts: Iterable[Verdict], release: str) -> Verdict | None:
     for v in vs:
         for r in v.reasons:
             seen.setdefault((r.severity, r.code, r.message, r.family, r.functions), r)
-    reasons = sorted(seen.values(), key=lambda r: _SEVERITY_RANK[r.severity])
+    reasons = sorted(seen.values(), key=lambda r: r.severity.rank)
     return Verdict(release, status, tuple(reasons))
 
 
