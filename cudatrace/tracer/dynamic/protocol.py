@@ -43,6 +43,9 @@ EXPORT_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 # Entry points hooked in JavaScript because their arguments matter after the call.
 SPECIAL_FUNCTIONS: tuple[str, ...] = ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetExportTable")
 
+COUNTER_CAPACITY = 1 << 16
+"""Counters per row of the counter file: entry points hooked plus pointers handed out by cuGetProcAddress."""
+
 DEFAULT_DETAIL_CALLS = 1000
 """Calls of each entry point that take the detail path (statuses, callers, times) before plain counting."""
 
@@ -65,7 +68,7 @@ class AgentConfig:
     events: bool = False
     flush_ms: int = 250
     shared_counters: str | None = None  # a file the agent maps MAP_SHARED for its counters (Linux)
-    counter_capacity: int = 1 << 16  # counters per row: entry points hooked plus pointers from cuGetProcAddress
+    counter_capacity: int = COUNTER_CAPACITY
     counters: CounterMode = CounterMode.PER_CPU  # falls back to LOCKED where per-CPU counting is not possible
     attached: bool = False  # the process is running (--pid): prologues are patched with atomic stores
 
@@ -100,7 +103,7 @@ class AgentHello:
     fast_path: bool
     counter_mode: str = CounterMode.LOCKED.value  # what the agent counts with: a CounterMode, or "listener"
     counter_rows: int = 1  # rows of counter_capacity counters in the shared file (per-CPU: CPUs + 1)
-    counter_capacity: int = 1 << 16
+    counter_capacity: int = COUNTER_CAPACITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +238,7 @@ def parse_hello(d: Mapping[str, Any]) -> AgentHello:
         bool(d.get("fastPath")),
         str(d.get("counterMode", CounterMode.LOCKED.value)),
         int(d.get("counterRows", 1)),
-        int(d.get("counterCapacity", 1 << 16)),
+        int(d.get("counterCapacity", COUNTER_CAPACITY)),
     )
 
 

@@ -306,11 +306,10 @@ class Collector:
     def _read_shared_counters(self, proc: _Proc) -> None:
         # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger. A
         # counter is the sum of its rows (one row per CPU and a shared one when counting per CPU).
-        path = proc.shm_path
-        if not path:
+        path, hello = proc.shm_path, proc.hello  # the path comes with the agent's hello
+        if not path or hello is None:
             return
-        rows = proc.hello.counter_rows if proc.hello is not None else 1
-        cap = proc.hello.counter_capacity if proc.hello is not None else 0
+        rows, cap = hello.counter_rows, hello.counter_capacity
         slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
         n = max(slots) + 1 if slots else 0
         if n > cap:

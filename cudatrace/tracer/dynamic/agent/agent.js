@@ -479,6 +479,16 @@ function nearJumpTo(fn, target) {
   return fn.readU8() === 0xe9 && fn.add(5).add(fn.add(1).readS32()).equals(target);
 }
 
+// The block at `code` for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
+// of them; 0 when they do not relocate) and a jump back into fn.
+function buildThunk(fn, code, e) {
+  const L = blockAt(code);
+  const head = countBytes(L, e);
+  L.thunk.writeByteArray(head);
+  const tail = L.thunk.add(head.length);
+  return { L, tail, own: relocatePrologue(fn, tail, L.stub) };
+}
+
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
 // Interceptor's trampoline, else (a short function Frida declines) a jump to a whole copy of it.
 //
@@ -488,12 +498,8 @@ function nearJumpTo(fn, target) {
 // module's detail stubs, and puts the original bytes back before the host detaches (release); without a stopped
 // world (not Linux) it writes them with one atomic store. Returns the method, or 'pending'.
 function hookExport(fn, code, e, next, pending) {
-  const L = blockAt(code);
-  const head = countBytes(L, e);
-  L.thunk.writeByteArray(head);
-  const tail = L.thunk.add(head.length);
   const before = new Uint8Array(fn.readByteArray(32));
-  const own = relocatePrologue(fn, tail, L.stub);
+  const { L, tail, own } = buildThunk(fn, code, e);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
   writeStub(L.stub, e, own !== 0 ? tail : fn);
   const h = { fn, L, e, tail, own, before, next, how: 'inline' };
@@ -596,11 +602,7 @@ function farJump(thunk) {
 }
 
 function hookFar(fn, code, e, pending) {
-  const L = blockAt(code);
-  const head = countBytes(L, e);
-  L.thunk.writeByteArray(head);
-  const tail = L.thunk.add(head.length);
-  const own = relocatePrologue(fn, tail, L.stub);
+  const { L, tail, own } = buildThunk(fn, code, e);
   if (own < 14 || !noBranchInto(fn, own)) throw new Error('no memory within branch range, prologue too short for a far jump');
   writeStub(L.stub, e, tail);
   const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
@@ -802,13 +804,11 @@ function atomicallyPatchable(fn) {
 }
 
 function writeJump5(fn, bytes, live) {
-  const w = atomicWriters();
-  const addr = parseInt(fn.toString(16), 16);
-  const off8 = addr % 8, off16 = addr % 16;
-  if (w !== null && (off8 <= 3 || off16 <= 11)) {
-    const wide = off8 <= 3 ? 8 : 16;
-    const base = fn.sub(wide === 8 ? off8 : off16);
-    const off = wide === 8 ? off8 : off16;
+  if (atomicallyPatchable(fn)) {
+    const w = atomicWriters();
+    const addr = parseInt(fn.toString(16), 16);
+    const wide = addr % 8 <= 3 ? 8 : 16; // the aligned word (or 16 bytes) holding all 5
+    const off = addr % wide, base = fn.sub(off);
     const first = base.and(ptr(-PAGE)), span = base.add(wide - 1).and(ptr(-PAGE)).sub(first).toInt32() + PAGE;
     Memory.protect(first, span, 'rwx'); // only the page(s) written: the next one may be the library's data
     try {
