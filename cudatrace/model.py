@@ -8,6 +8,7 @@ rendered again later.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -682,6 +683,10 @@ class TraceResult:
     def uses_cuda(self) -> bool:
         """True when the program loaded or called anything CUDA."""
         return bool(self.calls or self.libraries or self.proc_lookups)
+
+    def with_note(self, note: str) -> TraceResult:
+        """The same trace with one more note."""
+        return dataclasses.replace(self, notes=(*self.notes, note))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import add_output_args, common_parent, dump_json, write_output
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from cudatrace.tracer.dynamic.protocol import CounterMode
 
@@ -55,7 +55,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--env", action="append", default=[], metavar="K=V", help="set an environment variable (repeatable)")
     p.add_argument("--release", metavar="R", help="classify the calls against this ZLUDA release (default: newest)")
     p.add_argument("--no-zluda-verdict", action="store_true", help="skip the ZLUDA classification and verdict")
+    p.add_argument(
+        "--grace",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="after a signal passed on to the program (Ctrl-C, SIGTERM), how long it may take to end before it is "
+        "killed (default 30; 0: no limit)",
+    )
     p.set_defaults(handler=run_run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
 
 
 def _parse_env(items: list[str]) -> dict[str, str]:
@@ -70,6 +88,7 @@ def _parse_env(items: list[str]) -> dict[str, str]:
 
 def run_run(args: argparse.Namespace) -> int:
     """Trace, classify, record, render, write; return the exit code (130 when interrupted)."""
+    from cudatrace.tracer.dynamic.launch import shell_status
     from cudatrace.tracer.dynamic.protocol import DEFAULT_DETAIL_CALLS
     from cudatrace.tracer.dynamic.session import TraceOptions, resolve_program, trace_pid, trace_program
 
@@ -96,9 +115,19 @@ def run_run(args: argparse.Namespace) -> int:
         env=env,
         zluda_dir=args.zluda,
         counters=CounterMode(args.counters),
+        grace_s=args.grace or None,
     )
     sink = _StatusLine() if sys.stderr.isatty() else None
-    trace = trace_pid(args.pid, options, sink) if args.pid is not None else trace_program(program, options, sink)
+    # The program's output and cudatrace's never share a stream: with the JSON document on stdout the program
+    # writes its standard output to stderr instead.
+    to_stdout = args.output in (None, "-")
+    program_stdout = sys.stderr if (to_stdout and args.format == "json") else None
+    if args.pid is not None:
+        trace = trace_pid(args.pid, options, sink)
+    else:
+        trace = trace_program(program, options, sink, program_stdout=program_stdout)
+        if program_stdout is not None:
+            trace = trace.with_note("the program's standard output went to stderr: the JSON document had stdout")
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
@@ -115,10 +144,19 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.trace_terminal import render_trace_terminal
 
-        text = render_trace_terminal(trace, color=use_color(args))
-    write_output(text, args.output)
-    interrupted = any(n.startswith("interrupted") for n in trace.notes)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+        on_stderr = args.output in (None, "-")
+        color = (sys.stderr.isatty() and not args.no_color and not os.environ.get("NO_COLOR")) if on_stderr else False
+        text = render_trace_terminal(trace, color=color)
+    if to_stdout and args.format != "json":
+        sys.stderr.write(text)  # the summary follows the program's own output, on stderr as strace and time do
+        sys.stderr.flush()
+    else:
+        write_output(text, args.output)
+    if args.pid is not None:
+        interrupted = any(n.startswith("interrupted") for n in trace.notes)
+        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    # The program's own exit status, as a shell reports it (a signal as 128 + N).
+    return shell_status(trace.exit.code, trace.exit.signal)
 
 
 class _StatusLine:

@@ -18,6 +18,7 @@ import shutil
 import signal as signal_module
 import stat
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +43,7 @@ from cudatrace.model import (
     ProcLookup,
     TraceResult,
 )
+from cudatrace.tracer.dynamic.launch import HeldProgram, start_held, wait_status_exit
 from cudatrace.tracer.dynamic.protocol import (
     DEFAULT_DETAIL_CALLS,
     AgentConfig,
@@ -90,6 +92,7 @@ class TraceOptions:
     zluda_dir: str | None = None
     shared_counters: bool = True
     counters: CounterMode = CounterMode.PER_CPU  # PLAIN (--fast-counters) may undercount concurrent calls
+    grace_s: float | None = 30.0  # after a passed-on signal, how long the program may take to end (None: no limit)
 
     @property
     def effective_detail(self) -> int:
@@ -183,6 +186,7 @@ class _Proc:
     events_dropped: int = 0
     methods: dict[str, int] = field(default_factory=dict)
     patching: dict[str, int] = field(default_factory=dict)
+    reaped: bool = False  # exit_code/crash come from waitpid
 
 
 class Collector:
@@ -279,11 +283,15 @@ class Collector:
             info = self._process_info(proc)
         self.sink.process_ended(proc.pid, info)
 
-    def set_exit(self, key: str, code: int | None, sig: str | None) -> None:
-        """Record an exit status learned by other means (waitpid, a kill of ours)."""
+    def set_exit(self, key: str, code: int | None, sig: str | None, *, authoritative: bool = False) -> None:
+        """Record an exit status learned by other means (a kill of ours; ``authoritative``: waitpid's status,
+        which replaces what the agent saw)."""
         with self._lock:
             proc = self._procs[key]
-            if proc.exit_code is None and proc.crash is None:
+            if authoritative:
+                proc.exit_code, proc.crash = code, (f"signal:{sig}" if sig is not None else None)
+                proc.reaped = True
+            elif proc.exit_code is None and proc.crash is None:
                 proc.exit_code = code
                 if sig is not None:
                     proc.crash = f"signal:{sig}"
@@ -415,8 +423,11 @@ class Collector:
             for uuid, (count, st) in sorted(tables.items())
         )
         processes = tuple(self._process_info(p) for p in procs)
-        root = processes[0] if processes else None
-        root_proc = procs[0] if procs else None
+        # The program's status is that of the last image of the first pid (a script execs its interpreter, a
+        # launcher the real program).
+        last = max((i for i, p in enumerate(procs) if p.pid == procs[0].pid), default=None)
+        root = processes[last] if last is not None else None
+        root_proc = procs[last] if last is not None else None
         exit_info = ExitInfo(
             root.exit_code if root else None,
             root.signal if root else None,
@@ -551,7 +562,16 @@ class _Tracer:
         self.pending = 0  # children announced but not yet registered
         self._lock = threading.Lock()
         self._tag = f"cudatrace-{os.getpid()}-{id(self):x}"
+        self._root_pid: int | None = None  # a held shell's pid: its exec is the program (launch.py)
+        self.root_ready = threading.Event()
+        self.root_failed: str | None = None
+        self._exec_awaited: dict[int, float] = {}  # pid -> when its old image detached, replaced by exec
+        self._exec_announced: set[int] = set()  # exec'd images announced before their old image detached
         self.device.on("child-added", self._on_child_added)
+
+    def expect_root(self, pid: int) -> None:
+        """The next exec of ``pid`` is the program itself: it becomes the root of the tree."""
+        self._root_pid = pid
 
     def close(self) -> None:
         """Drop the device handler (the scripts go with their sessions)."""
@@ -613,22 +633,51 @@ class _Tracer:
 
     def _on_detached(self, key: str, reason: str, crash: Any) -> None:
         self.collector.process_ended(key, reason)
+        pid = int(key.split(".")[0])
         with self._lock:
             self.scripts.pop(key, None)
+            if reason == "process-replaced":
+                # An exec: its new image is announced as a child, often after this detach. Until it is, the tree
+                # is not over (ending here left the exec half done and the program died of SIGTRAP).
+                if pid in self._exec_announced:
+                    self._exec_announced.discard(pid)
+                else:
+                    self._exec_awaited[pid] = time.monotonic()
+                    self.pending += 1
+            self._check_done()
+
+    def _check_done(self) -> None:
+        # Under self._lock.
+        if not self.collector.live() and self.pending == 0 and (self._root_pid is None or self.root_ready.is_set()):
+            self.done.set()
+
+    def expire_awaited_execs(self, after_s: float = 10.0) -> None:
+        """Stop waiting for exec'd images Frida never announced (the exec transition failed)."""
+        now = time.monotonic()
         with self._lock:
-            if not self.collector.live() and self.pending == 0:
-                self.done.set()
+            for pid, since in list(self._exec_awaited.items()):
+                if now - since > after_s:
+                    del self._exec_awaited[pid]
+                    self.pending -= 1
+                    self.errors.append(f"pid {pid} was replaced by exec, but its new image was never reported")
+            self._check_done()
 
     def _on_child_added(self, child: Any) -> None:
         # Frida calls this on its own thread; instrumenting blocks, so do it on another one.
         with self._lock:
-            self.pending += 1
+            if getattr(child, "origin", None) == "exec" and child.pid in self._exec_awaited:
+                del self._exec_awaited[child.pid]  # counted as pending at the old image's detach
+            else:
+                self.pending += 1
+                if getattr(child, "origin", None) == "exec" and child.pid != self._root_pid:
+                    self._exec_announced.add(child.pid)
         threading.Thread(target=self._adopt_child, args=(child,), daemon=True).start()
 
     def _adopt_child(self, child: Any) -> None:
         argv = tuple(child.argv or ()) if getattr(child, "argv", None) else ()
         if not argv and child.path:
             argv = (child.path,)
+        is_root = child.pid == self._root_pid and not self.root_ready.is_set()
         parent = child.parent_pid if child.parent_pid != child.pid else None
         if parent is None:  # exec: the pid keeps its place in the tree
             old = self.collector.key_of(child.pid)
@@ -636,15 +685,22 @@ class _Tracer:
         try:
             self.instrument(child.pid, parent, argv)
         except Exception as exc:  # the child runs untraced rather than staying suspended
-            self.errors.append(f"child {child.pid} not traced: {exc}")
+            if is_root:
+                self.root_failed = str(exc)
+                with contextlib.suppress(Exception):
+                    self.device.kill(child.pid)
+            else:
+                self.errors.append(f"child {child.pid} not traced: {exc}")
         finally:
-            with contextlib.suppress(Exception):
-                self.device.resume(child.pid)
+            if not (is_root and self.root_failed is not None):
+                with contextlib.suppress(Exception):
+                    self.device.resume(child.pid)
             with self._lock:
                 self.spawned.add(child.pid)
                 self.pending -= 1
-                if not self.collector.live() and self.pending == 0:
-                    self.done.set()
+                if is_root and self.root_failed is None:
+                    self.root_ready.set()
+                self._check_done()
 
     def flush_all(self) -> None:
         """Ask every live agent for a batch now."""
@@ -670,11 +726,18 @@ def _spawn_env(options: TraceOptions) -> dict[str, str]:
 
 
 def trace_program(
-    argv: Sequence[str], options: TraceOptions | None = None, sink: TraceSink | None = None
+    argv: Sequence[str],
+    options: TraceOptions | None = None,
+    sink: TraceSink | None = None,
+    program_stdout: IO[str] | int | None = None,
 ) -> TraceResult:
     """Run ``argv`` under the tracer until the whole process tree has ended and return the trace.
 
-    Ctrl-C stops the program (its agents flush first) and still returns the trace, marked "interrupted".
+    On Linux the program is started as a shell would start it (:mod:`launch`: ``#!`` scripts, the terminal, its
+    own process group) and its exit status is read with ``waitpid``. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+    cudatrace are passed on to the program's process group once; tracing goes on while it shuts down, and a
+    second signal (or ``options.grace_s`` after the first) kills the whole tree. ``program_stdout`` replaces the
+    program's standard output (the JSON document on stdout needs it to itself).
     Raises TraceError for a missing or non-executable program or a failed injection.
     """
     options = options or TraceOptions()
@@ -686,36 +749,241 @@ def trace_program(
         collector = Collector(sink, events)
         tracer = _Tracer(options, collector)
         notes: list[str] = []
+        held: HeldProgram | None = None
         try:
-            try:
-                pid = tracer.device.spawn(str(program), argv=[argv[0], *argv[1:]], envp=env, cwd=os.getcwd())
-            except tracer.frida.ExecutableNotFoundError as exc:
-                raise TraceError(f"cannot start program: {exc}", str(program)) from exc
-            except (tracer.frida.NotSupportedError, tracer.frida.PermissionDeniedError) as exc:
-                raise TraceError(f"cannot start program under Frida: {exc}", str(program)) from exc
-            tracer.spawned.add(pid)
-            try:
-                root = tracer.instrument(pid, None, tuple(argv))
-            except TraceError:
-                with contextlib.suppress(Exception):
-                    tracer.device.kill(pid)
-                raise
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    tracer.device.kill(pid)
-                raise TraceError(f"injecting the agent failed: {exc}", str(program)) from exc
-            collector.mark_start()
-            tracer.device.resume(pid)
-            try:
-                tracer.wait()
-            except KeyboardInterrupt:
-                notes.append("interrupted: the program was stopped by Ctrl-C; counts up to that point are kept")
-                _stop_tree(tracer, collector)
-            _reap(pid, collector, root)
+            if sys.platform.startswith("linux"):
+                held = _start_linux(tracer, collector, argv, env, program, program_stdout)
+                pid = held.pid
+            else:
+                pid = _start_spawned(tracer, collector, argv, env, program)
+            with _ForwardedSignals() as signals:
+                _wait_for_tree(tracer, collector, held, signals, options, notes)
+            if held is not None:
+                _record_status(tracer, collector, held, notes)
+            else:
+                key = collector.key_of(pid)
+                if key is not None:
+                    _reap(pid, collector, key)
         finally:
             tracer.close()
+            if held is not None:
+                held.take_back_terminal()
         notes.extend(tracer.errors)
         return collector.build(argv, options, notes)
+
+
+def _start_spawned(
+    tracer: _Tracer, collector: Collector, argv: Sequence[str], env: Mapping[str, str], program: Path
+) -> int:
+    # Elsewhere than Linux: Frida's spawn, suspended at the program's start.
+    try:
+        pid = int(tracer.device.spawn(str(program), argv=[argv[0], *argv[1:]], envp=dict(env), cwd=os.getcwd()))
+    except tracer.frida.ExecutableNotFoundError as exc:
+        raise TraceError(f"cannot start program: {exc}", str(program)) from exc
+    except (tracer.frida.NotSupportedError, tracer.frida.PermissionDeniedError) as exc:
+        raise TraceError(f"cannot start program under Frida: {exc}", str(program)) from exc
+    except tracer.frida.ExecutableNotSupportedError as exc:
+        raise TraceError(f"cannot start program: not an executable this system runs ({exc})", str(program)) from exc
+    tracer.spawned.add(pid)
+    try:
+        tracer.instrument(pid, None, tuple(argv))
+    except TraceError:
+        with contextlib.suppress(Exception):
+            tracer.device.kill(pid)
+        raise
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            tracer.device.kill(pid)
+        raise TraceError(f"injecting the agent failed: {exc}", str(program)) from exc
+    collector.mark_start()
+    tracer.device.resume(pid)
+    return pid
+
+
+def _start_linux(
+    tracer: _Tracer,
+    collector: Collector,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    program: Path,
+    program_stdout: IO[str] | int | None,
+) -> HeldProgram:
+    # A held shell, attached with child gating; its exec of the program is gated and instrumented (_adopt_child)
+    # before the program's first instruction.
+    held = start_held(argv, env, os.getcwd(), program_stdout)
+    try:
+        session = tracer.device.attach(held.pid)
+        session.enable_child_gating()
+    except Exception as exc:
+        held.abandon()
+        raise TraceError(f"cannot attach to the program's shell: {exc}", str(program)) from exc
+    ended = threading.Event()
+    session.on("detached", lambda reason, crash: ended.set())
+    tracer.expect_root(held.pid)
+    collector.mark_start()
+    held.release()
+    # The exec is reported as a child; until it is instrumented nothing of the program has run.
+    deadline = time.monotonic() + 60
+    while not tracer.root_ready.wait(0.05):
+        if tracer.root_failed is not None:
+            _kill_held(held)
+            raise TraceError(f"injecting the agent failed: {tracer.root_failed}", str(program))
+        if ended.is_set() and tracer.pending == 0 and not tracer.root_ready.is_set():
+            # The shell ended without becoming the program (it printed why on stderr).
+            status = held.wait(10)
+            held.take_back_terminal()
+            code, sig = wait_status_exit(status)
+            raise TraceError(
+                f"the program did not start (the shell ended with {'status ' + str(code) if sig is None else sig})",
+                str(program),
+            )
+        if time.monotonic() > deadline:
+            _kill_held(held)
+            raise TraceError("the program did not start within 60 s under the tracer", str(program))
+    with contextlib.suppress(Exception):
+        session.detach()
+    return held
+
+
+def _kill_held(held: HeldProgram) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(held.pid, signal_module.SIGKILL)
+    with contextlib.suppress(Exception):
+        held.wait(10)
+    held.take_back_terminal()
+
+
+class _ForwardedSignals:
+    """While the program runs: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to cudatrace are queued here (the main
+    thread only can catch signals; elsewhere nothing is installed)."""
+
+    SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+
+    def __init__(self) -> None:
+        self.queue: list[int] = []
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _ForwardedSignals:
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                sig = getattr(signal_module, name, None)
+                if sig is None:
+                    continue
+                old = signal_module.getsignal(sig)
+                if old is signal_module.SIG_IGN:
+                    continue  # ignored when cudatrace started (a background job): the program ignores it too
+                self._old[sig] = old
+                signal_module.signal(sig, lambda n, _f: self.queue.append(n))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal_module.signal(sig, old)
+
+    def take(self) -> list[int]:
+        """The signals received since the last call."""
+        out, self.queue[:] = list(self.queue), []
+        return out
+
+
+def _wait_for_tree(
+    tracer: _Tracer,
+    collector: Collector,
+    held: HeldProgram | None,
+    signals: _ForwardedSignals,
+    options: TraceOptions,
+    notes: list[str],
+) -> None:
+    first: tuple[int, float] | None = None
+    stopped = False
+    while True:
+        try:
+            if tracer.done.wait(0.1):
+                return
+        except KeyboardInterrupt:  # not the main thread's handler: stop as before
+            notes.append("interrupted: the program was stopped by Ctrl-C; counts up to that point are kept")
+            _stop_tree(tracer, collector)
+            return
+        tracer.expire_awaited_execs()
+        now = time.monotonic()
+        for sig in signals.take():
+            name = signal_module.Signals(sig).name
+            if first is None:
+                first = (sig, now)
+                _pass_on(tracer, collector, held, sig)
+                notes.append(
+                    f"interrupted: {name} was passed on to the program; tracing went on until it ended, counts are kept"
+                )
+            elif sig == first[0] and now - first[1] < 1.0:
+                continue  # the same signal twice at once (timeout(1) signals the process, then its group)
+            elif not stopped:
+                stopped = True
+                notes.append(f"stopped: a second signal ({name}) killed the program; counts up to that point are kept")
+                _stop_tree(tracer, collector)
+                return
+        if first is not None and options.grace_s is not None and now - first[1] > options.grace_s and not stopped:
+            stopped = True
+            notes.append(
+                f"stopped: the program was still running {options.grace_s:g} s after the signal and was killed"
+            )
+            _stop_tree(tracer, collector)
+            return
+        if held is not None and held.terminal_fd is not None:
+            _follow_job_control(held)
+
+
+def _pass_on(tracer: _Tracer, collector: Collector, held: HeldProgram | None, sig: int) -> None:
+    # To the program's process group (held: its own group, as a shell gives it), else to every traced process.
+    if held is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(held.pid, sig)
+        return
+    for key in collector.live():
+        with contextlib.suppress(OSError):
+            os.kill(int(key.split(".")[0]), sig)
+
+
+def _follow_job_control(held: HeldProgram) -> None:
+    # Ctrl-Z stops the program's group (the terminal's foreground): stop cudatrace too so the shell takes over,
+    # and on `fg` give the terminal back to the program and continue it.
+    try:
+        state = Path(f"/proc/{held.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return
+    if state != "T":
+        return
+    fd = held.terminal_fd
+    held.take_back_terminal()
+    os.kill(os.getpid(), signal_module.SIGSTOP)
+    # continued (fg or bg): hand the terminal back when we are its foreground again
+    if fd is not None:
+        try:
+            if os.tcgetpgrp(fd) == os.getpgrp():
+                old = signal_module.signal(signal_module.SIGTTOU, signal_module.SIG_IGN)
+                try:
+                    os.tcsetpgrp(fd, held.pid)
+                    held.terminal_fd = fd
+                finally:
+                    signal_module.signal(signal_module.SIGTTOU, old)
+        except OSError:
+            pass
+    with contextlib.suppress(OSError):
+        os.killpg(held.pid, signal_module.SIGCONT)
+
+
+def _record_status(tracer: _Tracer, collector: Collector, held: HeldProgram, notes: list[str]) -> None:
+    # The program is cudatrace's child: its wait status is the truth about how it ended (a signal, a loader's
+    # exit 127), whatever the agent saw.
+    try:
+        status = held.wait(15)
+    except subprocess.TimeoutExpired:
+        _kill_held(held)
+        notes.append("the program's process was still there after its tracing ended and was killed")
+        status = held.wait(5)
+    code, sig = wait_status_exit(status)
+    key = collector.key_of(held.pid)
+    if key is not None:
+        collector.set_exit(key, code, sig, authoritative=True)
 
 
 def trace_pid(

@@ -1129,6 +1129,53 @@ function sendHooks(from) {
   }
 }
 
+// A program may close every descriptor it did not open itself before it execs a child: Python's subprocess
+// (close_fds, the default), closefrom(), daemons. Frida's own connection to the host goes with them; its threads
+// then spin on a dead descriptor and the child waits for ever at exec for a host that no longer hears it. So
+// close_range() and closefrom() leave the descriptors Frida cloaks (its own) open and close the rest.
+function guardAgentDescriptors() {
+  if (Process.platform !== 'linux') return;
+  const cr = Module.findGlobalExportByName('close_range');
+  const getrlimit = Module.findGlobalExportByName('getrlimit');
+  if (cr === null) return; // glibc older than 2.34: nothing to guard through these names
+  const closeRange = new NativeFunction(cr, 'int', ['uint', 'uint', 'int']);
+  const lim = Memory.alloc(16);
+  const limitOf = () => {
+    // Descriptors above the soft limit are rare (opened before it was lowered): look no further, bounded.
+    let n = 1 << 20;
+    if (getrlimit !== null && new NativeFunction(getrlimit, 'int', ['int', 'pointer'])(7 /* RLIMIT_NOFILE */, lim) === 0) {
+      n = Math.min(n, Number(lim.readU64()));
+    }
+    return n;
+  };
+  const closeAround = (first, last, flags) => {
+    const hi = Math.min(last, limitOf() - 1);
+    let from = first, rc = 0;
+    for (let fd = first; fd <= hi; fd++) {
+      if (!Cloak.hasFileDescriptor(fd)) continue;
+      if (fd > from) rc |= closeRange(from, fd - 1, flags);
+      from = fd + 1;
+    }
+    if (from <= last) rc |= closeRange(from, last, flags);
+    return rc === 0 ? 0 : -1;
+  };
+  const guard = (name, fn) => {
+    try {
+      fn();
+    } catch (err) {
+      // e.g. attached late with no memory free near libc: a subprocess that closes every descriptor may then hang
+      skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
+    }
+  };
+  guard('close_range', () => Interceptor.replace(cr, new NativeCallback(
+    (first, last, flags) => closeAround(first >>> 0, last >>> 0, flags), 'int', ['uint', 'uint', 'int'])));
+  const cf = Module.findGlobalExportByName('closefrom');
+  if (cf !== null) {
+    guard('closefrom', () => Interceptor.replace(cf, new NativeCallback(
+      low => { closeAround(Math.max(low, 0), 0xffffffff, 0); }, 'void', ['int'])));
+  }
+}
+
 function watchLoads() {
   // Hooks go in when dlopen returns: the library is then relocated and initialized.
   const wide = new Set(['LoadLibraryExW', 'LoadLibraryW']);
@@ -1321,6 +1368,7 @@ rpc.exports = {
     });
     listenForAcks();
     installForkRestore();
+    guardAgentDescriptors();
     world = setupWorld();
     livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     scanModules();

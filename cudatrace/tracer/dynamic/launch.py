@@ -1,0 +1,186 @@
+"""Starting a program the way a shell does, held before its first instruction, for the tracer to attach to.
+
+Frida's own spawn puts the program in a session of its own: it loses the terminal (a Ctrl-C never reaches it,
+``/dev/tty`` cannot be opened, job control is gone) and it cannot start a ``#!`` script at all. Instead, on Linux,
+``run`` starts ``/bin/sh`` as its own child, in a process group of its own, waiting on a pipe; the tracer attaches
+to that shell with child gating on, then lets it go: the shell ``exec``s the program exactly as the user's shell
+would (PATH search, ``#!`` scripts and their interpreters, the given ``argv[0]``), the exec is gated, and the tracer
+instruments the new image before it runs. The program keeps the shell's pid, is cudatrace's own child (its exit
+status is read with ``waitpid``), and stays in the terminal's session; on a terminal its process group becomes the
+foreground group, so Ctrl-C, Ctrl-\\ and terminal reads behave as without cudatrace.
+
+Nothing here imports frida: :mod:`cudatrace.tracer.dynamic.session` does the attaching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from cudatrace.errors import TraceError
+
+# Waits for one line from a FIFO, then becomes the program. cudatrace holds the FIFO open (read and write) from
+# before the shell starts, so the shell's open never blocks; if cudatrace goes away before letting it go, the shell
+# reads end of file and ends instead of running the program untraced. (A FIFO, not an inherited pipe: dash
+# redirects single-digit descriptors only, and the program must inherit nothing of cudatrace's.)
+_HOLD = 'read _ < {fifo} || exit 125; exec "$@"'
+EXIT_NOT_RELEASED = 125
+
+
+@dataclass(slots=True)
+class HeldProgram:
+    """A shell waiting to become the program; ``release`` lets it exec."""
+
+    proc: subprocess.Popen[bytes]
+    release_fd: int
+    terminal_fd: int | None = None  # the terminal whose foreground group is the program's, to take back
+    fifo: str | None = None  # removed once the shell has read from it (or will never)
+    released: bool = False
+    status: int | None = field(default=None)
+
+    @property
+    def pid(self) -> int:
+        """The pid the program will have (the shell's)."""
+        return self.proc.pid
+
+    def release(self) -> None:
+        """Let the shell exec the program."""
+        if self.released:
+            return
+        self.released = True
+        # Our end stays open until the program ends: a FIFO drops its data once nobody has it open, and the shell
+        # may not have opened it yet.
+        os.write(self.release_fd, b"go\n")
+
+    def abandon(self) -> None:
+        """Never run the program: the shell reads end of file and exits 125."""
+        self.released = True
+        self.forget_fifo()
+        self.take_back_terminal()
+        with contextlib.suppress(Exception):
+            self.proc.wait(5)
+
+    def forget_fifo(self) -> None:
+        """Close our end of the FIFO and remove its name (the shell has read its line, or never will)."""
+        if self.release_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.release_fd)
+            self.release_fd = -1
+        if self.fifo is not None:
+            _remove_fifo(self.fifo)
+            self.fifo = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The program's wait status as ``subprocess`` gives it: the exit code, or minus the signal number.
+        Call only once the tracer has let go of the process (a ptrace stop must never be reaped here)."""
+        if self.status is None:
+            self.status = self.proc.wait(timeout)
+            self.forget_fifo()
+        return self.status
+
+    def take_back_terminal(self) -> None:
+        """Make cudatrace's process group the terminal's foreground group again (once the program ended)."""
+        if self.terminal_fd is None:
+            return
+        fd, self.terminal_fd = self.terminal_fd, None
+        with _no_ttou(), contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, os.getpgrp())
+
+
+@contextlib.contextmanager
+def _no_ttou() -> Iterator[None]:
+    # tcsetpgrp from a process group that is not the foreground group raises SIGTTOU: ignore it meanwhile.
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _foreground_terminal() -> int | None:
+    """The descriptor of the terminal cudatrace is the foreground of, if any (stdin, stdout or stderr)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def start_held(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    stdout: IO[str] | int | None = None,
+) -> HeldProgram:
+    """Start ``/bin/sh`` in a process group of its own, held before it execs ``argv``; hand it the terminal."""
+    shell = "/bin/sh"
+    if not os.access(shell, os.X_OK):
+        raise TraceError("cannot start the program: /bin/sh is missing", argv[0])
+    folder = tempfile.mkdtemp(prefix="cudatrace-hold-")
+    fifo = os.path.join(folder, "go")
+    os.mkfifo(fifo, 0o600)
+    w = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)  # O_RDWR on a FIFO does not block on Linux
+    group: dict[str, object] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    try:
+        proc = subprocess.Popen(
+            [shell, "-c", _HOLD.format(fifo=shlex.quote(fifo)), "sh", *argv],
+            env=dict(env),
+            cwd=cwd,
+            stdout=stdout,
+            **group,  # type: ignore[call-overload]
+        )
+    except OSError as exc:
+        os.close(w)
+        _remove_fifo(fifo)
+        raise TraceError(f"cannot start the program: {exc.strerror or exc}", argv[0]) from exc
+    except BaseException:
+        _remove_fifo(fifo)
+        raise
+    held = HeldProgram(proc, w, fifo=fifo)
+    fd = _foreground_terminal()
+    if fd is not None:
+        with _no_ttou():
+            try:
+                os.tcsetpgrp(fd, proc.pid)
+                held.terminal_fd = fd
+            except OSError:
+                pass
+    return held
+
+
+def _remove_fifo(fifo: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(fifo)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(fifo))
+
+
+def wait_status_exit(status: int) -> tuple[int | None, str | None]:
+    """A ``subprocess`` return code as (exit code, signal name)."""
+    if status >= 0:
+        return status, None
+    try:
+        return None, signal.Signals(-status).name
+    except ValueError:
+        return None, f"signal {-status}"
+
+
+def shell_status(code: int | None, sig: str | None) -> int:
+    """The status a shell reports for a program that ended so: its exit code, or 128 + the signal's number."""
+    if code is not None:
+        return code & 0xFF
+    if sig is not None:
+        with contextlib.suppress(KeyError, AttributeError):
+            return 128 + int(signal.Signals[sig])
+        return 128 + int(signal.SIGKILL)
+    return 0
