@@ -661,6 +661,53 @@ class ExitInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadFailure:
+    """A library the program could not load, or a symbol the loader could not resolve, in a traced run."""
+
+    kind: str  # "missing_library" | "undefined_symbol" | "missing_version" | "other"
+    message: str  # the loader's own words, as dlerror() or the fatal message gives them
+    library: str | None = None  # the library that could not be loaded, or the one that lacks the symbol
+    symbol: str | None = None
+    needed_by: str | None = None  # the object that asked for it
+    fatal: bool = False  # the process ended on it (exit 127)
+    count: int = 1
+    cuda: bool = False  # it concerns a CUDA library or entry point
+    pid: int | None = None
+    source: str = "traced"  # "traced": raised while the agent watched; "diagnosed": read from ld.so afterwards
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "library": self.library,
+            "symbol": self.symbol,
+            "needed_by": self.needed_by,
+            "fatal": self.fatal,
+            "count": self.count,
+            "cuda": self.cuda,
+            "pid": self.pid,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadFailure:
+        """Read the JSON form back."""
+        return cls(
+            kind=str(d.get("kind", "other")),
+            message=str(d.get("message", "")),
+            library=d.get("library"),
+            symbol=d.get("symbol"),
+            needed_by=d.get("needed_by"),
+            fatal=bool(d.get("fatal", False)),
+            count=int(d.get("count", 1)),
+            cuda=bool(d.get("cuda", False)),
+            pid=d.get("pid"),
+            source=str(d.get("source", "traced")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TraceResult:
     """The ``cudatrace.trace/1`` document: what a program really called."""
 
@@ -678,11 +725,12 @@ class TraceResult:
     tool_version: str = ""
     notes: tuple[str, ...] = ()
     verdict: Verdict | None = None
+    load_failures: tuple[LoadFailure, ...] = ()
 
     @property
     def uses_cuda(self) -> bool:
-        """True when the program loaded or called anything CUDA."""
-        return bool(self.calls or self.libraries or self.proc_lookups)
+        """True when the program loaded or called anything CUDA (or tried to load a CUDA library and failed)."""
+        return bool(self.calls or self.libraries or self.proc_lookups or any(f.cuda for f in self.load_failures))
 
     def with_note(self, note: str) -> TraceResult:
         """The same trace with one more note."""
@@ -704,6 +752,7 @@ class TraceResult:
             "calls": [c.to_dict() for c in self.calls],
             "proc_lookups": [p.to_dict() for p in self.proc_lookups],
             "export_tables": [e.to_dict() for e in self.export_tables],
+            "load_failures": [f.to_dict() for f in self.load_failures],
             "notes": list(self.notes),
         }
         if self.verdict is not None:
@@ -728,4 +777,5 @@ class TraceResult:
             tool_version=d.get("tool_version", ""),
             notes=tuple(d.get("notes", ())),
             verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+            load_failures=tuple(LoadFailure.from_dict(f) for f in d.get("load_failures", ())),
         )

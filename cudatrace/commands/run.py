@@ -66,6 +66,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run_run)
 
 
+def _stderr_fd() -> int | None:
+    # The descriptor behind sys.stderr (it may be replaced by an object without one, as under a test runner).
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                return stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -121,7 +132,7 @@ def run_run(args: argparse.Namespace) -> int:
     # The program's output and cudatrace's never share a stream: with the JSON document on stdout the program
     # writes its standard output to stderr instead.
     to_stdout = args.output in (None, "-")
-    program_stdout = sys.stderr if (to_stdout and args.format == "json") else None
+    program_stdout = _stderr_fd() if (to_stdout and args.format == "json") else None
     if args.pid is not None:
         trace = trace_pid(args.pid, options, sink)
     else:

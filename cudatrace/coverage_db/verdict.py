@@ -685,4 +685,17 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
+    from cudatrace.coverage_db.load_failures import load_failure_reasons
+
+    loads = load_failure_reasons(trace, rel, cat)
+    if loads:
+        worst = min(r.severity.rank for r in loads)
+        status = verdict.status
+        if worst == Severity.BLOCKER.rank:
+            status = VerdictStatus.BLOCKED
+        elif worst == Severity.RISK.rank and status is VerdictStatus.RUNS:
+            status = VerdictStatus.AT_RISK
+        verdict = replace(
+            verdict, status=status, reasons=tuple(sorted((*loads, *verdict.reasons), key=lambda r: r.severity.rank))
+        )
     return replace(trace, calls=calls, verdict=verdict)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from cudatrace.errors import TraceError
@@ -43,6 +46,7 @@ class HeldProgram:
     release_fd: int
     terminal_fd: int | None = None  # the terminal whose foreground group is the program's, to take back
     fifo: str | None = None  # removed once the shell has read from it (or will never)
+    gone: bool = False  # reaped by somebody else: the status is unknown here
     released: bool = False
     status: int | None = field(default=None)
 
@@ -66,7 +70,7 @@ class HeldProgram:
         self.forget_fifo()
         self.take_back_terminal()
         with contextlib.suppress(Exception):
-            self.proc.wait(5)
+            self.wait(5)
 
     def forget_fifo(self) -> None:
         """Close our end of the FIFO and remove its name (the shell has read its line, or never will)."""
@@ -78,11 +82,25 @@ class HeldProgram:
             _remove_fifo(self.fifo)
             self.fifo = None
 
-    def wait(self, timeout: float | None = None) -> int:
-        """The program's wait status as ``subprocess`` gives it: the exit code, or minus the signal number.
-        Call only once the tracer has let go of the process (a ptrace stop must never be reaped here)."""
-        if self.status is None:
-            self.status = self.proc.wait(timeout)
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The program's wait status as ``subprocess`` gives it: the exit code, or minus the signal number; None
+        when somebody else reaped it (the ptrace side of the tracer can). Call only once the tracer has let go of
+        the process (a ptrace stop must never be reaped here). Raises subprocess.TimeoutExpired."""
+        if self.status is None and not self.gone:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                try:
+                    pid, status = os.waitpid(self.proc.pid, os.WNOHANG)
+                except ChildProcessError:
+                    self.gone = True
+                    break
+                if pid == self.proc.pid:
+                    self.status = os.waitstatus_to_exitcode(status)
+                    self.proc.returncode = self.status  # subprocess must not wait for it again
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(self.proc.args, timeout or 0)
+                time.sleep(0.01)
             self.forget_fifo()
         return self.status
 
@@ -103,6 +121,21 @@ def _no_ttou() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTTOU, old)
+
+
+def _wait_until_reading(pid: int, timeout: float = 10.0) -> None:
+    # Attaching while the shell is still being loaded (ld.so relocating it) crashed the injector under load:
+    # wait until it sits in its read of the FIFO (syscall 0 on x86-64; other CPUs: a short fixed wait).
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fields = Path(f"/proc/{pid}/syscall").read_text().split()
+        except OSError:
+            time.sleep(0.05)
+            return
+        if fields and fields[0] == ("0" if platform.machine() in ("x86_64", "AMD64") else "63"):
+            return
+        time.sleep(0.002)
 
 
 def _foreground_terminal() -> int | None:
@@ -147,6 +180,7 @@ def start_held(
         _remove_fifo(fifo)
         raise
     held = HeldProgram(proc, w, fifo=fifo)
+    _wait_until_reading(proc.pid)
     fd = _foreground_terminal()
     if fd is not None:
         with _no_ttou():
@@ -165,8 +199,10 @@ def _remove_fifo(fifo: str) -> None:
         os.rmdir(os.path.dirname(fifo))
 
 
-def wait_status_exit(status: int) -> tuple[int | None, str | None]:
-    """A ``subprocess`` return code as (exit code, signal name)."""
+def wait_status_exit(status: int | None) -> tuple[int | None, str | None]:
+    """A ``subprocess`` return code as (exit code, signal name); (None, None) when unknown."""
+    if status is None:
+        return None, None
     if status >= 0:
         return status, None
     try:

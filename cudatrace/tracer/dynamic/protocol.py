@@ -193,6 +193,17 @@ class CountsMsg:
     export_tables: tuple[RawExportTable, ...] = ()
     exit_code: int | None = None
     crash: str | None = None
+    loader_errors: tuple[RawLoaderError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RawLoaderError:
+    """A dlopen that failed in the process: the name asked for and the loader's message (dlerror)."""
+
+    requested: str
+    message: str
+    count: int
+    t_ns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +305,15 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             RawExportTable(str(t["uuid"]), int(t["count"]), tuple((int(k), int(v)) for k, v in t["statuses"].items()))
             for t in payload.get("exportTables", ())
         )
+        loader = tuple(
+            RawLoaderError(
+                str(x.get("requested") or ""),
+                str(x.get("message") or ""),
+                int(x.get("count") or 1),
+                int(x.get("t") or 0),
+            )
+            for x in payload.get("loaderErrors", ())
+        )
         return CountsMsg(
             pid,
             int(payload.get("seq", 0)),
@@ -304,6 +324,7 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             tables,
             _int_or_none(payload.get("exitCode")),
             payload.get("crash"),
+            loader,
         )
     if kind == MessageType.EVENTS.value:
         events = tuple(

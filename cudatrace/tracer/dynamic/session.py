@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal as signal_module
 import stat
@@ -39,6 +40,7 @@ from cudatrace.model import (
     ExportTableRequest,
     Family,
     LibraryHow,
+    LoadFailure,
     ProcessInfo,
     ProcLookup,
     TraceResult,
@@ -58,6 +60,7 @@ from cudatrace.tracer.dynamic.protocol import (
     MessageType,
     ModulesMsg,
     RawExportTable,
+    RawLoaderError,
     RawLookup,
     parse_hello,
     parse_message,
@@ -187,6 +190,8 @@ class _Proc:
     methods: dict[str, int] = field(default_factory=dict)
     patching: dict[str, int] = field(default_factory=dict)
     reaped: bool = False  # exit_code/crash come from waitpid
+    agent_exit: bool = False  # the agent saw exit()/_exit()
+    loader_errors: tuple[RawLoaderError, ...] = ()
 
 
 class Collector:
@@ -199,6 +204,7 @@ class Collector:
         self.sink: TraceSink = sink or NullSink()
         self._events = events
         self.t0_ns = time.monotonic_ns()
+        self.diagnosed: list[LoadFailure] = []  # found after the fact (the program ended before the agent came)
 
     def add_process(self, pid: int, parent: int | None, argv: tuple[str, ...]) -> str:
         """Register a new process image; returns its key."""
@@ -244,9 +250,11 @@ class Collector:
                     if old is None or r.calls >= old.calls:
                         proc.rows[r.id] = r
                 proc.lookups = msg.lookups or proc.lookups
+                proc.loader_errors = msg.loader_errors or proc.loader_errors
                 proc.tables = msg.export_tables or proc.tables
                 if msg.exit_code is not None:
                     proc.exit_code = msg.exit_code
+                    proc.agent_exit = True
                 if msg.crash is not None:
                     proc.crash = msg.crash
                 calls = sum(r.calls for r in proc.rows.values())
@@ -422,6 +430,7 @@ class Collector:
             ExportTableRequest(uuid, export_table_name(uuid), count, _table_status(st))
             for uuid, (count, st) in sorted(tables.items())
         )
+        load_failures = [f for p in procs for f in self._load_failures(p)] + self.diagnosed
         processes = tuple(self._process_info(p) for p in procs)
         # The program's status is that of the last image of the first pid (a script execs its interpreter, a
         # launcher the real program).
@@ -436,7 +445,10 @@ class Collector:
         all_notes = list(notes)
         all_notes.extend(self._notes(procs, options))
         if not uses and not libraries:
-            all_notes.append("no CUDA: the program loaded no CUDA library and called no CUDA entry point")
+            if any(f.cuda for f in load_failures):
+                all_notes.append("no CUDA: the program tried to load CUDA and failed (see the loader's errors)")
+            else:
+                all_notes.append("no CUDA: the program loaded no CUDA library and called no CUDA entry point")
         hello = next((p.hello for p in procs if p.hello is not None), None)
         return TraceResult(
             command=tuple(command),
@@ -452,7 +464,27 @@ class Collector:
             zluda_dir=options.zluda_dir,
             tool_version=__version__,
             notes=tuple(all_notes),
+            load_failures=tuple(load_failures),
         )
+
+    @staticmethod
+    def _load_failures(proc: _Proc) -> list[LoadFailure]:
+        from cudatrace.tracer.dynamic.loader import failure_from_dlerror
+
+        return [
+            failure_from_dlerror(e.requested, e.message, e.count, proc.pid)
+            for e in sorted(proc.loader_errors, key=lambda e: e.t_ns)
+        ]
+
+    def loader_exits(self) -> list[tuple[int, str]]:
+        """(pid, image path) of every process that ended the way the loader ends one: exit status 127 without
+        calling exit()."""
+        with self._lock:
+            return [
+                (p.pid, p.argv[0] if p.argv else "")
+                for p in self._procs.values()
+                if p.exit_code == 127 and not p.agent_exit and p.crash is None
+            ]
 
     @staticmethod
     def _notes(procs: list[_Proc], options: TraceOptions) -> list[str]:
@@ -565,6 +597,7 @@ class _Tracer:
         self._root_pid: int | None = None  # a held shell's pid: its exec is the program (launch.py)
         self.root_ready = threading.Event()
         self.root_failed: str | None = None
+        self.root_image: tuple[str | None, tuple[str, ...]] | None = None  # path and argv of the program's image
         self._exec_awaited: dict[int, float] = {}  # pid -> when its old image detached, replaced by exec
         self._exec_announced: set[int] = set()  # exec'd images announced before their old image detached
         self.device.on("child-added", self._on_child_added)
@@ -621,7 +654,7 @@ class _Tracer:
         if message.get("type") == "send":
             payload = message["payload"]
             self.collector.on_payload(key, payload)
-            if payload.get("type") == MessageType.COUNTS.value and payload.get("final"):
+            if payload.get("type") == MessageType.COUNTS.value and (payload.get("final") or payload.get("ack")):
                 # The agent holds the exiting thread until this arrives, so the last batch is never lost.
                 with self._lock:
                     script = self.scripts.get(key)
@@ -678,6 +711,8 @@ class _Tracer:
         if not argv and child.path:
             argv = (child.path,)
         is_root = child.pid == self._root_pid and not self.root_ready.is_set()
+        if is_root:
+            self.root_image = (child.path or (argv[0] if argv else None), argv)
         parent = child.parent_pid if child.parent_pid != child.pid else None
         if parent is None:  # exec: the pid keeps its place in the tree
             old = self.collector.key_of(child.pid)
@@ -756,10 +791,15 @@ def trace_program(
                 pid = held.pid
             else:
                 pid = _start_spawned(tracer, collector, argv, env, program)
-            with _ForwardedSignals() as signals:
-                _wait_for_tree(tracer, collector, held, signals, options, notes)
+            if held is not None and tracer.root_failed is not None:
+                _ended_before_tracing(tracer, collector, held, env, notes)
+            else:
+                with _ForwardedSignals() as signals:
+                    _wait_for_tree(tracer, collector, held, signals, options, notes)
             if held is not None:
                 _record_status(tracer, collector, held, notes)
+                if not collector.diagnosed:
+                    _diagnose_loader_exits(collector, env)
             else:
                 key = collector.key_of(pid)
                 if key is not None:
@@ -826,6 +866,10 @@ def _start_linux(
     deadline = time.monotonic() + 60
     while not tracer.root_ready.wait(0.05):
         if tracer.root_failed is not None:
+            if held.proc.poll() is not None:
+                # It ended before the agent could be loaded: the loader refused it (a missing library, an
+                # undefined symbol under immediate binding). Not a tracing failure: the trace says how it ended.
+                return held
             _kill_held(held)
             raise TraceError(f"injecting the agent failed: {tracer.root_failed}", str(program))
         if ended.is_set() and tracer.pending == 0 and not tracer.root_ready.is_set():
@@ -843,6 +887,29 @@ def _start_linux(
     with contextlib.suppress(Exception):
         session.detach()
     return held
+
+
+def _ended_before_tracing(
+    tracer: _Tracer, collector: Collector, held: HeldProgram, env: Mapping[str, str], notes: list[str]
+) -> None:
+    # The program's image ended while the loader was still starting it: register it, then ask its loader why.
+    from cudatrace.tracer.dynamic.loader import diagnose_startup
+
+    path, argv = tracer.root_image or (None, ())
+    key = collector.key_of(held.pid)
+    if key is None:
+        key = collector.add_process(held.pid, None, argv)
+    collector.process_ended(key, "process-terminated")
+    notes.append("the program ended before cudatrace could attach to it (while the loader was starting it)")
+    status = held.wait(10)
+    if status is None:
+        # The injector saw it end and reaped it; its error says how.
+        m = re.search(r"exited with status (\d+)", tracer.root_failed or "")
+        if m is not None:
+            status = int(m.group(1))
+            collector.set_exit(key, status, None, authoritative=True)
+    if path and status == 127:
+        collector.diagnosed.extend(diagnose_startup(path, env, held.pid))
 
 
 def _kill_held(held: HeldProgram) -> None:
@@ -971,6 +1038,17 @@ def _follow_job_control(held: HeldProgram) -> None:
         os.killpg(held.pid, signal_module.SIGCONT)
 
 
+def _diagnose_loader_exits(collector: Collector, env: Mapping[str, str]) -> None:
+    # A process that ended with 127 and never called exit() was ended by the loader (an undefined symbol met by
+    # lazy binding, most often): ask the loader which symbol or library it could not find.
+    from cudatrace.tracer.dynamic.loader import diagnose_startup
+
+    for pid, path in collector.loader_exits():
+        found = shutil.which(path) if path and os.sep not in path else path
+        if found:
+            collector.diagnosed.extend(diagnose_startup(found, env, pid))
+
+
 def _record_status(tracer: _Tracer, collector: Collector, held: HeldProgram, notes: list[str]) -> None:
     # The program is cudatrace's child: its wait status is the truth about how it ended (a signal, a loader's
     # exit 127), whatever the agent saw.
@@ -980,6 +1058,8 @@ def _record_status(tracer: _Tracer, collector: Collector, held: HeldProgram, not
         _kill_held(held)
         notes.append("the program's process was still there after its tracing ended and was killed")
         status = held.wait(5)
+    if status is None:
+        return  # reaped elsewhere: keep what the agent saw
     code, sig = wait_status_exit(status)
     key = collector.key_of(held.pid)
     if key is not None:

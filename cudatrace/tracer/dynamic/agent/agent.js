@@ -1176,6 +1176,43 @@ function guardAgentDescriptors() {
   }
 }
 
+// Libraries a dlopen could not load, with the loader's message (Linux). Reading dlerror() clears it for the
+// program, so the agent asks the loader once more with the same name and flags, which fails the same way and puts
+// the same message back for the program's own dlerror() (a failed load runs none of the library's code). Fatal errors at start-up or from lazy
+// binding ("symbol lookup error", exit status 127) never reach here: the host asks the loader afterwards.
+const loaderErrors = new Map(); // requested name + message -> {requested, message, count, t}
+let dlerrorFn = null, dlopenFn = null, rearming = false;
+
+function noteFailedLoad(name, flags) {
+  if (dlerrorFn === null) {
+    const e = Module.findGlobalExportByName('dlerror'), o = Module.findGlobalExportByName('dlopen');
+    if (e === null || o === null) return;
+    dlerrorFn = new NativeFunction(e, 'pointer', []);
+    dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
+  }
+  // Frida's own module tracking may have made a dl* call since (which clears the message): ask again first.
+  const again = () => {
+    rearming = true;
+    try { dlopenFn(Memory.allocUtf8String(name), flags); } finally { rearming = false; }
+  };
+  let m = dlerrorFn();
+  if (m.isNull()) { again(); m = dlerrorFn(); }
+  const message = m.isNull() ? '' : m.readUtf8String();
+  again();
+  const key = name + '\u0000' + message;
+  let r = loaderErrors.get(key);
+  if (r === undefined) {
+    if (loaderErrors.size >= 256) return;
+    r = { requested: name, message, count: 0, t: nowNs().toString() };
+    loaderErrors.set(key, r);
+  }
+  r.count++;
+}
+
+function startFlushTimer() {
+  if (flushTimer === null) flushTimer = setInterval(() => flush(false, null), cfg.flushMs);
+}
+
 function watchLoads() {
   // Hooks go in when dlopen returns: the library is then relocated and initialized.
   const wide = new Set(['LoadLibraryExW', 'LoadLibraryW']);
@@ -1189,13 +1226,21 @@ function watchLoads() {
     try {
       Interceptor.attach(p, {
         onEnter(args) {
+          if (rearming) return;
           loading++;
           const a = args[nameArg];
           this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
+          this.flags = n === 'dlopen' ? args[1].toInt32() : null;
         },
         onLeave(retval) {
+          if (rearming) return;
           loading--;
-          if (retval.isNull()) return;
+          if (retval.isNull()) {
+            if (this.flags !== null && this.name !== null) {
+              try { noteFailedLoad(this.name, this.flags); } catch (_) { /* the program's dlopen result stands */ }
+            }
+            return;
+          }
           // Interceptor changes made inside this callback are committed only later, so the scan patches the
           // library's prologues itself (lateScan) and they take effect before dlopen returns.
           lateScan = true;
@@ -1312,7 +1357,7 @@ function listenForAcks() {
   });
 }
 
-function flush(final, reason, exitCode, crash) {
+function flush(final, reason, exitCode, crash, ack) {
   const sums = readCounters();
   const rows = [];
   for (const e of entries) {
@@ -1331,6 +1376,7 @@ function flush(final, reason, exitCode, crash) {
     type: M.counts, pid: Process.id, seq: seq++, final: final === true, reason: reason || null, rows,
     exitCode: exitCode === undefined ? null : exitCode, crash: crash === undefined ? null : crash,
     lookups: Array.from(lookups.values()), exportTables: Array.from(exportTables.values()),
+    loaderErrors: Array.from(loaderErrors.values()), ack: ack === true,
   };
   send(msg);
   if (events.length > 0 || eventsDropped > 0) {
@@ -1374,7 +1420,7 @@ rpc.exports = {
     scanModules();
     livePatching = true;
     watchLoads();
-    flushTimer = setInterval(() => flush(false, null), config.flushMs);
+    startFlushTimer();
     return {
       pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: nowNs().toString(),
       sharedCounters: shmPath, fastPath: IS_X64,
