@@ -41,6 +41,7 @@ from cudatrace.model import (
     Family,
     GpuCode,
     LibraryHow,
+    LoggedCall,
     ProcLookup,
     Reason,
     ScanResult,
@@ -74,6 +75,7 @@ CODE_RANK: dict[str, int] = {
     "nvidia_own": 23,
     "ptx_recompiled": 24,
     "translated": 25,
+    "first_failure": 26,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
@@ -672,17 +674,98 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
 
 
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
-    """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest)."""
+    """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest).
+
+    An imported log also brings the GPU modules it saved (judged like a binary's GPU code) and its first failing
+    call, explained as a reason of its own (``first_failure``).
+    """
     cat = load_catalog()
     rel = cat.resolve_release(release)
     calls = tuple(replace(c, zluda=classify_entry(c, rel, cat)) for c in trace.calls)
     verdict = judge(
         calls,
         [lib for lib in trace.libraries if lib.how in _LINKED],
-        None,
+        trace.gpu_code,
         rel,
         cat,
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
+    if trace.first_failure is not None:
+        first = first_failure_reason(trace.first_failure, calls, rel, cat)
+        verdict = replace(verdict, reasons=(*verdict.reasons, first))
     return replace(trace, calls=calls, verdict=verdict)
+
+
+def first_failure_reason(
+    call: LoggedCall, calls: Sequence[EntryPointUse], release: str, catalog: Catalog | None = None
+) -> Reason:
+    """The first failing call of a log, explained: which entry point, what ``release`` does with it, what to do.
+
+    A stub or absent entry point names the first release that implements it (or that none does) and the remedy;
+    a translated one that still fails points at its arguments or ZLUDA's implementation of it.
+    """
+    cat = catalog or load_catalog()
+    rel = cat.resolve_release(release)
+    where = f"line {call.line}" + (f", inside {call.caller}" if call.caller else "")
+    head = f"the first failing call is {call.function} ({where}), which returned {call.result}"
+    entry = next((c for c in calls if c.function == call.function and c.how is EntryHow.CALLED), None)
+    info = entry.zluda if entry is not None else None
+    if call.family is None or entry is None or info is None:
+        return Reason(Severity.INFO, "first_failure", f"{head}: a call through an export table slot", None)
+    fam = call.family
+    if call.result == "NOT_IN_UNDERLYING_LIBRARY":
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: the library zluda_trace forwards to does not export it (ZLUDA {rel}: "
+            f"{info.status.value.replace('_', ' ')}); under NVIDIA's driver, that driver is older than the program "
+            "needs",
+            remedies.upgrade_remedy(cat, fam, [call.function], rel)
+            if info.status is not ZludaStatus.TRANSLATED
+            else None,
+            fam,
+            (call.function,),
+            1,
+        )
+    if info.status in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+        what = "a stub" if info.status is ZludaStatus.STUB else "not exported"
+        first = cat.first_translated(fam, call.function, rel)
+        since = f"first implemented in {first}" if first else f"no release up to {cat.latest} implements it"
+        remedy = (
+            remedies.stub_remedy(cat, fam, [call.function], rel)
+            if info.status is ZludaStatus.STUB
+            else remedies.absent_remedy(cat, fam, [call.function], rel)
+        )
+        note = f" ({info.note})" if info.note else ""
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: in ZLUDA {rel} it is {what}{note}; {since}",
+            remedy,
+            fam,
+            (call.function,),
+            1,
+        )
+    if info.status is ZludaStatus.TRANSLATED:
+        hip = f" on {', '.join(info.hip[:3])}" if info.hip else ""
+        since = f" since {info.since}" if info.since else ""
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: ZLUDA {rel} implements it{hip}{since}, so the arguments or the program's state make it fail "
+            "(or ZLUDA's implementation does): the log line shows the arguments",
+            "report it to ZLUDA with this log attached (cudatrace report --format markdown fills the issue form)",
+            fam,
+            (call.function,),
+            1,
+        )
+    return Reason(
+        Severity.INFO,
+        "first_failure",
+        f"{head}: {info.status.value.replace('_', ' ')} in ZLUDA {rel}" + (f" ({info.note})" if info.note else ""),
+        None,
+        fam,
+        (call.function,),
+        1,
+    )
