@@ -697,6 +697,21 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     return replace(trace, calls=calls, verdict=verdict)
 
 
+def _slot_words(name: str, release: str, cat: Catalog) -> str:
+    """What ``release`` puts in the export-table slot ``{TABLE}::slot`` (a slot name or index)."""
+    table_name, slot = name[1:].split("}::", 1)
+    table = next((t for t in cat.export_tables(release) if t.name == table_name or t.guid == table_name.upper()), None)
+    if table is None:
+        return f"a call through export table {table_name}, which ZLUDA {release} does not know"
+    found = next((x for x in table.slots if x.function == slot or str(x.index) == slot), None)
+    if found is None:
+        return f"a call through slot {slot} of export table {table_name}, which is NULL in ZLUDA {release}"
+    impl = (found.impl or "unknown").replace("_", " ")
+    return (
+        f"a call through slot {found.index} ({found.function}) of export table {table_name}: {impl} in ZLUDA {release}"
+    )
+
+
 def first_failure_reason(
     call: LoggedCall, calls: Sequence[EntryPointUse], release: str, catalog: Catalog | None = None
 ) -> Reason:
@@ -711,8 +726,10 @@ def first_failure_reason(
     head = f"the first failing call is {call.function} ({where}), which returned {call.result}"
     entry = next((c for c in calls if c.function == call.function and c.how is EntryHow.CALLED), None)
     info = entry.zluda if entry is not None else None
+    if call.family is None and call.function.startswith("{") and "}::" in call.function:
+        return Reason(Severity.INFO, "first_failure", f"{head}: {_slot_words(call.function, rel, cat)}", None)
     if call.family is None or entry is None or info is None:
-        return Reason(Severity.INFO, "first_failure", f"{head}: a call through an export table slot", None)
+        return Reason(Severity.INFO, "first_failure", f"{head}: not an entry point ZLUDA's catalog knows", None)
     fam = call.family
     if call.result == "NOT_IN_UNDERLYING_LIBRARY":
         return Reason(

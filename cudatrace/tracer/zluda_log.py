@@ -380,7 +380,9 @@ class LogReader:
         return self._failure_code(name, family or Family.DRIVER, result) is not None
 
     def _failure(self, frame: _Frame, result: str) -> None:
-        if self.first_failure is not None or len(self.group) >= MAX_DEPTH:
+        # A lookup that finds nothing is how the CUDA runtime probes for optional entry points: it is listed with
+        # the lookups, and does not count as the program's first failure.
+        if self.first_failure is not None or len(self.group) >= MAX_DEPTH or frame.function in _PROC_ADDRESS:
             return
         caller = self._caller_of(frame)
         call = LoggedCall(
