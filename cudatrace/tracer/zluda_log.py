@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from cudatrace import __version__
 from cudatrace.errors import InputError
@@ -143,17 +144,43 @@ class _Acc:
     how: EntryHow = EntryHow.CALLED
 
 
-@dataclass(slots=True)
-class _Frame:
-    depth: int
-    function: str
-    family: Family | None
-    seq: int
-    line: int
-    text: str
-    result: str
-    ancestors: tuple[int, ...]
-    failed: bool = False
+class _Name:
+    """What one distinct call name is, worked out once: its family, the kind of line, where its calls count.
+
+    ``codes`` remembers, per result as printed, the failure code it counts as (None: not a failure).
+    """
+
+    __slots__ = ("_callers", "acc", "codes", "family", "kind", "name")
+
+    def __init__(self, name: str, family: Family | None, kind: int, acc: _Acc | None) -> None:
+        self.name = name
+        self.family = family
+        self.kind = kind  # see the _K_* constants
+        self.acc = acc
+        self.codes: dict[bytes, str | None] = {}
+        if family is Family.OTHER:
+            self._callers = (NVAPI_LIBRARY, NVAPI_LIBRARY)
+        else:
+            libs = _CALLER_LIBRARY.get(family) if family is not None else None
+            self._callers = libs if libs is not None else (name, name)
+
+    def caller(self, windows: bool) -> str:
+        """How calls made inside this one name their caller: its library (Linux or Windows name), or itself."""
+        return self._callers[1] if windows else self._callers[0]
+
+
+_K_ENTRY = 0  # an entry point whose calls are counted
+_K_DARK = 1  # a call through an export-table slot, or an NvAPI function by id
+_K_NVAPI = 2  # nvapi_QueryInterface: a lookup by name
+_K_SPECIAL = 3  # an entry point whose arguments are read (lookups, export tables, the device name)
+_K_OTHER = 4  # a name of no CUDA family: counted with the dark-API calls
+_SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
+_MAX_CODE_CACHE = 65_536
+
+
+# One call on the nesting stack (the calls enclosing the line being read): a plain tuple, for speed, indexed
+# 0 depth, 1 name, 2 seq, 3 line number, 4 line.
+_Frame = tuple[int, _Name, int, int, bytes]  # (depth, name, seq, line number, line)
 
 
 @dataclass(slots=True)
@@ -163,7 +190,11 @@ class _Failure:
 
 
 class LogReader:
-    """Turns the lines of one log into counts; :meth:`feed` one line at a time, then :meth:`result`."""
+    """Turns the lines of one log into counts; :meth:`feed` one line at a time, then :meth:`result`.
+
+    Every distinct name is classified once (:class:`_Name`) and every distinct (name, result) pair judged once,
+    so a line costs a few dictionary look-ups; argument lists are read only for the few calls that need them.
+    """
 
     def __init__(self, path: str, program: str | None = None) -> None:
         self.path = path
@@ -198,34 +229,37 @@ class LogReader:
         self.markers: dict[str, None] = {}
         self.calls_total = 0
         self.messages_total = 0
+        self._names: dict[bytes, _Name] = {}
+        self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
+        self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
 
     # -- lines --------------------------------------------------------------------------------------------------
 
     def feed(self, raw: bytes, complete: bool = True) -> None:
         """One line without its newline; ``complete`` False for a last line the file cut short."""
         self.lines += 1
-        if raw.endswith(b"\r"):
+        if raw[-1:] == b"\r":
             raw = raw[:-1]
         if not complete:
             self.truncated = True
             self.cut_text = raw[:TEXT_CHARS].decode("utf-8", "replace")
         body = raw
-        for prefix, tool in PREFIXES:
-            if raw.startswith(prefix):
-                body = raw[len(prefix) :]
-                if self.form != "stderr":
-                    self.tool, self.form = tool, "stderr"
-                    self.markers.setdefault(f"tool:{tool}", None)
-                break
-        else:
-            if self.form == "stderr":
-                if raw.strip():
-                    self.foreign += 1
-                return
-        if not body.strip():
+        if raw[:1] == b"[" and (raw.startswith(b"[ZLUDA_TRACE] ") or raw.startswith(b"[ZLUDA_DUMP] ")):
+            tool = "zluda_trace" if raw[7:8] == b"T" else "zluda_dump"
+            body = raw[14:] if tool == "zluda_trace" else raw[13:]
+            if self.form != "stderr":
+                self.tool, self.form = tool, "stderr"
+                self.markers.setdefault(f"tool:{tool}", None)
+        elif self.form == "stderr":
+            if raw.strip():
+                self.foreign += 1
             return
         stripped = body.lstrip(b" ")
-        depth = min((len(body) - len(stripped)) // 4, MAX_DEPTH)
+        if not stripped or stripped.isspace():
+            return
+        depth = (len(body) - len(stripped)) >> 2
+        if depth > MAX_DEPTH:
+            depth = MAX_DEPTH
         if not self._call(stripped, depth, complete) and not self._message(stripped, depth):
             self.unparsed += 1
             if len(self.unparsed_examples) < 3:
@@ -238,21 +272,58 @@ class LogReader:
         if paren <= 0:
             return False
         name_b = body[:paren]
-        if _NAME.fullmatch(name_b) is None:
+        info = self._names.get(name_b)
+        if info is None and _NAME.fullmatch(name_b) is None:
             return False
         arrow = body.rfind(b" -> ")
         if complete:
-            if arrow < paren or body[arrow - 1 : arrow] != b")":
+            if arrow < paren or body[arrow - 1] != 41:  # ")"
                 return False
-            args = body[paren + 1 : arrow - 1]
-            result = body[arrow + 4 :].strip().decode("utf-8", "replace")
+            result_b = body[arrow + 4 :].strip()
         else:
             # cut while being written: the call returned (lines are written after the call), its result is lost
-            args = body[paren + 1 : arrow - 1] if arrow > paren else b""
-            result = ""
-        name = name_b.decode("ascii")
-        self._record(name, args, result, depth, body)
+            arrow = arrow if arrow > paren else len(body) + 1
+            result_b = b""
+        if info is None:
+            info = self._name(name_b)
+        self._record(info, name_b, body, paren, arrow, result_b, depth)
         return True
+
+    def _name(self, name_b: bytes) -> _Name:
+        """Classify a name seen for the first time (and remember it while the table has room)."""
+        name = name_b.decode("ascii")
+        acc: _Acc | None = None
+        if name.startswith("{"):
+            info = _Name(name, None, _K_DARK, None)
+            if name.startswith("{nvapi:"):
+                # a call through a pointer nvapi_QueryInterface returned, to an interface without a name
+                self.markers.setdefault("nvapi", None)
+            else:
+                table = name[1 : name.index("}")]
+                if _GUID.fullmatch(table) is None:
+                    self.markers.setdefault(f"table:{table}", None)
+        else:
+            family = Family.OTHER if name == "nvapi_QueryInterface" else family_of_function(name)
+            if family is None:
+                info = _Name(name, None, _K_OTHER, None)
+            else:
+                if len(self.entries) < MAX_ENTRY_POINTS:
+                    library = NVAPI_LIBRARY if family is Family.OTHER else ""
+                    acc = self.entries.setdefault(name, _Acc(family, library))
+                kind = _K_NVAPI if name == "nvapi_QueryInterface" else _K_SPECIAL if name in _SPECIAL else _K_ENTRY
+                info = _Name(name, family, kind, acc)
+        if len(self._names) < MAX_ENTRY_POINTS and (info.acc is not None or info.kind in (_K_DARK, _K_OTHER)):
+            self._names[name_b] = info
+        return info
+
+    def _code(self, info: _Name, result_b: bytes) -> str | None:
+        codes = info.codes
+        if result_b in codes:
+            return codes[result_b]
+        code = self._failure_code(info.name, info.family or Family.DRIVER, result_b.decode("utf-8", "replace"))
+        if len(codes) < MAX_CODES:
+            codes[result_b] = code
+        return code
 
     def _message(self, body: bytes, depth: int) -> bool:
         if depth == 0 and not self.stack:
@@ -273,10 +344,10 @@ class LogReader:
             if len(self.parse_logs) < MAX_KEPT:
                 self.parse_logs.append(text.rsplit(" ", 1)[-1])
         elif text.startswith("No function ") and text.endswith(" in the underlying library"):
-            if parent is not None and not parent.failed:
-                parent.failed = True
-                acc = self.entries.get(parent.function)
-                if acc is not None and len(acc.statuses) < MAX_CODES:
+            if parent is not None and parent[2] not in self._failed:
+                self._failed.add(parent[2])
+                acc = parent[1].acc
+                if acc is not None and (_NOT_FOUND_STATUS in acc.statuses or len(acc.statuses) < MAX_CODES):
                     acc.statuses[_NOT_FOUND_STATUS] = acc.statuses.get(_NOT_FOUND_STATUS, 0) + 1
                 self._failure(parent, _NOT_FOUND_STATUS)
         else:
@@ -288,85 +359,172 @@ class LogReader:
 
     def _parent(self, depth: int) -> _Frame | None:
         for frame in reversed(self.stack):
-            if frame.depth < depth:
+            if frame[0] < depth:
                 return frame
         return None
 
     # -- calls --------------------------------------------------------------------------------------------------
 
-    def _record(self, name: str, args: bytes, result: str, depth: int, body: bytes) -> None:
-        while self.stack and self.stack[-1].depth >= depth:
-            self.stack.pop()
+    def _record(
+        self, info: _Name, name_b: bytes, body: bytes, paren: int, arrow: int, result_b: bytes, depth: int
+    ) -> None:
+        stack = self.stack
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
         if depth == 0:
             self._close_group()
-        parent = self.stack[-1] if self.stack else None
+        parent = stack[-1] if stack else None
         seq = self.seq
-        self.seq += 1
+        self.seq = seq + 1
         self.calls_total += 1
-        text = body[:TEXT_CHARS].decode("utf-8", "replace")
-        if name.startswith("{"):
-            family: Family | None = None
-            if name.startswith("{nvapi:"):
-                # a call through a pointer nvapi_QueryInterface returned, to an interface without a name
-                self.markers.setdefault("nvapi", None)
-            else:
-                table = name[1 : name.index("}")]
-                if _GUID.fullmatch(table) is None:
-                    self.markers.setdefault(f"table:{table}", None)
+        kind = info.kind
+        code = self._code(info, result_b) if result_b else None
+        if kind in (_K_DARK, _K_OTHER):
+            name = info.name
             if name in self.dark or len(self.dark) < MAX_ENTRY_POINTS:
                 self.dark[name] = self.dark.get(name, 0) + 1
         else:
-            family = family_of_function(name)
-            if name == "nvapi_QueryInterface":
-                family = Family.OTHER
-                self._nvapi(args, result)
-            if family is not None:
-                library = NVAPI_LIBRARY if family is Family.OTHER else ""
-                self._count(name, family, library, result, parent)
-            if name in _PROC_ADDRESS or name == "cuGetExportTable" or name == "cuDeviceGetName":
-                self._special(name, args.decode("utf-8", "replace"), result)
-        failed = self._failed(name, family, result)
-        ancestors = (*parent.ancestors, parent.seq) if parent is not None else ()
-        frame = _Frame(depth, name, family, seq, self.lines, text, result, ancestors[-MAX_DEPTH:], failed)
-        self.stack.append(frame)
-        if failed:
+            acc = info.acc
+            if acc is None:
+                self.dropped_calls += 1
+            else:
+                acc.calls += 1
+                if code is not None and (code in acc.statuses or len(acc.statuses) < MAX_CODES):
+                    acc.statuses[code] = acc.statuses.get(code, 0) + 1
+                caller = self._caller(parent)
+                callers = acc.callers
+                if caller in callers:
+                    callers[caller] += 1
+                elif len(callers) < MAX_CODES:
+                    callers[caller] = 1
+            if kind != _K_ENTRY:
+                self._args(info, name_b, body[paren + 1 : arrow - 1], result_b)
+        frame = (depth, info, seq, self.lines, body)
+        stack.append(frame)
+        result = result_b.decode("utf-8", "replace") if code is not None or depth == 0 else ""
+        if code is not None:
             self._failure(frame, result)
         if depth == 0 and len(self.sequence) < MAX_SEQUENCE:
-            self.sequence.append(LoggedCall(seq, self.lines, 0, name, family, result, failed, None, text[:200]))
+            text = body[:200].decode("utf-8", "replace")
+            self.sequence.append(LoggedCall(seq, self.lines, 0, info.name, info.family, result, code is not None,
+                                            None, text))  # fmt: skip
 
-    def _count(self, name: str, family: Family, library: str, result: str, parent: _Frame | None) -> None:
-        acc = self.entries.get(name)
-        if acc is None:
-            if len(self.entries) >= MAX_ENTRY_POINTS:
-                self.dropped_calls += 1
-                return
-            acc = self.entries[name] = _Acc(family, library)
-        acc.calls += 1
-        code = self._failure_code(name, family, result)
-        if code is not None and (code in acc.statuses or len(acc.statuses) < MAX_CODES):
-            acc.statuses[code] = acc.statuses.get(code, 0) + 1
-        caller = self._caller(parent)
-        if caller in acc.callers or len(acc.callers) < MAX_CODES:
-            acc.callers[caller] = acc.callers.get(caller, 0) + 1
+    def feed_lines(self, lines: list[bytes]) -> None:
+        """Complete lines (without their newlines), in order.
+
+        The common line (a call to a name seen before that did not fail, at any depth, in a log.txt) takes the
+        inline path below, with the counters in locals; anything else goes through :meth:`feed`.
+        """
+        names = self._names
+        stack = self.stack
+        sequence = self.sequence
+        win = self.platform_hint == "windows"
+        n_lines, seq, calls = self.lines, self.seq, self.calls_total
+        prefix = self._prefix()
+        plen = len(prefix)
+        for line in lines:
+            raw = line
+            if plen:
+                if not raw.startswith(prefix):
+                    raw = b""
+                raw = raw[plen:]
+            if raw[-1:] == b"\r":
+                raw = raw[:-1]
+            stripped = raw.lstrip(b" ")
+            paren = stripped.find(b"(")
+            info = names.get(stripped[:paren]) if paren > 0 else None
+            if info is not None and info.kind == _K_ENTRY:
+                arrow = stripped.rfind(b" -> ")
+                result_b = stripped[arrow + 4 :]
+                if arrow > paren and stripped[arrow - 1] == 41 and info.codes.get(result_b, 1) is None:
+                    depth = (len(raw) - len(stripped)) >> 2
+                    if depth > MAX_DEPTH:
+                        depth = MAX_DEPTH
+                    n_lines += 1
+                    while stack and stack[-1][0] >= depth:
+                        stack.pop()
+                    if depth == 0 and (self.group or self._failed):
+                        self._close_group()
+                    acc = info.acc
+                    if acc is not None:
+                        acc.calls += 1
+                        caller = stack[-1][1].caller(win) if stack else APPLICATION
+                        callers = acc.callers
+                        if caller in callers:
+                            callers[caller] += 1
+                        elif len(callers) < MAX_CODES:
+                            callers[caller] = 1
+                    stack.append((depth, info, seq, n_lines, stripped))
+                    if depth == 0 and len(sequence) < MAX_SEQUENCE:
+                        text = stripped[:200].decode("utf-8", "replace")
+                        result = result_b.decode("utf-8", "replace")
+                        sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
+                    seq += 1
+                    calls += 1
+                    continue
+            self.lines, self.seq, self.calls_total = n_lines, seq, calls
+            self.feed(line)
+            n_lines, seq, calls = self.lines, self.seq, self.calls_total
+            prefix = self._prefix()
+            plen = len(prefix)
+            win = self.platform_hint == "windows"
+        self.lines, self.seq, self.calls_total = n_lines, seq, calls
+
+    def _prefix(self) -> bytes:
+        """The prefix every trace line carries in this log (none in log.txt); undecided before the first line."""
+        if self.tool is None:
+            return b"\x00undecided"  # never matches: the first lines take the full path
+        if self.form != "stderr":
+            return b""
+        return b"[ZLUDA_TRACE] " if self.tool == "zluda_trace" else b"[ZLUDA_DUMP] "
+
+    def _args(self, info: _Name, name_b: bytes, args_b: bytes, result_b: bytes) -> None:
+        """Read the arguments of a lookup, an export-table request, the device name or an NvAPI query.
+
+        Programs repeat the same request (the same lookup, the same table): each distinct line is parsed once and
+        its repeats only counted.
+        """
+        key = (name_b, args_b[:400], result_b)
+        known = self._special_seen.get(key)
+        if known is not None:
+            self._bump(known)
+            return
+        args = args_b.decode("utf-8", "replace")
+        result = result_b.decode("utf-8", "replace")
+        target = self._nvapi(args, result) if info.kind == _K_NVAPI else self._special(info.name, args, result)
+        if len(self._special_seen) < MAX_ENTRY_POINTS:
+            self._special_seen[key] = target
+
+    def _bump(self, target: tuple[str, object]) -> None:
+        what, key = target
+        if what == "lookup":
+            lk = cast(tuple[str, int | None, int | None, bool, str], key)
+            self.lookups[lk] = self.lookups.get(lk, 0) + 1
+        elif what == "table":
+            row = self.tables.get(str(key))
+            if row is not None:
+                row[0] = int(str(row[0])) + 1
+        elif what == "nvapi":
+            name, null = cast(tuple[str, bool], key)
+            acc = self.entries.get(name)
+            if acc is not None:
+                acc.calls += 1
+                if null and "NULL" in acc.statuses:
+                    acc.statuses["NULL"] += 1
 
     def _caller(self, parent: _Frame | None) -> str:
         if parent is None:
             return APPLICATION
-        if parent.family is Family.OTHER:
-            return NVAPI_LIBRARY
-        libs = _CALLER_LIBRARY.get(parent.family) if parent.family else None
-        if libs is None:
-            return parent.function
-        return libs[1] if self.platform_hint == "windows" else libs[0]
+        return parent[1].caller(self.platform_hint == "windows")
 
     @staticmethod
-    def _failure_code(name: str, family: Family | None, result: str) -> str | None:
+    def _failure_code(name: str, family: Family, result: str) -> str | None:
         """The non-success return code to count, or None (success, or a result that is not a status)."""
         if not result or result == "UNKNOWN" or result == "()":
             return None
         first = result[0]
         if first.isdigit() or first == "-":
-            if family is None or not _NUMBER.fullmatch(result) or not returns_status(family, name):
+            if not _NUMBER.fullmatch(result) or not returns_status(family, name):
                 return None
             code = int(result)
             return None if code == 0 else status_name(family, code & 0xFFFFFFFF if code < 0 else code)
@@ -376,27 +534,18 @@ class LogReader:
             return None
         return result
 
-    def _failed(self, name: str, family: Family | None, result: str) -> bool:
-        return self._failure_code(name, family or Family.DRIVER, result) is not None
-
     def _failure(self, frame: _Frame, result: str) -> None:
         # A lookup that finds nothing is how the CUDA runtime probes for optional entry points: it is listed with
         # the lookups, and does not count as the program's first failure.
-        if self.first_failure is not None or len(self.group) >= MAX_DEPTH or frame.function in _PROC_ADDRESS:
+        info = frame[1]
+        if self.first_failure is not None or len(self.group) >= MAX_DEPTH or info.name in _PROC_ADDRESS:
             return
-        caller = self._caller_of(frame)
-        call = LoggedCall(
-            frame.seq, frame.line, frame.depth, frame.function, frame.family, result, True, caller, frame.text
-        )
-        self.group.append(_Failure(call, frame.ancestors))
-
-    def _caller_of(self, frame: _Frame) -> str | None:
-        if frame.depth == 0:
-            return None
-        for f in reversed(self.stack):
-            if f.seq in frame.ancestors[-1:]:
-                return f.function
-        return None
+        depth, seq = frame[0], frame[2]
+        below = [f for f in self.stack if f[2] < seq and f[0] < depth]
+        caller = below[-1][1].name if below and depth > 0 else None
+        text = frame[4][:TEXT_CHARS].decode("utf-8", "replace")
+        call = LoggedCall(seq, frame[3], depth, info.name, info.family, result, True, caller, text)
+        self.group.append(_Failure(call, tuple(f[2] for f in below)))
 
     def _close_group(self) -> None:
         """The first failure of a finished top-level call: the one that returned first.
@@ -411,8 +560,9 @@ class LogReader:
                     best = f
             self.first_failure = best.call
         self.group = []
+        self._failed.clear()
 
-    def _special(self, name: str, args: str, result: str) -> None:
+    def _special(self, name: str, args: str, result: str) -> tuple[str, object]:
         values = dict(split_args(args, 16))
         if name == "cuDeviceGetName":
             dev = _unquote(values.get("name", ""))
@@ -428,10 +578,11 @@ class LogReader:
                 elif row is not None:
                     row[0] = int(str(row[0])) + 1
                     row[1] = result
+                return ("table", guid)
         else:
             symbol = _unquote(values.get("symbol", ""))
             if not symbol:
-                return
+                return ("none", None)
             status = values.get("symbolStatus")
             pfn = values.get("pfn", "")
             if status is not None:
@@ -441,21 +592,25 @@ class LogReader:
             key = (symbol[:200], _int(values.get("cudaVersion")), _int(values.get("flags")), found, name)
             if key in self.lookups or len(self.lookups) < MAX_ENTRY_POINTS:
                 self.lookups[key] = self.lookups.get(key, 0) + 1
+                return ("lookup", key)
+        return ("none", None)
 
-    def _nvapi(self, args: bytes, result: str) -> None:
+    def _nvapi(self, args: str, result: str) -> tuple[str, object]:
         self.markers.setdefault("nvapi", None)
-        values = dict(split_args(args.decode("utf-8", "replace"), 4))
+        values = dict(split_args(args, 4))
         iface = values.get("interface", "").strip()
         if not iface or len(iface) > 100:
-            return
+            return ("none", None)
         acc = self.entries.get(iface)
         if acc is None:
             if len(self.entries) >= MAX_ENTRY_POINTS:
-                return
+                return ("none", None)
             acc = self.entries[iface] = _Acc(Family.OTHER, NVAPI_LIBRARY, how=EntryHow.PROC_STRING)
         acc.calls += 1
-        if result in ("0x0", "NULL") and (len(acc.statuses) < MAX_CODES or "NULL" in acc.statuses):
+        null = result in ("0x0", "NULL")
+        if null and (len(acc.statuses) < MAX_CODES or "NULL" in acc.statuses):
             acc.statuses["NULL"] = acc.statuses.get("NULL", 0) + 1
+        return ("nvapi", (iface, null))
 
     # -- the document -------------------------------------------------------------------------------------------
 
@@ -559,10 +714,11 @@ class LogReader:
 # Files
 
 
-def iter_lines(fh: object, reader: LogReader) -> Iterator[tuple[bytes, bool]]:
-    """Lines of a binary file object in blocks of :data:`BLOCK`; the last one flagged when it has no newline.
+def iter_blocks(fh: object, reader: LogReader) -> Iterator[tuple[list[bytes], bytes | None]]:
+    """The lines of a binary file object, a block of :data:`BLOCK` bytes at a time: (complete lines, cut line).
 
-    A line longer than :data:`MAX_LINE` is dropped (counted in ``reader.overlong``) without being held.
+    The cut line (not None only with the last block) is a final line without a newline. A line longer than
+    :data:`MAX_LINE` is dropped (counted in ``reader.overlong``) without being held.
     """
     read: Callable[[int], bytes] = fh.read  # type: ignore[attr-defined]
     rest = b""
@@ -581,19 +737,27 @@ def iter_lines(fh: object, reader: LogReader) -> Iterator[tuple[bytes, bool]]:
         data = rest + block if rest else block
         parts = data.split(b"\n")
         rest = parts.pop()
-        for p in parts:
-            if len(p) > MAX_LINE:
-                reader.overlong += 1
-                reader.lines += 1
-                continue
-            yield p, True
+        if any(len(p) > MAX_LINE for p in parts):
+            reader.overlong += sum(1 for p in parts if len(p) > MAX_LINE)
+            reader.lines += sum(1 for p in parts if len(p) > MAX_LINE)
+            parts = [p for p in parts if len(p) <= MAX_LINE]
         if len(rest) > MAX_LINE:
             reader.overlong += 1
             reader.lines += 1
             rest = b""
             skipping = True
+        yield parts, None
     if rest and not skipping:
-        yield rest, False
+        yield [], rest
+
+
+def iter_lines(fh: object, reader: LogReader) -> Iterator[tuple[bytes, bool]]:
+    """The lines of a binary file object one by one, each flagged complete or not (see :func:`iter_blocks`)."""
+    for lines, last in iter_blocks(fh, reader):
+        for line in lines:
+            yield line, True
+        if last is not None:
+            yield last, False
 
 
 def find_log(path: str) -> tuple[Path, Path | None]:
@@ -730,22 +894,22 @@ def read_log(path: str, program: str | None = None, progress: Callable[[int], No
     """
     log, folder = find_log(path)
     reader = LogReader(str(log), program)
-    sniffed = 0
     try:
         with open(log, "rb") as fh:
-            for raw, complete in iter_lines(fh, reader):
-                reader.feed(raw, complete)
-                if reader.calls_total == 0 and reader.messages_total == 0 and raw.strip():
-                    sniffed += 1
-                    if sniffed >= SNIFF_LINES or b"\x00" in raw:
-                        raise InputError(
-                            f"not a zluda_trace log: none of its first {sniffed} lines is a traced call", str(log)
-                        )
-                if progress is not None and reader.lines % 65536 == 0:
+            for lines, last in iter_blocks(fh, reader):
+                reader.feed_lines(lines)
+                if last is not None:
+                    reader.feed(last, complete=False)
+                nothing = reader.calls_total == 0 and reader.messages_total == 0 and reader.unparsed
+                if nothing and (reader.unparsed >= SNIFF_LINES or b"\x00" in (lines[0] if lines else last or b"")):
+                    raise InputError(
+                        f"not a zluda_trace log: none of its first {reader.unparsed} lines is a traced call", str(log)
+                    )
+                if progress is not None:
                     progress(reader.bytes_read)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(log)) from None
-    if reader.calls_total == 0 and reader.unparsed and not reader.truncated:
+    if reader.calls_total == 0 and reader.messages_total == 0 and (reader.unparsed or reader.overlong):
         raise InputError("not a zluda_trace log: no line of it is a traced call", str(log))
     if reader.program is None:
         reader.program = _program_of(reader.trace_dir, folder)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cudatrace.errors import InputError
 from cudatrace.model import TraceResult
 from cudatrace.tracer import zluda_log
-from cudatrace.tracer.zluda_log import LogReader, iter_lines, read_log
+from cudatrace.tracer.zluda_log import LogReader, iter_blocks, iter_lines, read_log
 from tests import zluda_logs as z
 
 EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "150"))
@@ -67,6 +67,13 @@ def test_fuzzed_logs_never_raise_anything_else(
     assert isinstance(trace, TraceResult)
     # the document survives its own JSON form
     assert TraceResult.from_dict(trace.to_dict()).to_dict() == trace.to_dict()
+    # the inline path for common lines gives exactly what the line-by-line path gives
+    fast = LogReader("fuzz.log")
+    for lines, last in iter_blocks(io.BytesIO(data), fast):
+        fast.feed_lines(lines)
+        if last is not None:
+            fast.feed(last, complete=False)
+    assert fast.result(None, (), []).to_dict() == trace.to_dict()
 
 
 @settings(max_examples=max(20, EXAMPLES // 5), deadline=None)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Throughput and memory of ``import-log`` on a big synthetic zluda_trace log, side by side with plain reads.
+
+    python3 scripts/bench_zluda_log.py [--mb 1024] [--rounds 3] [--keep PATH]
+
+Writes a log of about ``--mb`` MB made of the fixture ``tests/data/zluda_logs/trace_v6_linux.log`` repeated
+(every line shape: nested calls, messages, lookups, export tables, failures; distinct handle values per copy so
+nothing repeats byte for byte), then, interleaved ``--rounds`` times, each in a fresh process so its peak RSS is
+its own:
+
+* ``read blocks``: reading the file in 4 MiB blocks and nothing else (what the disk or page cache gives);
+* ``split lines``: the same blocks split into lines (the floor of any line-oriented reader in Python);
+* ``read_log``: cudatrace's reader, the whole document built.
+
+Prints the median MB/s of each, the reader's share of the plain read's speed, and each one's peak RSS.
+The file is read once before measuring so every round reads from the page cache (disk speed varies more than
+the reader does); the first read from a cold cache is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "zluda_logs" / "trace_v6_linux.log"
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[3])
+mode, path = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if mode == "blocks":
+    with open(path, "rb") as fh:
+        while fh.read(4 << 20):
+            pass
+    n = 0
+elif mode == "lines":
+    n = 0
+    rest = b""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(4 << 20)
+            if not block:
+                break
+            parts = (rest + block).split(b"\n")
+            rest = parts.pop()
+            n += len(parts)
+else:
+    from cudatrace.tracer.zluda_log import read_log
+    trace = read_log(path)
+    n = sum(c.calls or 0 for c in trace.calls)
+dt = time.perf_counter() - t0
+print(json.dumps({"s": dt, "n": n, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def write_log(path: Path, mb: int) -> int:
+    """A log of about ``mb`` MB from the fixture, one trace folder's log.txt; returns its size."""
+    text = FIXTURE.read_text()
+    head, body = text.split("cuDriverGetVersion", 1)
+    body = "cuDriverGetVersion" + body
+    target = mb * 1024 * 1024
+    size = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(head)
+        i = 0
+        while size < target:
+            chunk = body.replace("0x55f1c8a01b90", f"0x55f1{i:08x}")
+            fh.write(chunk)
+            size += len(chunk)
+            i += 1
+    return path.stat().st_size
+
+
+def _child(mode: str, path: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, str(path), str(ROOT)], check=True, capture_output=True, text=True
+    )
+    return dict(json.loads(out.stdout))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mb", type=int, default=1024, help="log size in MB (default 1024)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--keep", metavar="PATH", help="write the log here and keep it")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep) if args.keep else Path(tmp) / "saxpy"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / "log.txt"
+        t0 = time.perf_counter()
+        size = write_log(log, args.mb)
+        print(f"wrote {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s: {log}")
+        cold = _child("blocks", log)
+        print(f"first read (cache as the write left it): {size / 1e6 / cold['s']:,.0f} MB/s")
+        results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "read_log": []}
+        for _ in range(args.rounds):
+            for mode in results:
+                results[mode].append(_child(mode, log))
+        base = statistics.median(r["s"] for r in results["blocks"])
+        print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10}")
+        for mode, label in (("blocks", "read blocks"), ("lines", "split lines"), ("read_log", "read_log")):
+            s = statistics.median(r["s"] for r in results[mode])
+            rss = max(r["rss_kb"] for r in results[mode]) / 1024
+            print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB")
+        calls = int(results["read_log"][0]["n"])
+        lines = int(results["lines"][0]["n"])
+        s = statistics.median(r["s"] for r in results["read_log"])
+        print(f"{lines:,} lines, {calls:,} calls: read_log {lines / s / 1e6:.2f} M lines/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
