@@ -3,10 +3,14 @@
 
     python3 scripts/bench_zluda_log.py [--mb 1024] [--rounds 3] [--keep PATH]
 
-Writes a log of about ``--mb`` MB made of the fixture ``tests/data/zluda_logs/trace_v6_linux.log`` repeated
-(every line shape: nested calls, messages, lookups, export tables, failures; distinct handle values per copy so
-nothing repeats byte for byte), then, interleaved ``--rounds`` times, each in a fresh process so its peak RSS is
-its own:
+Writes two logs of about ``--mb`` MB each:
+
+* ``shapes``: the fixture ``tests/data/zluda_logs/trace_v6_linux.log`` repeated (every line shape: nested calls,
+  messages, lookups, export tables, failures; distinct handles per copy so no line repeats byte for byte);
+* ``loop``: what dominates a real GB log, a training loop: kernel launches, async copies, stream syncs, events,
+  cuBLAS calls with the driver calls they make nested under them, distinct addresses on every iteration;
+
+then, for each, interleaved ``--rounds`` times, each in a fresh process so its peak RSS is its own:
 
 * ``read blocks``: reading the file in 4 MiB blocks and nothing else (what the disk or page cache gives);
 * ``split lines``: the same blocks split into lines (the floor of any line-oriented reader in Python);
@@ -61,8 +65,35 @@ print(json.dumps({"s": dt, "n": n, "rss_kb": resource.getrusage(resource.RUSAGE_
 """
 
 
-def write_log(path: Path, mb: int) -> int:
-    """A log of about ``mb`` MB from the fixture, one trace folder's log.txt; returns its size."""
+_LAUNCH = (
+    "cuLaunchKernel(f: 0x55f1c8b0aa10, gridDimX: 1024, gridDimY: 1, gridDimZ: 1, blockDimX: 256, blockDimY: 1, "
+    "blockDimZ: 1, sharedMemBytes: 0, hStream: 0x55f1c8d00000, kernelParams: 0x7ffe8b1{i:05x}, extra: NULL)"
+)
+_GEMM = (
+    "cublasSgemm_v2(handle: 0x55f1c8a01b90, transa: CUBLAS_OP_N, transb: CUBLAS_OP_T, m: 512, n: 512, k: 256, "
+    "alpha: 0x7ffe8b1c4c9c, A: 0x7f0a3c8{i:08x}, lda: 512, B: 0x7f0a3c880000, ldb: 512, beta: 0x7ffe8b1c4c98, "
+    "C: 0x7f0a3c900000, ldc: 512)"
+)
+LOOP = "".join(
+    line + "\n"
+    for line in (
+        "cuMemcpyHtoDAsync_v2(dstDevice: 0x7f0a3c6{i:08x}, srcHost: 0x7f0a41dff010, ByteCount: 1048576, "
+        "hStream: 0x55f1c8d00000) -> CUDA_SUCCESS",
+        _LAUNCH + " -> CUDA_SUCCESS",
+        _GEMM + " -> CUBLAS_STATUS_SUCCESS",
+        "    cuCtxGetCurrent(pctx: 0x55f1c7e3b0a0) -> CUDA_SUCCESS",
+        "    " + _LAUNCH.replace("0x55f1c8b0aa10", "0x55f1c8c0e5a0") + " -> CUDA_SUCCESS",
+        "cuEventRecord(hEvent: 0x55f1c8e00000, hStream: 0x55f1c8d00000) -> CUDA_SUCCESS",
+        "cuMemcpyDtoHAsync_v2(dstHost: 0x7f0a41bfe010, srcDevice: 0x7f0a3c6{i:08x}, ByteCount: 4096, "
+        "hStream: 0x55f1c8d00000) -> CUDA_SUCCESS",
+        "cuStreamSynchronize(hStream: 0x55f1c8d00000) -> CUDA_SUCCESS",
+        "cuEventQuery(hEvent: 0x55f1c8e00000) -> CUDA_SUCCESS",
+    )
+)
+
+
+def write_log(path: Path, mb: int, workload: str) -> int:
+    """A log of about ``mb`` MB (``shapes`` or ``loop``), one trace folder's log.txt; returns its size."""
     text = FIXTURE.read_text()
     head, body = text.split("cuDriverGetVersion", 1)
     body = "cuDriverGetVersion" + body
@@ -72,7 +103,11 @@ def write_log(path: Path, mb: int) -> int:
         fh.write(head)
         i = 0
         while size < target:
-            chunk = body.replace("0x55f1c8a01b90", f"0x55f1{i:08x}")
+            if workload == "shapes":
+                chunk = body.replace("0x55f1c8a01b90", f"0x55f1{i:08x}")
+            else:
+                chunk = "".join(LOOP.format(i=i + k) for k in range(64))
+                i += 63
             fh.write(chunk)
             size += len(chunk)
             i += 1
@@ -93,28 +128,30 @@ def main() -> int:
     ap.add_argument("--keep", metavar="PATH", help="write the log here and keep it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(args.keep) if args.keep else Path(tmp) / "saxpy"
-        folder.mkdir(parents=True, exist_ok=True)
-        log = folder / "log.txt"
-        t0 = time.perf_counter()
-        size = write_log(log, args.mb)
-        print(f"wrote {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s: {log}")
-        cold = _child("blocks", log)
-        print(f"first read (cache as the write left it): {size / 1e6 / cold['s']:,.0f} MB/s")
-        results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "read_log": []}
-        for _ in range(args.rounds):
-            for mode in results:
-                results[mode].append(_child(mode, log))
-        base = statistics.median(r["s"] for r in results["blocks"])
-        print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10}")
-        for mode, label in (("blocks", "read blocks"), ("lines", "split lines"), ("read_log", "read_log")):
-            s = statistics.median(r["s"] for r in results[mode])
-            rss = max(r["rss_kb"] for r in results[mode]) / 1024
-            print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB")
-        calls = int(results["read_log"][0]["n"])
-        lines = int(results["lines"][0]["n"])
-        s = statistics.median(r["s"] for r in results["read_log"])
-        print(f"{lines:,} lines, {calls:,} calls: read_log {lines / s / 1e6:.2f} M lines/s")
+        for workload in ("loop", "shapes"):
+            folder = Path(args.keep) / workload if args.keep else Path(tmp) / workload
+            folder.mkdir(parents=True, exist_ok=True)
+            log = folder / "log.txt"
+            t0 = time.perf_counter()
+            size = write_log(log, args.mb, workload)
+            print(f"\n{workload}: wrote {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s: {log}")
+            cold = _child("blocks", log)
+            print(f"first read (cache as the write left it): {size / 1e6 / cold['s']:,.0f} MB/s")
+            results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "read_log": []}
+            for _ in range(args.rounds):
+                for mode in results:
+                    results[mode].append(_child(mode, log))
+            base = statistics.median(r["s"] for r in results["blocks"])
+            print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10}")
+            for mode, label in (("blocks", "read blocks"), ("lines", "split lines"), ("read_log", "read_log")):
+                s = statistics.median(r["s"] for r in results[mode])
+                rss = max(r["rss_kb"] for r in results[mode]) / 1024
+                print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB")
+            calls = int(results["read_log"][0]["n"])
+            lines = int(results["lines"][0]["n"])
+            s = statistics.median(r["s"] for r in results["read_log"])
+            print(f"{lines:,} lines, {calls:,} calls: read_log {lines / s / 1e6:.2f} M lines/s, {s:.1f} s")
+            log.unlink()
     return 0
 
 
