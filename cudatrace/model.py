@@ -720,6 +720,7 @@ class LogSource:
     releases: tuple[str | None, str | None] = (None, None)  # oldest and newest ZLUDA release the log fits
     release_evidence: tuple[str, ...] = ()  # what bounds the release, in words
     modules: tuple[str, ...] = ()  # saved module files read beside the log
+    ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -737,6 +738,7 @@ class LogSource:
             "releases": list(self.releases),
             "release_evidence": list(self.release_evidence),
             "modules": list(self.modules),
+            "ptx_errors": [list(p) for p in self.ptx_errors],
         }
 
     @classmethod
@@ -757,6 +759,7 @@ class LogSource:
             releases=(rel[0], rel[1]),
             release_evidence=tuple(d.get("release_evidence", ())),
             modules=tuple(d.get("modules", ())),
+            ptx_errors=tuple((str(p[0]), str(p[1])) for p in d.get("ptx_errors", ())),
         )
 
 

@@ -56,6 +56,7 @@ from cudatrace.model import (
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "ptx_rejected": 9,
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
@@ -691,9 +692,30 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
+    extra: list[Reason] = []
+    if trace.source is not None and trace.source.ptx_errors:
+        errs = trace.source.ptx_errors
+        shown = "; ".join(f"{m} ({e})" for m, e in errs[:3]) + (f" and {len(errs) - 3} more" if len(errs) > 3 else "")
+        extra.append(
+            Reason(
+                Severity.RISK,
+                "ptx_rejected",
+                f"ZLUDA's PTX parser rejected {len(errs)} module(s) the program loaded: {shown}; their kernels do "
+                "not run under ZLUDA",
+                "rebuild the kernels with PTX for an older target (e.g. -gencode arch=compute_80,code=compute_80), "
+                "or report the instruction to ZLUDA with the module's .log",
+            )
+        )
     if trace.first_failure is not None:
-        first = first_failure_reason(trace.first_failure, calls, rel, cat)
-        verdict = replace(verdict, reasons=(*verdict.reasons, first))
+        extra.append(first_failure_reason(trace.first_failure, calls, rel, cat))
+    if extra:
+        reasons = sorted(
+            (*verdict.reasons, *extra), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0))
+        )
+        status = verdict.status
+        if status is VerdictStatus.RUNS and any(r.severity is Severity.RISK for r in extra):
+            status = VerdictStatus.AT_RISK
+        verdict = replace(verdict, status=status, reasons=tuple(reasons))
     return replace(trace, calls=calls, verdict=verdict)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -703,8 +703,6 @@ class LogReader:
             out.append(f"{self.overlong} line(s) longer than {MAX_LINE // 1024} KiB were skipped")
         if self.dropped_calls:
             out.append(f"{self.dropped_calls} call(s) to entry points beyond the first {MAX_ENTRY_POINTS:,} not kept")
-        for name in self.parse_logs[:20]:
-            out.append(f"ZLUDA's PTX parser reported errors; its log is {name}")
         for kind, n in sorted(self.messages.items(), key=lambda kv: -kv[1])[:20]:
             out.append(f"message x{n}: {self.message_examples[kind]}")
         return out
@@ -784,8 +782,10 @@ def find_log(path: str) -> tuple[Path, Path | None]:
     raise InputError("no log.txt here (a zluda_trace folder is $ZLUDA_LOG_DIR/<executable>)", path)
 
 
-def scan_modules(folder: Path, saved: list[str]) -> tuple[GpuCode | None, tuple[str, ...], list[str]]:
-    """The saved modules of a trace folder as GPU code, the files read, and notes (PTX parser logs, problems)."""
+def scan_modules(
+    folder: Path, saved: list[str]
+) -> tuple[GpuCode | None, tuple[str, ...], list[str], list[tuple[str, str]]]:
+    """The saved modules of a trace folder as GPU code, the files read, notes, and the PTX the parser rejected."""
     names: dict[str, None] = {}
     for s in saved:
         base = s.replace("\\", "/").rsplit("/", 1)[-1]
@@ -803,6 +803,7 @@ def scan_modules(folder: Path, saved: list[str]) -> tuple[GpuCode | None, tuple[
     images: list[GpuImage] = []
     read: list[str] = []
     notes: list[str] = []
+    rejected: list[tuple[str, str]] = []
     containers = 0
     missing = 0
     for name in sorted(names):
@@ -823,8 +824,10 @@ def scan_modules(folder: Path, saved: list[str]) -> tuple[GpuCode | None, tuple[
             version, target = ptx_facts(head)
             images.append(GpuImage(ImageKind.PTX, target or "unknown", False, size, None, None, version, target, name))
             log = folder / (name[: -len(".ptx")] + ".log")
-            if log.is_file():
-                notes.append(_parser_note(name, log))
+            if log.is_file() and len(rejected) < MAX_KEPT:
+                first = _parser_error(log)
+                rejected.append((name, first))
+                notes.append(f"ZLUDA's PTX parser rejected {name}: {first}")
         elif ext == "elf":
             arch = cubin_arch(head)
             if arch is None:
@@ -857,20 +860,25 @@ def scan_modules(folder: Path, saved: list[str]) -> tuple[GpuCode | None, tuple[
     if missing:
         notes.append(f"{missing} saved module(s) named in the log are not in {folder}")
     if not names:
-        return None, (), notes
-    return GpuCode(tuple(images), containers + sum(1 for n in read if not n.endswith(".bin"))), tuple(read), notes
+        return None, (), notes, rejected
+    return (
+        GpuCode(tuple(images), containers + sum(1 for n in read if not n.endswith(".bin"))),
+        tuple(read),
+        notes,
+        rejected,
+    )
 
 
-def _parser_note(name: str, log: Path) -> str:
+def _parser_error(log: Path) -> str:
+    """The first error line of a PTX parser log (and how many more), or why it cannot be read."""
     try:
         with open(log, "rb") as fh:
             head = fh.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return f"ZLUDA's PTX parser rejected {name} (its log cannot be read)"
+    except OSError as exc:
+        return f"(its log cannot be read: {exc.strerror or exc})"
     lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
     first = lines[0][:200] if lines else "(empty log)"
-    more = f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else ""
-    return f"ZLUDA's PTX parser rejected {name}: {first}{more}"
+    return first + (f" (+{len(lines) - 1} more lines)" if len(lines) > 1 else "")
 
 
 def _program_of(trace_dir: str | None, folder: Path | None) -> str | None:
@@ -916,12 +924,16 @@ def read_log(path: str, program: str | None = None, progress: Callable[[int], No
     gpu: GpuCode | None = None
     modules: tuple[str, ...] = ()
     notes: list[str] = []
+    rejected: list[tuple[str, str]] = []
     if folder is not None:
-        gpu, modules, notes = scan_modules(folder, reader.saved)
+        gpu, modules, notes, rejected = scan_modules(folder, reader.saved)
     elif reader.saved:
         notes.append(
             f"the log saved {len(reader.saved)} module(s) beside it; give the trace folder to scan them as GPU code"
         )
     if reader.calls_total == 0:
         notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
-    return reader.result(gpu, modules, notes)
+    trace = reader.result(gpu, modules, notes)
+    if rejected and trace.source is not None:
+        trace = replace(trace, source=replace(trace.source, ptx_errors=tuple(rejected)))
+    return trace

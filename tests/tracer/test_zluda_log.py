@@ -111,6 +111,7 @@ def test_linux_trace_folder(tmp_path: Path, modules: dict[str, bytes]) -> None:
     ptx = next(i for i in gpu.images if i.container == "module_0002.ptx")
     assert ptx.ptx_version and ptx.ptx_version[0].isdigit()
     assert any("rejected module_0001_02.ptx: Unrecognized instruction: wgmma" in n for n in trace.notes)
+    assert src.ptx_errors == (("module_0001_02.ptx", z.PTX_PARSER_LOG.strip()),)
     assert any("Zstd decompression failure" in n for n in trace.notes)
     # the format dates the log: CONTEXT_CHECKS has its name from v6-preview.48
     assert src.releases == ("v6-preview.48", None)
@@ -118,7 +119,7 @@ def test_linux_trace_folder(tmp_path: Path, modules: dict[str, bytes]) -> None:
     # the verdict and the first failure explained
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
     codes = {r.code for r in trace.verdict.reasons}
-    assert {"stub_called", "export_table_unknown", "first_failure"} <= codes
+    assert {"stub_called", "export_table_unknown", "first_failure", "ptx_rejected"} <= codes
 
 
 def test_failure_inside_a_failing_call_came_first(tmp_path: Path) -> None:
