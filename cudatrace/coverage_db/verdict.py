@@ -57,6 +57,7 @@ from cudatrace.model import (
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
     "ptx_rejected": 9,
+    "log_cut": 18,
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
@@ -706,6 +707,18 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
                 "or report the instruction to ZLUDA with the module's .log",
             )
         )
+    if trace.source is not None and trace.source.truncated:
+        under = {"zluda": "under ZLUDA", "nvidia": "under NVIDIA's driver"}.get(trace.source.backend or "", "")
+        first = f"; the first failing call was {trace.first_failure.function}" if trace.first_failure else ""
+        extra.append(
+            Reason(
+                Severity.RISK if trace.source.backend != "nvidia" else Severity.INFO,
+                "log_cut",
+                f"the run {under + ' ' if under else ''}stopped while zluda_trace was writing its log (the log is "
+                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls: a crash or a kill){first}",
+                None,
+            )
+        )
     if trace.first_failure is not None:
         extra.append(first_failure_reason(trace.first_failure, calls, rel, cat))
     if extra:
@@ -765,7 +778,6 @@ def first_failure_reason(
             else None,
             fam,
             (call.function,),
-            1,
         )
     if info.status in (ZludaStatus.STUB, ZludaStatus.ABSENT):
         what = "a stub" if info.status is ZludaStatus.STUB else "not exported"
@@ -784,7 +796,6 @@ def first_failure_reason(
             remedy,
             fam,
             (call.function,),
-            1,
         )
     if info.status is ZludaStatus.TRANSLATED:
         hip = f" on {', '.join(info.hip[:3])}" if info.hip else ""
@@ -797,7 +808,6 @@ def first_failure_reason(
             "report it to ZLUDA with this log attached (cudatrace report --format markdown fills the issue form)",
             fam,
             (call.function,),
-            1,
         )
     return Reason(
         Severity.INFO,
@@ -806,5 +816,4 @@ def first_failure_reason(
         None,
         fam,
         (call.function,),
-        1,
     )

@@ -1073,10 +1073,11 @@ class ProgramLine:
     crashed: bool
     blockers: tuple[str, ...]  # blocking entry point names
     other_blockers: tuple[str, ...] = ()  # blocker reasons not tied to an entry point (e.g. SASS-only kernels)
+    logs: int = 0  # runs of it imported from zluda_trace logs
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
+        """JSON form (``logs`` only when some run came from a log)."""
+        d: dict[str, Any] = {
             "program": self.program,
             "verdict": self.verdict.value if self.verdict else None,
             "evidence": self.evidence.value,
@@ -1085,6 +1086,9 @@ class ProgramLine:
             "blockers": list(self.blockers),
             "other_blockers": list(self.other_blockers),
         }
+        if self.logs:
+            d["logs"] = self.logs
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProgramLine:
@@ -1097,6 +1101,7 @@ class ProgramLine:
             bool(d.get("crashed")),
             tuple(d.get("blockers", ())),
             tuple(d.get("other_blockers", ())),
+            int(d.get("logs", 0)),
         )
 
 
@@ -1124,6 +1129,17 @@ class Aggregate:
             st.count(None),
             len(self.blockers),
         )
+
+    @property
+    def from_logs(self) -> int:
+        """Programs whose evidence includes a run imported from a zluda_trace log."""
+        return sum(1 for p in self.programs if p.logs)
+
+    @property
+    def logs_words(self) -> str:
+        """`` (2 with runs from zluda_trace logs)``, or nothing when no program has one."""
+        n = self.from_logs
+        return f" ({n} with runs from zluda_trace logs)" if n else ""
 
     @property
     def unlockable(self) -> tuple[AggregateBlocker, ...]:
@@ -1212,6 +1228,7 @@ def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
                 crashed=rep.crashed,
                 blockers=tuple(sorted(fn for _, fn in blocking)),
                 other_blockers=tuple(dict.fromkeys(other)),
+                logs=len(rep.logs),
             )
         )
     blockers = [

@@ -459,7 +459,7 @@ def _aggregate_body(doc: Aggregate) -> str:
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
     out.append(
-        f'<div class="sub">{len(doc.programs)} programs · {blocked} blocked · '
+        f'<div class="sub">{len(doc.programs)} programs{_e(doc.logs_words)} · {blocked} blocked · '
         f"{len(doc.blockers)} blocking entry points"
         + (f" · {plural(doc.without_cuda, 'program')} without CUDA left out" if doc.without_cuda else "")
         + "</div>"

@@ -241,7 +241,8 @@ def _aggregate_md(doc: Aggregate) -> str:
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     left_out = f" {plural(doc.without_cuda, 'program')} without CUDA left out." if doc.without_cuda else ""
     out += [
-        f"{len(doc.programs)} programs, {blocked} blocked, {len(doc.blockers)} blocking entry points.{left_out}",
+        f"{len(doc.programs)} programs{md_escape(doc.logs_words)}, {blocked} blocked, "
+        f"{len(doc.blockers)} blocking entry points.{left_out}",
         "",
     ]
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []

@@ -230,7 +230,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     parts.append(
         Text(
-            f"cudatrace aggregate: {len(doc.programs)} programs under ZLUDA {printable(doc.release)}, "
+            f"cudatrace aggregate: {len(doc.programs)} programs{doc.logs_words} under ZLUDA {printable(doc.release)}, "
             f"{blocked} blocked, {len(doc.blockers)} blocking entry points"
             + (f" ({plural(doc.without_cuda, 'program')} without CUDA left out)" if doc.without_cuda else ""),
             style="bold",

@@ -77,7 +77,9 @@ def test_store_keeps_logs_and_report_all_counts_them(
     assert code == 0, err
     agg = json.loads(out)
     assert {p["program"] for p in agg["programs"]} == {"saxpy", "crasher"}
-    assert all(p["evidence"] == "dynamic" for p in agg["programs"])
+    assert all(p["evidence"] == "dynamic" and p["logs"] == 1 for p in agg["programs"])
+    code, out, err = _run(["report", "--all", "--db", db, "--format", "markdown"], capsys)
+    assert code == 0 and "2 programs (2 with runs from zluda\\_trace logs), " in out, out[:400]
     blockers = {b["function"]: b for b in agg["blockers"]}
     assert blockers["cublasDgemm_v2"]["programs"] == ["saxpy"]
     code, out, err = _run(["report", "--program", "saxpy", "--db", db, "--format", "terminal"], capsys)

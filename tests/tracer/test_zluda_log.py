@@ -185,6 +185,10 @@ def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     assert any("cut mid-line at line 6" in n for n in trace.notes)
     assert "cut mid-line" in (trace.exit.detached_reason or "")
     assert trace.first_failure is not None and trace.first_failure.function == "cuModuleLoadData"
+    # a run under ZLUDA that stopped mid-line is at risk, however well its calls were served
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
+    cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
+    assert "under ZLUDA stopped" in cut.message and "cuModuleLoadData" in cut.message
 
 
 def test_sass_only_modules_block(tmp_path: Path, modules: dict[str, bytes]) -> None:
