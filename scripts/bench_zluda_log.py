@@ -14,9 +14,12 @@ then, for each, interleaved ``--rounds`` times, each in a fresh process so its p
 
 * ``read blocks``: reading the file in 4 MiB blocks and nothing else (what the disk or page cache gives);
 * ``split lines``: the same blocks split into lines (the floor of any line-oriented reader in Python);
-* ``read_log``: cudatrace's reader, the whole document built.
+* ``read_log 1``: cudatrace's reader in one process, the whole document built;
+* ``read_log N``: the same log read by N processes (one per CPU, at most 8), each a range of the file, merged
+  (the default for logs of 64 MB and more).
 
-Prints the median MB/s of each, the reader's share of the plain read's speed, and each one's peak RSS.
+Prints the median MB/s of each, its share of the plain read's speed, and each one's peak RSS (for the parallel
+reader, that of the parent process; each worker's is about the serial reader's).
 The file is read once before measuring so every round reads from the page cache (disk speed varies more than
 the reader does); the first read from a cold cache is printed too.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,7 +62,7 @@ elif mode == "lines":
             n += len(parts)
 else:
     from cudatrace.tracer.zluda_log import read_log
-    trace = read_log(path)
+    trace = read_log(path, workers=1 if mode == "serial" else None)
     n = sum(c.calls or 0 for c in trace.calls)
 dt = time.perf_counter() - t0
 print(json.dumps({"s": dt, "n": n, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
@@ -121,6 +125,13 @@ def _child(mode: str, path: Path) -> dict[str, float]:
     return dict(json.loads(out.stdout))
 
 
+def _workers() -> int:
+    sys.path.insert(0, str(ROOT))
+    from cudatrace.tracer.zluda_log import MAX_WORKERS
+
+    return min(MAX_WORKERS, os.cpu_count() or 1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=1024, help="log size in MB (default 1024)")
@@ -137,20 +148,29 @@ def main() -> int:
             print(f"\n{workload}: wrote {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s: {log}")
             cold = _child("blocks", log)
             print(f"first read (cache as the write left it): {size / 1e6 / cold['s']:,.0f} MB/s")
-            results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "read_log": []}
+            results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "serial": [], "parallel": []}
             for _ in range(args.rounds):
                 for mode in results:
                     results[mode].append(_child(mode, log))
             base = statistics.median(r["s"] for r in results["blocks"])
             print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10}")
-            for mode, label in (("blocks", "read blocks"), ("lines", "split lines"), ("read_log", "read_log")):
+            labels = (
+                ("blocks", "read blocks"),
+                ("lines", "split lines"),
+                ("serial", "read_log 1"),
+                ("parallel", f"read_log {_workers()}"),
+            )
+            for mode, label in labels:
                 s = statistics.median(r["s"] for r in results[mode])
                 rss = max(r["rss_kb"] for r in results[mode]) / 1024
                 print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB")
-            calls = int(results["read_log"][0]["n"])
+            calls = int(results["serial"][0]["n"])
+            if int(results["parallel"][0]["n"]) != calls:
+                raise SystemExit("the parallel reader counted other calls than the serial one")
             lines = int(results["lines"][0]["n"])
-            s = statistics.median(r["s"] for r in results["read_log"])
-            print(f"{lines:,} lines, {calls:,} calls: read_log {lines / s / 1e6:.2f} M lines/s, {s:.1f} s")
+            for mode in ("serial", "parallel"):
+                s = statistics.median(r["s"] for r in results[mode])
+                print(f"{lines:,} lines, {calls:,} calls: {mode} {lines / s / 1e6:.2f} M lines/s, {s:.1f} s")
             log.unlink()
     return 0
 

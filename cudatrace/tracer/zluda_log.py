@@ -612,6 +612,73 @@ class LogReader:
             acc.statuses["NULL"] = acc.statuses.get("NULL", 0) + 1
         return ("nvapi", (iface, null))
 
+    # -- ranges read in parallel ---------------------------------------------------------------------------
+
+    def finish_range(self) -> None:
+        """Close the last top-level call and drop the caches, before the reader is sent back to be merged."""
+        self._close_group()
+        self._names = {}
+        self._special_seen = {}
+        self.stack = []
+
+    def merge(self, other: LogReader) -> None:
+        """Add ``other``, the reader of the range of the log that follows this one's, as if read after it."""
+        line_off, seq_off = self.lines, self.seq
+        for name, acc in other.entries.items():
+            mine = self.entries.get(name)
+            if mine is None:
+                if len(self.entries) >= MAX_ENTRY_POINTS:
+                    self.dropped_calls += acc.calls
+                    continue
+                mine = self.entries[name] = _Acc(acc.family, acc.library, how=acc.how)
+            mine.calls += acc.calls
+            for table, src in ((mine.statuses, acc.statuses), (mine.callers, acc.callers)):
+                for k, v in src.items():
+                    if k in table:
+                        table[k] += v
+                    elif len(table) < MAX_CODES:
+                        table[k] = v
+        for name, v in other.dark.items():
+            if name in self.dark or len(self.dark) < MAX_ENTRY_POINTS:
+                self.dark[name] = self.dark.get(name, 0) + v
+        for key, v in other.lookups.items():
+            if key in self.lookups or len(self.lookups) < MAX_ENTRY_POINTS:
+                self.lookups[key] = self.lookups.get(key, 0) + v
+        for guid, row in other.tables.items():
+            mine_row = self.tables.get(guid)
+            if mine_row is None and len(self.tables) < MAX_KEPT:
+                self.tables[guid] = list(row)
+            elif mine_row is not None:
+                mine_row[0] = int(str(mine_row[0])) + int(str(row[0]))
+                mine_row[1] = row[1]
+        for kind, v in other.messages.items():
+            if kind in self.messages or len(self.messages) < MAX_KEPT:
+                self.messages[kind] = self.messages.get(kind, 0) + v
+                self.message_examples.setdefault(kind, other.message_examples[kind])
+        self.saved.extend(other.saved[: max(0, MAX_MODULE_FILES - len(self.saved))])
+        self.parse_logs.extend(other.parse_logs[: max(0, MAX_KEPT - len(self.parse_logs))])
+        for m in other.markers:
+            self.markers.setdefault(m, None)
+        self.unparsed_examples.extend(other.unparsed_examples[: max(0, 3 - len(self.unparsed_examples))])
+        if self.first_failure is None and other.first_failure is not None:
+            ff = other.first_failure
+            self.first_failure = replace(ff, seq=ff.seq + seq_off, line=ff.line + line_off)
+        for c in other.sequence[: max(0, MAX_SEQUENCE - len(self.sequence))]:
+            self.sequence.append(replace(c, seq=c.seq + seq_off, line=c.line + line_off))
+        self.device = self.device or other.device
+        self.trace_dir = self.trace_dir or other.trace_dir
+        self.platform_hint = self.platform_hint or other.platform_hint
+        self.truncated, self.cut_text = other.truncated, other.cut_text
+        self.lines += other.lines
+        self.seq += other.seq
+        self.bytes_read += other.bytes_read
+        self.unparsed += other.unparsed
+        self.foreign += other.foreign
+        self.overlong += other.overlong
+        self.dropped_calls += other.dropped_calls
+        self.calls_total += other.calls_total
+        self.messages_total += other.messages_total
+
     # -- the document -------------------------------------------------------------------------------------------
 
     def result(self, gpu_code: GpuCode | None, modules: tuple[str, ...], notes: list[str]) -> TraceResult:
@@ -712,17 +779,27 @@ class LogReader:
 # Files
 
 
-def iter_blocks(fh: object, reader: LogReader) -> Iterator[tuple[list[bytes], bytes | None]]:
+def iter_blocks(
+    fh: object, reader: LogReader, limit: int | None = None
+) -> Iterator[tuple[list[bytes], bytes | None]]:
     """The lines of a binary file object, a block of :data:`BLOCK` bytes at a time: (complete lines, cut line).
 
     The cut line (not None only with the last block) is a final line without a newline. A line longer than
-    :data:`MAX_LINE` is dropped (counted in ``reader.overlong``) without being held.
+    :data:`MAX_LINE` is dropped (counted in ``reader.overlong``) without being held. With ``limit``, at most that
+    many bytes are read (a range of the file that ends after a newline).
     """
     read: Callable[[int], bytes] = fh.read  # type: ignore[attr-defined]
     rest = b""
     skipping = False
+    left = limit
     while True:
-        block = read(BLOCK)
+        if left is not None:
+            if left <= 0:
+                break
+            block = read(min(BLOCK, left))
+            left -= len(block)
+        else:
+            block = read(BLOCK)
         if not block:
             break
         reader.bytes_read += len(block)
@@ -756,6 +833,81 @@ def iter_lines(fh: object, reader: LogReader) -> Iterator[tuple[bytes, bool]]:
             yield line, True
         if last is not None:
             yield last, False
+
+
+PARALLEL_MIN = 64 * 1024 * 1024  # logs this large are read by several processes
+MAX_WORKERS = 8
+_HEAD = 1024 * 1024  # bytes read first to learn the log's form (prefix, platform) and refuse a non-log early
+
+
+def _worker_count(size: int, workers: int | None) -> int:
+    if workers is None:
+        env = os.environ.get("CUDATRACE_LOG_WORKERS", "")
+        workers = int(env) if env.isdigit() else min(MAX_WORKERS, os.cpu_count() or 1)
+    if size < PARALLEL_MIN:
+        return 1
+    return max(1, min(workers, size // (PARALLEL_MIN // 2)))
+
+
+def _top_level_start(fh: object, pos: int, prefix: bytes) -> int | None:
+    """The offset of the first line at or after ``pos`` that starts a top-level call (depth 0), or None."""
+    fh.seek(pos)  # type: ignore[attr-defined]
+    buf: bytes = fh.read(MAX_LINE + BLOCK)  # type: ignore[attr-defined]
+    i = 0 if pos == 0 else buf.find(b"\n") + 1
+    while 0 < i < len(buf) or (i == 0 and pos == 0):
+        line_end = buf.find(b"\n", i)
+        if line_end < 0:
+            return None
+        line = buf[i:line_end]
+        if line.startswith(prefix):
+            body = line[len(prefix) :]
+            if body[:1] not in (b" ", b"\r", b"") and b"(" in body:
+                return pos + i
+        i = line_end + 1
+    return None
+
+
+def _read_range(path: str, start: int, end: int, seed: LogReader) -> LogReader:
+    """One worker: the lines of ``path`` in [start, end), read with the log's form known from its head."""
+    reader = LogReader(path, seed.program)
+    reader.tool, reader.form, reader.platform_hint = seed.tool, seed.form, seed.platform_hint
+    reader.markers = dict(seed.markers)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        for lines, last in iter_blocks(fh, reader, end - start):
+            reader.feed_lines(lines)
+            if last is not None:
+                reader.feed(last, complete=False)
+    reader.finish_range()
+    return reader
+
+
+def _read_parallel(log: Path, program: str | None, size: int, n: int) -> LogReader:
+    from concurrent.futures import ProcessPoolExecutor
+
+    head = LogReader(str(log), program)
+    with open(log, "rb") as fh:
+        data = fh.read(_HEAD)
+        lines = data.split(b"\n")[:-1]
+        head.feed_lines(lines)
+        if head.calls_total == 0 and head.messages_total == 0 and (head.unparsed or b"\x00" in data):
+            raise InputError(
+                f"not a zluda_trace log: none of its first {head.unparsed} lines is a traced call", str(log)
+            )
+        prefix = head._prefix() if head.tool is not None else b""
+        starts = [0]
+        for k in range(1, n):
+            at = _top_level_start(fh, size * k // n, prefix)
+            if at is not None and at > starts[-1]:
+                starts.append(at)
+    bounds = list(zip(starts, [*starts[1:], size], strict=True))
+    with ProcessPoolExecutor(max_workers=len(bounds)) as pool:
+        parts = list(pool.map(_read_range, [str(log)] * len(bounds), [b[0] for b in bounds],
+                              [b[1] for b in bounds], [head] * len(bounds)))  # fmt: skip
+    merged = parts[0]
+    for part in parts[1:]:
+        merged.merge(part)
+    return merged
 
 
 def find_log(path: str) -> tuple[Path, Path | None]:
@@ -893,28 +1045,46 @@ def _program_of(trace_dir: str | None, folder: Path | None) -> str | None:
     return m.group(1) if m else name
 
 
-def read_log(path: str, program: str | None = None, progress: Callable[[int], None] | None = None) -> TraceResult:
+def _read_serial(log: Path, reader: LogReader, progress: Callable[[int], None] | None) -> None:
+    with open(log, "rb") as fh:
+        for lines, last in iter_blocks(fh, reader):
+            reader.feed_lines(lines)
+            if last is not None:
+                reader.feed(last, complete=False)
+            nothing = reader.calls_total == 0 and reader.messages_total == 0 and reader.unparsed
+            if nothing and (reader.unparsed >= SNIFF_LINES or b"\x00" in (lines[0] if lines else last or b"")):
+                raise InputError(
+                    f"not a zluda_trace log: none of its first {reader.unparsed} lines is a traced call", str(log)
+                )
+            if progress is not None:
+                progress(reader.bytes_read)
+
+
+def read_log(
+    path: str,
+    program: str | None = None,
+    progress: Callable[[int], None] | None = None,
+    workers: int | None = None,
+) -> TraceResult:
     """The trace document of the zluda_trace log at ``path`` (a trace folder, a folder of them, or a log file).
 
     ``program`` names the executable when the log does not (a stderr capture without ``Created trace
-    directory``). ``progress`` is called with the bytes read so far. Raises :class:`InputError` naming the file
-    when it is missing, unreadable or not a zluda_trace log.
+    directory``). ``progress`` is called with the bytes read so far. A log of :data:`PARALLEL_MIN` bytes or more
+    is read by ``workers`` processes (default: one per CPU, at most :data:`MAX_WORKERS`; 1 reads it serially),
+    each a range of it that starts at a top-level call, merged in file order into exactly what one reader gives.
+    Raises :class:`InputError` naming the file when it is missing, unreadable or not a zluda_trace log.
     """
     log, folder = find_log(path)
     reader = LogReader(str(log), program)
     try:
-        with open(log, "rb") as fh:
-            for lines, last in iter_blocks(fh, reader):
-                reader.feed_lines(lines)
-                if last is not None:
-                    reader.feed(last, complete=False)
-                nothing = reader.calls_total == 0 and reader.messages_total == 0 and reader.unparsed
-                if nothing and (reader.unparsed >= SNIFF_LINES or b"\x00" in (lines[0] if lines else last or b"")):
-                    raise InputError(
-                        f"not a zluda_trace log: none of its first {reader.unparsed} lines is a traced call", str(log)
-                    )
-                if progress is not None:
-                    progress(reader.bytes_read)
+        size = log.stat().st_size
+        n = _worker_count(size, workers)
+        if n > 1:
+            reader = _read_parallel(log, program, size, n)
+            if progress is not None:
+                progress(reader.bytes_read)
+        else:
+            _read_serial(log, reader, progress)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", str(log)) from None
     if reader.calls_total == 0 and reader.messages_total == 0 and (reader.unparsed or reader.overlong):

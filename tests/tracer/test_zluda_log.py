@@ -246,3 +246,22 @@ def test_release_bounds_contradiction() -> None:
     lo, hi, words = release_bounds(("tool:zluda_dump", "nvapi"))
     assert (lo, hi) == ("v7-preview.2", "v5-preview.78")
     assert "contradict" in words[-1]
+
+
+@pytest.mark.parametrize("fixture", ["linux", "nvidia_stderr", "windows_crlf"])
+def test_parallel_read_equals_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture: str) -> None:
+    """A big log read by several processes, each a range starting at a top-level call, merges into exactly the
+    document one reader gives: counts, callers, lookups, first failure, call order, line numbers, the cut."""
+    monkeypatch.setattr(zluda_log, "PARALLEL_MIN", 64 * 1024)
+    monkeypatch.setattr(zluda_log, "BLOCK", 16 * 1024)
+    text = {"linux": z.TRACE_V6_LINUX, "nvidia_stderr": z.NVIDIA_STDERR, "windows_crlf": z.TRACE_V7_WINDOWS}[fixture]
+    head, body = text.split("\n", 2)[:2], text.split("\n", 2)[2]
+    log = "\n".join(head) + "\n" + body * (300_000 // len(body) + 1)
+    # a failure only late in the log, and a cut last line
+    log += "cuLateFailure(x: 1) -> CUDA_ERROR_LAUNCH_FAILED\ncuMemcpyDtoH_v2(dstHost: 0x1, srcDev"
+    folder = z.write_folder(tmp_path, "big", log)
+    serial = read_log(str(folder), workers=1).to_dict()
+    parallel = read_log(str(folder), workers=3).to_dict()
+    assert zluda_log._worker_count(len(log), 3) == 3  # three ranges were read by three processes
+    assert parallel == serial
+    assert serial["source"]["truncated"] is True
