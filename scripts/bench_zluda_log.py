@@ -18,8 +18,10 @@ then, for each, interleaved ``--rounds`` times, each in a fresh process so its p
 * ``read_log N``: the same log read by N processes (one per CPU, at most 8), each a range of the file, merged
   (the default for logs of 64 MB and more).
 
-Prints the median MB/s of each, its share of the plain read's speed, and each one's peak RSS (for the parallel
-reader, that of the parent process; each worker's is about the serial reader's).
+Prints the median MB/s of each, its share of the plain read's speed, each one's peak RSS (for the parallel
+reader, that of the parent process; each worker's is about the serial reader's) and the CPU seconds it used,
+its worker processes included: on a machine whose cores are busy with other work, wall-clock time says little
+about what the parallel reader gains, CPU time says what it costs.
 The file is read once before measuring so every round reads from the page cache (disk speed varies more than
 the reader does); the first read from a cold cache is printed too.
 """
@@ -65,7 +67,9 @@ else:
     trace = read_log(path, workers=1 if mode == "serial" else None)
     n = sum(c.calls or 0 for c in trace.calls)
 dt = time.perf_counter() - t0
-print(json.dumps({"s": dt, "n": n, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+print(json.dumps({"s": dt, "n": n, "rss_kb": me.ru_maxrss, "cpu": cpu}))
 """
 
 
@@ -153,7 +157,7 @@ def main() -> int:
                 for mode in results:
                     results[mode].append(_child(mode, log))
             base = statistics.median(r["s"] for r in results["blocks"])
-            print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10}")
+            print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10} {'CPU s':>7}")
             labels = (
                 ("blocks", "read blocks"),
                 ("lines", "split lines"),
@@ -163,7 +167,8 @@ def main() -> int:
             for mode, label in labels:
                 s = statistics.median(r["s"] for r in results[mode])
                 rss = max(r["rss_kb"] for r in results[mode]) / 1024
-                print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB")
+                cpu = statistics.median(r["cpu"] for r in results[mode])
+                print(f"{label:12} {size / 1e6 / s:8,.0f} {base / s:8.3f} {rss:8,.0f} MiB {cpu:7.1f}")
             calls = int(results["serial"][0]["n"])
             if int(results["parallel"][0]["n"]) != calls:
                 raise SystemExit("the parallel reader counted other calls than the serial one")

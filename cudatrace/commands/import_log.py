@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def is_log_path(path: str) -> bool:
             head = fh.read(256).lstrip()
     except OSError:
         return False  # the JSON loader names the file and the error
-    return not head.startswith(b"{")
+    # a JSON document opens with {"...; a log may open with a dark-API call, {CUDART_INTERFACE}::...
+    return re.match(rb'\{\s*("|\})', head) is None
 
 
 def load_log(path: str, program: str | None = None) -> TraceResult:

@@ -779,9 +779,7 @@ class LogReader:
 # Files
 
 
-def iter_blocks(
-    fh: object, reader: LogReader, limit: int | None = None
-) -> Iterator[tuple[list[bytes], bytes | None]]:
+def iter_blocks(fh: object, reader: LogReader, limit: int | None = None) -> Iterator[tuple[list[bytes], bytes | None]]:
     """The lines of a binary file object, a block of :data:`BLOCK` bytes at a time: (complete lines, cut line).
 
     The cut line (not None only with the last block) is a final line without a newline. A line longer than

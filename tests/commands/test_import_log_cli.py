@@ -119,3 +119,12 @@ def test_bad_paths_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 3 and "not a zluda_trace log" in err and "Traceback" not in err
     code, _, err = _run(["diff", str(notes), str(notes)], capsys)
     assert code == 3 and "not a zluda_trace log" in err
+
+
+def test_a_log_opening_with_an_export_table_call_is_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "stderr.log"
+    f.write_text("{CUDART_INTERFACE}::get_module_from_cubin(result: 0x1, fatbinc_wrapper: 0x2) -> CUDA_SUCCESS\n"
+                 "cuInit(Flags: 0) -> CUDA_SUCCESS\n")  # fmt: skip
+    code, out, err = _run(["report", str(f), "--format", "json", "--name", "app"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["entries"][0]["function"] == "cuInit"
