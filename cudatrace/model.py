@@ -778,9 +778,6 @@ class TraceResult:
     mode: str = "count"  # "count" | "detail"
     platform: str = ""
     zluda_dir: str | None = None
-    tool_version: str = ""
-    notes: tuple[str, ...] = ()
-    verdict: Verdict | None = None
     # Imported logs (``cudatrace import-log``); a traced run leaves these empty.
     source: LogSource | None = None
     first_failure: LoggedCall | None = None
@@ -788,6 +785,9 @@ class TraceResult:
     gpu_code: GpuCode | None = None  # the modules the log saved, scanned as GPU code
     zluda_release: str | None = None  # the ZLUDA release the evidence names, when it names one
     dark_api_calls: tuple[tuple[str, int], ...] = ()  # calls through export-table slots, by name, with counts
+    tool_version: str = ""
+    notes: tuple[str, ...] = ()
+    verdict: Verdict | None = None
 
     @property
     def uses_cuda(self) -> bool:
@@ -840,13 +840,13 @@ class TraceResult:
             mode=d.get("mode", "count"),
             platform=d.get("platform", ""),
             zluda_dir=d.get("zluda_dir"),
-            tool_version=d.get("tool_version", ""),
-            notes=tuple(d.get("notes", ())),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
             source=LogSource.from_dict(d["source"]) if d.get("source") else None,
             first_failure=LoggedCall.from_dict(d["first_failure"]) if d.get("first_failure") else None,
             sequence=tuple(LoggedCall.from_dict(c) for c in d.get("sequence", ())),
             gpu_code=GpuCode.from_dict(d["gpu_code"]) if d.get("gpu_code") else None,
             zluda_release=d.get("zluda_release"),
             dark_api_calls=_pairs(d.get("dark_api_calls")),
+            tool_version=d.get("tool_version", ""),
+            notes=tuple(d.get("notes", ())),
+            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
         )
