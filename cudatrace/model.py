@@ -642,24 +642,6 @@ class ExportTableRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ExitInfo:
-    """How the traced program ended: an exit code, a signal, or a stop by the user."""
-
-    code: int | None = None
-    signal: str | None = None
-    detached_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"code": self.code, "signal": self.signal, "detached_reason": self.detached_reason}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExitInfo:
-        """Read the JSON form back."""
-        return cls(d.get("code"), d.get("signal"), d.get("detached_reason"))
-
-
-@dataclass(frozen=True, slots=True)
 class LoggedCall:
     """One call as an imported zluda_trace log shows it: where it stands, how deep, what it returned."""
 
@@ -761,6 +743,24 @@ class LogSource:
             modules=tuple(d.get("modules", ())),
             ptx_errors=tuple((str(p[0]), str(p[1])) for p in d.get("ptx_errors", ())),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    """How the traced program ended: an exit code, a signal, or a stop by the user."""
+
+    code: int | None = None
+    signal: str | None = None
+    detached_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"code": self.code, "signal": self.signal, "detached_reason": self.detached_reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExitInfo:
+        """Read the JSON form back."""
+        return cls(d.get("code"), d.get("signal"), d.get("detached_reason"))
 
 
 @dataclass(frozen=True, slots=True)
