@@ -128,3 +128,25 @@ def test_a_log_opening_with_an_export_table_call_is_a_log(tmp_path: Path, capsys
     code, out, err = _run(["report", str(f), "--format", "json", "--name", "app"], capsys)
     assert code == 0, err
     assert json.loads(out)["entries"][0]["function"] == "cuInit"
+
+
+def test_a_log_joins_the_scanned_program_of_its_name(tmp_path: Path) -> None:
+    """The store never resolves a log's executable on this machine; it joins the one program of that name."""
+    from cudatrace.coverage_db.store import open_store
+    from cudatrace.tracer.zluda_log import read_log
+    from tests import samples
+
+    log = read_log(str(z.write_folder(tmp_path, "a", z.CUT)), program="solver.exe")
+    assert log.command == ("solver.exe",)
+    with open_store(str(tmp_path / "s.sqlite3")) as store:
+        store.record_scan(samples.mixed_scan())
+        store.record_trace(log)
+        progs = [p for p in store.programs() if p.name == "solver.exe"]
+        assert len(progs) == 1 and progs[0].path == "C:/apps/solver/solver.exe"
+        scans, traces = store.latest_documents(progs[0].id)
+        assert len(scans) == 1 and len(traces) == 1 and traces[0].source is not None
+        # a second log of a program nobody scanned becomes a program of its own, by name only
+        other = read_log(str(z.write_folder(tmp_path, "b", z.CUT)), program="python3")
+        store.record_trace(other)
+        py = [p for p in store.programs() if p.name == "python3"]
+        assert len(py) == 1 and py[0].path == "python3" and not py[0].sha256  # never /usr/bin/python3 here
