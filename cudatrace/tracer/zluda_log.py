@@ -13,6 +13,10 @@ program at depth 0), the ``cuGetProcAddress`` lookups, the ``cuGetExportTable`` 
 call, the first application calls in order (for ``diff``) and bounded lists of messages. A line longer than
 :data:`MAX_LINE` is counted and skipped; a log whose last line has no newline was cut while being written (the
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
+
+Speed: each distinct name and each (name, result) pair is judged once, the common line (a known name that did
+not fail) takes an inline path, and a log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU,
+each a range starting at a top-level call, merged in file order (:meth:`LogReader.merge`).
 """
 
 from __future__ import annotations
@@ -57,7 +61,6 @@ MAX_BIN_MODULE = 64 * 1024 * 1024  # a .bin payload larger than this is listed, 
 TEXT_CHARS = 300  # characters of a log line kept with a recorded call
 SNIFF_LINES = 2_000  # non-empty lines read before a file with no call at all is refused as not a log
 
-PREFIXES = ((b"[ZLUDA_TRACE] ", "zluda_trace"), (b"[ZLUDA_DUMP] ", "zluda_dump"))
 _NAME = re.compile(
     rb"[A-Za-z_][A-Za-z0-9_]{0,199}|\{[A-Za-z0-9_\-]{1,64}\}::[A-Za-z0-9_]{1,100}|\{nvapi:0x[0-9A-Fa-f]{1,16}\}"
 )
@@ -175,7 +178,6 @@ _K_NVAPI = 2  # nvapi_QueryInterface: a lookup by name
 _K_SPECIAL = 3  # an entry point whose arguments are read (lookups, export tables, the device name)
 _K_OTHER = 4  # a name of no CUDA family: counted with the dark-API calls
 _SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
-_MAX_CODE_CACHE = 65_536
 
 
 # One call on the nesting stack (the calls enclosing the line being read): a plain tuple, for speed, indexed
@@ -1098,6 +1100,9 @@ def read_log(
     elif reader.saved:
         notes.append(
             f"the log saved {len(reader.saved)} module(s) beside it; give the trace folder to scan them as GPU code"
+        )
+        notes.extend(
+            f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]
         )
     if reader.calls_total == 0:
         notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
