@@ -316,6 +316,15 @@ def _report_body(doc: Report) -> str:
                 f"<p><b>First failing call:</b> {_link(first)}{_e(when)} returned "
                 f"<code>{_e(format_codes(first.statuses))}</code></p>"
             )
+            for run in doc.logs:
+                if run.first_failure and run.first_failure_function == first.function:
+                    out.append(f"<p>In the zluda_trace log, <code>{_e(run.first_failure)}</code></p>")
+                    break
+            for r in doc.verdict.reasons if doc.verdict else ():
+                if r.code == "first_failure":
+                    remedy = f" Remedy: {_e(r.remedy)}" if r.remedy else ""
+                    out.append(f"<p>{_e(r.message)}.{remedy}</p>")
+                    break
         out.append(
             _table(
                 "failing-table",

@@ -64,6 +64,9 @@ def test_markdown_report_from_a_log_folder_fills_the_issue_form(
     assert "> line 4: cuModuleLoadData(module: 0x5631d30b7e50" in out
     assert "the log is cut mid-line" in out or "It is cut mid-line" in out
     assert "under zluda\\_trace" in out and "attach log.txt" in out
+    code, out, err = _run(["report", str(logs["cut"]), "--format", "html"], capsys)
+    assert code == 0, err
+    assert "In the zluda_trace log, <code>line 4: cuModuleLoadData(module: 0x5631d30b7e50" in out
 
 
 def test_store_keeps_logs_and_report_all_counts_them(
