@@ -143,12 +143,14 @@ def test_windows_v7_log(tmp_path: Path) -> None:
     src = trace.source
     assert src is not None
     assert trace.command == ("render.exe",) and trace.platform == "windows"
-    assert src.unparsed == 0 and src.lines == 17
+    assert src.unparsed == 0 and src.lines == 18
     assert src.releases == ("v7-preview.2", None)
     assert dict(_call(trace, "nvapi_QueryInterface").callers) == {"render.exe": 3}
     lookups = {c.function for c in trace.calls if c.library == "nvapi64.dll" and c.calls is None}
     assert lookups == {"NvAPI_Initialize", "NvAPI_GPU_GetMemoryInfoEx", "0x0badf00d"}
-    assert dict(trace.dark_api_calls) == {"{nvapi:0x0150e828}": 1, "{HYBRID_CUDART}::1": 1,
+    # a 32-bit build logs calls through returned NvAPI pointers as NAME(...) -> <int>: counted, not an entry point
+    assert dict(trace.dark_api_calls)["NvAPI_Initialize"] == 1
+    assert dict(trace.dark_api_calls) == {"NvAPI_Initialize": 1, "{nvapi:0x0150e828}": 1, "{HYBRID_CUDART}::1": 1,
                                           "{CONTEXT_CHECKS}::context_check": 1}  # fmt: skip
     ff = trace.first_failure
     assert ff is not None and ff.function == "nvmlDeviceGetMemoryInfo"
@@ -265,3 +267,19 @@ def test_parallel_read_equals_serial(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert zluda_log._worker_count(len(log), 3) == 3  # three ranges were read by three processes
     assert parallel == serial
     assert serial["source"]["truncated"] is True
+
+
+def test_zluda_trace_between_v5_preview_79_and_v6_preview_47(tmp_path: Path) -> None:
+    """The [ZLUDA_TRACE] prefix with the old name of CONTEXT_CHECKS dates a log to zluda_trace before v6-preview.48."""
+    f = tmp_path / "stderr.txt"
+    f.write_text(
+        "[ZLUDA_TRACE] cuInit(Flags: 0) -> CUDA_SUCCESS\n"
+        "[ZLUDA_TRACE] {UNKNOWN_CHECKS}::context_check(ctx_in: 0x1, result1: 0, result2: 0x0) -> CUDA_SUCCESS\n"
+        "[ZLUDA_TRACE] cuCtxCreate_v4(...) -> CUDA_ERROR_NOT_SUPPORTED\n"
+    )
+    trace = _load(f)
+    assert trace.source is not None and trace.source.releases == ("v5-preview.79", "v6-preview.47")
+    assert trace.zluda_release == "v6-preview.47" and trace.verdict is not None
+    # judged against that release, where cuCtxCreate_v4 was still a stub (implemented by v7-preview.9)
+    first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
+    assert "in ZLUDA v6-preview.47 it is a stub" in first.message and "first implemented in" in first.message
