@@ -643,6 +643,110 @@ class ExportTableRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class LoggedCall:
+    """One call as an imported zluda_trace log shows it: where it stands, how deep, what it returned."""
+
+    seq: int  # 0-based number of the call among every call of the log
+    line: int  # 1-based line number in the log file
+    depth: int  # 0: made by the application; n: made inside the call n levels up
+    function: str  # entry point, ``{TABLE}::slot`` of an export table, or ``nvapi:0x...``
+    family: Family | None
+    result: str  # the result as printed: a status name, UNKNOWN, a number, a pointer
+    failed: bool = False
+    caller: str | None = None  # the enclosing call's function (None at depth 0)
+    text: str = ""  # the log line itself, cut to a few hundred characters
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "seq": self.seq,
+            "line": self.line,
+            "depth": self.depth,
+            "function": self.function,
+            "family": self.family.value if self.family else None,
+            "result": self.result,
+            "failed": self.failed,
+            "caller": self.caller,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoggedCall:
+        """Read the JSON form back."""
+        return cls(
+            int(d["seq"]),
+            int(d["line"]),
+            int(d.get("depth", 0)),
+            str(d["function"]),
+            Family(d["family"]) if d.get("family") else None,
+            str(d.get("result", "")),
+            bool(d.get("failed", False)),
+            d.get("caller"),
+            str(d.get("text", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LogSource:
+    """Where an imported zluda_trace (or older zluda_dump) log came from and how reading it went."""
+
+    path: str
+    tool: str = "zluda_trace"  # "zluda_trace" | "zluda_dump" (its name before v5-preview.79)
+    form: str = "log.txt"  # "log.txt" (no prefix) | "stderr" (every line prefixed)
+    lines: int = 0
+    bytes_read: int = 0
+    truncated: bool = False  # the last line was cut (the program stopped while writing it)
+    unparsed: int = 0  # lines that are neither a call nor a message under one
+    backend: str | None = None  # "zluda" | "nvidia": whose driver answered, from the device name; None unknown
+    device: str | None = None  # the device name the log shows
+    markers: tuple[str, ...] = ()  # what in the log dates it: "tool:zluda_dump", "nvapi", "table:CONTEXT_CHECKS"
+    releases: tuple[str | None, str | None] = (None, None)  # oldest and newest ZLUDA release the log fits
+    release_evidence: tuple[str, ...] = ()  # what bounds the release, in words
+    modules: tuple[str, ...] = ()  # saved module files read beside the log
+    ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "path": self.path,
+            "tool": self.tool,
+            "form": self.form,
+            "lines": self.lines,
+            "bytes_read": self.bytes_read,
+            "truncated": self.truncated,
+            "unparsed": self.unparsed,
+            "backend": self.backend,
+            "device": self.device,
+            "markers": list(self.markers),
+            "releases": list(self.releases),
+            "release_evidence": list(self.release_evidence),
+            "modules": list(self.modules),
+            "ptx_errors": [list(p) for p in self.ptx_errors],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LogSource:
+        """Read the JSON form back."""
+        rel = [*list(d.get("releases") or (None, None))[:2], None, None]
+        return cls(
+            path=str(d["path"]),
+            tool=str(d.get("tool", "zluda_trace")),
+            form=str(d.get("form", "log.txt")),
+            lines=int(d.get("lines", 0)),
+            bytes_read=int(d.get("bytes_read", 0)),
+            truncated=bool(d.get("truncated", False)),
+            unparsed=int(d.get("unparsed", 0)),
+            backend=d.get("backend"),
+            device=d.get("device"),
+            markers=tuple(d.get("markers", ())),
+            releases=(rel[0], rel[1]),
+            release_evidence=tuple(d.get("release_evidence", ())),
+            modules=tuple(d.get("modules", ())),
+            ptx_errors=tuple((str(p[0]), str(p[1])) for p in d.get("ptx_errors", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ExitInfo:
     """How the traced program ended: an exit code, a signal, or a stop by the user."""
 
@@ -722,6 +826,13 @@ class TraceResult:
     mode: str = "count"  # "count" | "detail"
     platform: str = ""
     zluda_dir: str | None = None
+    # Imported logs (``cudatrace import-log``); a traced run leaves these empty.
+    source: LogSource | None = None
+    first_failure: LoggedCall | None = None
+    sequence: tuple[LoggedCall, ...] = ()  # the first calls made by the application, in order
+    gpu_code: GpuCode | None = None  # the modules the log saved, scanned as GPU code
+    zluda_release: str | None = None  # the ZLUDA release the evidence names, when it names one
+    dark_api_calls: tuple[tuple[str, int], ...] = ()  # calls through export-table slots, by name, with counts
     tool_version: str = ""
     notes: tuple[str, ...] = ()
     verdict: Verdict | None = None
@@ -757,6 +868,15 @@ class TraceResult:
         }
         if self.verdict is not None:
             d["verdict"] = self.verdict.to_dict()
+        if self.source is not None:
+            d["source"] = self.source.to_dict()
+            d["first_failure"] = self.first_failure.to_dict() if self.first_failure else None
+            d["sequence"] = [c.to_dict() for c in self.sequence]
+            d["dark_api_calls"] = dict(self.dark_api_calls)
+        if self.gpu_code is not None:
+            d["gpu_code"] = self.gpu_code.to_dict()
+        if self.zluda_release is not None:
+            d["zluda_release"] = self.zluda_release
         return d
 
     @classmethod
@@ -774,6 +894,12 @@ class TraceResult:
             mode=d.get("mode", "count"),
             platform=d.get("platform", ""),
             zluda_dir=d.get("zluda_dir"),
+            source=LogSource.from_dict(d["source"]) if d.get("source") else None,
+            first_failure=LoggedCall.from_dict(d["first_failure"]) if d.get("first_failure") else None,
+            sequence=tuple(LoggedCall.from_dict(c) for c in d.get("sequence", ())),
+            gpu_code=GpuCode.from_dict(d["gpu_code"]) if d.get("gpu_code") else None,
+            zluda_release=d.get("zluda_release"),
+            dark_api_calls=_pairs(d.get("dark_api_calls")),
             tool_version=d.get("tool_version", ""),
             notes=tuple(d.get("notes", ())),
             verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,

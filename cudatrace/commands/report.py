@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "cudatrace.scan/1 and cudatrace.trace/1 JSON documents (from scan/run --format json) of one program, "
         "or one saved cudatrace.report/1 document to render again.",
     )
-    p.add_argument("files", nargs="*", metavar="FILE", help="scan/trace JSON documents of one program")
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="scan/trace JSON documents of one program, or zluda_trace log folders/files (read as by import-log)",
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--program", metavar="NAME", help="report a program from the coverage store (name, path, sha256)")
     src.add_argument(
@@ -46,9 +51,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--zluda",
+        "--release",
+        dest="zluda",
         metavar="RELEASE",
-        default="latest",
-        help="the ZLUDA release to judge against (default: the newest in the catalog); with --all, a comma-separated "
+        default=None,
+        help="the ZLUDA release to judge against (default: the one an imported log names, else the newest in the "
+        "catalog); with --all, a comma-separated "
         "list compares releases over the same programs (oldest first, the last one in detail)",
     )
     add_output_args(p, FORMATS)
@@ -129,6 +137,13 @@ def load_document(path: str) -> ScanResult | TraceResult | dict[str, Any]:
     return result
 
 
+def _load(path: str) -> ScanResult | TraceResult | dict[str, Any]:
+    """A JSON document, or a zluda_trace log (a folder, or a file that is not JSON) read as by import-log."""
+    from cudatrace.commands.import_log import is_log_path, load_log
+
+    return load_log(path) if is_log_path(path) else load_document(path)
+
+
 def _check_names(result: ScanResult | TraceResult) -> None:
     """Names must be strings: a document edited by hand (or hostile) may hold numbers or objects there."""
     uses = [e for b in result.binaries for e in b.imports] if isinstance(result, ScanResult) else list(result.calls)
@@ -151,7 +166,7 @@ def _resolve_release(name: str) -> str:
 
 def _releases(args: argparse.Namespace) -> list[str]:
     """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
-    names = [n.strip() for n in str(args.zluda).split(",") if n.strip()] or ["latest"]
+    names = [n.strip() for n in str(args.zluda or "latest").split(",") if n.strip()] or ["latest"]
     if len(names) > 1 and not args.all:
         raise UsageError("several --zluda releases are compared only with --all")
     return list(dict.fromkeys(_resolve_release(n) for n in names))
@@ -182,7 +197,19 @@ def _run_environment(env: dict[str, str], traces: list[TraceResult]) -> dict[str
             env.setdefault("OS", t.platform)
         if t.zluda_dir:
             env.setdefault("ZLUDA folder", t.zluda_dir)
+        if t.source is not None:
+            if t.source.device:
+                env.setdefault("GPU", t.source.device)
+            env.setdefault("zluda_trace log", t.source.path)
     return env
+
+
+def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | None:
+    """Without --zluda, the release an imported log names (the newest release its format fits), if any."""
+    if args.zluda is not None:
+        return None
+    named = [t.zluda_release for t in traces if t.zluda_release]
+    return _resolve_release(named[0]) if named else None
 
 
 def _render(doc: Any, args: argparse.Namespace) -> str:
@@ -209,7 +236,7 @@ def _render(doc: Any, args: argparse.Namespace) -> str:
 def _from_files(args: argparse.Namespace) -> Any:
     from cudatrace.reports.document import Aggregate, Report, build_report
 
-    docs = [(f, load_document(f)) for f in args.files]
+    docs = [(f, _load(f)) for f in args.files]
     saved = [(f, d) for f, d in docs if isinstance(d, dict)]
     if saved:
         if len(docs) > 1:
@@ -221,7 +248,7 @@ def _from_files(args: argparse.Namespace) -> Any:
             raise ReportError(str(exc), path) from None
     scans = [d for _, d in docs if isinstance(d, ScanResult)]
     traces = [d for _, d in docs if isinstance(d, TraceResult)]
-    release = _releases(args)[-1]
+    release = _log_release(args, traces) or _releases(args)[-1]
     scans, traces = _annotate(scans, traces, release)
     env = _run_environment(_environment(args.env), traces)
     return build_report(
@@ -267,6 +294,7 @@ def _from_store(args: argparse.Namespace) -> Any:
                 "give a path or a sha256 prefix"
             )
         scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
+    release = _log_release(args, list(traces)) or release
     s, t = _annotate(scans, traces, release)
     env = _run_environment(env, t)
     return build_report(

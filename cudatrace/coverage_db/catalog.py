@@ -911,6 +911,13 @@ class Catalog:
         g = self._guid_key(guid)
         return next((d[2] for d in self._doc["dark_api"] if d[1] == g), None)
 
+    def export_table_span(self, name: str) -> tuple[str, str] | None:
+        """The first and last release whose ``dark_api`` defines an export table of this name, or None."""
+        ords = [(d[9], d[10]) for d in self._doc["dark_api"] if d[2] == name]
+        if not ords:
+            return None
+        return self._tag(min(o[0] for o in ords)), self._tag(max(o[1] for o in ords))
+
     def export_table(self, guid: str, release: str) -> ExportTable | None:
         """The export table with this GUID as ``release`` knows it, or None (``cuGetExportTable`` then fails)."""
         g = self._guid_key(guid)

@@ -634,18 +634,24 @@ class Store:
         """Record a trace under its executable (``command[0]``); return the result id.
 
         An unreadable executable joins the program most recently seen at its path, else becomes one without sha256.
+        An imported log (``trace.source``) names an executable of the machine it was written on: it joins the
+        program of that path or, failing that, the only program of that file name, else becomes a new one.
         """
         command = trace.command or (trace.processes[0].argv if trace.processes else ())
         if not command:
             raise ValueError("a trace without a command cannot be attributed to a program")
         stamp = _stamp(recorded_at)
-        path = _trace_program_path(command)
-        sha = _sha256_of(path) if os.path.isfile(path) else None
+        imported = trace.source is not None
+        # An imported log names an executable of another machine: never looked up or hashed here.
+        path = command[0] if imported else _trace_program_path(command)
+        sha = _sha256_of(path) if not imported and os.path.isfile(path) else None
         release = trace.verdict.release if trace.verdict else None
         doc = trace.to_dict()
 
         def work() -> int:
             program = self._program_at(path) if sha is None else None
+            if program is None and imported:
+                program = self._program_named(_file_name(path))
             if program is None:
                 program = self._upsert_program(_file_name(path), path, sha or "", stamp)
             else:
@@ -676,6 +682,13 @@ class Store:
             "SELECT id FROM programs WHERE path = ? ORDER BY last_seen DESC, id DESC LIMIT 1", (_text(path),)
         ).fetchone()
         return int(row[0]) if row else None
+
+    def _program_named(self, name: str) -> int | None:
+        """The one program of this file name (a log joins the program a scan or run recorded), else None."""
+        rows = self._conn.execute(
+            "SELECT id FROM programs WHERE lower(name) = lower(?) LIMIT 2", (_text(name),)
+        ).fetchall()
+        return int(rows[0][0]) if len(rows) == 1 else None
 
     def _touch_program(self, program: int, stamp: str) -> None:
         self._conn.execute(

@@ -41,6 +41,7 @@ from cudatrace.model import (
     Family,
     GpuCode,
     LibraryHow,
+    LoggedCall,
     ProcLookup,
     Reason,
     ScanResult,
@@ -55,6 +56,8 @@ from cudatrace.model import (
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "ptx_rejected": 9,
+    "log_cut": 18,
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
@@ -74,6 +77,7 @@ CODE_RANK: dict[str, int] = {
     "nvidia_own": 23,
     "ptx_recompiled": 24,
     "translated": 25,
+    "first_failure": 26,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
@@ -672,14 +676,18 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
 
 
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
-    """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest)."""
+    """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest).
+
+    An imported log also brings the GPU modules it saved (judged like a binary's GPU code) and its first failing
+    call, explained as a reason of its own (``first_failure``).
+    """
     cat = load_catalog()
     rel = cat.resolve_release(release)
     calls = tuple(replace(c, zluda=classify_entry(c, rel, cat)) for c in trace.calls)
     verdict = judge(
         calls,
         [lib for lib in trace.libraries if lib.how in _LINKED],
-        None,
+        trace.gpu_code,
         rel,
         cat,
         export_tables=trace.export_tables,
@@ -687,15 +695,129 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     )
     from cudatrace.coverage_db.load_failures import load_failure_reasons
 
-    loads = load_failure_reasons(trace, rel, cat)
-    if loads:
-        worst = min(r.severity.rank for r in loads)
-        status = verdict.status
-        if worst == Severity.BLOCKER.rank:
-            status = VerdictStatus.BLOCKED
-        elif worst == Severity.RISK.rank and status is VerdictStatus.RUNS:
-            status = VerdictStatus.AT_RISK
-        verdict = replace(
-            verdict, status=status, reasons=tuple(sorted((*loads, *verdict.reasons), key=lambda r: r.severity.rank))
+    extra: list[Reason] = load_failure_reasons(trace, rel, cat)
+    if trace.source is not None and trace.source.ptx_errors:
+        errs = trace.source.ptx_errors
+        shown = "; ".join(f"{m} ({e})" for m, e in errs[:3]) + (f" and {len(errs) - 3} more" if len(errs) > 3 else "")
+        extra.append(
+            Reason(
+                Severity.RISK,
+                "ptx_rejected",
+                f"ZLUDA's PTX parser rejected {len(errs)} module(s) the program loaded: {shown}; their kernels do "
+                "not run under ZLUDA",
+                "rebuild the kernels with PTX for an older target (e.g. -gencode arch=compute_80,code=compute_80), "
+                "or report the instruction to ZLUDA with the module's .log",
+            )
         )
+    if trace.source is not None and trace.source.truncated:
+        under = {"zluda": "under ZLUDA", "nvidia": "under NVIDIA's driver"}.get(trace.source.backend or "", "")
+        first = f"; the first failing call was {trace.first_failure.function}" if trace.first_failure else ""
+        extra.append(
+            Reason(
+                Severity.RISK if trace.source.backend != "nvidia" else Severity.INFO,
+                "log_cut",
+                f"the run {under + ' ' if under else ''}stopped while zluda_trace was writing its log (the log is "
+                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls: a crash or a kill){first}",
+                None,
+            )
+        )
+    if trace.first_failure is not None:
+        extra.append(first_failure_reason(trace.first_failure, calls, rel, cat))
+    if extra:
+        reasons = sorted(
+            (*verdict.reasons, *extra), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0))
+        )
+        status = verdict.status
+        if any(r.severity is Severity.BLOCKER for r in extra):
+            status = VerdictStatus.BLOCKED
+        elif status is VerdictStatus.RUNS and any(r.severity is Severity.RISK for r in extra):
+            status = VerdictStatus.AT_RISK
+        verdict = replace(verdict, status=status, reasons=tuple(reasons))
     return replace(trace, calls=calls, verdict=verdict)
+
+
+def _slot_words(name: str, release: str, cat: Catalog) -> str:
+    """What ``release`` puts in the export-table slot ``{TABLE}::slot`` (a slot name or index)."""
+    table_name, slot = name[1:].split("}::", 1)
+    table = next((t for t in cat.export_tables(release) if t.name == table_name or t.guid == table_name.upper()), None)
+    if table is None:
+        return f"a call through export table {table_name}, which ZLUDA {release} does not know"
+    found = next((x for x in table.slots if x.function == slot or str(x.index) == slot), None)
+    if found is None:
+        return f"a call through slot {slot} of export table {table_name}, which is NULL in ZLUDA {release}"
+    impl = (found.impl or "unknown").replace("_", " ")
+    return (
+        f"a call through slot {found.index} ({found.function}) of export table {table_name}: {impl} in ZLUDA {release}"
+    )
+
+
+def first_failure_reason(
+    call: LoggedCall, calls: Sequence[EntryPointUse], release: str, catalog: Catalog | None = None
+) -> Reason:
+    """The first failing call of a log, explained: which entry point, what ``release`` does with it, what to do.
+
+    A stub or absent entry point names the first release that implements it (or that none does) and the remedy;
+    a translated one that still fails points at its arguments or ZLUDA's implementation of it.
+    """
+    cat = catalog or load_catalog()
+    rel = cat.resolve_release(release)
+    where = f"line {call.line}" + (f", inside {call.caller}" if call.caller else "")
+    head = f"the first failing call is {call.function} ({where}), which returned {call.result}"
+    entry = next((c for c in calls if c.function == call.function and c.how is EntryHow.CALLED), None)
+    info = entry.zluda if entry is not None else None
+    if call.family is None and call.function.startswith("{") and "}::" in call.function:
+        return Reason(Severity.INFO, "first_failure", f"{head}: {_slot_words(call.function, rel, cat)}", None)
+    if call.family is None or entry is None or info is None:
+        return Reason(Severity.INFO, "first_failure", f"{head}: not an entry point ZLUDA's catalog knows", None)
+    fam = call.family
+    if call.result == "NOT_IN_UNDERLYING_LIBRARY":
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: the library zluda_trace forwards to does not export it (ZLUDA {rel}: "
+            f"{info.status.value.replace('_', ' ')}); under NVIDIA's driver, that driver is older than the program "
+            "needs",
+            remedies.upgrade_remedy(cat, fam, [call.function], rel)
+            if info.status is not ZludaStatus.TRANSLATED
+            else None,
+            fam,
+            (call.function,),
+        )
+    if info.status in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+        what = "a stub" if info.status is ZludaStatus.STUB else "not exported"
+        first = cat.first_translated(fam, call.function, rel)
+        since = f"first implemented in {first}" if first else f"no release up to {cat.latest} implements it"
+        remedy = (
+            remedies.stub_remedy(cat, fam, [call.function], rel)
+            if info.status is ZludaStatus.STUB
+            else remedies.absent_remedy(cat, fam, [call.function], rel)
+        )
+        note = f" ({info.note})" if info.note else ""
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: in ZLUDA {rel} it is {what}{note}; {since}",
+            remedy,
+            fam,
+            (call.function,),
+        )
+    if info.status is ZludaStatus.TRANSLATED:
+        hip = f" on {', '.join(info.hip[:3])}" if info.hip else ""
+        since = f" since {info.since}" if info.since else ""
+        return Reason(
+            Severity.INFO,
+            "first_failure",
+            f"{head}: ZLUDA {rel} implements it{hip}{since}, so the arguments or the program's state make it fail "
+            "(or ZLUDA's implementation does): the log line shows the arguments",
+            "report it to ZLUDA with this log attached (cudatrace report --format markdown fills the issue form)",
+            fam,
+            (call.function,),
+        )
+    return Reason(
+        Severity.INFO,
+        "first_failure",
+        f"{head}: {info.status.value.replace('_', ' ')} in ZLUDA {rel}" + (f" ({info.note})" if info.note else ""),
+        None,
+        fam,
+        (call.function,),
+    )

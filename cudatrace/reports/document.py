@@ -375,6 +375,10 @@ class RunSummary:
     processes: int
     calls: int
     notes: tuple[str, ...] = ()
+    log: str | None = None  # the zluda_trace log this run was imported from
+    log_cut: bool = False  # that log ends mid-line
+    first_failure: str | None = None  # the first failing call as the log shows it: "line 15: cuX(...) -> CODE"
+    first_failure_function: str | None = None
 
     @property
     def crashed(self) -> bool:
@@ -401,13 +405,17 @@ class RunSummary:
             return "killed from outside (no exit status: SIGKILL, SIGTERM or SIGINT)"
         if self.signal:
             return f"stopped by {signal_name(self.signal)}"
+        if self.exit_code is None and self.log is not None:
+            if self.log_cut:
+                return "stopped while its log was being written (the log is cut mid-line: a crash or a kill)"
+            return "ended; a zluda_trace log records no exit status"
         if self.exit_code is None:
             return f"detached ({self.detached_reason})" if self.detached_reason else "no exit status recorded"
         return "exited normally (code 0)" if self.exit_code == 0 else f"exited with code {self.exit_code}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
+        """JSON form (the log fields only for a run imported from a log)."""
+        d = {
             "command": list(self.command),
             "exit_code": self.exit_code,
             "signal": self.signal,
@@ -421,6 +429,12 @@ class RunSummary:
             "calls": self.calls,
             "notes": list(self.notes),
         }
+        if self.log is not None:
+            d["log"] = self.log
+            d["log_cut"] = self.log_cut
+            d["first_failure"] = self.first_failure
+            d["first_failure_function"] = self.first_failure_function
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RunSummary:
@@ -436,6 +450,10 @@ class RunSummary:
             processes=int(d.get("processes", 0)),
             calls=int(d.get("calls", 0)),
             notes=tuple(d.get("notes", ())),
+            log=d.get("log"),
+            log_cut=bool(d.get("log_cut", False)),
+            first_failure=d.get("first_failure"),
+            first_failure_function=d.get("first_failure_function"),
         )
 
 
@@ -518,9 +536,23 @@ class Report:
 
     @property
     def first_failure(self) -> ReportEntry | None:
-        """The failing entry point first called (lowest ``first_call_s``), or None."""
+        """The failing entry point first called (lowest ``first_call_s``), or None.
+
+        An imported log has no times but keeps its calls in order: when no failing entry point carries a time,
+        the first failure a log recorded names it.
+        """
         failing = self.failing
+        if failing and failing[0].first_call_s is None:
+            for run in self.runs:
+                for e in failing:
+                    if run.first_failure_function is not None and e.function == run.first_failure_function:
+                        return e
         return failing[0] if failing else None
+
+    @property
+    def logs(self) -> tuple[RunSummary, ...]:
+        """The runs imported from zluda_trace logs."""
+        return tuple(r for r in self.runs if r.log is not None)
 
     @property
     def families(self) -> tuple[FamilyCounts, ...]:
@@ -587,7 +619,8 @@ class Report:
                 "strings may never be called; `cudatrace run` shows what is really called."
             )
         elif not self.binaries and self.traced:
-            out.append("Only dynamic evidence: the run was traced, no binary was scanned (GPU code is unknown).")
+            gpu = "GPU code: the modules the log saved" if self.gpu else "GPU code is unknown"
+            out.append(f"Only dynamic evidence: the run was traced, no binary was scanned ({gpu}).")
         for run in self.runs:
             if run.crashed:
                 first = self.first_failure
@@ -595,6 +628,10 @@ class Report:
                 out.append(f"The traced run {run.outcome} after {run.calls} CUDA calls{tail}.")
             elif run.exit_code not in (0, None):
                 out.append(f"The traced run {run.outcome}.")
+            elif run.log_cut:
+                first = self.first_failure
+                tail = f"; the first failing call was {first.function}" if first else ""
+                out.append(f"The run of the zluda_trace log {run.outcome}, after {run.calls} CUDA calls{tail}.")
         inner = self.inner_only
         if inner:
             n = sum(e.calls or 0 for e in inner)
@@ -845,6 +882,10 @@ def build_report(
                 a.first_call_s = e.first_call_s
             if e.time_ns is not None:
                 a.time_ns = (a.time_ns or 0) + e.time_ns
+        if t.gpu_code is not None and t.gpu_code.has_kernels and t.source is not None:
+            folder = _basename(t.source.path.replace("\\", "/").rsplit("/", 1)[0])
+            gpu.append(BinaryGpu.of(f"modules saved in {folder}", t.gpu_code, None))
+        ff = t.first_failure
         for p in t.proc_lookups:
             if not p.found:
                 old = lookups.get((p.symbol, p.via))
@@ -868,6 +909,10 @@ def build_report(
                 processes=len(t.processes),
                 calls=sum(c.calls or 0 for c in t.calls),
                 notes=t.notes,
+                log=t.source.path if t.source is not None else None,
+                log_cut=bool(t.source and t.source.truncated),
+                first_failure=f"line {ff.line}: {ff.text}" if ff is not None else None,
+                first_failure_function=ff.function if ff is not None else None,
             )
         )
     if traces:
@@ -1028,10 +1073,11 @@ class ProgramLine:
     crashed: bool
     blockers: tuple[str, ...]  # blocking entry point names
     other_blockers: tuple[str, ...] = ()  # blocker reasons not tied to an entry point (e.g. SASS-only kernels)
+    logs: int = 0  # runs of it imported from zluda_trace logs
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
+        """JSON form (``logs`` only when some run came from a log)."""
+        d: dict[str, Any] = {
             "program": self.program,
             "verdict": self.verdict.value if self.verdict else None,
             "evidence": self.evidence.value,
@@ -1040,6 +1086,9 @@ class ProgramLine:
             "blockers": list(self.blockers),
             "other_blockers": list(self.other_blockers),
         }
+        if self.logs:
+            d["logs"] = self.logs
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProgramLine:
@@ -1052,6 +1101,7 @@ class ProgramLine:
             bool(d.get("crashed")),
             tuple(d.get("blockers", ())),
             tuple(d.get("other_blockers", ())),
+            int(d.get("logs", 0)),
         )
 
 
@@ -1079,6 +1129,17 @@ class Aggregate:
             st.count(None),
             len(self.blockers),
         )
+
+    @property
+    def from_logs(self) -> int:
+        """Programs whose evidence includes a run imported from a zluda_trace log."""
+        return sum(1 for p in self.programs if p.logs)
+
+    @property
+    def logs_words(self) -> str:
+        """`` (2 with runs from zluda_trace logs)``, or nothing when no program has one."""
+        n = self.from_logs
+        return f" ({n} with runs from zluda_trace logs)" if n else ""
 
     @property
     def unlockable(self) -> tuple[AggregateBlocker, ...]:
@@ -1167,6 +1228,7 @@ def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
                 crashed=rep.crashed,
                 blockers=tuple(sorted(fn for _, fn in blocking)),
                 other_blockers=tuple(dict.fromkeys(other)),
+                logs=len(rep.logs),
             )
         )
     blockers = [

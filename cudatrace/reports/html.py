@@ -316,6 +316,15 @@ def _report_body(doc: Report) -> str:
                 f"<p><b>First failing call:</b> {_link(first)}{_e(when)} returned "
                 f"<code>{_e(format_codes(first.statuses))}</code></p>"
             )
+            for run in doc.logs:
+                if run.first_failure and run.first_failure_function == first.function:
+                    out.append(f"<p>In the zluda_trace log, <code>{_e(run.first_failure)}</code></p>")
+                    break
+            for r in doc.verdict.reasons if doc.verdict else ():
+                if r.code == "first_failure":
+                    remedy = f" Remedy: {_e(r.remedy)}" if r.remedy else ""
+                    out.append(f"<p>{_e(r.message)}.{remedy}</p>")
+                    break
         out.append(
             _table(
                 "failing-table",
@@ -459,7 +468,7 @@ def _aggregate_body(doc: Aggregate) -> str:
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
     out.append(
-        f'<div class="sub">{len(doc.programs)} programs · {blocked} blocked · '
+        f'<div class="sub">{len(doc.programs)} programs{_e(doc.logs_words)} · {blocked} blocked · '
         f"{len(doc.blockers)} blocking entry points"
         + (f" · {plural(doc.without_cuda, 'program')} without CUDA left out" if doc.without_cuda else "")
         + "</div>"

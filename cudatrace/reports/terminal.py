@@ -176,6 +176,15 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
         line.append(f"{when} -> {printable(format_codes(first.statuses))}")
         parts.append(line)
+        for run in doc.logs:
+            if run.first_failure and run.first_failure_function == first.function:
+                parts.append(Text(f"  in the log, {printable(run.first_failure)}", style="dim"))
+                break
+        for r in doc.verdict.reasons if doc.verdict else ():
+            if r.code == "first_failure":
+                remedy = f"; remedy: {printable(r.remedy)}" if r.remedy else ""
+                parts.append(Text(f"  {printable(r.message)}{remedy}"))
+                break
     failing = [e for e in doc.failing if not e.is_blocker]
     if failing:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
@@ -221,7 +230,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     parts.append(
         Text(
-            f"cudatrace aggregate: {len(doc.programs)} programs under ZLUDA {printable(doc.release)}, "
+            f"cudatrace aggregate: {len(doc.programs)} programs{doc.logs_words} under ZLUDA {printable(doc.release)}, "
             f"{blocked} blocked, {len(doc.blockers)} blocking entry points"
             + (f" ({plural(doc.without_cuda, 'program')} without CUDA left out)" if doc.without_cuda else ""),
             style="bold",

@@ -9,6 +9,7 @@ plain sentence saying so. Every string from the traced program goes into a :clas
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -43,11 +44,35 @@ def _exit_line(trace: TraceResult) -> str:
     return f"{how}; {n} process{'es' if n != 1 else ''}; {trace.duration_s:.1f} s; {trace.mode} mode; {trace.platform}"
 
 
+def _log_header(con: Console, trace: TraceResult) -> None:
+    """Where an imported log came from, how it ended, whose driver answered, and its first failing call."""
+    src = trace.source
+    assert src is not None
+    con.print(Text.assemble(("zluda_trace log: ", "bold"), _t(src.path), ("  program: ", "bold"), _t(trace.command[0])))
+    form = "stderr capture" if src.form == "stderr" else "log.txt"
+    backend = {"zluda": "ZLUDA", "nvidia": "NVIDIA's driver"}.get(src.backend or "", "unknown driver")
+    device = f" ({src.device})" if src.device else ""
+    con.print(_t(f"{src.tool}, {form}, {src.lines:,} lines, {src.bytes_read:,} bytes; {backend}{device}"))
+    if src.truncated:
+        con.print(_t("the log is cut mid-line: the program stopped while writing it (read up to the cut)", "yellow"))
+    first = trace.first_failure
+    if first is not None:
+        con.print(Text.assemble(("First failing call: ", "bold"), _t(f"line {first.line}: {first.text}", "red")))
+        for r in trace.verdict.reasons if trace.verdict else ():
+            if r.code == "first_failure":
+                con.print(_t(f"  {r.message}" + (f"; remedy: {r.remedy}" if r.remedy else "")))
+    if trace.gpu_code is not None:
+        con.print(Text.assemble(("GPU modules saved: ", "bold"), _t(trace.gpu_code.summary())))
+
+
 def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
     """The terminal summary of a trace."""
     con = string_console(color, width)
-    con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
-    con.print(_t(_exit_line(trace)))
+    if trace.source is not None:
+        _log_header(con, trace)
+    else:
+        con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
+        con.print(_t(_exit_line(trace)))
     if not trace.uses_cuda:
         con.print(_t("no CUDA: the program loaded no CUDA library and called no CUDA entry point", "bold"))
         for note in trace.notes:

@@ -456,6 +456,17 @@ def _cubin_sm(head: bytes) -> int | None:
     return int((e_flags >> 8) & 0xFF) if head[8] >= 8 else int(e_flags & 0xFF)
 
 
+def ptx_facts(text: bytes) -> tuple[str | None, str | None]:
+    """A PTX text's ``.version`` and ``.target`` (each None when absent), read from its first bytes."""
+    return _ptx_facts(text[:PTX_PREFIX])
+
+
+def cubin_arch(head: bytes) -> str | None:
+    """``sm_NN`` of a CUDA ELF (cubin) from its header, or None when ``head`` is not one."""
+    sm = _cubin_sm(head)
+    return f"sm_{sm}" if sm is not None else None
+
+
 def image_from_entry(
     buf: mmap.mmap | bytes,
     entry: FatbinEntry,

@@ -1,0 +1,88 @@
+"""Which ZLUDA releases an imported zluda_trace log can come from, from what the log itself shows.
+
+A log carries no version line, but the format changed over ZLUDA's history: the tool was zluda_dump (prefix
+``[ZLUDA_DUMP] ``) until v5-preview.78 and zluda_trace from v5-preview.79; NvAPI calls are traced from
+v7-preview.2, when ZLUDA gained its NvAPI library; and the export tables zluda_trace names by their ZLUDA names
+(``{CONTEXT_CHECKS}::...``, called ``UNKNOWN_CHECKS`` before v6-preview.48; ``{HYBRID_CUDART}`` from
+v6-preview.28) bound the release by the catalog's export-table history. :func:`date_log` intersects these bounds
+and records them on the trace's :class:`~cudatrace.model.LogSource`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.model import TraceResult
+
+DUMP_LAST = "v5-preview.78"  # the last release whose tracer was zluda_dump
+TRACE_FIRST = "v5-preview.79"
+NVAPI_FIRST = "v7-preview.2"
+
+
+def release_bounds(
+    markers: tuple[str, ...], catalog: Catalog | None = None
+) -> tuple[str | None, str | None, list[str]]:
+    """(oldest, newest, sentences) of the releases consistent with ``markers`` (``LogSource.markers``).
+
+    Markers are ``tool:zluda_dump``, ``tool:zluda_trace``, ``nvapi`` and ``table:NAME``. A bound that no marker
+    sets is None. Contradicting markers give the tightest bounds and a sentence saying they contradict.
+    """
+    cat = catalog or load_catalog()
+    low: tuple[int, str] | None = None
+    high: tuple[int, str] | None = None
+    words: list[str] = []
+
+    def bound(lo: str | None, hi: str | None, why: str) -> None:
+        nonlocal low, high
+        if lo is not None:
+            o = cat.release(lo).ordinal
+            if low is None or o > low[0]:
+                low = (o, lo)
+        if hi is not None:
+            o = cat.release(hi).ordinal
+            if high is None or o < high[0]:
+                high = (o, hi)
+        words.append(why)
+
+    for m in markers:
+        if m == "tool:zluda_dump":
+            bound(None, DUMP_LAST, f"lines prefixed [ZLUDA_DUMP]: zluda_dump, {DUMP_LAST} or older")
+        elif m == "tool:zluda_trace":
+            bound(TRACE_FIRST, None, f"lines prefixed [ZLUDA_TRACE]: zluda_trace, {TRACE_FIRST} or newer")
+        elif m == "nvapi":
+            bound(NVAPI_FIRST, None, f"NvAPI calls traced: {NVAPI_FIRST} or newer")
+        elif m.startswith("table:"):
+            name = m[len("table:") :]
+            span = cat.export_table_span(name)
+            if span is None:
+                continue
+            first, last = span
+            lo = first if cat.release(first).ordinal > cat.release(cat.releases()[0]).ordinal else None
+            hi = last if last != cat.latest else None
+            if lo is None and hi is None:
+                continue
+            where = f"{first} to {last}" if hi else f"{first} or newer"
+            bound(lo, hi, f"export table named {name}: {where}")
+    if low is not None and high is not None and low[0] > high[0]:
+        words.append("these bounds contradict each other: the log mixes releases or was edited")
+    return (low[1] if low else None), (high[1] if high else None), words
+
+
+def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
+    """``trace`` with its log's release bounds filled in, and ``zluda_release`` set when the log names an old one.
+
+    Only an upper bound below the newest release says which release to judge against (the newest one that fits);
+    otherwise the choice stays with the user (``--release``) or the newest release.
+    """
+    if trace.source is None:
+        return trace
+    cat = catalog or load_catalog()
+    lo, hi, words = release_bounds(trace.source.markers, cat)
+    source = replace(trace.source, releases=(lo, hi), release_evidence=tuple(words))
+    release = hi if hi is not None and (lo is None or cat.release(lo).ordinal <= cat.release(hi).ordinal) else None
+    notes = trace.notes
+    if words and not any(n.startswith("the log's format fits ZLUDA") for n in notes):
+        span = f"{lo or 'any release'} to {hi or cat.latest}"
+        notes = (*notes, f"the log's format fits ZLUDA {span} ({'; '.join(words)})")
+    return replace(trace, source=source, zluda_release=release or trace.zluda_release, notes=notes)

@@ -1,0 +1,136 @@
+"""Hostile zluda_trace logs: a hypothesis fuzzer over the line shapes of the format, and caps that hold.
+
+Whatever the bytes, the reader returns a trace document or raises InputError naming the file: no other
+exception, and the state it keeps stays bounded (distinct names, codes, callers, the call sequence, messages).
+Set CUDATRACE_FUZZ_EXAMPLES to fuzz longer than the suite's default.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cudatrace.errors import InputError
+from cudatrace.model import TraceResult
+from cudatrace.tracer import zluda_log
+from cudatrace.tracer.zluda_log import LogReader, iter_blocks, iter_lines, read_log
+from tests import zluda_logs as z
+
+EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "150"))
+SEED_LINES = [ln.encode() for text in (z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.CUT)
+              for ln in text.splitlines()]  # fmt: skip
+PIECES = [
+    *(b"(", b")", b" -> ", b"    ", b"{", b"}::", b'"', b", ", b": ", b"\r", b"\x00", b"\xff\xfe", b"\x1b[2J"),
+    *(b"[ZLUDA_TRACE] ", b"[ZLUDA_DUMP] ", b"cuInit", b"{nvapi:0x", b"UNKNOWN", b"CUDA_ERROR_X", b"-7"),
+    *(b"99999999999999999999", b"No function ", b" in the underlying library", b"Saved module to ../../etc/passwd"),
+]
+
+
+def _mutate(line: bytes, cuts: list[int], pieces: list[bytes]) -> bytes:
+    out = line
+    for cut, piece in zip(cuts, pieces, strict=False):
+        pos = cut % (len(out) + 1)
+        out = out[:pos] + piece + out[pos + (cut % 3) :]
+    return out
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(SEED_LINES),
+            st.lists(st.integers(0, 400), max_size=4),
+            st.lists(st.sampled_from(PIECES), max_size=4),
+            st.integers(0, 12),
+        ),
+        max_size=60,
+    ),
+    st.booleans(),
+)
+def test_fuzzed_logs_never_raise_anything_else(
+    lines: list[tuple[bytes, list[int], list[bytes], int]], cut: bool
+) -> None:
+    data = b"\n".join(b"    " * (depth % 5) + _mutate(line, c, p) if depth > 8 else _mutate(line, c, p)
+                      for line, c, p, depth in lines)  # fmt: skip
+    if not cut:
+        data += b"\n"
+    reader = LogReader("fuzz.log")
+    for raw, complete in iter_lines(io.BytesIO(data), reader):
+        reader.feed(raw, complete)
+    trace = reader.result(None, (), [])
+    assert isinstance(trace, TraceResult)
+    # the document survives its own JSON form
+    assert TraceResult.from_dict(trace.to_dict()).to_dict() == trace.to_dict()
+    # the inline path for common lines gives exactly what the line-by-line path gives
+    fast = LogReader("fuzz.log")
+    for lines, last in iter_blocks(io.BytesIO(data), fast):
+        fast.feed_lines(lines)
+        if last is not None:
+            fast.feed(last, complete=False)
+    assert fast.result(None, (), []).to_dict() == trace.to_dict()
+
+
+@settings(max_examples=max(20, EXAMPLES // 5), deadline=None)
+@given(st.binary(max_size=3000))
+def test_random_files_are_a_trace_or_one_input_error(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    f = tmp_path_factory.mktemp("fz") / "log.txt"
+    f.write_bytes(data)
+    try:
+        read_log(str(f))
+    except InputError as exc:
+        assert str(f) in str(exc)
+
+
+def test_caps_bound_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zluda_log, "MAX_ENTRY_POINTS", 50)
+    monkeypatch.setattr(zluda_log, "MAX_CODES", 4)
+    monkeypatch.setattr(zluda_log, "MAX_SEQUENCE", 30)
+    lines = []
+    for i in range(3000):
+        lines.append(f"cuFn{i}(x: {i}) -> CUDA_ERROR_CODE_{i}")
+        lines.append(f"cuInit(Flags: 0) -> CUDA_ERROR_{i}")
+        lines.append(f"    cuMemFree_v2(dptr: 0x{i:x}) -> CUDA_SUCCESS")
+        lines.append(f"    Odd message number {i} with text")
+        lines.append(f"{{T{i}}}::{i}(...) -> UNKNOWN")
+    trace = read_log(str(z.write_folder(tmp_path, "caps", "\n".join(lines) + "\n")))
+    assert len(trace.calls) <= 50
+    assert all(len(c.statuses) <= 4 and len(c.callers) <= 4 for c in trace.calls)
+    assert len(trace.sequence) == 30
+    assert len(trace.dark_api_calls) <= 50
+    assert any("beyond the first 50" in n for n in trace.notes)
+    assert sum(1 for n in trace.notes if n.startswith("message x")) <= 20
+
+
+def _peak(path: Path) -> tuple[int, TraceResult]:
+    tracemalloc.start()
+    try:
+        trace = read_log(str(path))
+        return tracemalloc.get_traced_memory()[1], trace
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_stays_flat_on_a_big_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peak does not grow with the log: 0.5 MB and 1.5 MB of calls read in 64 KiB blocks peak alike.
+
+    tracemalloc is slow, so the logs are small here; scripts/bench_zluda_log.py measures GB logs (RSS).
+    """
+    monkeypatch.setattr(zluda_log, "BLOCK", 64 * 1024)
+    block = (z.TRACE_V6_LINUX.split("cuProfilerStop")[0]).encode()
+    read_log(str(z.write_folder(tmp_path, "warm", z.TRACE_V6_LINUX)))  # load the status tables before measuring
+    peaks = []
+    for mb in (0.5, 1.5):
+        f = tmp_path / f"big{mb}" / "log.txt"
+        f.parent.mkdir()
+        f.write_bytes(block * int(mb * 1024 * 1024 / len(block)))
+        peak, trace = _peak(f)
+        assert trace.source is not None and trace.source.bytes_read == f.stat().st_size
+        peaks.append(peak)
+    assert peaks[1] < peaks[0] + 256 * 1024, peaks
+    assert peaks[1] < 2 * 1024 * 1024, peaks

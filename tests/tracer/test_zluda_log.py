@@ -1,0 +1,285 @@
+"""The zluda_trace log reader on logs built from the format, one per stretch of ZLUDA's history (tests/zluda_logs.py).
+
+Each fixture is read, dated and classified as ``import-log`` does, and checked against what its report must say:
+the first failing call, the entry points with their statuses and callers, the lookups, the export tables, the
+GPU modules, the release the format fits, the verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudatrace.coverage_db.log_release import date_log, release_bounds
+from cudatrace.coverage_db.verdict import annotate_trace
+from cudatrace.errors import InputError
+from cudatrace.model import Family, ImageKind, TraceResult, VerdictStatus
+from cudatrace.tracer import zluda_log
+from cudatrace.tracer.zluda_log import read_log, split_args
+from tests import zluda_logs as z
+
+
+def _load(path: Path, release: str | None = None) -> TraceResult:
+    trace = date_log(read_log(str(path)))
+    return annotate_trace(trace, release or trace.zluda_release)
+
+
+def _call(trace: TraceResult, name: str):  # type: ignore[no-untyped-def]
+    return next(c for c in trace.calls if c.function == name)
+
+
+@pytest.fixture(scope="module")
+def modules() -> dict[str, bytes]:
+    try:
+        return z.real_modules()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+def test_split_args_respects_quotes_and_brackets() -> None:
+    args = 'a: 1, name: "x, (y) -> z", s: { f: 2, g: [3, 4] }, luid: {0000A1B2-00000000}, p: NULL'
+    assert split_args(args) == [
+        ("a", "1"),
+        ("name", '"x, (y) -> z"'),
+        ("s", "{ f: 2, g: [3, 4] }"),
+        ("luid", "{0000A1B2-00000000}"),
+        ("p", "NULL"),
+    ]
+    assert split_args("") == []
+
+
+def test_linux_trace_folder(tmp_path: Path, modules: dict[str, bytes]) -> None:
+    trace = _load(z.trace_v6_linux(tmp_path, modules))
+    src = trace.source
+    assert src is not None
+    assert (src.tool, src.form, src.backend, src.truncated, src.unparsed) == (
+        "zluda_trace",
+        "log.txt",
+        "zluda",
+        False,
+        0,
+    )
+    assert src.device == "AMD Radeon RX 7900 XTX [ZLUDA]"
+    assert trace.command == ("saxpy",) and trace.platform == "linux"
+    # the whole log was read: every line, and the last call
+    assert src.lines == z.TRACE_V6_LINUX.count("\n")
+    assert _call(trace, "cuProfilerStop").calls == 1
+    # statuses: names, numbers named through the family's table, success and non-status results left out
+    assert dict(_call(trace, "cudnnSetStream").statuses) == {"CUDNN_STATUS_NOT_SUPPORTED": 1}
+    assert _call(trace, "cudnnGetVersion").statuses == ()
+    assert _call(trace, "nvmlErrorString").statuses == ()
+    assert dict(_call(trace, "cuDeviceGetAttribute").statuses) == {"CUDA_ERROR_INVALID_VALUE": 1}
+    assert dict(_call(trace, "cuCtxCreate_v4").statuses) == {"NOT_IN_UNDERLYING_LIBRARY": 1}
+    # a string argument holding ", ", ")" and " -> " does not confuse the line split
+    assert _call(trace, "cuModuleGetFunction").statuses == ()
+    # callers from the nesting: depth 0 is the program, deeper calls the enclosing call's library
+    assert dict(_call(trace, "cuCtxGetDevice").callers) == {"libcuda.so.1": 1}
+    assert dict(_call(trace, "cublasLtCreate").callers) == {"libcublas.so.12": 1}
+    assert dict(_call(trace, "cuCtxGetCurrent").callers) == {"libcublasLt.so.12": 1, "libcudnn.so.9": 1}
+    assert dict(_call(trace, "cuLaunchKernel").callers) == {"saxpy": 1, "libcublas.so.12": 1}
+    assert _call(trace, "cublasSgemm_v2").family is Family.CUBLAS
+    # lookups: symbolStatus decides for _v2, the pointer for the old form
+    lookups = {(p.symbol, p.found, p.cuda_version, p.flags, p.via) for p in trace.proc_lookups}
+    assert ("cuFutureEntryPoint", False, 12080, 0, "cuGetProcAddress_v2") in lookups
+    assert ("cuCtxCreate", False, 11000, 1, "cuGetProcAddress") in lookups
+    assert ("cuMemAllocAsync", True, 12080, 0, "cuGetProcAddress_v2") in lookups
+    tables = {t.uuid: (t.name, t.count, t.status) for t in trace.export_tables}
+    assert tables["6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9"] == ("CUDART_INTERFACE", 2, "CUDA_SUCCESS")
+    assert tables["A1B2C3D4-5E6F-4711-8899-AABBCCDDEEFF"] == (None, 1, "CUDA_ERROR_INVALID_VALUE")
+    dark = dict(trace.dark_api_calls)
+    assert dark["{CONTEXT_CHECKS}::3"] == 1 and dark["{A1B2C3D4-5E6F-4711-8899-AABBCCDDEEFF}::4"] == 1
+    # the first failure: cuGetProcAddress probes do not count; the attribute query with an unknown enum does
+    ff = trace.first_failure
+    assert ff is not None and (ff.function, ff.line, ff.result) == (
+        "cuDeviceGetAttribute",
+        21,
+        "CUDA_ERROR_INVALID_VALUE",
+    )
+    assert "attrib: 142" in ff.text
+    # the saved modules, scanned: PTX version/target from nvcc's PTX, the cubin's sm_86, the fatbin's images
+    gpu = trace.gpu_code
+    assert gpu is not None
+    kinds = {(i.container, i.kind, i.arch) for i in gpu.images}
+    assert ("module_0001_01.elf", ImageKind.SASS, "sm_86") in kinds
+    assert ("module_0002.ptx", ImageKind.PTX, "sm_80") in kinds
+    assert ("module_0003_01.bin", ImageKind.SASS, "sm_80") in kinds and (
+        "module_0003_01.bin",
+        ImageKind.PTX,
+        "sm_80",
+    ) in kinds
+    ptx = next(i for i in gpu.images if i.container == "module_0002.ptx")
+    assert ptx.ptx_version and ptx.ptx_version[0].isdigit()
+    assert any("rejected module_0001_02.ptx: Unrecognized instruction: wgmma" in n for n in trace.notes)
+    assert src.ptx_errors == (("module_0001_02.ptx", z.PTX_PARSER_LOG.strip()),)
+    assert any("Zstd decompression failure" in n for n in trace.notes)
+    # the format dates the log: CONTEXT_CHECKS has its name from v6-preview.48
+    assert src.releases == ("v6-preview.48", None)
+    assert trace.zluda_release is None
+    # the verdict and the first failure explained
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
+    codes = {r.code for r in trace.verdict.reasons}
+    assert {"stub_called", "export_table_unknown", "first_failure", "ptx_rejected"} <= codes
+
+
+def test_failure_inside_a_failing_call_came_first(tmp_path: Path) -> None:
+    log = (
+        "cuInit(Flags: 0) -> CUDA_SUCCESS\n"
+        "cublasSgemm_v2(handle: 0x1) -> CUBLAS_STATUS_EXECUTION_FAILED\n"
+        "    cuCtxGetCurrent(pctx: 0x2) -> CUDA_SUCCESS\n"
+        "    cuLaunchKernel(f: 0x3) -> CUDA_ERROR_INVALID_VALUE\n"
+        "        cuFuncGetAttribute(pi: 0, attrib: 0, hfunc: 0x3) -> CUDA_ERROR_INVALID_HANDLE\n"
+        "    cuMemFree_v2(dptr: 0x4) -> CUDA_ERROR_INVALID_VALUE\n"
+        "cuMemAlloc_v2(dptr: 0x0, bytesize: 1) -> CUDA_ERROR_OUT_OF_MEMORY\n"
+    )
+    trace = read_log(str(z.write_folder(tmp_path, "app", log)))
+    ff = trace.first_failure
+    assert ff is not None
+    assert (ff.function, ff.line, ff.depth, ff.caller) == ("cuFuncGetAttribute", 5, 2, "cuLaunchKernel")
+
+
+def test_windows_v7_log(tmp_path: Path) -> None:
+    trace = _load(z.write_folder(tmp_path, "render.exe_1", z.TRACE_V7_WINDOWS))
+    src = trace.source
+    assert src is not None
+    assert trace.command == ("render.exe",) and trace.platform == "windows"
+    assert src.unparsed == 0 and src.lines == 18
+    assert src.releases == ("v7-preview.2", None)
+    assert dict(_call(trace, "nvapi_QueryInterface").callers) == {"render.exe": 3}
+    lookups = {c.function for c in trace.calls if c.library == "nvapi64.dll" and c.calls is None}
+    assert lookups == {"NvAPI_Initialize", "NvAPI_GPU_GetMemoryInfoEx", "0x0badf00d"}
+    # a 32-bit build logs calls through returned NvAPI pointers as NAME(...) -> <int>: counted, not an entry point
+    assert dict(trace.dark_api_calls)["NvAPI_Initialize"] == 1
+    assert dict(trace.dark_api_calls) == {"NvAPI_Initialize": 1, "{nvapi:0x0150e828}": 1, "{HYBRID_CUDART}::1": 1,
+                                          "{CONTEXT_CHECKS}::context_check": 1}  # fmt: skip
+    ff = trace.first_failure
+    assert ff is not None and ff.function == "nvmlDeviceGetMemoryInfo"
+    assert trace.verdict is not None
+    stub = next(r for r in trace.verdict.reasons if r.code == "stub_called")
+    assert stub.functions == ("cudnnBackendCreateDescriptor",) and "TORCH_CUDNN_V8_API_DISABLED" in (stub.remedy or "")
+
+
+def test_zluda_dump_stderr_dates_the_release(tmp_path: Path) -> None:
+    f = tmp_path / "stderr.txt"
+    f.write_text(z.DUMP_V5)
+    trace = _load(f)
+    src = trace.source
+    assert src is not None and (src.tool, src.form) == ("zluda_dump", "stderr")
+    assert src.releases == ("v5-preview.43", "v5-preview.78")
+    # the newest release the format fits is the one judged against
+    assert trace.zluda_release == "v5-preview.78"
+    assert trace.verdict is not None and trace.verdict.release == "v5-preview.78"
+    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+    ff = trace.first_failure
+    assert ff is not None and ff.function == "cuMemAllocManaged"
+    first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
+    assert "it is a stub" in first.message and "no release up to" in first.message
+
+
+def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
+    trace = _load(z.write_folder(tmp_path, "crasher", z.CUT))
+    src = trace.source
+    assert src is not None and src.truncated
+    assert src.bytes_read == len(z.CUT.encode())
+    # the cut call counts (zluda_trace writes a line after the call returned); its result is lost
+    assert _call(trace, "cuMemcpyHtoD_v2").calls == 1
+    assert _call(trace, "cuMemcpyHtoD_v2").statuses == ()
+    assert any("cut mid-line at line 6" in n for n in trace.notes)
+    assert "cut mid-line" in (trace.exit.detached_reason or "")
+    assert trace.first_failure is not None and trace.first_failure.function == "cuModuleLoadData"
+    # a run under ZLUDA that stopped mid-line is at risk, however well its calls were served
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
+    cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
+    assert "under ZLUDA stopped" in cut.message and "cuModuleLoadData" in cut.message
+
+
+def test_sass_only_modules_block(tmp_path: Path, modules: dict[str, bytes]) -> None:
+    trace = _load(z.write_folder(tmp_path, "sassapp", z.SASS_ONLY, {"module_0001_01.elf": modules["cubin"]}))
+    assert trace.gpu_code is not None and trace.gpu_code.sass_only
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.BLOCKED
+    assert trace.verdict.reasons[0].code == "sass_only"
+    first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
+    assert "slot 1 (get_module_from_cubin) of export table CUDART_INTERFACE" in first.message
+
+
+def test_folders_and_bad_input(tmp_path: Path) -> None:
+    z.write_folder(tmp_path / "logs", "one", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")
+    # a $ZLUDA_LOG_DIR holding one executable's folder is read through
+    assert read_log(str(tmp_path / "logs")).command == ("one",)
+    z.write_folder(tmp_path / "logs", "two", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")
+    with pytest.raises(InputError, match="logs of 2 executables"):
+        read_log(str(tmp_path / "logs"))
+    with pytest.raises(InputError, match="no such file"):
+        read_log(str(tmp_path / "missing"))
+    (tmp_path / "empty_dir").mkdir()
+    with pytest.raises(InputError, match=r"no log\.txt"):
+        read_log(str(tmp_path / "empty_dir"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello\nthis is not a log\n")
+    with pytest.raises(InputError, match=r"notes.txt: not a zluda_trace log"):
+        read_log(str(notes))
+    binary = tmp_path / "a.out"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 200)
+    with pytest.raises(InputError, match="not a zluda_trace log"):
+        read_log(str(binary))
+    empty = tmp_path / "empty" / "log.txt"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    trace = read_log(str(empty))
+    assert trace.calls == () and any("holds no call" in n for n in trace.notes)
+
+
+def test_overlong_line_is_skipped_not_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zluda_log, "MAX_LINE", 1000)
+    monkeypatch.setattr(zluda_log, "BLOCK", 256)
+    log = (
+        "cuInit(Flags: 0) -> CUDA_SUCCESS\n"
+        + "cuX("
+        + "a" * 5000
+        + ") -> CUDA_SUCCESS\n"
+        + "cuMemFree_v2(dptr: 0x1) -> CUDA_SUCCESS\n"
+    )
+    trace = read_log(str(z.write_folder(tmp_path, "long", log)))
+    assert {c.function for c in trace.calls} == {"cuInit", "cuMemFree_v2"}
+    assert any("longer than" in n for n in trace.notes)
+
+
+def test_release_bounds_contradiction() -> None:
+    lo, hi, words = release_bounds(("tool:zluda_dump", "nvapi"))
+    assert (lo, hi) == ("v7-preview.2", "v5-preview.78")
+    assert "contradict" in words[-1]
+
+
+@pytest.mark.parametrize("fixture", ["linux", "nvidia_stderr", "windows_crlf"])
+def test_parallel_read_equals_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture: str) -> None:
+    """A big log read by several processes, each a range starting at a top-level call, merges into exactly the
+    document one reader gives: counts, callers, lookups, first failure, call order, line numbers, the cut."""
+    monkeypatch.setattr(zluda_log, "PARALLEL_MIN", 64 * 1024)
+    monkeypatch.setattr(zluda_log, "BLOCK", 16 * 1024)
+    text = {"linux": z.TRACE_V6_LINUX, "nvidia_stderr": z.NVIDIA_STDERR, "windows_crlf": z.TRACE_V7_WINDOWS}[fixture]
+    head, body = text.split("\n", 2)[:2], text.split("\n", 2)[2]
+    log = "\n".join(head) + "\n" + body * (300_000 // len(body) + 1)
+    # a failure only late in the log, and a cut last line
+    log += "cuLateFailure(x: 1) -> CUDA_ERROR_LAUNCH_FAILED\ncuMemcpyDtoH_v2(dstHost: 0x1, srcDev"
+    folder = z.write_folder(tmp_path, "big", log)
+    serial = read_log(str(folder), workers=1).to_dict()
+    parallel = read_log(str(folder), workers=3).to_dict()
+    assert zluda_log._worker_count(len(log), 3) == 3  # three ranges were read by three processes
+    assert parallel == serial
+    assert serial["source"]["truncated"] is True
+
+
+def test_zluda_trace_between_v5_preview_79_and_v6_preview_47(tmp_path: Path) -> None:
+    """The [ZLUDA_TRACE] prefix with the old name of CONTEXT_CHECKS dates a log to zluda_trace before v6-preview.48."""
+    f = tmp_path / "stderr.txt"
+    f.write_text(
+        "[ZLUDA_TRACE] cuInit(Flags: 0) -> CUDA_SUCCESS\n"
+        "[ZLUDA_TRACE] {UNKNOWN_CHECKS}::context_check(ctx_in: 0x1, result1: 0, result2: 0x0) -> CUDA_SUCCESS\n"
+        "[ZLUDA_TRACE] cuCtxCreate_v4(...) -> CUDA_ERROR_NOT_SUPPORTED\n"
+    )
+    trace = _load(f)
+    assert trace.source is not None and trace.source.releases == ("v5-preview.79", "v6-preview.47")
+    assert trace.zluda_release == "v6-preview.47" and trace.verdict is not None
+    # judged against that release, where cuCtxCreate_v4 was still a stub (implemented by v7-preview.9)
+    first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
+    assert "in ZLUDA v6-preview.47 it is a stub" in first.message and "first implemented in" in first.message
