@@ -593,6 +593,10 @@ class Catalog:
                 return tuple(dict.fromkeys([*run[2], *run[3]]))
         return ()
 
+    def hipify_table(self) -> dict[str, tuple[str, ...]]:
+        """HIPIFY's whole CUDA name -> (HIP name, ROC-library names ...) table."""
+        return {name: tuple(x for x in row[1:] if x) for name, row in self._names_doc()["hipify"].items()}
+
     def hipify(self, function: str) -> tuple[str, ...]:
         """HIPIFY's HIP and ROC-library equivalents of a CUDA name (its API name is tried too)."""
         for name in (function, self.api_name(function), re.sub(r"_pt(ds|sz)$", "", function)):

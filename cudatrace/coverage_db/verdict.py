@@ -43,6 +43,7 @@ from cudatrace.model import (
     LibraryHow,
     ProcLookup,
     Reason,
+    StaticRuntime,
     ScanResult,
     Severity,
     TraceResult,
@@ -55,6 +56,7 @@ from cudatrace.model import (
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "runtime_call_unserved": 1,
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
@@ -67,6 +69,9 @@ CODE_RANK: dict[str, int] = {
     "panicking_imported": 15,
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
+    "unknown_until_traced": 18,
+    "on_demand_blocked": 19,
+    "library_missing": 19,
     "replaced_by_zluda": 20,
     "proc_string_missing": 21,
     "proc_lookup_missing": 21,
@@ -74,6 +79,9 @@ CODE_RANK: dict[str, int] = {
     "nvidia_own": 23,
     "ptx_recompiled": 24,
     "translated": 25,
+    "runtime_calls_served": 19,
+    "runtime_call_probe": 20,
+    "release_fixing": 26,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
@@ -309,6 +317,8 @@ def judge(
     proc_lookups: Iterable[ProcLookup] = (),
     machine: str | None = None,
     static_runtime: bool | None = None,
+    runtime: StaticRuntime | None = None,
+    program_path: str | None = None,
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -320,6 +330,9 @@ def judge(
     against ZLUDA's 32-bit files. ``static_runtime`` says the names found as strings come from a statically linked
     CUDA runtime, which resolves all of them up front (None: assumed when there are many such names): their
     stubs and missing names are then info, otherwise a risk (a program that looks a few names up calls them).
+    ``runtime`` is that static runtime: the runtime functions the program's own code calls decide (their driver
+    entry points are judged, :func:`runtime_reasons`); when the file cannot tell, the verdict is at risk, "unknown
+    until traced", with the ``cudatrace run`` command for ``program_path``.
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -491,6 +504,8 @@ def judge(
                 tuple(absent + stubs),
             )
         )
+    if runtime is not None:
+        reasons.extend(runtime_reasons(cat, rel, runtime, proc_names, cuda_version, machine, program_path))
     if inner_left_out:
         n = sum(inner_left_out.values())
         reasons.append(
@@ -546,6 +561,99 @@ def judge(
     else:
         overall = VerdictStatus.RUNS
     return Verdict(rel, overall, tuple(ranked))
+
+
+def runtime_reasons(
+    cat: Catalog,
+    rel: str,
+    runtime: StaticRuntime,
+    resolved: int,
+    cuda_version: int | None,
+    machine: str | None,
+    program_path: str | None,
+) -> list[Reason]:
+    """What the runtime functions a program's own code calls need from the driver, under ``rel``.
+
+    A driver entry point they need that is a stub or absent blocks the program, unless the called-stub table
+    (data/called_stubs.json) lists it as a tolerated probe. Without the calls (a stripped file, a PE file) the
+    answer is "unknown until traced", a risk naming the command that finds out.
+    """
+    from cudatrace.coverage_db.runtime_map import driver_needs, stub_decision
+
+    if runtime.calls is None:
+        target = program_path or "PROGRAM"
+        return [
+            Reason(
+                Severity.RISK,
+                "unknown_until_traced",
+                f"a statically linked CUDA runtime resolves {resolved} driver entry points up front, and which of "
+                f"them this program needs is unknown until traced ({runtime.calls_how or 'its calls cannot be read'})"
+                f": run `cudatrace run -- {target}` on an NVIDIA GPU or under ZLUDA",
+                f"cudatrace run -- {target}",
+                Family.DRIVER,
+            )
+        ]
+    b32 = is_32bit(machine)
+    unserved: dict[str, tuple[str, ZludaInfo]] = {}  # driver export -> (runtime function, its fate)
+    served: list[str] = []
+    for fn in runtime.calls:
+        needs = driver_needs(cat, fn, cuda_version)
+        for drv in needs:
+            info = cat.classify(Family.DRIVER, drv, rel, None, bits32=b32)
+            if info.status in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+                unserved.setdefault(drv, (fn, info))
+        if needs:
+            served.append(fn)
+    out: list[Reason] = []
+    blockers = {d: v for d, v in unserved.items() if not stub_decision(d).tolerated}
+    probes = {d: v for d, v in unserved.items() if stub_decision(d).tolerated}
+    if blockers:
+        parts = []
+        for drv, (fn, info) in sorted(blockers.items(), key=lambda kv: kv[1][0]):
+            fate = (
+                f"a stub ({info.note or 'returns a not-supported status'})"
+                if info.status is ZludaStatus.STUB
+                else "not exported (the runtime gets no function for it)"
+            )
+            parts.append(f"{fn} -> {drv}: {fate}")
+        names = sorted(blockers)
+        out.append(
+            Reason(
+                Severity.BLOCKER,
+                "runtime_call_unserved",
+                f"the program's own code calls {len({fn for fn, _ in blockers.values()})} runtime function(s) that "
+                f"the static CUDA runtime serves with driver entry points ZLUDA {rel} does not translate: "
+                f"{'; '.join(parts)}; the call fails, so the work it was for is not done",
+                remedies.stub_remedy(cat, Family.DRIVER, names, rel, bits32=b32),
+                Family.DRIVER,
+                tuple(names),
+            )
+        )
+    if probes:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "runtime_call_probe",
+                f"the program's own code reaches {remedies.name_list(sorted(probes))}, stubs in ZLUDA {rel} that "
+                f"it survives: {'; '.join(f'{d}: {stub_decision(d).why}' for d in sorted(probes))}",
+                None,
+                Family.DRIVER,
+                tuple(sorted(probes)),
+            )
+        )
+    if not blockers:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "runtime_calls_served",
+                f"the program's own code calls {len(runtime.calls)} runtime function(s) "
+                f"({remedies.name_list(sorted(runtime.calls), 6)}); every driver entry point they need is translated "
+                f"by ZLUDA {rel}, so the other names the static runtime resolves do not matter",
+                None,
+                Family.DRIVER,
+            )
+        )
+    return out
 
 
 def _library_reason(
@@ -666,6 +774,8 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 binary_format=b.format,
                 machine=b.machine,
                 static_runtime=True if b.static_runtime else None,
+                runtime=b.static_runtime,
+                program_path=b.path,
             )
         binaries.append(replace(b, imports=imports, verdict=verdict))
     return replace(result, binaries=tuple(binaries), zluda_release=rel)
