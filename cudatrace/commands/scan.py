@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
@@ -44,6 +45,9 @@ def run_scan(args: argparse.Namespace) -> int:
 
     with stderr_progress(enabled=not args.no_progress) as progress:
         result = scan_paths(args.paths, progress=progress)
+    from cudatrace.programs import group_programs
+
+    result = replace(result, programs=group_programs(result))
     if not args.no_zluda:
         from cudatrace.coverage_db.verdict import annotate_scan
 
@@ -62,6 +66,7 @@ def run_scan(args: argparse.Namespace) -> int:
     write_output(text, args.output)
     if args.fail_on:
         bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}
-        if any(b.verdict and b.verdict.status.value in bad for b in result.binaries):
+        judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]
+        if any(v and v.status.value in bad for v in judged):
             return EXIT_VERDICT
     return EXIT_PARTIAL if result.failed else EXIT_OK

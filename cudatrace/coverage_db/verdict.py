@@ -656,6 +656,62 @@ def runtime_reasons(
     return out
 
 
+_UNFIXABLE = {
+    "sass_only": "SASS-only GPU code",
+    "unknown_until_traced": "calls unknown until traced",
+    "library_missing": "a missing library",
+    "on_demand_blocked": "an on-demand part",
+    "ptx_recent_arch_only": "PTX for recent GPUs only",
+    "export_table_unknown": "an unknown export table",
+}
+
+
+def fixing_reason(
+    cat: Catalog, rel: str, status: VerdictStatus, reasons: Sequence[Reason]
+) -> tuple[str | None, Reason | None]:
+    """The first release in which every blocker of a verdict is translated, and the sentence that says so.
+
+    The blockers are the blocker reasons of a blocked verdict, the risk reasons of an at-risk one. A reason about
+    entry points is fixed by the first later release that translates all of them; a CUDA library the release
+    does not replace, by the first release that ships it; anything else (SASS-only code, a missing library, a
+    call unknown until traced) by no release. Returns (None, None) for a verdict that runs.
+    """
+    if status is VerdictStatus.RUNS:
+        return None, None
+    severity = Severity.BLOCKER if status is VerdictStatus.BLOCKED else Severity.RISK
+    firsts: list[str] = []
+    never: list[str] = []
+    for r in reasons:
+        if r.severity is not severity:
+            continue
+        if r.code in ("library_not_replaced", "driver_not_replaced") and r.message.split(":", 1)[0].strip():
+            lib = r.message.split(":", 1)[0].split()[0]
+            first = cat.first_shipping(lib, after=rel) if zluda_library_of_file(lib) else None
+            (firsts.append(first) if first else never.append(lib))
+            continue
+        if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing"):
+            never.append(_UNFIXABLE.get(r.code, r.code.replace("_", " ")))
+            continue
+        for fn in r.functions[:48]:
+            first = cat.first_translated(r.family, fn, rel)
+            (firsts.append(first) if first else never.append(fn))
+    latest = cat.latest
+    if never:
+        listed = remedies.name_list(sorted(set(never)))
+        return None, Reason(
+            Severity.INFO,
+            "release_fixing",
+            f"no ZLUDA release up to {latest} removes every blocker (left: {listed})",
+        )
+    target = max(firsts, key=lambda name: cat.release(name).ordinal)
+    return target, Reason(
+        Severity.INFO,
+        "release_fixing",
+        f"every blocker is translated since {target}: upgrade",
+        f"upgrade to ZLUDA {target}",
+    )
+
+
 def _library_reason(
     cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str], bits32: bool = False
 ) -> Reason:
@@ -777,8 +833,17 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 runtime=b.static_runtime,
                 program_path=b.path,
             )
+        if verdict is not None:
+            fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
+            if fixing is not None:
+                verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
         binaries.append(replace(b, imports=imports, verdict=verdict))
-    return replace(result, binaries=tuple(binaries), zluda_release=rel)
+    out = replace(result, binaries=tuple(binaries), zluda_release=rel)
+    if out.programs:
+        from cudatrace.programs.judging import judge_programs
+
+        out = judge_programs(out, rel, cat)
+    return out
 
 
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
