@@ -241,6 +241,8 @@ def _from_store(args: argparse.Namespace) -> Any:
             rows = []
             for rec in store.programs():
                 scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
+                if _nvidia_only(scans, traces):
+                    continue  # NVIDIA's own libraries are not programs: they never count as blocked ones
                 rows.append((rec, scans, traces))
             names = Counter(rec.name for rec, _, _ in rows)
             aggregates = []
@@ -272,6 +274,12 @@ def _from_store(args: argparse.Namespace) -> Any:
     return build_report(
         s, t, release, program=args.name or rec.name, environment=env, replaced_caller=replaced_caller_for(release)
     )
+
+
+def _nvidia_only(scans: tuple[ScanResult, ...], traces: tuple[TraceResult, ...]) -> bool:
+    """True for a stored program that is NVIDIA's own libraries (an nvidia-* wheel, cuBLAS ...)."""
+    programs = [p for s in scans for p in s.programs]
+    return not traces and bool(programs) and all(p.is_nvidia for p in programs)
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -801,6 +801,10 @@ def build_report(
     for scan in scans:
         tool_version = tool_version or scan.tool_version
         errors.extend(f"{f.path}: {f.message}" for f in scan.failed)
+        # A scan grouped into programs is judged per program: its binaries' verdicts are parts of that verdict.
+        judged = [p.verdict for p in scan.programs if p.verdict is not None]
+        verdicts.extend(judged)
+        grouped = bool(scan.programs)
         for b in scan.binaries:
             if b.path in binaries:
                 # the same file scanned again (store history): its evidence merges, it is listed once
@@ -808,7 +812,7 @@ def build_report(
                     a = slot(e)
                     a.static_how.setdefault(e.how, None)
                     a.binaries.setdefault(b.name, None)
-                if b.verdict is not None and b.uses_cuda:
+                if b.verdict is not None and b.uses_cuda and not grouped:
                     verdicts.append(b.verdict)
                 continue
             binaries.append(b.path)
@@ -818,7 +822,7 @@ def build_report(
             if b.gpu_code.has_kernels or b.static_runtime:
                 rt = (b.static_runtime.version or "unknown") if b.static_runtime else None
                 gpu.append(BinaryGpu.of(b.name, b.gpu_code, rt))
-            if b.verdict is not None and b.uses_cuda:
+            if b.verdict is not None and b.uses_cuda and not grouped:
                 verdicts.append(b.verdict)
             for e in b.imports:
                 a = slot(e)
