@@ -36,8 +36,9 @@ _RUNTIME_PATH: dict[str, tuple[str, ...]] = {
     "cudaStreamCreateWithFlags": ("cuStreamCreate",),
     "cudaDeviceSynchronize": ("cuCtxSynchronize",),
     "cudaSetDevice": ("cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"),
-    "cudaMemcpy": ("cuMemcpy",),
-    "cudaMemcpyAsync": ("cuMemcpyAsync",),
+    # cudaMemcpy and cudaMemcpyAsync are left out on purpose: the runtime picks the copy by its kind
+    # (cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, ...), so no single driver function stands for them.
+    "cudaMemcpy": ("cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2"),
 }
 
 
