@@ -179,7 +179,8 @@ def build_plugin_app(sass_core: bool = False) -> Path:
                   f"-L{libs}", "-l:libcuda.so.1"], d)  # fmt: skip
         else:
             _run(["gcc", "-shared", "-fPIC", "-o", "app/libcore.so", "core.c", f"-L{libs}", "-l:libcuda.so.1"], d)
-        _run(["gcc", "-o", "app/app", "app.c", "-Lapp", "-lcore", "-ldl", "-Wl,-rpath,$ORIGIN", f"-Wl,-rpath-link,{libs}"], d)
+        _run(["gcc", "-o", "app/app", "app.c", "-Lapp", "-lcore", "-ldl", "-Wl,-rpath,$ORIGIN",
+              f"-Wl,-rpath-link,{libs}"], d)  # fmt: skip
         _run([NVCC, "-shared", "-Xcompiler", "-fPIC", *sass, "-o", "app/libplugin_cuda.so", "plugin.cu"], d)
 
     key = f"verdict-set/plugin/1\n{sass_core}{CORE_C}{APP_C}{PLUGIN_CU}{libs}{_tool_id('gcc')}{_tool_id(NVCC)}"

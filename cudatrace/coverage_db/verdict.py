@@ -43,9 +43,9 @@ from cudatrace.model import (
     LibraryHow,
     ProcLookup,
     Reason,
-    StaticRuntime,
     ScanResult,
     Severity,
+    StaticRuntime,
     TraceResult,
     Verdict,
     VerdictStatus,
@@ -834,7 +834,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 program_path=b.path,
             )
         if verdict is not None:
-            fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
+            _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
             if fixing is not None:
                 verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
         binaries.append(replace(b, imports=imports, verdict=verdict))

@@ -84,9 +84,7 @@ def _missing(
                 elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
                     continue
                 wanted.setdefault((name, how), []).append(b.name)
-    return tuple(
-        MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items())
-    )
+    return tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
 
 
 def _missing_reason(m: MissingLibrary, rel: str) -> Reason:

@@ -15,6 +15,7 @@ copied out of the mapping one at a time, at most :data:`MAX_CODE_BYTES` in all. 
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 from collections.abc import Callable, Sequence
@@ -54,13 +55,13 @@ class _Symbol:
 class _Buf:
     """Bounds-checked slices of the mapped file."""
 
-    def __init__(self, buf: Sequence[int] | bytes, size: int, path: str) -> None:
+    def __init__(self, buf: mmap.mmap | bytes, size: int, path: str) -> None:
         self._buf, self.size, self._path = buf, size, path
 
     def read(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
             raise CorruptBinaryError(f"table at 0x{offset:x} (+{length}) lies outside the file", self._path)
-        return bytes(self._buf[offset : offset + length])  # type: ignore[index]
+        return bytes(self._buf[offset : offset + length])
 
 
 def _symbols(data: _Buf, sections: Sequence[object], endian: str, path: str) -> list[_Symbol] | None:
@@ -100,10 +101,10 @@ def _file_offset(sections: Sequence[object], addr: int, size: int) -> int | None
     return None
 
 
-def read_runtime_calls(buf: Sequence[int] | bytes, path: str, is_runtime_api: Callable[[str], bool]) -> RuntimeCalls:
+def read_runtime_calls(buf: mmap.mmap | bytes, path: str, is_runtime_api: Callable[[str], bool]) -> RuntimeCalls:
     """The runtime API functions (``is_runtime_api`` decides the names) the own code of the ELF file calls."""
     size = len(buf)
-    lay = _read_header(buf, path)
+    lay = _read_header(bytes(buf[:64]), path)
     if lay.machine != _EM_X86_64 or not lay.is64:
         return RuntimeCalls(None, "call instructions are read for x86-64 code only")
     data = _Buf(buf, size, path)
