@@ -56,6 +56,7 @@ from cudatrace.model import (
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "first_failing_call": 1,
     "runtime_call_unserved": 1,
     "absent_import": 1,
     "absent_called": 2,
@@ -81,6 +82,7 @@ CODE_RANK: dict[str, int] = {
     "translated": 25,
     "runtime_calls_served": 19,
     "runtime_call_probe": 20,
+    "tolerated_probe_called": 20,
     "release_fixing": 26,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
@@ -860,4 +862,90 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
+    first = first_failing_reasons(calls, rel, cat)
+    if first:
+        reasons = sorted(
+            (*first, *verdict.reasons), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0))
+        )
+        status = (
+            VerdictStatus.BLOCKED
+            if any(r.severity is Severity.BLOCKER for r in reasons)
+            else VerdictStatus.AT_RISK
+            if any(r.severity is Severity.RISK for r in reasons)
+            else VerdictStatus.RUNS
+        )
+        verdict = Verdict(rel, status, tuple(reasons))
+    _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
+    if fixing is not None:
+        verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
     return replace(trace, calls=calls, verdict=verdict)
+
+
+def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog) -> list[Reason]:
+    """The program's first call that ``rel`` cannot serve, from a trace: a blocker with its time and caller.
+
+    Only calls on the program's own path count (:func:`program_side_calls`: calls made inside libraries ZLUDA
+    replaces never happen). A stub the called-stub table (data/called_stubs.json) lists as a tolerated probe is
+    info: the program survives it. The position is the entry point's rank in first-call order among the
+    entry points the program reached (the tracer keeps first-call times per entry point, not a global call
+    sequence; ``cudatrace run --events`` has every call).
+    """
+    from cudatrace.coverage_db.runtime_map import stub_decision
+
+    timed = sorted(
+        (c for c in calls if c.calls and program_side_calls(c, rel, cat) > 0),
+        key=lambda c: (c.first_call_s is None, c.first_call_s or 0.0, c.function),
+    )
+    position = {c.key: i + 1 for i, c in enumerate(timed)}
+    failing: list[tuple[EntryPointUse, ZludaInfo]] = []
+    probes: list[EntryPointUse] = []
+    for c in timed:
+        info = c.zluda if c.zluda is not None and c.zluda.release == rel else classify_entry(c, rel, cat)
+        if info.status not in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+            continue
+        if c.family is Family.DRIVER and stub_decision(c.function).tolerated:
+            probes.append(c)
+        else:
+            failing.append((c, info))
+    out: list[Reason] = []
+    if failing:
+        c, info = failing[0]
+        own = [(m, n) for m, n in c.callers if not replaced_caller(m, rel, cat)]
+        caller = max(own, key=lambda kv: kv[1])[0] if own else "the program"
+        gets = (
+            f"a stub: it receives {info.note.removeprefix('returns ') if info.note else 'a not-supported status'}"
+            if info.status is ZludaStatus.STUB
+            else "not exported: the lookup or the symbol binding fails"
+        )
+        later = f"; {len(failing) - 1} more entry point(s) fail after it" if len(failing) > 1 else ""
+        when = (
+            f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} the program "
+            "reached"
+            if c.first_call_s is not None
+            else "its first-call time was not recorded"
+        )
+        out.append(
+            Reason(
+                Severity.BLOCKER,
+                "first_failing_call",
+                f"the program's first call ZLUDA {rel} cannot serve is {c.function} ({c.family.value}), "
+                f"{gets}; {when}, from {caller}, {program_side_calls(c, rel, cat):,} call(s) in all{later}",
+                remedies.stub_remedy(cat, c.family, [x.function for x, _ in failing if x.family is c.family], rel),
+                c.family,
+                tuple(x.function for x, _ in failing),
+                program_side_calls(c, rel, cat),
+            )
+        )
+    if probes:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "tolerated_probe_called",
+                f"the program calls {remedies.name_list([p.function for p in probes])}, stubs in ZLUDA {rel} that "
+                f"it survives: {'; '.join(f'{p.function}: {stub_decision(p.function).why}' for p in probes[:3])}",
+                None,
+                Family.DRIVER,
+                tuple(p.function for p in probes),
+            )
+        )
+    return out

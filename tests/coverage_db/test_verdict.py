@@ -347,8 +347,11 @@ def test_annotate_trace() -> None:
     out = annotate_trace(trace, None)
     assert out.verdict is not None and out.verdict.release == "v7-preview.9"
     assert all(c.zluda is not None for c in out.calls)
-    assert codes(out.verdict)[:2] == ["stub_called", "export_table_unknown"]
-    assert out.verdict.reasons[0].calls == 40 and out.verdict.status is VerdictStatus.AT_RISK
+    # cudnnBackendExecute is a stub called from the program's own path (libtorch_cuda.so): the first failing call
+    assert codes(out.verdict)[:3] == ["first_failing_call", "stub_called", "export_table_unknown"]
+    first = out.verdict.reasons[0]
+    assert first.functions[0] == "cudnnBackendExecute" and "from libtorch_cuda.so" in first.message
+    assert out.verdict.reasons[1].calls == 40 and out.verdict.status is VerdictStatus.BLOCKED
     assert "inner_calls_left_out" in codes(out.verdict)
     assert "library_not_replaced" not in codes(out.verdict)  # libcudnn_graph is loaded only by NVIDIA's cuDNN
     lookups = reason(out.verdict, "proc_lookup_missing")
