@@ -919,8 +919,8 @@ def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog
         )
         later = f"; {len(failing) - 1} more entry point(s) fail after it" if len(failing) > 1 else ""
         when = (
-            f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} the program "
-            "reached"
+            f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} "
+            "the program reached"
             if c.first_call_s is not None
             else "its first-call time was not recorded"
         )
