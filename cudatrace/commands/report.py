@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -146,7 +147,10 @@ def _check_names(result: ScanResult | TraceResult) -> None:
 def _resolve_release(name: str) -> str:
     from cudatrace.coverage_db.catalog import load_catalog
 
-    return load_catalog().resolve_release(None if name == "latest" else name)
+    rel, newer = load_catalog().resolve_or_newest(None if name == "latest" else name)
+    if newer is not None:
+        print(f"cudatrace: note: {newer}", file=sys.stderr)
+    return rel
 
 
 def _releases(args: argparse.Namespace) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
@@ -52,6 +53,12 @@ def run_scan(args: argparse.Namespace) -> int:
         from cudatrace.coverage_db.verdict import annotate_scan
 
         result = annotate_scan(result, None if args.zluda == "latest" else args.zluda)
+        if result.zluda_release != args.zluda and args.zluda not in ("latest", None):
+            from cudatrace.coverage_db.catalog import load_catalog
+
+            _rel, newer = load_catalog().resolve_or_newest(args.zluda)
+            if newer is not None:
+                print(f"cudatrace: note: {newer}", file=sys.stderr)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

@@ -84,6 +84,7 @@ CODE_RANK: dict[str, int] = {
     "runtime_call_probe": 20,
     "tolerated_probe_called": 20,
     "release_fixing": 26,
+    "release_newer_than_catalog": 27,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
@@ -812,10 +813,25 @@ def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict |
     )
 
 
+def newer_release_reason(note: str) -> Reason:
+    """The info line that marks a verdict judged against the newest known release instead of the one asked for."""
+    return Reason(Severity.INFO, "release_newer_than_catalog", note)
+
+
+def mark_newer(verdict: Verdict | None, note: str | None) -> Verdict | None:
+    """``verdict`` with the :func:`newer_release_reason` first among its info lines (unchanged without a note)."""
+    if verdict is None or note is None:
+        return verdict
+    return replace(verdict, reasons=(newer_release_reason(note), *verdict.reasons))
+
+
 def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
-    """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``."""
+    """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``.
+
+    A release newer than the catalog knows is judged as the newest known one, and every verdict says so.
+    """
     cat = load_catalog()
-    rel = cat.resolve_release(release)
+    rel, newer = cat.resolve_or_newest(release)
     binaries: list[BinaryScan] = []
     for b in result.binaries:
         cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
@@ -845,13 +861,19 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
         from cudatrace.programs.judging import judge_programs
 
         out = judge_programs(out, rel, cat)
+    if newer is not None:
+        out = replace(
+            out,
+            binaries=tuple(replace(b, verdict=mark_newer(b.verdict, newer)) for b in out.binaries),
+            programs=tuple(replace(p, verdict=mark_newer(p.verdict, newer)) for p in out.programs),
+        )
     return out
 
 
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest)."""
     cat = load_catalog()
-    rel = cat.resolve_release(release)
+    rel, newer = cat.resolve_or_newest(release)
     calls = tuple(replace(c, zluda=classify_entry(c, rel, cat)) for c in trace.calls)
     verdict = judge(
         calls,
@@ -878,7 +900,7 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
     if fixing is not None:
         verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
-    return replace(trace, calls=calls, verdict=verdict)
+    return replace(trace, calls=calls, verdict=mark_newer(verdict, newer))
 
 
 def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog) -> list[Reason]:
