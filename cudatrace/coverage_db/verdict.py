@@ -71,8 +71,8 @@ CODE_RANK: dict[str, int] = {
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
     "unknown_until_traced": 18,
-    "on_demand_blocked": 19,
-    "library_missing": 19,
+    "on_demand_blocked": 16,
+    "library_missing": 23,
     "replaced_by_zluda": 20,
     "proc_string_missing": 21,
     "proc_lookup_missing": 21,
@@ -322,6 +322,7 @@ def judge(
     static_runtime: bool | None = None,
     runtime: StaticRuntime | None = None,
     program_path: str | None = None,
+    is_library: bool = False,
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -508,7 +509,9 @@ def judge(
             )
         )
     if runtime is not None:
-        reasons.extend(runtime_reasons(cat, rel, runtime, proc_names, cuda_version, machine, program_path))
+        reasons.extend(
+            runtime_reasons(cat, rel, runtime, proc_names, cuda_version, machine, program_path, is_library=is_library)
+        )
     if inner_left_out:
         n = sum(inner_left_out.values())
         reasons.append(
@@ -574,12 +577,16 @@ def runtime_reasons(
     cuda_version: int | None,
     machine: str | None,
     program_path: str | None,
+    *,
+    is_library: bool = False,
 ) -> list[Reason]:
     """What the runtime functions a program's own code calls need from the driver, under ``rel``.
 
-    A driver entry point they need that is a stub or absent blocks the program, unless the called-stub table
-    (data/called_stubs.json) lists it as a tolerated probe. Without the calls (a stripped file, a PE file) the
-    answer is "unknown until traced", a risk naming the command that finds out.
+    A driver entry point they need that is a stub or absent blocks an executable, unless the called-stub table
+    (data/called_stubs.json) lists it as a tolerated probe. In a library (``is_library``: an extension module,
+    a plugin) the calling code runs only when a caller uses it (a Python module wrapping the whole runtime API
+    calls every function from some wrapper), so there it is a risk. Without the calls (a stripped file, a PE
+    file) the answer is "unknown until traced", a risk naming the command that finds out.
     """
     from cudatrace.coverage_db.runtime_map import driver_needs, stub_decision
 
@@ -620,13 +627,20 @@ def runtime_reasons(
             )
             parts.append(f"{fn} -> {drv}: {fate}")
         names = sorted(blockers)
+        n_fns = len({fn for fn, _ in blockers.values()})
+        listed = "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
+        effect = (
+            "a caller that uses them gets an error, so the work it was for is not done"
+            if is_library
+            else "the call fails, so the work it was for is not done"
+        )
+        who = "this library's code calls" if is_library else "the program's own code calls"
         out.append(
             Reason(
-                Severity.BLOCKER,
+                Severity.RISK if is_library else Severity.BLOCKER,
                 "runtime_call_unserved",
-                f"the program's own code calls {len({fn for fn, _ in blockers.values()})} runtime function(s) that "
-                f"the static CUDA runtime serves with driver entry points ZLUDA {rel} does not translate: "
-                f"{'; '.join(parts)}; the call fails, so the work it was for is not done",
+                f"{who} {n_fns} runtime function(s) that the static CUDA runtime serves with driver entry points "
+                f"ZLUDA {rel} does not translate: {listed}; {effect}",
                 remedies.stub_remedy(cat, Family.DRIVER, names, rel, bits32=b32),
                 Family.DRIVER,
                 tuple(names),
@@ -825,6 +839,14 @@ def mark_newer(verdict: Verdict | None, note: str | None) -> Verdict | None:
     return replace(verdict, reasons=(newer_release_reason(note), *verdict.reasons))
 
 
+def _is_library(b: BinaryScan) -> bool:
+    """A shared library or extension module rather than an executable (its code runs when callers use it)."""
+    name = b.name.lower()
+    if b.format is BinaryFormat.PE:
+        return not name.endswith(".exe")
+    return b.soname is not None or ".so" in name
+
+
 def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``.
 
@@ -850,6 +872,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 static_runtime=True if b.static_runtime else None,
                 runtime=b.static_runtime,
                 program_path=b.path,
+                is_library=_is_library(b),
             )
         if verdict is not None:
             _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)

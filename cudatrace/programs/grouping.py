@@ -131,14 +131,16 @@ def _is_executable(b: BinaryScan) -> bool:
     return ".so" not in name and b.soname is None and not name.endswith((".o", ".a"))
 
 
-def feature_of(file_name: str, program: str) -> str:
+def feature_of(file_name: str, program: str, *owners: str) -> str:
     """The feature an on-demand part serves, from its file name: ``libonnxruntime_providers_cuda.so`` ->
-    ``the cuda execution provider``."""
+    ``the cuda execution provider``. ``owners`` are other names the program's files carry (its top-level
+    packages: ``onnxruntime`` for the distribution ``onnxruntime-gpu``)."""
     stem = re.sub(r"^lib", "", file_name.split("/")[-1])
     stem = re.sub(r"(\.(cpython|abi3|pypy)[^.]*)?\.(so|dll|pyd)(\.[\d.]+)?$", "", stem, flags=re.IGNORECASE)
-    prog = _norm(program)
-    if _norm(stem).startswith(prog + "_"):
-        stem = stem[len(prog) + 1 :]
+    for owner in sorted({_norm(o) for o in (program, *owners) if o}, key=len, reverse=True):
+        if _norm(stem).startswith(owner + "_"):
+            stem = stem[len(owner) + 1 :]
+            break
     m = re.match(r"(?i)providers?_(\w+)", stem)
     if m:
         return f"the {m.group(1)} execution provider"
@@ -269,11 +271,17 @@ def _roles(group: _Group) -> list[ProgramPart]:
         for b in group.binaries:
             if _is_executable(b):
                 entry[b.path] = "executable"
-    if not entry:
+    python_loader = (
+        group.kind is ProgramKind.WHEEL and group.dist is not None and any(f.endswith(".py") for f in group.dist.files)
+    )
+    if not entry and not python_loader:
         for b in group.binaries:
             if b.path not in nvidia and not any(b.path != o.path and _names_of(b) & _needed(o) for o in group.binaries):
                 entry[b.path] = "library that nothing in the program links"
     roles: dict[str, ProgramPart] = {}
+    owners: list[str] = list(group.dist.top_level) if group.dist else []
+    if group.dist is not None:
+        owners += sorted({os.path.relpath(b.path, group.dist.site).split(os.sep)[0] for b in group.binaries})
 
     def spread(start: dict[str, str], role: PartRole, feature: dict[str, str]) -> None:
         queue = deque(start)
@@ -302,7 +310,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
                 if dep is not None and dep.path not in roles:
                     named[dep.path] = f"loaded by name by {b.name}"
             if named:
-                feats = {p: feature_of(Path(p).name, group.name) for p in named}
+                feats = {p: feature_of(Path(p).name, group.name, *owners) for p in named}
                 spread(named, PartRole.ON_DEMAND, feats)
                 changed = True
     for b in group.binaries:
@@ -311,10 +319,16 @@ def _roles(group: _Group) -> list[ProgramPart]:
         if _EXTENSION.search(b.name):
             why = "extension module imported only when a feature is used (not from the package's import path)"
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
+        elif python_loader:
+            why = (
+                "a library the package's Python code loads at run time (ctypes or a plugin loader; which one can "
+                "depend on the machine)"
+            )
+            feat = f"the {feature_of(b.name, group.name, *owners)} backend"
         else:
             why = "neither linked nor named by the start-up parts: loaded at run time by a path the files do not spell"
             feat = None
-        spread({b.path: why}, PartRole.ON_DEMAND, {b.path: feat or feature_of(b.name, group.name)})
+        spread({b.path: why}, PartRole.ON_DEMAND, {b.path: feat or feature_of(b.name, group.name, *owners)})
     out = []
     for b in group.binaries:
         part = roles[b.path]

@@ -87,26 +87,47 @@ def _missing(
     return tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
 
 
-def _missing_reason(m: MissingLibrary, rel: str) -> Reason:
-    lib = identify_library(m.name)
-    who = ", ".join(m.wanted_by[:3])
-    if lib is not None:
-        what = f"ZLUDA {rel} does not replace it and the program does not ship it (nor does anything scanned with it)"
-    else:
-        what = "the program names it but does not ship it"
-    effect = (
-        f"{who} fails to load unless the system provides it"
-        if m.how == "needed"
-        else f"{who} loads it by name, so the first real call that needs it fails unless the system provides it"
-    )
-    return Reason(
-        Severity.RISK,
-        "library_missing",
-        f"{m.name}: {what}; {effect}",
-        f"install the package that provides {m.name} next to the program" if lib is not None else None,
-        lib.family if lib is not None else None,
-        (m.name,),
-    )
+def _missing_line(m: MissingLibrary) -> str:
+    who = ", ".join(m.wanted_by[:3]) + (f" and {len(m.wanted_by) - 3} more" if len(m.wanted_by) > 3 else "")
+    how = "links it" if m.how == "needed" else "loads it by name"
+    return f"{m.name} ({who} {how})"
+
+
+def _missing_reasons(missing: Sequence[MissingLibrary], rel: str) -> list[Reason]:
+    """One reason for the CUDA libraries nothing ships, one for the program's own libraries it does not ship."""
+    cuda = [m for m in missing if identify_library(m.name) is not None]
+    own = [m for m in missing if identify_library(m.name) is None]
+    out = []
+    if cuda:
+        lines = [_missing_line(m) for m in cuda]
+        out.append(
+            Reason(
+                Severity.RISK,
+                "library_missing",
+                f"{len(cuda)} CUDA librar{'y' if len(cuda) == 1 else 'ies'} the program loads "
+                f"{'is' if len(cuda) == 1 else 'are'} shipped by nothing scanned with it and not replaced by ZLUDA "
+                f"{rel}: {'; '.join(lines[:6])}{'; ...' if len(lines) > 6 else ''}; a part that links one fails to "
+                "load, a part that loads one by name fails at its first real call, unless the system provides it",
+                "install NVIDIA's libraries next to the program (the nvidia-* wheels or the CUDA toolkit); ZLUDA "
+                "runs them on its driver where their GPU code carries PTX",
+                None,
+                tuple(m.name for m in cuda),
+            )
+        )
+    if own:
+        lines = [_missing_line(m) for m in own]
+        out.append(
+            Reason(
+                Severity.RISK,
+                "library_missing",
+                f"the program names {len(own)} librar{'y' if len(own) == 1 else 'ies'} of its own that it does not "
+                f"ship: {'; '.join(lines[:6])}; the first real call that needs one fails",
+                None,
+                None,
+                tuple(m.name for m in own),
+            )
+        )
+    return out
 
 
 def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
@@ -143,7 +164,7 @@ def judge_program(
         elif v.status is not VerdictStatus.RUNS:
             reasons.append(_part_reason(part, v, rel))
     missing = _missing(program, by_path, shipped, cat, rel)
-    reasons.extend(_missing_reason(m, rel) for m in missing)
+    reasons.extend(_missing_reasons(missing, rel))
     if not reasons:
         reasons.append(
             Reason(Severity.INFO, "translated", f"no part of {program.name} uses CUDA in a way ZLUDA {rel} refuses")

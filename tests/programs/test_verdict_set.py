@@ -115,7 +115,8 @@ def test_library_loaded_by_name_that_nobody_ships_is_named() -> None:
     assert all(m.wanted_by == ("libbundle.so",) and m.how == "by_name" for m in p.missing)
     assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK
     messages = [r.message for r in p.verdict.reasons if r.code == "library_missing"]
-    assert any("libbundle_kernels.so: the program names it but does not ship it" in m for m in messages)
+    assert any("names 1 library of its own that it does not ship: libbundle_kernels.so" in m for m in messages)
+    assert any("libcusolver.so.11 (libbundle.so loads it by name)" in m for m in messages)
 
 
 def test_wheel_start_up_and_on_demand_extension_modules_and_nvidia_wheel() -> None:
