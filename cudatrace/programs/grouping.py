@@ -259,7 +259,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
         exts = {
             _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
             for b in group.binaries
-            if _EXTENSION.search(b.name)
+            if _is_extension(b, group.dist)
         }
         reached = startup_extensions(group.dist.site, group.dist.files, exts)
         for mod, path in exts.items():
@@ -316,7 +316,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
     for b in group.binaries:
         if b.path in roles:
             continue
-        if _EXTENSION.search(b.name):
+        if _is_extension(b, group.dist):
             why = "extension module imported only when a feature is used (not from the package's import path)"
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
         elif python_loader:
@@ -324,7 +324,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
                 "a library the package's Python code loads at run time (ctypes or a plugin loader; which one can "
                 "depend on the machine)"
             )
-            feat = f"the {feature_of(b.name, group.name, *owners)} backend"
+            feat = f"the {feature_of(b.name, group.name, *owners).strip()} backend"
         else:
             why = "neither linked nor named by the start-up parts: loaded at run time by a path the files do not spell"
             feat = None
@@ -336,6 +336,21 @@ def _roles(group: _Group) -> list[ProgramPart]:
             part = ProgramPart(b.path, PartRole.NVIDIA, "one of NVIDIA's CUDA libraries, shipped with the program")
         out.append(part)
     return out
+
+
+_PLAIN_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+
+
+def _is_extension(b: BinaryScan, dist: _Dist | None) -> bool:
+    """A Python extension module: a tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain
+    ``name.so`` next to an ``__init__.py`` of the distribution (jax plugins ship ``_linalg.so``)."""
+    if _EXTENSION.search(b.name):
+        return True
+    if dist is None or not _PLAIN_MODULE.match(b.name):
+        return False
+    rel = os.path.relpath(b.path, dist.site).replace("\\", "/")
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return bool(folder) and f"{folder}/__init__.py" in dist.files
 
 
 def _needed(b: BinaryScan) -> set[str]:
