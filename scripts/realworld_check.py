@@ -408,8 +408,9 @@ def program_rollup(folder: Path, label: str, zluda: str) -> list[str]:
         nvidia = sum(1 for part in p["parts"] if part["role"] == "nvidia")
         rows.append(
             f"| {label} | {p['name']} {p.get('version') or ''} | {p['kind']} | "
-            f"{verdict.get('status', 'not judged').replace('_', ' ')} | {top} | {len(startup)}: "
-            f"{', '.join(startup[:3])}{' ...' if len(startup) > 3 else ''} | {len(p['on_demand'])} | "
+            f"{verdict.get('status', 'not judged').replace('_', ' ')} | {top} | {len(startup)}"
+            f"{': ' + ', '.join(startup[:3]) if startup else ''}{' ...' if len(startup) > 3 else ''} | "
+            f"{len(p['on_demand'])} | "
             f"{', '.join(lost[:3]) + (' ...' if len(lost) > 3 else '') or '-'} | "
             f"{', '.join(missing[:3]) + (' ...' if len(missing) > 3 else '') or '-'} | {nvidia} | "
             f"{p.get('fixed_in') or '-'} |"
@@ -535,7 +536,10 @@ def main() -> int:
 def write_programs_doc(path: Path, lines: list[str], zluda: str) -> None:
     """Replace the generated program roll-up block of ``path`` (between its markers)."""
     begin, end = "<!-- realworld_programs:begin -->", "<!-- realworld_programs:end -->"
-    block = [begin, f"Run on {time.strftime('%Y-%m-%d')}, judged for ZLUDA {zluda}.", "", PROGRAM_HEADER]
+    from cudatrace.coverage_db.catalog import load_catalog
+
+    release = load_catalog().resolve_or_newest(None if zluda == "latest" else zluda)[0]
+    block = [begin, f"Run on {time.strftime('%Y-%m-%d')}, judged for ZLUDA {release}.", "", PROGRAM_HEADER]
     block += ["|" + "---|" * 11, *lines, end]
     text = path.read_text() if path.exists() else ""
     if begin in text and end in text:
