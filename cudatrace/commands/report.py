@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
+
+__all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
 from cudatrace.errors import EXIT_OK, InputError, ReportError, UsageError
-from cudatrace.model import REPORT_SCHEMA, SCAN_SCHEMA, TRACE_SCHEMA, ScanResult, TraceResult
+from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
 
 FORMATS = ("terminal", "html", "markdown", "json", "csv")
-MAX_DOCUMENT_BYTES = 256 * 1024 * 1024  # a JSON document costs about 10 times its size in memory
-AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,71 +76,6 @@ def _environment(pairs: list[str]) -> dict[str, str]:
             raise UsageError(f"--env wants KEY=VALUE, got {item!r}")
         env[key.strip()] = value.strip()
     return env
-
-
-def load_document(path: str) -> ScanResult | TraceResult | dict[str, Any]:
-    """Read one JSON document: a scan or trace as a model object, a report/aggregate as its raw mapping.
-
-    Anything else (not JSON, not an object, another schema, a damaged document) is a one-line ReportError
-    naming the file.
-    """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise ReportError("is a folder, not a JSON document", path)
-        if size > MAX_DOCUMENT_BYTES:
-            raise ReportError(f"too large for a cudatrace document ({size} bytes)", path)
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
-    try:
-        doc = json.loads(raw)
-    except UnicodeDecodeError:
-        raise ReportError("not a cudatrace document (not UTF-8 JSON)", path) from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"not a cudatrace document (invalid JSON at line {exc.lineno}: {exc.msg})", path) from None
-    except RecursionError:
-        raise ReportError("not a cudatrace document (JSON nested too deeply)", path) from None
-    if not isinstance(doc, dict):
-        raise ReportError(f"not a cudatrace document (a JSON {type(doc).__name__}, not an object)", path)
-    schema = doc.get("schema")
-    try:
-        if schema == SCAN_SCHEMA:
-            result: ScanResult | TraceResult = ScanResult.from_dict(doc)
-        elif schema == TRACE_SCHEMA:
-            result = TraceResult.from_dict(doc)
-        elif schema in (REPORT_SCHEMA, AGGREGATE_SCHEMA):
-            return doc
-        elif schema is None:
-            raise ReportError('not a cudatrace document (no "schema" field)', path)
-        else:
-            raise ReportError(
-                f"unsupported schema {str(schema)[:60]!r}: expected {SCAN_SCHEMA}, {TRACE_SCHEMA} or {REPORT_SCHEMA}",
-                path,
-            )
-        _check_names(result)
-    except ReportError:
-        raise
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise ReportError(f"damaged {schema} document ({type(exc).__name__}: {str(exc)[:120]})", path) from None
-    return result
-
-
-def _check_names(result: ScanResult | TraceResult) -> None:
-    """Names must be strings: a document edited by hand (or hostile) may hold numbers or objects there."""
-    uses = [e for b in result.binaries for e in b.imports] if isinstance(result, ScanResult) else list(result.calls)
-    for e in uses:
-        if not isinstance(e.function, str) or not isinstance(e.library, str):
-            raise TypeError(f"entry point name is not a string: {e.function!r}")
-    if isinstance(result, ScanResult):
-        for b in result.binaries:
-            if not isinstance(b.path, str):
-                raise TypeError(f"binary path is not a string: {b.path!r}")
-    elif not all(isinstance(a, str) for a in result.command):
-        raise TypeError("command is not a list of strings")
 
 
 def _resolve_release(name: str) -> str:
