@@ -63,10 +63,10 @@ def test_saved_documents_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="not a cudatrace scan or trace document"):
         load_documents([str(bad)])
     bad.write_text(json.dumps({"schema": "cudatrace.scan/1", "binaries": [{"path": "x"}]}))
-    with pytest.raises(ReportError, match="damaged cudatrace.scan/1 document"):
+    with pytest.raises(ReportError, match=r"damaged cudatrace\.scan/1 document"):
         load_documents([str(bad)])
     bad.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(ReportError, match="nested too deeply|not an object"):
+    with pytest.raises(ReportError, match=r"nested too deeply|not an object"):
         load_documents([str(bad)])
     with pytest.raises(InputError, match="no such file"):
         load_documents([str(tmp_path / "none.json")])

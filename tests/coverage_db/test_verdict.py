@@ -297,9 +297,9 @@ def test_annotate_scan_fills_every_import_and_round_trips() -> None:
 
 
 def test_annotate_scan_unknown_release_is_a_catalog_error() -> None:
-    with pytest.raises(CatalogError, match="unknown ZLUDA release 'v6-preview.x'"):
+    with pytest.raises(CatalogError, match=r"unknown ZLUDA release 'v6-preview\.x'"):
         annotate_scan(ScanResult(), "v6-preview.x")
-    with pytest.raises(CatalogError, match="unknown ZLUDA release 'v5-preview.122'"):
+    with pytest.raises(CatalogError, match=r"unknown ZLUDA release 'v5-preview\.122'"):
         annotate_scan(ScanResult(), "v5-preview.122")  # a gap in the known history, not a newer release
     # a well-formed release newer than the catalog is judged as the newest known one (and says so)
     assert annotate_scan(ScanResult(), "v99").zluda_release == "v7-preview.9"
