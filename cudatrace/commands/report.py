@@ -19,7 +19,7 @@ from cudatrace.commands._common import add_output_args, common_parent, dump_json
 from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
 
 __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
-from cudatrace.errors import EXIT_OK, InputError, ReportError, UsageError
+from cudatrace.errors import EXIT_OK, ReportError, UsageError
 from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
 
 FORMATS = ("terminal", "html", "markdown", "json", "csv")
@@ -192,20 +192,9 @@ def _from_store(args: argparse.Namespace) -> Any:
                     reports.append(build_report(s, t, rel, program=name, replaced_caller=replaced_caller_for(rel)))
                 aggregates.append(aggregate_reports(reports, rel))
             return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
-        found = store.find_programs(args.program)
-        if not found:
-            raise InputError(f"no program matching {args.program!r} in the coverage store", str(store.path))
-        exact = [p for p in found if p.name.lower() == args.program.lower() or p.path == args.program]
-        if len(exact) == 1 or len(found) == 1:
-            rec = exact[0] if len(exact) == 1 else found[0]
-        else:
-            pick = exact or found
-            listing = "; ".join(f"{p.name} at {p.path} (sha256 {(p.sha256 or '?')[:12]})" for p in pick[:5])
-            more = f" and {len(pick) - 5} more" if len(pick) > 5 else ""
-            raise UsageError(
-                f"--program {args.program!r} matches {len(pick)} programs: {listing}{more}; "
-                "give a path or a sha256 prefix"
-            )
+        from cudatrace.programs.lookup import find_program
+
+        rec = find_program(store, args.program)
         scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
     s, t = _annotate(scans, traces, release)
     env = _run_environment(env, t)

@@ -546,27 +546,32 @@ def judge(
             )
         )
 
-    # One reason per (code, family, functions) even when several libraries share it.
+    ranked = rank_reasons(reasons)
+    return Verdict(rel, status_of(ranked), ranked)
+
+
+def rank_reasons(reasons: Iterable[Reason]) -> tuple[Reason, ...]:
+    """One reason per (code, family, functions, message), ranked: severity, then certainty (:data:`CODE_RANK`),
+    then program-side calls, then how many functions; the one order every verdict uses."""
     unique: dict[tuple[str, str, tuple[str, ...], str], Reason] = {}
     for r in reasons:
         unique.setdefault((r.code, r.family.value if r.family else "", r.functions, r.message), r)
-    ranked = sorted(
-        unique.values(),
-        key=lambda r: (
-            r.severity.rank,
-            CODE_RANK.get(r.code, 50),
-            -(r.calls or 0),
-            -len(r.functions),
-            r.message,
-        ),
+    return tuple(
+        sorted(
+            unique.values(),
+            key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0), -len(r.functions), r.message),
+        )
     )
-    if any(r.severity is Severity.BLOCKER for r in ranked):
-        overall = VerdictStatus.BLOCKED
-    elif any(r.severity is Severity.RISK for r in ranked):
-        overall = VerdictStatus.AT_RISK
-    else:
-        overall = VerdictStatus.RUNS
-    return Verdict(rel, overall, tuple(ranked))
+
+
+def status_of(reasons: Iterable[Reason]) -> VerdictStatus:
+    """Blocked with any blocker, at risk with any risk, else runs."""
+    severities = {r.severity for r in reasons}
+    if Severity.BLOCKER in severities:
+        return VerdictStatus.BLOCKED
+    if Severity.RISK in severities:
+        return VerdictStatus.AT_RISK
+    return VerdictStatus.RUNS
 
 
 def runtime_reasons(
@@ -909,17 +914,8 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     )
     first = first_failing_reasons(calls, rel, cat)
     if first:
-        reasons = sorted(
-            (*first, *verdict.reasons), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0))
-        )
-        status = (
-            VerdictStatus.BLOCKED
-            if any(r.severity is Severity.BLOCKER for r in reasons)
-            else VerdictStatus.AT_RISK
-            if any(r.severity is Severity.RISK for r in reasons)
-            else VerdictStatus.RUNS
-        )
-        verdict = Verdict(rel, status, tuple(reasons))
+        reasons = rank_reasons((*first, *verdict.reasons))
+        verdict = Verdict(rel, status_of(reasons), reasons)
     _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
     if fixing is not None:
         verdict = replace(verdict, reasons=(*verdict.reasons, fixing))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
-from cudatrace.coverage_db.verdict import CODE_RANK, fixing_reason
+from cudatrace.coverage_db.verdict import fixing_reason, rank_reasons, status_of
 from cudatrace.model import (
     BinaryScan,
     Family,
@@ -35,23 +35,6 @@ from cudatrace.tracer.static.libraries import identify_library
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
-
-
-def _status_of(reasons: Sequence[Reason]) -> VerdictStatus:
-    if any(r.severity is Severity.BLOCKER for r in reasons):
-        return VerdictStatus.BLOCKED
-    if any(r.severity is Severity.RISK for r in reasons):
-        return VerdictStatus.AT_RISK
-    return VerdictStatus.RUNS
-
-
-def _rank(reasons: Sequence[Reason]) -> tuple[Reason, ...]:
-    unique: dict[tuple[object, ...], Reason] = {}
-    for r in reasons:
-        unique.setdefault((r.severity, r.code, r.message, r.family, r.functions), r)
-    return tuple(
-        sorted(unique.values(), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0), r.message))
-    )
 
 
 def _short(path: str) -> str:
@@ -169,8 +152,8 @@ def judge_program(
         reasons.append(
             Reason(Severity.INFO, "translated", f"no part of {program.name} uses CUDA in a way ZLUDA {rel} refuses")
         )
-    ranked = _rank(reasons)
-    status = _status_of(ranked)
+    ranked = rank_reasons(reasons)
+    status = status_of(ranked)
     fixed_in, fixing = fixing_reason(cat, rel, status, ranked)
     if fixing is not None:
         ranked = (*ranked, fixing)

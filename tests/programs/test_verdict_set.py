@@ -147,6 +147,25 @@ def test_scan_document_and_report_find_the_program(tmp_path: Path, capsys: pytes
     assert [p["program"] for p in agg["programs"]] == ["mypkg"]  # the NVIDIA wheel is no program
 
 
+def test_report_program_prefers_the_program_over_old_per_binary_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cudatrace.coverage_db.store import open_store
+
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    old = scan_paths([str(site)])  # a scan from before programs: every binary its own program
+    with open_store(db) as store:
+        store.record_scan(annotate_scan(old, None))
+    assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(site)]) == 0
+    capsys.readouterr()
+    # "mypk" is in every stored path; the one program whose name starts with it wins
+    assert cli_main(["report", "--db", db, "--program", "mypk", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["program"] == "mypkg"
+    assert cli_main(["report", "--db", db, "--program", "cpython"]) == 2  # several binaries: ambiguous, says so
+    assert "matches" in capsys.readouterr().err
+
+
 def test_terminal_shows_the_programs_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["scan", "--no-store", "--no-progress", str(pb.build_plugin_app())]) == 0
     out = capsys.readouterr().out
