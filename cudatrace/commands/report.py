@@ -13,6 +13,7 @@ import functools
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
@@ -177,10 +178,12 @@ def _from_store(args: argparse.Namespace) -> Any:
     with open_store(args.db) as store:
         if args.all:
             rows = []
+            nvidia = 0
             for rec in store.programs():
                 scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
                 if _nvidia_only(scans, traces):
-                    continue  # NVIDIA's own libraries are not programs: they never count as blocked ones
+                    nvidia += 1  # NVIDIA's own libraries are not programs: they never count as blocked ones
+                    continue
                 rows.append((rec, scans, traces))
             names = Counter(rec.name for rec, _, _ in rows)
             aggregates = []
@@ -190,7 +193,7 @@ def _from_store(args: argparse.Namespace) -> Any:
                     s, t = _annotate(scans, traces, rel)
                     name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
                     reports.append(build_report(s, t, rel, program=name, replaced_caller=replaced_caller_for(rel)))
-                aggregates.append(aggregate_reports(reports, rel))
+                aggregates.append(replace(aggregate_reports(reports, rel), nvidia_libraries=nvidia))
             return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
         from cudatrace.programs.lookup import find_program
 

@@ -1070,6 +1070,7 @@ class Aggregate:
     tool_version: str = ""
     without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
     releases: tuple[ReleaseLine, ...] = ()  # every compared release, oldest first (see compare_releases)
+    nvidia_libraries: int = 0  # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
 
     @property
     def release_line(self) -> ReleaseLine:
@@ -1091,8 +1092,8 @@ class Aggregate:
         return tuple(sorted(rows, key=lambda b: (-len(b.unlocks), -b.calls, b.function)))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {
+        """JSON form (the versioned document); ``nvidia_libraries`` only when there are any."""
+        d: dict[str, Any] = {
             "schema": AGGREGATE_SCHEMA,
             "tool_version": self.tool_version,
             "release": self.release,
@@ -1102,6 +1103,9 @@ class Aggregate:
             "without_cuda": self.without_cuda,
             "releases": [r.to_dict() for r in self.releases],
         }
+        if self.nvidia_libraries:
+            d["nvidia_libraries"] = self.nvidia_libraries
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:
@@ -1116,6 +1120,7 @@ class Aggregate:
                 families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
                 tool_version=str(d.get("tool_version", "")),
                 without_cuda=int(d.get("without_cuda", 0)),
+                nvidia_libraries=int(d.get("nvidia_libraries", 0)),
                 releases=tuple(ReleaseLine.from_dict(r) for r in d.get("releases", ())),
             )
         except ReportError:

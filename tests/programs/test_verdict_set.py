@@ -145,6 +145,10 @@ def test_scan_document_and_report_find_the_program(tmp_path: Path, capsys: pytes
     assert cli_main(["report", "--db", db, "--all", "--format", "json"]) == 0
     agg = json.loads(capsys.readouterr().out)
     assert [p["program"] for p in agg["programs"]] == ["mypkg"]  # the NVIDIA wheel is no program
+    assert agg["nvidia_libraries"] == 1  # ... it counts as what it is
+    assert cli_main(["report", "--db", db, "--all", "--no-color"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
+    assert "1 package of NVIDIA's own libraries, not programs, left out" in text
 
 
 def test_report_program_prefers_the_program_over_old_per_binary_results(
