@@ -251,6 +251,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
     for b in group.binaries:
         for n in _names_of(b):
             by_name.setdefault(n, b)
+    by_path = {b.path: b for b in group.binaries}
     nvidia = {b.path for b in group.binaries if is_nvidia_library(b)}
     if group.kind is ProgramKind.NVIDIA:
         return [ProgramPart(b.path, PartRole.NVIDIA, "one of NVIDIA's CUDA libraries") for b in group.binaries]
@@ -289,7 +290,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
             roles.setdefault(path, ProgramPart(path, role, why, feature.get(path)))
         while queue:
             path = queue.popleft()
-            b = next(x for x in group.binaries if x.path == path)
+            b = by_path[path]
             for n in b.needed:
                 dep = by_name.get(n.lower())
                 if dep is not None and dep.path not in roles:
@@ -303,7 +304,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
     while changed:
         changed = False
         for path in list(roles):
-            b = next(x for x in group.binaries if x.path == path)
+            b = by_path[path]
             named = {}
             for n in b.named_libraries:
                 dep = by_name.get(n.lower().replace("\\", "/").rsplit("/", 1)[-1])
