@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--fail-on",
         choices=("blocked", "at_risk"),
-        help="exit with code 8 when a binary's verdict is this bad or worse",
+        help="exit with code 8 when a program's verdict is this bad or worse (NVIDIA's libraries never count)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_scan)

@@ -177,6 +177,14 @@ def test_terminal_shows_the_programs_first(capsys: pytest.CaptureFixture[str]) -
     assert "on demand: libplugin_cuda.so (the cuda plugin" in out
 
 
+def test_fail_on_looks_at_the_programs() -> None:
+    app = str(pb.build_plugin_app())  # blocked only in an on-demand plugin: the program is at risk
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", app]) == 0
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "at_risk", app]) == 8
+    core = str(pb.build_plugin_app(sass_core=True))
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", core]) == 8
+
+
 def test_old_scan_documents_without_programs_still_read() -> None:
     old = {"schema": "cudatrace.scan/1", "binaries": [], "failed": [], "skipped": 0, "roots": []}
     assert ScanResult.from_dict(old).programs == ()
