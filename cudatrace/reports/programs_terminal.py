@@ -16,6 +16,7 @@ from cudatrace.reports.terminal import VERDICT_STYLE
 
 MAX_REASONS = 3
 MAX_PARTS = 8
+MAX_MISSING = 4  # more missing libraries are listed on one line
 
 
 def _t(text: object, style: str = "") -> Text:
@@ -71,6 +72,10 @@ def program_lines(program: Program) -> list[Text]:
     nvidia = [p for p in program.parts if p.role is PartRole.NVIDIA]
     if nvidia:
         lines.append(_t(f"  NVIDIA libraries shipped: {', '.join(_name(p.path) for p in nvidia[:MAX_PARTS])}", "dim"))
+    if len(program.missing) > MAX_MISSING:
+        names = ", ".join(m.name for m in program.missing)
+        lines.append(_t(f"  missing ({len(program.missing)}): {names}", "yellow"))
+        return lines
     for m in program.missing:
         lines.append(
             _t(f"  missing: {m.name} (wanted by {', '.join(m.wanted_by[:3])}, {m.how.replace('_', ' ')})", "yellow")
