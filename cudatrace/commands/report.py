@@ -80,12 +80,12 @@ def _environment(pairs: list[str]) -> dict[str, str]:
 
 
 def _resolve_release(name: str) -> str:
-    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.programs.releases import resolve_release
 
-    rel, newer = load_catalog().resolve_or_newest(None if name == "latest" else name)
-    if newer is not None:
-        print(f"cudatrace: note: {newer}", file=sys.stderr)
-    return rel
+    resolved = resolve_release(name)
+    if resolved.note is not None:
+        print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+    return resolved.name
 
 
 def _releases(args: argparse.Namespace) -> list[str]:

@@ -51,14 +51,12 @@ def run_scan(args: argparse.Namespace) -> int:
     result = replace(result, programs=group_programs(result))
     if not args.no_zluda:
         from cudatrace.coverage_db.verdict import annotate_scan
+        from cudatrace.programs.releases import resolve_release
 
-        result = annotate_scan(result, None if args.zluda == "latest" else args.zluda)
-        if result.zluda_release != args.zluda and args.zluda not in ("latest", None):
-            from cudatrace.coverage_db.catalog import load_catalog
-
-            _rel, newer = load_catalog().resolve_or_newest(args.zluda)
-            if newer is not None:
-                print(f"cudatrace: note: {newer}", file=sys.stderr)
+        resolved = resolve_release(args.zluda)
+        if resolved.note is not None:
+            print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+        result = annotate_scan(result, args.zluda)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 
