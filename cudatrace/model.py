@@ -362,15 +362,28 @@ class StaticRuntime:
 
     version: str | None  # "13.0" when it could be read, else None
     evidence: str  # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+    # The runtime API functions the program's own code calls (read from its call instructions), or None when the
+    # file does not say (no symbol table): then only a traced run can tell.
+    calls: tuple[str, ...] | None = None
+    calls_how: str = ""  # how ``calls`` was found, or why it could not be
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"version": self.version, "evidence": self.evidence}
+        d: dict[str, Any] = {"version": self.version, "evidence": self.evidence}
+        d["calls"] = list(self.calls) if self.calls is not None else None
+        d["calls_how"] = self.calls_how
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StaticRuntime:
         """Read the JSON form back."""
-        return cls(d.get("version"), d.get("evidence", ""))
+        calls = d.get("calls")
+        return cls(
+            d.get("version"),
+            d.get("evidence", ""),
+            tuple(str(c) for c in calls) if isinstance(calls, list) else None,
+            str(d.get("calls_how") or ""),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +479,10 @@ class BinaryScan:
     static_runtime: StaticRuntime | None = None
     errors: tuple[str, ...] = ()  # partial failures inside this binary (e.g. one corrupt fatbin)
     verdict: Verdict | None = None
+    # Facts about every library, CUDA or not, used to group binaries into programs (cudatrace.programs).
+    soname: str | None = None  # ELF DT_SONAME / PE export directory name
+    needed: tuple[str, ...] = ()  # every DT_NEEDED / imported / delay-imported library name
+    named_libraries: tuple[str, ...] = ()  # every library file name found in strings (loaded by name at run time)
 
     @property
     def name(self) -> str:
@@ -490,6 +507,9 @@ class BinaryScan:
             "gpu_code": self.gpu_code.to_dict(),
             "static_runtime": self.static_runtime.to_dict() if self.static_runtime else None,
             "errors": list(self.errors),
+            "soname": self.soname,
+            "needed": list(self.needed),
+            "named_libraries": list(self.named_libraries),
         }
         if self.verdict is not None:
             d["verdict"] = self.verdict.to_dict()
@@ -510,6 +530,136 @@ class BinaryScan:
             static_runtime=StaticRuntime.from_dict(d["static_runtime"]) if d.get("static_runtime") else None,
             errors=tuple(d.get("errors", ())),
             verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+            soname=d.get("soname"),
+            needed=tuple(str(x) for x in d.get("needed", ())),
+            named_libraries=tuple(str(x) for x in d.get("named_libraries", ())),
+        )
+
+
+class ProgramKind(str, Enum):
+    """What a group of scanned binaries is."""
+
+    WHEEL = "wheel"  # an installed or unpacked Python distribution (a .dist-info folder)
+    APPLICATION = "application"  # an application folder: executables and the libraries they ship
+    EXECUTABLE = "executable"  # one executable on its own
+    LIBRARY = "library"  # one library (or a folder of libraries) on its own
+    NVIDIA = "nvidia"  # NVIDIA's own CUDA libraries (nvidia-* wheels, cuBLAS, cuDNN ...): not a program
+
+
+class PartRole(str, Enum):
+    """When a binary of a program is loaded."""
+
+    STARTUP = "startup"  # the executable or an extension module an import loads, and what they link at load time
+    ON_DEMAND = "on_demand"  # loaded by name at run time: plugins, providers, backends chosen at run time
+    NVIDIA = "nvidia"  # an NVIDIA CUDA library the program ships (judged through what calls it)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramPart:
+    """One binary of a program: its role, why it has that role, the feature it serves, its own verdict."""
+
+    path: str
+    role: PartRole
+    why: str
+    feature: str | None = None
+    status: VerdictStatus | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "path": self.path,
+            "role": self.role.value,
+            "why": self.why,
+            "feature": self.feature,
+            "status": self.status.value if self.status else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProgramPart:
+        """Read the JSON form back."""
+        return cls(
+            str(d["path"]),
+            PartRole(d["role"]),
+            str(d.get("why", "")),
+            d.get("feature"),
+            VerdictStatus(d["status"]) if d.get("status") else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MissingLibrary:
+    """A library a program loads (at start-up or by name) that neither the program, ZLUDA nor the scan provides."""
+
+    name: str
+    wanted_by: tuple[str, ...]
+    how: str  # "needed" (linked at load time) | "by_name" (loaded at run time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"name": self.name, "wanted_by": list(self.wanted_by), "how": self.how}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MissingLibrary:
+        """Read the JSON form back."""
+        return cls(str(d["name"]), tuple(str(x) for x in d.get("wanted_by", ())), str(d.get("how", "by_name")))
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """The binaries of one program (a wheel, an application folder, an executable), judged as a whole.
+
+    ``binaries`` are the start-up parts (their paths), ``on_demand`` the parts loaded at run time;
+    ``verdict`` is the program's: a start-up part that cannot run blocks it, an on-demand one puts it at risk.
+    """
+
+    name: str
+    version: str | None
+    root: str
+    kind: ProgramKind
+    binaries: tuple[str, ...] = ()
+    on_demand: tuple[ProgramPart, ...] = ()
+    parts: tuple[ProgramPart, ...] = ()  # every binary with its role (start-up ones included)
+    missing: tuple[MissingLibrary, ...] = ()
+    platform: str = ""  # "linux" | "windows" (from the binaries' format)
+    verdict: Verdict | None = None
+    fixed_in: str | None = None  # the first release in which every blocker is translated, if any
+
+    @property
+    def is_nvidia(self) -> bool:
+        """True for NVIDIA's own libraries, which are never counted as a blocked program."""
+        return self.kind is ProgramKind.NVIDIA
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "root": self.root,
+            "kind": self.kind.value,
+            "platform": self.platform,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "fixed_in": self.fixed_in,
+            "binaries": list(self.binaries),
+            "on_demand": [p.to_dict() for p in self.on_demand],
+            "parts": [p.to_dict() for p in self.parts],
+            "missing": [m.to_dict() for m in self.missing],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Program:
+        """Read the JSON form back."""
+        return cls(
+            name=str(d["name"]),
+            version=d.get("version"),
+            root=str(d.get("root", "")),
+            kind=ProgramKind(d.get("kind", "library")),
+            binaries=tuple(str(x) for x in d.get("binaries", ())),
+            on_demand=tuple(ProgramPart.from_dict(x) for x in d.get("on_demand", ())),
+            parts=tuple(ProgramPart.from_dict(x) for x in d.get("parts", ())),
+            missing=tuple(MissingLibrary.from_dict(x) for x in d.get("missing", ())),
+            platform=str(d.get("platform", "")),
+            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
+            fixed_in=d.get("fixed_in"),
         )
 
 
@@ -523,6 +673,7 @@ class ScanResult:
     roots: tuple[str, ...] = ()
     tool_version: str = ""
     zluda_release: str | None = None
+    programs: tuple[Program, ...] = ()  # the binaries grouped into programs (cudatrace.programs); added in 0.2
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
@@ -531,6 +682,7 @@ class ScanResult:
             "tool_version": self.tool_version,
             "roots": list(self.roots),
             "zluda_release": self.zluda_release,
+            "programs": [p.to_dict() for p in self.programs],
             "binaries": [b.to_dict() for b in self.binaries],
             "failed": [f.to_dict() for f in self.failed],
             "skipped": self.skipped,
@@ -546,6 +698,7 @@ class ScanResult:
             roots=tuple(d.get("roots", ())),
             tool_version=d.get("tool_version", ""),
             zluda_release=d.get("zluda_release"),
+            programs=tuple(Program.from_dict(p) for p in d.get("programs", ())),
         )
 
 

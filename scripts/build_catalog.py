@@ -129,6 +129,7 @@ def build(reference: Path) -> dict[str, Any]:
 
     packaging = []
     for r in _rows(z / "libraries.csv"):
+        fix = PACKAGING_FROM_SOURCES.get((r["library"], r["first_tag"]), {})
         packaging.append(
             {
                 "library": r["library"],
@@ -137,10 +138,10 @@ def build(reference: Path) -> dict[str, Any]:
                 "platforms": _words(r["platforms"]),
                 "windows_build_output": r["windows_build_output"],
                 "linux_build_output": r["linux_build_output"],
-                "windows": _words(r["windows_package_files"]),
+                "windows": _words(r["windows_package_files"]) or fix.get("windows", []),
                 "windows32": _words(r["windows32_package_files"]),
                 "windows_extra": [w.split("<-")[0] for w in _words(r["windows_extra_files"])],
-                "linux": _words(r["linux_package_names"]),
+                "linux": _words(r["linux_package_names"]) or fix.get("linux", []),
                 "ld_audit_redirects": _words(r["linux_ld_audit_redirects"]),
                 "exe_redirects": _words(r["zluda_exe_redirects"]),
                 "forwards_to": r["forwards_to"],
@@ -320,6 +321,22 @@ def _time_load(reference: Path) -> None:
         raw = min(raw, time.perf_counter() - t0)
     print(f"load_catalog() + first classify: {best * 1000:.1f} ms (target: well under 100 ms)")
     print(f"building the same data from the reference files: {raw * 1000:.1f} ms (ratio {raw / best:.1f}x)")
+
+
+# The files a release ships where libraries.csv has no package list, read from ZLUDA's own sources at that tag
+# (the reference extraction reads package lists from the zip/tarball metadata that v3 and v4 do not declare):
+# * v3: xtask/src/main.rs builds every workspace crate whose [package.metadata.zluda] is not linux_only (nor
+#   debug_only, nor broken) on Windows: zluda_lib -> nvcuda.dll, zluda_ml -> nvml.dll (and the zluda.exe launcher,
+#   zluda_inject); README.md documents `zluda.exe -- <APPLICATION>`. zluda_api (nvapi64.dll) is debug_only and
+#   zluda_rt (nvoptix) broken, so neither is in a release.
+# * v4: `cargo build --release` builds nvcuda.dll and nvml.dll on Windows (README: zluda_with.exe); on Linux the
+#   README has the user link libnvcuda.so as libcuda.so and libcuda.so.1, and libnvml.so as libnvidia-ml.so.
+PACKAGING_FROM_SOURCES: dict[tuple[str, str], dict[str, list[str]]] = {
+    ("driver", "v3"): {"windows": ["nvcuda.dll"]},
+    ("nvml", "v3"): {"windows": ["nvml.dll"]},
+    ("driver", "v4"): {"windows": ["nvcuda.dll"], "linux": ["libcuda.so", "libcuda.so.1"]},
+    ("nvml", "v4"): {"windows": ["nvml.dll"], "linux": ["libnvidia-ml.so"]},
+}
 
 
 def main(argv: list[str] | None = None) -> int:

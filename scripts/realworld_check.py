@@ -14,10 +14,15 @@ into a temporary folder outside the repository (never committed), extracts their
   outright, so the fatbin sections (ELF ``.nv_fatbin``/``__nv_relfatbin``, PE ``.nv_fatb``/``__nv_rel``) are
   cut into their containers by header, joined without padding into a temporary file, and that is given to it.
 
-Prints a table (one row per wheel, then every binary where the counts differ) and with ``--doc FILE`` writes
-the same as Markdown. Not part of the test suite: it needs the network and takes minutes.
+Then it scans each wheel's folder again with the ZLUDA verdict (the newest release in the catalog, or
+``--zluda``) and records the program roll-up: each program the scan groups the wheel into (its kind, verdict,
+start-up and on-demand parts, the features lost, libraries it loads that nothing ships, the first release that
+fixes it). Python files and the ``.dist-info`` folder are extracted with the binaries for that.
 
-    python3 scripts/realworld_check.py [--keep DIR] [--doc docs/realworld.md] [--only NAME ...]
+Prints the tables (one row per wheel, then every binary where the counts differ; one row per program) and with
+``--doc FILE`` writes the same as Markdown. Not part of the test suite: it needs the network and takes minutes.
+
+    python3 scripts/realworld_check.py [--keep DIR] [--doc docs/realworld.md] [--only NAME ...] [--zluda R]
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ WHEELS = [
     ("cupy-cuda12x linux", "cupy-cuda12x", LINUX),
     ("bitsandbytes win", "bitsandbytes", WINDOWS),
     ("bitsandbytes linux", "bitsandbytes", LINUX),
+    ("jax-cuda12-plugin linux", "jax-cuda12-plugin", LINUX),
+    ("nvidia-nvjitlink-cu12 linux", "nvidia-nvjitlink-cu12", LINUX),
 ]
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
 STATIC_HOWS = {"import", "delay_import", "needed", "symbol"}
@@ -104,8 +111,11 @@ def download(requirement: str, platforms: list[str], dest: Path) -> Path:
 
 
 def is_binary_name(name: str) -> bool:
-    """Members worth extracting: DLLs, Python extension modules, shared objects."""
+    """Members worth extracting: DLLs, Python extension modules, shared objects; and what groups them into a
+    program (Python files, the .dist-info folder)."""
     base = name.rsplit("/", 1)[-1].lower()
+    if base.endswith(".py") or ".dist-info/" in name:
+        return True
     return base.endswith((".dll", ".pyd", ".so", ".exe")) or ".so." in base
 
 
@@ -373,6 +383,47 @@ def scan_folder(folder: Path) -> tuple[dict[str, object], float]:
     return doc, seconds
 
 
+def program_rollup(folder: Path, label: str, zluda: str) -> list[str]:
+    """Scan ``folder`` with the verdict and return one Markdown row per program it groups the wheel into."""
+    out = folder.parent / (folder.name + ".programs.json")
+    cmd = [sys.executable, "-m", "cudatrace", "scan", "--format", "json", "--no-store", "--no-progress"]
+    proc = run([*cmd, "--zluda", zluda, "-o", str(out), str(folder)])
+    if proc.returncode not in (0, 4):
+        raise RuntimeError(f"cudatrace scan {folder} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    doc = json.loads(out.read_text())
+    rows = []
+    for p in doc.get("programs", []):
+        verdict = p.get("verdict") or {}
+        reasons = [r for r in verdict.get("reasons", []) if r["severity"] != "info"]
+        top = reasons[0]["code"] if reasons else "-"
+        lost = sorted(
+            {
+                (o.get("feature") or Path(o["path"]).name)
+                for o in p["on_demand"]
+                if o.get("status") not in (None, "runs")
+            }
+        )
+        missing = sorted({m["name"] for m in p.get("missing", [])})
+        startup = [Path(b).name for b in p["binaries"]]
+        nvidia = sum(1 for part in p["parts"] if part["role"] == "nvidia")
+        rows.append(
+            f"| {label} | {p['name']} {p.get('version') or ''} | {p['kind']} | "
+            f"{verdict.get('status', 'not judged').replace('_', ' ')} | {top} | {len(startup)}"
+            f"{': ' + ', '.join(startup[:3]) if startup else ''}{' ...' if len(startup) > 3 else ''} | "
+            f"{len(p['on_demand'])} | "
+            f"{', '.join(lost[:3]) + (' ...' if len(lost) > 3 else '') or '-'} | "
+            f"{', '.join(missing[:3]) + (' ...' if len(missing) > 3 else '') or '-'} | {nvidia} | "
+            f"{p.get('fixed_in') or '-'} |"
+        )
+    return rows
+
+
+PROGRAM_HEADER = (
+    "| wheel | program | kind | verdict | first reason | start-up parts | on-demand parts | features lost "
+    "| missing libraries | NVIDIA libraries | fixed in |"
+)
+
+
 def fmt_pair(pair: tuple[int, int]) -> str:
     """``a`` when both agree, ``a / b`` (marked) when they do not."""
     return str(pair[0]) if pair[0] == pair[1] else f"**{pair[0]} / {pair[1]}**"
@@ -390,6 +441,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="download and extract here (kept) instead of a temporary folder")
     ap.add_argument("--doc", type=Path, help="write the result table as Markdown to this file")
     ap.add_argument("--only", nargs="*", help="labels (substrings) of the wheels to check")
+    ap.add_argument("--zluda", default="latest", help="the ZLUDA release the program roll-up is judged for")
     args = ap.parse_args()
 
     tools = {
@@ -406,6 +458,7 @@ def main() -> int:
     wheel_rows: list[Row] = []
     detail: list[Row] = []
     lines: list[str] = []
+    program_lines: list[str] = []
     try:
         for label, requirement, platforms in WHEELS:
             if args.only and not any(o in label for o in args.only):
@@ -445,6 +498,10 @@ def main() -> int:
             lines.append(line)
             wheel_rows.append(total)
             print(f"{line}   <- {wheel.name}, {len(files)} files, {mb:.0f} MiB", flush=True)
+            rolled = program_rollup(folder, label, args.zluda)
+            program_lines.extend(rolled)
+            for row in rolled:
+                print(f"  {row}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -465,9 +522,31 @@ def main() -> int:
                 if p[0] != p[1]
             )
             print(f"  {row.name}: {cells} {'; '.join(row.notes)}")
+    print()
+    print(PROGRAM_HEADER)
+    print("|" + "---|" * 11)
+    for line in program_lines:
+        print(line)
     if args.doc:
         write_doc(args.doc, lines, detail, tools)
+        write_programs_doc(args.doc, program_lines, args.zluda)
     return 0
+
+
+def write_programs_doc(path: Path, lines: list[str], zluda: str) -> None:
+    """Replace the generated program roll-up block of ``path`` (between its markers)."""
+    begin, end = "<!-- realworld_programs:begin -->", "<!-- realworld_programs:end -->"
+    from cudatrace.coverage_db.catalog import load_catalog
+
+    release = load_catalog().resolve_or_newest(None if zluda == "latest" else zluda)[0]
+    block = [begin, f"Run on {time.strftime('%Y-%m-%d')}, judged for ZLUDA {release}.", "", PROGRAM_HEADER]
+    block += ["|" + "---|" * 11, *lines, end]
+    text = path.read_text() if path.exists() else ""
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + "\n".join(block) + text[text.index(end) + len(end) :]
+    else:
+        text = text + ("\n" if text else "") + "\n".join(block) + "\n"
+    path.write_text(text)
 
 
 def write_doc(path: Path, lines: list[str], detail: list[Row], tools: dict[str, str | None]) -> None:

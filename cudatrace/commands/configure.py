@@ -64,9 +64,9 @@ def _canonical_release(name: str | None) -> str | None:
     data = load_runtime_data()
     if data.is_known(name):
         return name
-    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.programs.releases import resolve_release
 
-    return load_catalog().resolve_release(name)
+    return resolve_release(name, allow_newer=False).name
 
 
 def run_configure(args: argparse.Namespace) -> int:

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
+import sys
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
-from cudatrace.errors import EXIT_OK, InputError, ReportError, UsageError
-from cudatrace.model import REPORT_SCHEMA, SCAN_SCHEMA, TRACE_SCHEMA, ScanResult, TraceResult
+from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
+
+__all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
+from cudatrace.errors import EXIT_OK, ReportError, UsageError
+from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
 
 FORMATS = ("terminal", "html", "markdown", "json", "csv")
-MAX_DOCUMENT_BYTES = 256 * 1024 * 1024  # a JSON document costs about 10 times its size in memory
-AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,57 +87,6 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def load_document(path: str) -> ScanResult | TraceResult | dict[str, Any]:
-    """Read one JSON document: a scan or trace as a model object, a report/aggregate as its raw mapping.
-
-    Anything else (not JSON, not an object, another schema, a damaged document) is a one-line ReportError
-    naming the file.
-    """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise ReportError("is a folder, not a JSON document", path)
-        if size > MAX_DOCUMENT_BYTES:
-            raise ReportError(f"too large for a cudatrace document ({size} bytes)", path)
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
-    try:
-        doc = json.loads(raw)
-    except UnicodeDecodeError:
-        raise ReportError("not a cudatrace document (not UTF-8 JSON)", path) from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"not a cudatrace document (invalid JSON at line {exc.lineno}: {exc.msg})", path) from None
-    except RecursionError:
-        raise ReportError("not a cudatrace document (JSON nested too deeply)", path) from None
-    if not isinstance(doc, dict):
-        raise ReportError(f"not a cudatrace document (a JSON {type(doc).__name__}, not an object)", path)
-    schema = doc.get("schema")
-    try:
-        if schema == SCAN_SCHEMA:
-            result: ScanResult | TraceResult = ScanResult.from_dict(doc)
-        elif schema == TRACE_SCHEMA:
-            result = TraceResult.from_dict(doc)
-        elif schema in (REPORT_SCHEMA, AGGREGATE_SCHEMA):
-            return doc
-        elif schema is None:
-            raise ReportError('not a cudatrace document (no "schema" field)', path)
-        else:
-            raise ReportError(
-                f"unsupported schema {str(schema)[:60]!r}: expected {SCAN_SCHEMA}, {TRACE_SCHEMA} or {REPORT_SCHEMA}",
-                path,
-            )
-        _check_names(result)
-    except ReportError:
-        raise
-    except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise ReportError(f"damaged {schema} document ({type(exc).__name__}: {str(exc)[:120]})", path) from None
-    return result
-
-
 def _load(path: str) -> ScanResult | TraceResult | dict[str, Any]:
     """A JSON document, or a zluda_trace log (a folder, or a file that is not JSON) read as by import-log."""
     from cudatrace.commands.import_log import is_log_path, load_log
@@ -144,24 +94,13 @@ def _load(path: str) -> ScanResult | TraceResult | dict[str, Any]:
     return load_log(path) if is_log_path(path) else load_document(path)
 
 
-def _check_names(result: ScanResult | TraceResult) -> None:
-    """Names must be strings: a document edited by hand (or hostile) may hold numbers or objects there."""
-    uses = [e for b in result.binaries for e in b.imports] if isinstance(result, ScanResult) else list(result.calls)
-    for e in uses:
-        if not isinstance(e.function, str) or not isinstance(e.library, str):
-            raise TypeError(f"entry point name is not a string: {e.function!r}")
-    if isinstance(result, ScanResult):
-        for b in result.binaries:
-            if not isinstance(b.path, str):
-                raise TypeError(f"binary path is not a string: {b.path!r}")
-    elif not all(isinstance(a, str) for a in result.command):
-        raise TypeError("command is not a list of strings")
-
-
 def _resolve_release(name: str) -> str:
-    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.programs.releases import resolve_release
 
-    return load_catalog().resolve_release(None if name == "latest" else name)
+    resolved = resolve_release(name)
+    if resolved.note is not None:
+        print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+    return resolved.name
 
 
 def _releases(args: argparse.Namespace) -> list[str]:
@@ -266,8 +205,12 @@ def _from_store(args: argparse.Namespace) -> Any:
     with open_store(args.db) as store:
         if args.all:
             rows = []
+            nvidia = 0
             for rec in store.programs():
                 scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
+                if _nvidia_only(scans, traces):
+                    nvidia += 1  # NVIDIA's own libraries are not programs: they never count as blocked ones
+                    continue
                 rows.append((rec, scans, traces))
             names = Counter(rec.name for rec, _, _ in rows)
             aggregates = []
@@ -277,22 +220,11 @@ def _from_store(args: argparse.Namespace) -> Any:
                     s, t = _annotate(scans, traces, rel)
                     name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
                     reports.append(build_report(s, t, rel, program=name, replaced_caller=replaced_caller_for(rel)))
-                aggregates.append(aggregate_reports(reports, rel))
+                aggregates.append(replace(aggregate_reports(reports, rel), nvidia_libraries=nvidia))
             return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
-        found = store.find_programs(args.program)
-        if not found:
-            raise InputError(f"no program matching {args.program!r} in the coverage store", str(store.path))
-        exact = [p for p in found if p.name.lower() == args.program.lower() or p.path == args.program]
-        if len(exact) == 1 or len(found) == 1:
-            rec = exact[0] if len(exact) == 1 else found[0]
-        else:
-            pick = exact or found
-            listing = "; ".join(f"{p.name} at {p.path} (sha256 {(p.sha256 or '?')[:12]})" for p in pick[:5])
-            more = f" and {len(pick) - 5} more" if len(pick) > 5 else ""
-            raise UsageError(
-                f"--program {args.program!r} matches {len(pick)} programs: {listing}{more}; "
-                "give a path or a sha256 prefix"
-            )
+        from cudatrace.programs.lookup import find_program
+
+        rec = find_program(store, args.program)
         scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
     release = _log_release(args, list(traces)) or release
     s, t = _annotate(scans, traces, release)
@@ -300,6 +232,12 @@ def _from_store(args: argparse.Namespace) -> Any:
     return build_report(
         s, t, release, program=args.name or rec.name, environment=env, replaced_caller=replaced_caller_for(release)
     )
+
+
+def _nvidia_only(scans: tuple[ScanResult, ...], traces: tuple[TraceResult, ...]) -> bool:
+    """True for a stored program that is NVIDIA's own libraries (an nvidia-* wheel, cuBLAS ...)."""
+    programs = [p for s in scans for p in s.programs]
+    return not traces and bool(programs) and all(p.is_nvidia for p in programs)
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import replace
 
 from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
@@ -31,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--fail-on",
         choices=("blocked", "at_risk"),
-        help="exit with code 8 when a binary's verdict is this bad or worse",
+        help="exit with code 8 when a program's verdict is this bad or worse (NVIDIA's libraries never count)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_scan)
@@ -44,10 +46,17 @@ def run_scan(args: argparse.Namespace) -> int:
 
     with stderr_progress(enabled=not args.no_progress) as progress:
         result = scan_paths(args.paths, progress=progress)
+    from cudatrace.programs import group_programs
+
+    result = replace(result, programs=group_programs(result))
     if not args.no_zluda:
         from cudatrace.coverage_db.verdict import annotate_scan
+        from cudatrace.programs.releases import resolve_release
 
-        result = annotate_scan(result, None if args.zluda == "latest" else args.zluda)
+        resolved = resolve_release(args.zluda)
+        if resolved.note is not None:
+            print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+        result = annotate_scan(result, args.zluda)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 
@@ -62,6 +71,7 @@ def run_scan(args: argparse.Namespace) -> int:
     write_output(text, args.output)
     if args.fail_on:
         bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}
-        if any(b.verdict and b.verdict.status.value in bad for b in result.binaries):
+        judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]
+        if any(v and v.status.value in bad for v in judged):
             return EXIT_VERDICT
     return EXIT_PARTIAL if result.failed else EXIT_OK

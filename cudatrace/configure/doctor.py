@@ -317,6 +317,7 @@ def diagnose(
                 findings.append(
                     Finding(Level.PROBLEM, "zluda", f"files of different releases mixed: {', '.join(zluda.foreign)}")
                 )
+            findings.extend(_build_findings(zluda))
         except ConfigureError as exc:
             findings.append(Finding(Level.PROBLEM, "zluda", str(exc)))
     plan: MappingPlan | None = None
@@ -339,6 +340,20 @@ def diagnose(
         hip=hip,
         plan=plan,
     )
+
+
+def _build_findings(zluda: ZludaLayout) -> list[Finding]:
+    """What the folder's driver file exports against the catalog's newest release of the folder's range."""
+    from cudatrace.configure.runtime_data import load_runtime_data
+    from cudatrace.programs.zluda_build import inspect_build
+
+    if not zluda.ordinals:
+        return []
+    release = load_runtime_data().tag(max(zluda.ordinals))
+    facts = inspect_build(zluda.path, release)
+    if facts is None:
+        return []
+    return [Finding(Level.OK if facts.matches else Level.WARN, "zluda", facts.sentence())]
 
 
 def _plan_findings(plan: MappingPlan, hip: HipLayout | None, majors: list[int]) -> list[Finding]:

@@ -152,32 +152,11 @@ def evidence_from_documents(
 
 
 def load_documents(paths: Sequence[str]) -> tuple[tuple[ScanResult, ...], tuple[TraceResult, ...]]:
-    """Read saved ``cudatrace.scan/1`` and ``cudatrace.trace/1`` JSON documents; InputError naming a bad file."""
-    import json
+    """Read saved ``cudatrace.scan/1`` and ``cudatrace.trace/1`` JSON documents with the loader ``report`` uses
+    (:func:`cudatrace.programs.documents.load_evidence`): a one-line error naming a bad file."""
+    from cudatrace.programs.documents import load_evidence
 
-    from cudatrace.model import SCAN_SCHEMA, TRACE_SCHEMA
-
-    scans: list[ScanResult] = []
-    traces: list[TraceResult] = []
-    for p in paths:
-        try:
-            with open(p, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except FileNotFoundError:
-            raise InputError("evidence document does not exist", p) from None
-        except (OSError, ValueError) as exc:
-            raise InputError(f"evidence document is not readable JSON: {exc}", p) from None
-        schema = doc.get("schema") if isinstance(doc, dict) else None
-        try:
-            if schema == SCAN_SCHEMA:
-                scans.append(ScanResult.from_dict(doc))
-            elif schema == TRACE_SCHEMA:
-                traces.append(TraceResult.from_dict(doc))
-            else:
-                raise InputError(f"not a cudatrace scan or trace document (schema {schema!r})", p)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"damaged cudatrace document ({type(exc).__name__}: {exc})", p) from None
-    return tuple(scans), tuple(traces)
+    return load_evidence(tuple(paths))
 
 
 def gather_evidence(

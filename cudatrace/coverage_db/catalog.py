@@ -344,6 +344,14 @@ def _basename(file_name: str) -> str:
     return file_name.replace("\\", "/").rsplit("/", 1)[-1]
 
 
+def _version_key(name: str) -> tuple[int, int] | None:
+    """``v7-preview.9`` -> (7, 9); ``v7`` -> (7, 10**6) (a release comes after its previews); else None."""
+    m = re.fullmatch(r"v?(\d{1,3})(?:[-_. ]?preview[-_. ]?(\d{1,6}))?", name.strip().lower())
+    if m is None:
+        return None
+    return int(m.group(1)), int(m.group(2)) if m.group(2) else 10**6
+
+
 def _release_key(name: str) -> str:
     return name.strip().lower().lstrip("v")
 
@@ -419,6 +427,21 @@ class Catalog:
         )
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else f"; known: v1 .. {self.latest}"
         raise CatalogError(f"unknown ZLUDA release {name!r}{hint} (`cudatrace zluda releases` lists them)")
+
+    def resolve_or_newest(self, name: str | None) -> tuple[str, str | None]:
+        """Like :meth:`resolve_release`, but a well-formed release newer than every known one (``v7-preview.12``,
+        ``v8``) gives the newest known release and a sentence saying so; any other unknown name still raises."""
+        try:
+            return self.resolve_release(name), None
+        except CatalogError:
+            wanted = _version_key(name or "")
+            newest = _version_key(self.latest)
+            if wanted is None or newest is None or wanted <= newest:
+                raise
+        return self.latest, (
+            f"ZLUDA {name} is newer than the catalog, whose newest release is {self.latest}: judged against "
+            f"{self.latest}; entry points {name} added are counted as {self.latest} has them"
+        )
 
     def _rel(self, release: str | Release) -> Release:
         if isinstance(release, Release):
@@ -592,6 +615,10 @@ class Catalog:
             if run[0] <= ordinal <= run[1]:
                 return tuple(dict.fromkeys([*run[2], *run[3]]))
         return ()
+
+    def hipify_table(self) -> dict[str, tuple[str, ...]]:
+        """HIPIFY's whole CUDA name -> (HIP name, ROC-library names ...) table."""
+        return {name: tuple(x for x in row[1:] if x) for name, row in self._names_doc()["hipify"].items()}
 
     def hipify(self, function: str) -> tuple[str, ...]:
         """HIPIFY's HIP and ROC-library equivalents of a CUDA name (its API name is tried too)."""

@@ -610,9 +610,38 @@ class Store:
         stamp = _stamp(recorded_at)
         tool = result.tool_version or __version__
 
+        by_path = {b.path: b for b in result.binaries}
+        grouped = {part.path for prog in result.programs for part in prog.parts}
+
         def work() -> tuple[int, ...]:
             ids = []
+            for prog in result.programs:
+                members = tuple(by_path[p.path] for p in prog.parts if p.path in by_path)
+                if not members:
+                    continue
+                doc = ScanResult(
+                    binaries=members,
+                    roots=result.roots,
+                    tool_version=result.tool_version,
+                    zluda_release=result.zluda_release,
+                    programs=(prog,),
+                ).to_dict()
+                # One file keeps its own identity; a program of several is named by the hash of their hashes.
+                digest = (
+                    members[0].sha256
+                    if len(members) == 1
+                    else hashlib.sha256("\n".join(sorted(b.sha256 for b in members)).encode()).hexdigest()
+                )
+                program = self._upsert_program(prog.name, _scan_program_path(prog.root), digest, stamp)
+                entries = tuple(e for b in members for e in b.imports)
+                ids.append(
+                    self._insert_result(
+                        program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc, entries, prog.verdict
+                    )
+                )
             for binary in result.binaries:
+                if binary.path in grouped:
+                    continue  # recorded with its program
                 doc = ScanResult(
                     binaries=(binary,),
                     roots=result.roots,

@@ -46,6 +46,7 @@ from cudatrace.model import (
     Reason,
     ScanResult,
     Severity,
+    StaticRuntime,
     TraceResult,
     Verdict,
     VerdictStatus,
@@ -58,6 +59,8 @@ CODE_RANK: dict[str, int] = {
     "sass_only": 0,
     "ptx_rejected": 9,
     "log_cut": 18,
+    "first_failing_call": 1,
+    "runtime_call_unserved": 1,
     "absent_import": 1,
     "absent_called": 2,
     "library_unsupported": 3,
@@ -70,6 +73,9 @@ CODE_RANK: dict[str, int] = {
     "panicking_imported": 15,
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
+    "unknown_until_traced": 18,
+    "on_demand_blocked": 16,
+    "library_missing": 23,
     "replaced_by_zluda": 20,
     "proc_string_missing": 21,
     "proc_lookup_missing": 21,
@@ -78,6 +84,11 @@ CODE_RANK: dict[str, int] = {
     "ptx_recompiled": 24,
     "translated": 25,
     "first_failure": 26,
+    "runtime_calls_served": 19,
+    "runtime_call_probe": 20,
+    "tolerated_probe_called": 20,
+    "release_fixing": 26,
+    "release_newer_than_catalog": 27,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
 # PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
@@ -313,6 +324,9 @@ def judge(
     proc_lookups: Iterable[ProcLookup] = (),
     machine: str | None = None,
     static_runtime: bool | None = None,
+    runtime: StaticRuntime | None = None,
+    program_path: str | None = None,
+    is_library: bool = False,
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -324,6 +338,9 @@ def judge(
     against ZLUDA's 32-bit files. ``static_runtime`` says the names found as strings come from a statically linked
     CUDA runtime, which resolves all of them up front (None: assumed when there are many such names): their
     stubs and missing names are then info, otherwise a risk (a program that looks a few names up calls them).
+    ``runtime`` is that static runtime: the runtime functions the program's own code calls decide (their driver
+    entry points are judged, :func:`runtime_reasons`); when the file cannot tell, the verdict is at risk, "unknown
+    until traced", with the ``cudatrace run`` command for ``program_path``.
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -495,6 +512,10 @@ def judge(
                 tuple(absent + stubs),
             )
         )
+    if runtime is not None:
+        reasons.extend(
+            runtime_reasons(cat, rel, runtime, proc_names, cuda_version, machine, program_path, is_library=is_library)
+        )
     if inner_left_out:
         n = sum(inner_left_out.values())
         reasons.append(
@@ -529,27 +550,192 @@ def judge(
             )
         )
 
-    # One reason per (code, family, functions) even when several libraries share it.
+    ranked = rank_reasons(reasons)
+    return Verdict(rel, status_of(ranked), ranked)
+
+
+def rank_reasons(reasons: Iterable[Reason]) -> tuple[Reason, ...]:
+    """One reason per (code, family, functions, message), ranked: severity, then certainty (:data:`CODE_RANK`),
+    then program-side calls, then how many functions; the one order every verdict uses."""
     unique: dict[tuple[str, str, tuple[str, ...], str], Reason] = {}
     for r in reasons:
         unique.setdefault((r.code, r.family.value if r.family else "", r.functions, r.message), r)
-    ranked = sorted(
-        unique.values(),
-        key=lambda r: (
-            r.severity.rank,
-            CODE_RANK.get(r.code, 50),
-            -(r.calls or 0),
-            -len(r.functions),
-            r.message,
-        ),
+    return tuple(
+        sorted(
+            unique.values(),
+            key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0), -len(r.functions), r.message),
+        )
     )
-    if any(r.severity is Severity.BLOCKER for r in ranked):
-        overall = VerdictStatus.BLOCKED
-    elif any(r.severity is Severity.RISK for r in ranked):
-        overall = VerdictStatus.AT_RISK
-    else:
-        overall = VerdictStatus.RUNS
-    return Verdict(rel, overall, tuple(ranked))
+
+
+def status_of(reasons: Iterable[Reason]) -> VerdictStatus:
+    """Blocked with any blocker, at risk with any risk, else runs."""
+    severities = {r.severity for r in reasons}
+    if Severity.BLOCKER in severities:
+        return VerdictStatus.BLOCKED
+    if Severity.RISK in severities:
+        return VerdictStatus.AT_RISK
+    return VerdictStatus.RUNS
+
+
+def runtime_reasons(
+    cat: Catalog,
+    rel: str,
+    runtime: StaticRuntime,
+    resolved: int,
+    cuda_version: int | None,
+    machine: str | None,
+    program_path: str | None,
+    *,
+    is_library: bool = False,
+) -> list[Reason]:
+    """What the runtime functions a program's own code calls need from the driver, under ``rel``.
+
+    A driver entry point they need that is a stub or absent blocks an executable, unless the called-stub table
+    (data/called_stubs.json) lists it as a tolerated probe. In a library (``is_library``: an extension module,
+    a plugin) the calling code runs only when a caller uses it (a Python module wrapping the whole runtime API
+    calls every function from some wrapper), so there it is a risk. Without the calls (a stripped file, a PE
+    file) the answer is "unknown until traced", a risk naming the command that finds out.
+    """
+    from cudatrace.coverage_db.runtime_map import driver_needs, stub_decision
+
+    if runtime.calls is None:
+        target = program_path or "PROGRAM"
+        return [
+            Reason(
+                Severity.RISK,
+                "unknown_until_traced",
+                f"a statically linked CUDA runtime resolves {resolved} driver entry points up front, and which of "
+                f"them this program needs is unknown until traced ({runtime.calls_how or 'its calls cannot be read'})"
+                f": run `cudatrace run -- {target}` on an NVIDIA GPU or under ZLUDA",
+                f"cudatrace run -- {target}",
+                Family.DRIVER,
+            )
+        ]
+    b32 = is_32bit(machine)
+    unserved: dict[str, tuple[str, ZludaInfo]] = {}  # driver export -> (runtime function, its fate)
+    served: list[str] = []
+    for fn in runtime.calls:
+        needs = driver_needs(cat, fn, cuda_version)
+        for drv in needs:
+            info = cat.classify(Family.DRIVER, drv, rel, None, bits32=b32)
+            if info.status in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+                unserved.setdefault(drv, (fn, info))
+        if needs:
+            served.append(fn)
+    out: list[Reason] = []
+    blockers = {d: v for d, v in unserved.items() if not stub_decision(d).tolerated}
+    probes = {d: v for d, v in unserved.items() if stub_decision(d).tolerated}
+    if blockers:
+        parts = []
+        for drv, (fn, info) in sorted(blockers.items(), key=lambda kv: kv[1][0]):
+            fate = (
+                f"a stub ({info.note or 'returns a not-supported status'})"
+                if info.status is ZludaStatus.STUB
+                else "not exported (the runtime gets no function for it)"
+            )
+            parts.append(f"{fn} -> {drv}: {fate}")
+        names = sorted(blockers)
+        n_fns = len({fn for fn, _ in blockers.values()})
+        listed = "; ".join(parts[:6]) + (f"; and {len(parts) - 6} more" if len(parts) > 6 else "")
+        effect = (
+            "a caller that uses them gets an error, so the work it was for is not done"
+            if is_library
+            else "the call fails, so the work it was for is not done"
+        )
+        who = "this library's code calls" if is_library else "the program's own code calls"
+        out.append(
+            Reason(
+                Severity.RISK if is_library else Severity.BLOCKER,
+                "runtime_call_unserved",
+                f"{who} {n_fns} runtime function(s) that the static CUDA runtime serves with driver entry points "
+                f"ZLUDA {rel} does not translate: {listed}; {effect}",
+                remedies.stub_remedy(cat, Family.DRIVER, names, rel, bits32=b32),
+                Family.DRIVER,
+                tuple(names),
+            )
+        )
+    if probes:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "runtime_call_probe",
+                f"the program's own code reaches {remedies.name_list(sorted(probes))}, stubs in ZLUDA {rel} that "
+                f"it survives: {'; '.join(f'{d}: {stub_decision(d).why}' for d in sorted(probes))}",
+                None,
+                Family.DRIVER,
+                tuple(sorted(probes)),
+            )
+        )
+    if not blockers:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "runtime_calls_served",
+                f"the program's own code calls {len(runtime.calls)} runtime function(s) "
+                f"({remedies.name_list(sorted(runtime.calls), 6)}); every driver entry point they need is translated "
+                f"by ZLUDA {rel}, so the other names the static runtime resolves do not matter",
+                None,
+                Family.DRIVER,
+            )
+        )
+    return out
+
+
+_UNFIXABLE = {
+    "sass_only": "SASS-only GPU code",
+    "unknown_until_traced": "calls unknown until traced",
+    "library_missing": "a missing library",
+    "on_demand_blocked": "an on-demand part",
+    "ptx_recent_arch_only": "PTX for recent GPUs only",
+    "export_table_unknown": "an unknown export table",
+}
+
+
+def fixing_reason(
+    cat: Catalog, rel: str, status: VerdictStatus, reasons: Sequence[Reason]
+) -> tuple[str | None, Reason | None]:
+    """The first release in which every blocker of a verdict is translated, and the sentence that says so.
+
+    The blockers are the blocker reasons of a blocked verdict, the risk reasons of an at-risk one. A reason about
+    entry points is fixed by the first later release that translates all of them; a CUDA library the release
+    does not replace, by the first release that ships it; anything else (SASS-only code, a missing library, a
+    call unknown until traced) by no release. Returns (None, None) for a verdict that runs.
+    """
+    if status is VerdictStatus.RUNS:
+        return None, None
+    severity = Severity.BLOCKER if status is VerdictStatus.BLOCKED else Severity.RISK
+    firsts: list[str] = []
+    never: list[str] = []
+    for r in reasons:
+        if r.severity is not severity:
+            continue
+        if r.code in ("library_not_replaced", "driver_not_replaced") and r.message.split(":", 1)[0].strip():
+            lib = r.message.split(":", 1)[0].split()[0]
+            first = cat.first_shipping(lib, after=rel) if zluda_library_of_file(lib) else None
+            (firsts.append(first) if first else never.append(lib))
+            continue
+        if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing"):
+            never.append(_UNFIXABLE.get(r.code, r.code.replace("_", " ")))
+            continue
+        for fn in r.functions[:48]:
+            first = cat.first_translated(r.family, fn, rel)
+            (firsts.append(first) if first else never.append(fn))
+    latest = cat.latest
+    if never:
+        listed = remedies.name_list(sorted(set(never)))
+        return None, Reason(
+            Severity.INFO,
+            "release_fixing",
+            f"no ZLUDA release up to {latest} removes every blocker (left: {listed})",
+        )
+    target = max(firsts, key=lambda name: cat.release(name).ordinal)
+    return target, Reason(
+        Severity.INFO,
+        "release_fixing",
+        f"every blocker is translated since {target}: upgrade",
+        f"upgrade to ZLUDA {target}",
+    )
 
 
 def _library_reason(
@@ -650,10 +836,33 @@ def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict |
     )
 
 
+def newer_release_reason(note: str) -> Reason:
+    """The info line that marks a verdict judged against the newest known release instead of the one asked for."""
+    return Reason(Severity.INFO, "release_newer_than_catalog", note)
+
+
+def mark_newer(verdict: Verdict | None, note: str | None) -> Verdict | None:
+    """``verdict`` with the :func:`newer_release_reason` first among its info lines (unchanged without a note)."""
+    if verdict is None or note is None:
+        return verdict
+    return replace(verdict, reasons=(newer_release_reason(note), *verdict.reasons))
+
+
+def _is_library(b: BinaryScan) -> bool:
+    """A shared library or extension module rather than an executable (its code runs when callers use it)."""
+    name = b.name.lower()
+    if b.format is BinaryFormat.PE:
+        return not name.endswith(".exe")
+    return b.soname is not None or ".so" in name
+
+
 def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
-    """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``."""
+    """Fill every import's ``zluda``, every CUDA-using binary's ``verdict`` and the document's ``zluda_release``.
+
+    A release newer than the catalog knows is judged as the newest known one, and every verdict says so.
+    """
     cat = load_catalog()
-    rel = cat.resolve_release(release)
+    rel, newer = cat.resolve_or_newest(release)
     binaries: list[BinaryScan] = []
     for b in result.binaries:
         cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
@@ -670,9 +879,27 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 binary_format=b.format,
                 machine=b.machine,
                 static_runtime=True if b.static_runtime else None,
+                runtime=b.static_runtime,
+                program_path=b.path,
+                is_library=_is_library(b),
             )
+        if verdict is not None:
+            _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
+            if fixing is not None:
+                verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
         binaries.append(replace(b, imports=imports, verdict=verdict))
-    return replace(result, binaries=tuple(binaries), zluda_release=rel)
+    out = replace(result, binaries=tuple(binaries), zluda_release=rel)
+    if out.programs:
+        from cudatrace.programs.judging import judge_programs
+
+        out = judge_programs(out, rel, cat)
+    if newer is not None:
+        out = replace(
+            out,
+            binaries=tuple(replace(b, verdict=mark_newer(b.verdict, newer)) for b in out.binaries),
+            programs=tuple(replace(p, verdict=mark_newer(p.verdict, newer)) for p in out.programs),
+        )
+    return out
 
 
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
@@ -682,7 +909,7 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     call, explained as a reason of its own (``first_failure``).
     """
     cat = load_catalog()
-    rel = cat.resolve_release(release)
+    rel, newer = cat.resolve_or_newest(release)
     calls = tuple(replace(c, zluda=classify_entry(c, rel, cat)) for c in trace.calls)
     verdict = judge(
         calls,
@@ -721,19 +948,17 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
                 None,
             )
         )
-    if trace.first_failure is not None:
+    if trace.first_failure is not None:  # an imported log names its first failing call itself
         extra.append(first_failure_reason(trace.first_failure, calls, rel, cat))
+    else:
+        extra.extend(first_failing_reasons(calls, rel, cat))
     if extra:
-        reasons = sorted(
-            (*verdict.reasons, *extra), key=lambda r: (r.severity.rank, CODE_RANK.get(r.code, 50), -(r.calls or 0))
-        )
-        status = verdict.status
-        if any(r.severity is Severity.BLOCKER for r in extra):
-            status = VerdictStatus.BLOCKED
-        elif status is VerdictStatus.RUNS and any(r.severity is Severity.RISK for r in extra):
-            status = VerdictStatus.AT_RISK
-        verdict = replace(verdict, status=status, reasons=tuple(reasons))
-    return replace(trace, calls=calls, verdict=verdict)
+        reasons = rank_reasons((*extra, *verdict.reasons))
+        verdict = Verdict(rel, status_of(reasons), reasons)
+    _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
+    if fixing is not None:
+        verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
+    return replace(trace, calls=calls, verdict=mark_newer(verdict, newer))
 
 
 def _slot_words(name: str, release: str, cat: Catalog) -> str:
@@ -821,3 +1046,73 @@ def first_failure_reason(
         fam,
         (call.function,),
     )
+
+
+def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog) -> list[Reason]:
+    """The program's first call that ``rel`` cannot serve, from a trace: a blocker with its time and caller.
+
+    Only calls on the program's own path count (:func:`program_side_calls`: calls made inside libraries ZLUDA
+    replaces never happen). A stub the called-stub table (data/called_stubs.json) lists as a tolerated probe is
+    info: the program survives it. The position is the entry point's rank in first-call order among the
+    entry points the program reached (the tracer keeps first-call times per entry point, not a global call
+    sequence; ``cudatrace run --events`` has every call).
+    """
+    from cudatrace.coverage_db.runtime_map import stub_decision
+
+    timed = sorted(
+        (c for c in calls if c.calls and program_side_calls(c, rel, cat) > 0),
+        key=lambda c: (c.first_call_s is None, c.first_call_s or 0.0, c.function),
+    )
+    position = {c.key: i + 1 for i, c in enumerate(timed)}
+    failing: list[tuple[EntryPointUse, ZludaInfo]] = []
+    probes: list[EntryPointUse] = []
+    for c in timed:
+        info = c.zluda if c.zluda is not None and c.zluda.release == rel else classify_entry(c, rel, cat)
+        if info.status not in (ZludaStatus.STUB, ZludaStatus.ABSENT):
+            continue
+        if c.family is Family.DRIVER and stub_decision(c.function).tolerated:
+            probes.append(c)
+        else:
+            failing.append((c, info))
+    out: list[Reason] = []
+    if failing:
+        c, info = failing[0]
+        own = [(m, n) for m, n in c.callers if not replaced_caller(m, rel, cat)]
+        caller = max(own, key=lambda kv: kv[1])[0] if own else "the program"
+        gets = (
+            f"a stub: it receives {info.note.removeprefix('returns ') if info.note else 'a not-supported status'}"
+            if info.status is ZludaStatus.STUB
+            else "not exported: the lookup or the symbol binding fails"
+        )
+        later = f"; {len(failing) - 1} more entry point(s) fail after it" if len(failing) > 1 else ""
+        when = (
+            f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} "
+            "the program reached"
+            if c.first_call_s is not None
+            else "its first-call time was not recorded"
+        )
+        out.append(
+            Reason(
+                Severity.BLOCKER,
+                "first_failing_call",
+                f"the program's first call ZLUDA {rel} cannot serve is {c.function} ({c.family.value}), "
+                f"{gets}; {when}, from {caller}, {program_side_calls(c, rel, cat):,} call(s) in all{later}",
+                remedies.stub_remedy(cat, c.family, [x.function for x, _ in failing if x.family is c.family], rel),
+                c.family,
+                tuple(x.function for x, _ in failing),
+                program_side_calls(c, rel, cat),
+            )
+        )
+    if probes:
+        out.append(
+            Reason(
+                Severity.INFO,
+                "tolerated_probe_called",
+                f"the program calls {remedies.name_list([p.function for p in probes])}, stubs in ZLUDA {rel} that "
+                f"it survives: {'; '.join(f'{p.function}: {stub_decision(p.function).why}' for p in probes[:3])}",
+                None,
+                Family.DRIVER,
+                tuple(p.function for p in probes),
+            )
+        )
+    return out

@@ -838,6 +838,10 @@ def build_report(
     for scan in scans:
         tool_version = tool_version or scan.tool_version
         errors.extend(f"{f.path}: {f.message}" for f in scan.failed)
+        # A scan grouped into programs is judged per program: its binaries' verdicts are parts of that verdict.
+        judged = [p.verdict for p in scan.programs if p.verdict is not None]
+        verdicts.extend(judged)
+        grouped = bool(scan.programs)
         for b in scan.binaries:
             if b.path in binaries:
                 # the same file scanned again (store history): its evidence merges, it is listed once
@@ -845,7 +849,7 @@ def build_report(
                     a = slot(e)
                     a.static_how.setdefault(e.how, None)
                     a.binaries.setdefault(b.name, None)
-                if b.verdict is not None and b.uses_cuda:
+                if b.verdict is not None and b.uses_cuda and not grouped:
                     verdicts.append(b.verdict)
                 continue
             binaries.append(b.path)
@@ -855,7 +859,7 @@ def build_report(
             if b.gpu_code.has_kernels or b.static_runtime:
                 rt = (b.static_runtime.version or "unknown") if b.static_runtime else None
                 gpu.append(BinaryGpu.of(b.name, b.gpu_code, rt))
-            if b.verdict is not None and b.uses_cuda:
+            if b.verdict is not None and b.uses_cuda and not grouped:
                 verdicts.append(b.verdict)
             for e in b.imports:
                 a = slot(e)
@@ -1116,6 +1120,7 @@ class Aggregate:
     tool_version: str = ""
     without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
     releases: tuple[ReleaseLine, ...] = ()  # every compared release, oldest first (see compare_releases)
+    nvidia_libraries: int = 0  # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
 
     @property
     def release_line(self) -> ReleaseLine:
@@ -1148,8 +1153,8 @@ class Aggregate:
         return tuple(sorted(rows, key=lambda b: (-len(b.unlocks), -b.calls, b.function)))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {
+        """JSON form (the versioned document); ``nvidia_libraries`` only when there are any."""
+        d: dict[str, Any] = {
             "schema": AGGREGATE_SCHEMA,
             "tool_version": self.tool_version,
             "release": self.release,
@@ -1159,6 +1164,9 @@ class Aggregate:
             "without_cuda": self.without_cuda,
             "releases": [r.to_dict() for r in self.releases],
         }
+        if self.nvidia_libraries:
+            d["nvidia_libraries"] = self.nvidia_libraries
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:
@@ -1173,6 +1181,7 @@ class Aggregate:
                 families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
                 tool_version=str(d.get("tool_version", "")),
                 without_cuda=int(d.get("without_cuda", 0)),
+                nvidia_libraries=int(d.get("nvidia_libraries", 0)),
                 releases=tuple(ReleaseLine.from_dict(r) for r in d.get("releases", ())),
             )
         except ReportError:

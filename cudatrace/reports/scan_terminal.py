@@ -170,6 +170,10 @@ def render_scan_terminal(result: ScanResult, color: bool, width: int | None = No
     console = string_console(color, width or 100, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     with_cuda = [b for b in result.binaries if b.uses_cuda]
     without = [b for b in result.binaries if not b.uses_cuda]
+    from cudatrace.reports.programs_terminal import rollup_lines
+
+    for line in rollup_lines(result):  # the programs first, the binaries below them
+        console.print(line)
     for binary in with_cuda:
         for part in _binary_block(binary):
             console.print(part)

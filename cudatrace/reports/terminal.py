@@ -232,7 +232,12 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
         Text(
             f"cudatrace aggregate: {len(doc.programs)} programs{doc.logs_words} under ZLUDA {printable(doc.release)}, "
             f"{blocked} blocked, {len(doc.blockers)} blocking entry points"
-            + (f" ({plural(doc.without_cuda, 'program')} without CUDA left out)" if doc.without_cuda else ""),
+            + (f" ({plural(doc.without_cuda, 'program')} without CUDA left out)" if doc.without_cuda else "")
+            + (
+                f" ({plural(doc.nvidia_libraries, 'package')} of NVIDIA's own libraries, not programs, left out)"
+                if doc.nvidia_libraries
+                else ""
+            ),
             style="bold",
         )
     )

@@ -11,7 +11,7 @@ import pytest
 
 from cudatrace.cli import main
 from cudatrace.configure.evidence import evidence_from_documents, gather_evidence, load_documents, platform_of
-from cudatrace.errors import InputError
+from cudatrace.errors import EXIT_INPUT, InputError, ReportError
 from cudatrace.model import (
     CudaLibrary,
     EntryHow,
@@ -50,18 +50,25 @@ def test_trace_evidence_adds_what_the_process_loaded_and_called(tmp_path: Path) 
 
 
 def test_saved_documents_are_checked(tmp_path: Path) -> None:
+    """The loader ``report`` uses, with its guards: one line naming the file, exit code 3 (input)."""
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(InputError, match="not readable JSON") as exc:
+    with pytest.raises(ReportError, match="invalid JSON") as exc:
         load_documents([str(bad)])
-    assert str(bad) in str(exc.value)
+    assert str(bad) in str(exc.value) and exc.value.exit_code == EXIT_INPUT
     bad.write_text(json.dumps({"schema": "something.else/1"}))
-    with pytest.raises(InputError, match="not a cudatrace scan or trace document"):
+    with pytest.raises(ReportError, match="unsupported schema"):
+        load_documents([str(bad)])
+    bad.write_text(json.dumps({"schema": "cudatrace.report/1", "program": "x"}))
+    with pytest.raises(ReportError, match="not a cudatrace scan or trace document"):
         load_documents([str(bad)])
     bad.write_text(json.dumps({"schema": "cudatrace.scan/1", "binaries": [{"path": "x"}]}))
-    with pytest.raises(InputError, match="damaged cudatrace document"):
+    with pytest.raises(ReportError, match=r"damaged cudatrace\.scan/1 document"):
         load_documents([str(bad)])
-    with pytest.raises(InputError, match="does not exist"):
+    bad.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ReportError, match=r"nested too deeply|not an object"):
+        load_documents([str(bad)])
+    with pytest.raises(InputError, match="no such file"):
         load_documents([str(tmp_path / "none.json")])
 
 

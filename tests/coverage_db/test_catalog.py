@@ -325,20 +325,31 @@ def test_packaging_amd_libraries_and_loader_tables(cat: Catalog) -> None:
 
 
 @needs_reference
+def _builder() -> object:
+    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_packaging_matches_libraries_csv(cat: Catalog) -> None:
     """Every row of the reference libraries.csv, field by field, as ``configure`` reads it."""
     with (REFERENCE / "zluda" / "libraries.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
+    fixes: dict[tuple[str, str], dict[str, list[str]]] = _builder().PACKAGING_FROM_SOURCES  # type: ignore[attr-defined]
     by_key = {(p.library, p.first_ordinal): p for p in cat.all_packages()}
     assert len(by_key) == len(rows) == len(cat.all_packages())
     for r in rows:
         p = by_key[(r["library"], int(r["first_ordinal"]))]
         assert (p.first, p.last, p.last_ordinal) == (r["first_tag"], r["last_tag"], int(r["last_ordinal"]))
         assert p.platforms == tuple(r["platforms"].split())
-        assert p.windows == tuple(r["windows_package_files"].split())
+        # where the CSV lists no package files, the files read from ZLUDA's sources at that tag (v3, v4)
+        fix = fixes.get((r["library"], r["first_tag"]), {})
+        assert p.windows == (tuple(r["windows_package_files"].split()) or tuple(fix.get("windows", ())))
         assert p.windows32 == tuple(r["windows32_package_files"].split())
         assert p.windows_extra == tuple(x.partition("<-")[0] for x in r["windows_extra_files"].split())
-        assert p.linux == tuple(r["linux_package_names"].split())
+        assert p.linux == (tuple(r["linux_package_names"].split()) or tuple(fix.get("linux", ())))
         assert p.ld_audit_redirects == tuple(r["linux_ld_audit_redirects"].split())
         assert p.exe_redirect_pairs == tuple(
             (s, d) for s, _, d in (x.partition("=") for x in r["zluda_exe_redirects"].split())
@@ -347,6 +358,19 @@ def test_packaging_matches_libraries_csv(cat: Catalog) -> None:
         assert p.amd_windows == tuple(r["amd_link_libs_windows"].split())
         assert p.amd_windows_runtime == tuple(r["amd_windows_dlls_loaded_at_runtime"].split())
         assert (p.trace_env_var, p.forwards_to) == (r["trace_lib_env_var"], r["forwards_to"])
+
+
+def test_every_release_ships_a_driver_on_each_platform_it_builds_for(cat: Catalog) -> None:
+    """v3 built nvcuda.dll for Windows (zluda.exe -- app) and v4 both platforms' drivers: no AMD release lacks one."""
+    assert "nvcuda.dll" in cat.shipped_files("v3", "windows") and "nvml.dll" in cat.shipped_files("v3", "windows")
+    assert "nvapi64.dll" not in cat.shipped_files("v3", "windows")  # zluda_api is debug_only at v3
+    assert {"libcuda.so", "libcuda.so.1"} <= set(cat.shipped_files("v4", "linux"))
+    assert "nvcuda.dll" in cat.shipped_files("v4", "windows")
+    for rel in cat.releases():
+        if cat.release(rel).line != "amd":
+            continue
+        assert "nvcuda.dll" in cat.shipped_files(rel, "windows"), rel
+        assert "libcuda.so.1" in cat.shipped_files(rel, "linux") or rel == "v4", rel
 
 
 def test_proc_address(cat: Catalog) -> None:

@@ -297,8 +297,12 @@ def test_annotate_scan_fills_every_import_and_round_trips() -> None:
 
 
 def test_annotate_scan_unknown_release_is_a_catalog_error() -> None:
-    with pytest.raises(CatalogError, match="unknown ZLUDA release 'v99'"):
-        annotate_scan(ScanResult(), "v99")
+    with pytest.raises(CatalogError, match=r"unknown ZLUDA release 'v6-preview\.x'"):
+        annotate_scan(ScanResult(), "v6-preview.x")
+    with pytest.raises(CatalogError, match=r"unknown ZLUDA release 'v5-preview\.122'"):
+        annotate_scan(ScanResult(), "v5-preview.122")  # a gap in the known history, not a newer release
+    # a well-formed release newer than the catalog is judged as the newest known one (and says so)
+    assert annotate_scan(ScanResult(), "v99").zluda_release == "v7-preview.9"
 
 
 def test_annotate_scan_static_runtime_resolves_names_with_its_version() -> None:
@@ -347,8 +351,11 @@ def test_annotate_trace() -> None:
     out = annotate_trace(trace, None)
     assert out.verdict is not None and out.verdict.release == "v7-preview.9"
     assert all(c.zluda is not None for c in out.calls)
-    assert codes(out.verdict)[:2] == ["stub_called", "export_table_unknown"]
-    assert out.verdict.reasons[0].calls == 40 and out.verdict.status is VerdictStatus.AT_RISK
+    # cudnnBackendExecute is a stub called from the program's own path (libtorch_cuda.so): the first failing call
+    assert codes(out.verdict)[:3] == ["first_failing_call", "stub_called", "export_table_unknown"]
+    first = out.verdict.reasons[0]
+    assert first.functions[0] == "cudnnBackendExecute" and "from libtorch_cuda.so" in first.message
+    assert out.verdict.reasons[1].calls == 40 and out.verdict.status is VerdictStatus.BLOCKED
     assert "inner_calls_left_out" in codes(out.verdict)
     assert "library_not_replaced" not in codes(out.verdict)  # libcudnn_graph is loaded only by NVIDIA's cuDNN
     lookups = reason(out.verdict, "proc_lookup_missing")
@@ -381,7 +388,8 @@ def test_real_nvcc_static_runtime_runs(nvcc_static: Path) -> None:
     assert statuses["cuMemAlloc_v2"] is ZludaStatus.TRANSLATED
     assert ZludaStatus.STUB in statuses.values()  # hundreds of names the runtime resolves are stubs ...
     assert b.verdict is not None and b.verdict.status is VerdictStatus.RUNS  # ... and none of them blocks
-    assert codes(b.verdict) == ["proc_string_missing", "ptx_recompiled", "translated"]
+    # its own code calls cudaMalloc, cudaMemcpy, cudaFree and the launch path, all translated
+    assert codes(b.verdict) == ["runtime_calls_served", "proc_string_missing", "ptx_recompiled", "translated"]
 
 
 @needs_scanner

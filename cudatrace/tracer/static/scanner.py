@@ -25,7 +25,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cudatrace import __version__
@@ -302,6 +302,7 @@ def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _
     )
     if static_runtime is not None:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
+        static_runtime = _runtime_calls(static_runtime, fmt, buf, path, data)
     named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}
     for family, names in by_name.items():
         for name in names:
@@ -321,7 +322,33 @@ def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _
         gpu_code=gpu_code,
         static_runtime=static_runtime,
         errors=tuple(errors),
+        soname=parsed.soname,
+        needed=tuple(dict.fromkeys(n.name for n in parsed.libraries)),
+        named_libraries=tuple(
+            sorted(
+                n
+                for n in {*found.library_names, *found.other_library_names}
+                if n.lower() not in own_names and n.lower() not in needed_names and not n.startswith("ld-linux")
+            )
+        ),
     )
+
+
+def _runtime_calls(
+    runtime: StaticRuntime, fmt: BinaryFormat, buf: mmap.mmap, path: str, data: ExportsData
+) -> StaticRuntime:
+    """The static runtime with the runtime API functions the program's own code calls, when the file tells."""
+    if fmt is not BinaryFormat.ELF:
+        return replace(runtime, calls_how="a PE file carries no symbol table to name the runtime's functions")
+    from cudatrace.tracer.static.static_calls import read_runtime_calls
+
+    try:
+        found = read_runtime_calls(buf, path, data.is_runtime_entry_point)
+    except CorruptBinaryError as exc:
+        return replace(runtime, calls_how=f"the symbol table could not be read ({exc})")
+    finally:
+        release_pages(buf, 0, len(buf))
+    return replace(runtime, calls=found.calls, calls_how=found.how)
 
 
 def _own_family(parsed: ParsedBinary, path: str) -> Family | None:

@@ -83,6 +83,7 @@ class CudaStrings:
     library_names: tuple[str, ...] = ()
     function_names: tuple[str, ...] = ()
     truncated: bool = False  # True when MAX_NAMES was reached
+    other_library_names: tuple[str, ...] = ()  # library file names that are not CUDA's (a program's own plugins)
 
 
 def _ranges(size: int, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -173,8 +174,11 @@ def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: 
     return True
 
 
-def _library_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, found: set[str]) -> None:
-    """Add CUDA library file names whose ``.so``/``.dll`` anchor starts in [lo, hi) (see _function_names)."""
+def _library_names(
+    buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, found: set[str], other: set[str] | None = None
+) -> None:
+    """Add CUDA library file names whose ``.so``/``.dll`` anchor starts in [lo, hi) (see _function_names); the
+    other library file names go to ``other`` (bounded too)."""
     for hit in _LIB_ANCHOR.finditer(buf, lo, min(r_hi, hi + 16)):  # type: ignore[call-overload]
         i = hit.start()
         if i >= hi:
@@ -198,12 +202,22 @@ def _library_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, found: s
         lib = identify_library(token)
         if lib is not None:
             found.add(lib.name)
-        elif "." in token[: -len(tail.group())]:
+            continue
+        if "." in token[: -len(tail.group())]:
             # "app.libcudart.so.12" is not a name, but a dotted prefix may hide a real one ("x.nvcuda.dll").
             rest = token.split(".", 1)[1]
             lib = identify_library(rest)
             if lib is not None:
                 found.add(lib.name)
+                continue
+        if other is not None and len(other) < MAX_LIBRARY_NAMES and _plausible_file_name(token):
+            other.add(token)
+
+
+def _plausible_file_name(token: str) -> bool:
+    """A library file name as a loader would be given it: ``libfoo.so``, ``foo_plugin.dll`` (not ``.so``)."""
+    stem = token.split(".", 1)[0]
+    return len(stem) >= 2 and any(ch.isalpha() for ch in stem)
 
 
 class CudaStringSearch:
@@ -222,6 +236,7 @@ class CudaStringSearch:
         self._size = size
         self._names: set[str] = set()
         self._libs: set[str] = set()
+        self._other_libs: set[str] = set()
         self._complete = True
         self._needles = tuple(n for n in needles if 0 < len(n) <= MARGIN - NEEDLE_TAIL)
         self._hits: dict[bytes, list[bytes]] = {n: [] for n in self._needles}
@@ -239,7 +254,7 @@ class CudaStringSearch:
             r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
             if self._complete:
                 self._complete = _function_names(window, a, b, r_lo, r_hi, self._names)
-            _library_names(window, a, b, r_lo, r_hi, self._libs)
+            _library_names(window, a, b, r_lo, r_hi, self._libs, self._other_libs)
         for needle in self._needles:
             kept = self._hits[needle]
             pos = lo - base
@@ -256,7 +271,12 @@ class CudaStringSearch:
 
     def result(self) -> CudaStrings:
         """What the windows fed so far name."""
-        return CudaStrings(tuple(sorted(self._libs)), tuple(sorted(self._names)), truncated=not self._complete)
+        return CudaStrings(
+            tuple(sorted(self._libs)),
+            tuple(sorted(self._names)),
+            truncated=not self._complete,
+            other_library_names=tuple(sorted(self._other_libs)),
+        )
 
 
 def extract_cuda_strings(buf: Buffer, exclude: Sequence[tuple[int, int]] = ()) -> CudaStrings:

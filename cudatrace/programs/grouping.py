@@ -1,0 +1,456 @@
+"""Group the binaries of a scan into programs, and tell each program's start-up path from its on-demand parts.
+
+A user points ``scan`` at an application folder, an unpacked wheel or a whole Python environment and asks about
+the program, not about each ``.so``. This module works that out from the files alone:
+
+* **Which program** a binary belongs to: the Python distribution whose ``*.dist-info/RECORD`` lists it (name and
+  version from the dist-info folder's name or its METADATA); else the application folder the user scanned; else
+  the file itself. Distributions named ``nvidia-*`` and NVIDIA's CUDA libraries themselves (cuBLAS, cuDNN, ...)
+  are kind ``nvidia``: they are not programs, and never count as blocked ones.
+* **The start-up path**: the executables (an application), or the extension modules that importing the package
+  loads (a wheel: module-level ``import``/``from`` lines of its ``.py`` files, followed from the top-level
+  packages' ``__init__.py``); then everything they link at load time (DT_NEEDED, PE imports), resolved by file
+  name or soname inside the program.
+* **On-demand parts**: binaries a start-up part names in its strings (``dlopen``/``LoadLibrary`` by name:
+  execution providers, device plugins, backends) and what they link; binaries nothing links or names (loaded
+  through a path the files do not spell, e.g. a ctypes call that builds the name); extension modules imported
+  only inside functions. Each gets the feature it serves, named after its file.
+
+Reading is bounded: RECORD and METADATA files of at most :data:`MAX_TEXT_BYTES`, at most :data:`MAX_PY_FILES`
+Python files per distribution, nothing executed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudatrace.model import BinaryFormat, BinaryScan, PartRole, Program, ProgramKind, ProgramPart, ScanResult
+from cudatrace.tracer.static.libraries import identify_library
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+MAX_PY_FILES = 5000
+MAX_PY_BYTES = 2 * 1024 * 1024
+_MAX_UP = 16  # folders walked up from a binary looking for the site-packages that holds its dist-info
+_EXTENSION = re.compile(r"\.(cpython-[^.]*|abi3|pypy[^.]*)\.so$|\.pyd$", re.IGNORECASE)
+_IMPORT = re.compile(r"^import[ \t]+([\w., \t]+)", re.MULTILINE)
+_FROM = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
+
+
+@dataclass(slots=True)
+class _Dist:
+    """One Python distribution (a ``*.dist-info`` folder) and the files its RECORD lists."""
+
+    name: str
+    version: str | None
+    site: Path  # the folder holding the dist-info (site-packages, or an unpacked wheel)
+    files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
+    top_level: tuple[str, ...] = ()
+
+
+def _read_text(path: Path) -> str:
+    try:
+        if path.stat().st_size > MAX_TEXT_BYTES:
+            return ""
+        return path.read_text("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _dist_of_folder(folder: Path) -> _Dist:
+    stem = folder.name[: -len(".dist-info")]
+    name, _, version = stem.partition("-")
+    meta = _read_text(folder / "METADATA")
+    m_name = re.search(r"^Name:[ \t]*(\S+)", meta, re.MULTILINE)
+    m_ver = re.search(r"^Version:[ \t]*(\S+)", meta, re.MULTILINE)
+    dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), folder.parent)
+    for line in _read_text(folder / "RECORD").splitlines():
+        rel = line.rsplit(",", 2)[0].strip().strip('"')
+        if rel:
+            dist.files.add(os.path.normpath(rel).replace("\\", "/"))
+    dist.top_level = tuple(x.strip() for x in _read_text(folder / "top_level.txt").splitlines() if x.strip())
+    return dist
+
+
+class _Sites:
+    """The dist-info folders of every folder a binary lies under, read once each."""
+
+    def __init__(self) -> None:
+        self._by_folder: dict[Path, list[_Dist]] = {}
+
+    def dists(self, folder: Path) -> list[_Dist]:
+        found = self._by_folder.get(folder)
+        if found is None:
+            found = []
+            try:
+                with os.scandir(folder) as it:
+                    infos = sorted(e.path for e in it if e.name.endswith(".dist-info") and e.is_dir())
+            except OSError:
+                infos = []
+            found = [_dist_of_folder(Path(p)) for p in infos[:1000]]
+            self._by_folder[folder] = found
+        return found
+
+    def owner(self, path: str) -> _Dist | None:
+        p = Path(os.path.abspath(path))
+        folder = p.parent
+        for _ in range(_MAX_UP):
+            dists = self.dists(folder)
+            if dists:
+                rel = os.path.relpath(p, folder).replace("\\", "/")
+                for d in dists:
+                    if rel in d.files:
+                        return d
+                top = rel.split("/", 1)[0]
+                for d in dists:
+                    if top in d.top_level or _norm(top) == _norm(d.name):
+                        return d
+            if folder.parent == folder:
+                break
+            folder = folder.parent
+        return None
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def is_nvidia_library(b: BinaryScan) -> bool:
+    """True when the file is one of NVIDIA's CUDA libraries (by its soname or file name)."""
+    return any(identify_library(n) is not None for n in (b.soname, b.name) if n)
+
+
+def _is_executable(b: BinaryScan) -> bool:
+    name = b.name.lower()
+    if b.format is BinaryFormat.PE:
+        return name.endswith(".exe")
+    return ".so" not in name and b.soname is None and not name.endswith((".o", ".a"))
+
+
+def feature_of(file_name: str, program: str, *owners: str) -> str:
+    """The feature an on-demand part serves, from its file name: ``libonnxruntime_providers_cuda.so`` ->
+    ``the cuda execution provider``. ``owners`` are other names the program's files carry (its top-level
+    packages: ``onnxruntime`` for the distribution ``onnxruntime-gpu``)."""
+    stem = re.sub(r"^lib", "", file_name.split("/")[-1])
+    stem = re.sub(r"(\.(cpython|abi3|pypy)[^.]*)?\.(so|dll|pyd)(\.[\d.]+)?$", "", stem, flags=re.IGNORECASE)
+    for owner in sorted({_norm(o) for o in (program, *owners) if o}, key=len, reverse=True):
+        if _norm(stem).startswith(owner + "_"):
+            stem = stem[len(owner) + 1 :]
+            break
+    m = re.match(r"(?i)providers?_(\w+)", stem)
+    if m:
+        return f"the {m.group(1)} execution provider"
+    m = re.match(r"(?i)(?:\w+_)?plugin_?(\w*)", stem)
+    if m and "plugin" in stem.lower():
+        return f"the {m.group(1) or stem} plugin"
+    return f"{stem.replace('_', ' ')}"
+
+
+# -- the Python import graph of one distribution ----------------------------------------------------------------
+
+
+def _module_of(rel: str) -> str:
+    parts = rel.split("/")
+    last = parts[-1]
+    if last == "__init__.py":
+        parts = parts[:-1]
+    else:
+        parts[-1] = last.split(".", 1)[0]
+    return ".".join(parts)
+
+
+def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
+    """Modules a Python file imports at module level (column 0), absolute names."""
+    out: set[str] = set()
+    for m in _IMPORT.finditer(text):
+        for item in m.group(1).split(","):
+            name = item.strip().split()[0] if item.strip() else ""
+            if name:
+                out.add(name)
+    for m in _FROM.finditer(text):
+        base = m.group(1)
+        if base.startswith("."):
+            dots = len(base) - len(base.lstrip("."))
+            pkg = module.split(".") if is_package else module.split(".")[:-1]
+            pkg = pkg[: len(pkg) - (dots - 1)] if dots > 1 else pkg
+            rest = base.lstrip(".")
+            base = ".".join([*pkg, rest] if rest else pkg)
+        if not base:
+            continue
+        out.add(base)
+        for item in m.group(2).strip("()").split(","):
+            name = item.strip().split()[0] if item.strip() else ""
+            if name and name != "*":
+                out.add(f"{base}.{name}")
+    return out
+
+
+def startup_extensions(dist_site: Path, files: Iterable[str], extensions: dict[str, str]) -> set[str] | None:
+    """Extension modules (module name -> path) that importing the distribution's top-level packages loads.
+
+    None when the distribution has no Python files to follow (then every extension module counts as start-up).
+    """
+    py = sorted(f for f in files if f.endswith(".py"))[:MAX_PY_FILES]
+    if not py:
+        return None
+    modules = {_module_of(f): f for f in py}
+    tops = sorted({m.split(".")[0] for m in modules if m})
+    seen: set[str] = set()
+    reached: set[str] = set()
+    queue = deque(t for t in tops if t in modules)
+    while queue:
+        mod = queue.popleft()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        rel = modules.get(mod)
+        if rel is None:
+            continue
+        path = dist_site / rel
+        try:
+            if path.stat().st_size > MAX_PY_BYTES:
+                continue
+            text = path.read_text("utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in _imports_of(text, mod, rel.endswith("__init__.py")):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
+                prefix = ".".join(parts[:i])
+                if prefix in extensions:
+                    reached.add(prefix)
+                if prefix in modules and prefix not in seen:
+                    queue.append(prefix)
+    return reached
+
+
+# -- grouping ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Group:
+    name: str
+    version: str | None
+    root: str
+    kind: ProgramKind
+    binaries: list[BinaryScan] = field(default_factory=list)
+    dist: _Dist | None = None
+
+
+def _names_of(b: BinaryScan) -> set[str]:
+    return {n.lower() for n in (b.name, b.soname) if n}
+
+
+def _roles(group: _Group) -> list[ProgramPart]:
+    """Start-up / on-demand / NVIDIA role of every binary in one program."""
+    by_name: dict[str, BinaryScan] = {}
+    for b in group.binaries:
+        for n in _names_of(b):
+            by_name.setdefault(n, b)
+    by_path = {b.path: b for b in group.binaries}
+    nvidia = {b.path for b in group.binaries if is_nvidia_library(b)}
+    if group.kind is ProgramKind.NVIDIA:
+        return [ProgramPart(b.path, PartRole.NVIDIA, "one of NVIDIA's CUDA libraries") for b in group.binaries]
+    entry: dict[str, str] = {}
+    if group.kind is ProgramKind.WHEEL and group.dist is not None:
+        exts = {
+            _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
+            for b in group.binaries
+            if _is_extension(b, group.dist)
+        }
+        reached = startup_extensions(group.dist.site, group.dist.files, exts)
+        for mod, path in exts.items():
+            if reached is None:
+                entry[path] = f"extension module {mod} (the distribution has no Python files to follow)"
+            elif mod in reached:
+                entry[path] = f"extension module {mod}, imported when the package is imported"
+    else:
+        for b in group.binaries:
+            if _is_executable(b):
+                entry[b.path] = "executable"
+    python_loader = (
+        group.kind is ProgramKind.WHEEL and group.dist is not None and any(f.endswith(".py") for f in group.dist.files)
+    )
+    if not entry and not python_loader:
+        for b in group.binaries:
+            if b.path not in nvidia and not any(b.path != o.path and _names_of(b) & _needed(o) for o in group.binaries):
+                entry[b.path] = "library that nothing in the program links"
+    roles: dict[str, ProgramPart] = {}
+    owners: list[str] = list(group.dist.top_level) if group.dist else []
+    if group.dist is not None:
+        owners += sorted({os.path.relpath(b.path, group.dist.site).split(os.sep)[0] for b in group.binaries})
+
+    def spread(start: dict[str, str], role: PartRole, feature: dict[str, str]) -> None:
+        queue = deque(start)
+        for path, why in start.items():
+            roles.setdefault(path, ProgramPart(path, role, why, feature.get(path)))
+        while queue:
+            path = queue.popleft()
+            b = by_path[path]
+            for n in b.needed:
+                dep = by_name.get(n.lower())
+                if dep is not None and dep.path not in roles:
+                    why = f"linked at load time by {b.name}"
+                    roles[dep.path] = ProgramPart(dep.path, role, why, roles[path].feature)
+                    queue.append(dep.path)
+
+    spread(entry, PartRole.STARTUP, {})
+    # Named in strings by a part already placed: loaded by name at run time.
+    changed = True
+    while changed:
+        changed = False
+        for path in list(roles):
+            b = by_path[path]
+            named = {}
+            for n in b.named_libraries:
+                dep = by_name.get(n.lower().replace("\\", "/").rsplit("/", 1)[-1])
+                if dep is not None and dep.path not in roles:
+                    named[dep.path] = f"loaded by name by {b.name}"
+            if named:
+                feats = {p: feature_of(Path(p).name, group.name, *owners) for p in named}
+                spread(named, PartRole.ON_DEMAND, feats)
+                changed = True
+    for b in group.binaries:
+        if b.path in roles:
+            continue
+        if _is_extension(b, group.dist):
+            why = "extension module imported only when a feature is used (not from the package's import path)"
+            feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
+        elif python_loader:
+            why = (
+                "a library the package's Python code loads at run time (ctypes or a plugin loader; which one can "
+                "depend on the machine)"
+            )
+            feat = f"the {feature_of(b.name, group.name, *owners).strip()} backend"
+        else:
+            why = "neither linked nor named by the start-up parts: loaded at run time by a path the files do not spell"
+            feat = None
+        spread({b.path: why}, PartRole.ON_DEMAND, {b.path: feat or feature_of(b.name, group.name, *owners)})
+    out = []
+    for b in group.binaries:
+        part = roles[b.path]
+        if b.path in nvidia:
+            part = ProgramPart(b.path, PartRole.NVIDIA, "one of NVIDIA's CUDA libraries, shipped with the program")
+        out.append(part)
+    return out
+
+
+_PLAIN_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+
+
+def _is_extension(b: BinaryScan, dist: _Dist | None) -> bool:
+    """A Python extension module: a tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain
+    ``name.so`` next to an ``__init__.py`` of the distribution (jax plugins ship ``_linalg.so``)."""
+    if _EXTENSION.search(b.name):
+        return True
+    if dist is None or not _PLAIN_MODULE.match(b.name):
+        return False
+    rel = os.path.relpath(b.path, dist.site).replace("\\", "/")
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    return bool(folder) and f"{folder}/__init__.py" in dist.files
+
+
+def _needed(b: BinaryScan) -> set[str]:
+    return {n.lower() for n in b.needed}
+
+
+def _platform(binaries: Sequence[BinaryScan]) -> str:
+    return "windows" if any(b.format is BinaryFormat.PE for b in binaries) else "linux"
+
+
+def _reachable(start: BinaryScan, pool: Sequence[BinaryScan]) -> list[BinaryScan]:
+    """``start`` and the libraries of ``pool`` it links or names, transitively."""
+    by_name: dict[str, BinaryScan] = {}
+    for b in pool:
+        for n in _names_of(b):
+            by_name.setdefault(n, b)
+    seen = {start.path: start}
+    queue = deque([start])
+    while queue:
+        b = queue.popleft()
+        for n in (*b.needed, *b.named_libraries):
+            dep = by_name.get(n.lower().replace("\\", "/").rsplit("/", 1)[-1])
+            if dep is not None and dep.path not in seen and not _is_executable(dep):
+                seen[dep.path] = dep
+                queue.append(dep)
+    return list(seen.values())
+
+
+def _split_folders(groups: list[_Group]) -> list[_Group]:
+    """A scanned folder with several executables is several programs: each executable with what it loads; the
+    libraries none of them reaches stay together as the folder's libraries."""
+    out: list[_Group] = []
+    for g in groups:
+        exes = [b for b in g.binaries if _is_executable(b)] if g.kind is ProgramKind.APPLICATION else []
+        if len(exes) <= 1:
+            out.append(g)
+            continue
+        reached: set[str] = set()
+        for exe in exes:
+            members = _reachable(exe, g.binaries)
+            reached.update(b.path for b in members)
+            out.append(_Group(exe.name, None, exe.path, ProgramKind.EXECUTABLE, members))
+        rest = [b for b in g.binaries if b.path not in reached]
+        if rest:
+            out.append(_Group(g.name, None, g.root, ProgramKind.LIBRARY, rest))
+    return out
+
+
+def group_programs(result: ScanResult) -> tuple[Program, ...]:
+    """The programs the scan's binaries make up (without verdicts: :func:`cudatrace.programs.judge_programs`).
+
+    Programs with no CUDA evidence in any binary are left out.
+    """
+    sites = _Sites()
+    groups: dict[tuple[str, str], _Group] = {}
+    roots = [os.path.abspath(r) for r in result.roots]
+    for b in result.binaries:
+        dist = sites.owner(b.path)
+        if dist is not None:
+            nvidia = _norm(dist.name).startswith("nvidia_")
+            kind = ProgramKind.NVIDIA if nvidia else ProgramKind.WHEEL
+            key = ("dist", str(dist.site / dist.name))
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(dist.name, dist.version, str(dist.site), kind, dist=dist)
+            g.binaries.append(b)
+            continue
+        absolute = os.path.abspath(b.path)
+        root = next((r for r in roots if os.path.isdir(r) and absolute.startswith(r.rstrip(os.sep) + os.sep)), None)
+        if root is not None:
+            key = ("folder", root)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(Path(root).name or root, None, root, ProgramKind.APPLICATION)
+            g.binaries.append(b)
+            continue
+        kind = ProgramKind.EXECUTABLE if _is_executable(b) else ProgramKind.LIBRARY
+        if is_nvidia_library(b):
+            kind = ProgramKind.NVIDIA
+        groups[("file", absolute)] = _Group(b.name, None, b.path, kind, [b])
+    programs: list[Program] = []
+    for g in _split_folders(list(groups.values())):
+        if not any(b.uses_cuda for b in g.binaries):
+            continue
+        if g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries):
+            g.kind = ProgramKind.NVIDIA
+        elif g.kind is ProgramKind.APPLICATION and not any(_is_executable(b) for b in g.binaries):
+            g.kind = ProgramKind.LIBRARY
+        parts = tuple(_roles(g))
+        programs.append(
+            Program(
+                name=g.name,
+                version=g.version,
+                root=g.root,
+                kind=g.kind,
+                binaries=tuple(p.path for p in parts if p.role is PartRole.STARTUP),
+                on_demand=tuple(p for p in parts if p.role is PartRole.ON_DEMAND),
+                parts=parts,
+                platform=_platform(g.binaries),
+            )
+        )
+    return tuple(sorted(programs, key=lambda p: (p.kind is ProgramKind.NVIDIA, p.name.lower(), p.root)))

@@ -1,0 +1,180 @@
+"""The verdict of a whole program from the verdicts of its parts, for one ZLUDA release.
+
+* A start-up part that is blocked blocks the program; its reasons become the program's.
+* An on-demand part that is blocked or at risk puts the program at risk and names the feature lost.
+* A CUDA library the program loads (at start-up or by name) that neither the program nor anything scanned with
+  it ships, and that the release does not replace, is named: it fails at load or at its first real call. So is
+  a library named in the program's own strings, carrying its own name, that the program does not ship.
+* NVIDIA's own libraries are judged through the program that calls them, never as a program of their own.
+* Every blocked or at-risk verdict ends with the first release in which all its blockers are translated, or
+  says none is (:func:`cudatrace.coverage_db.verdict.fixing_reason`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.coverage_db.verdict import fixing_reason, rank_reasons, status_of
+from cudatrace.model import (
+    BinaryScan,
+    Family,
+    MissingLibrary,
+    PartRole,
+    Program,
+    ProgramPart,
+    Reason,
+    ScanResult,
+    Severity,
+    Verdict,
+    VerdictStatus,
+)
+from cudatrace.tracer.static.libraries import identify_library
+
+# Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
+_SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
+
+
+def _short(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _missing(
+    program: Program, by_path: dict[str, BinaryScan], shipped: set[str], cat: Catalog, rel: str
+) -> tuple[MissingLibrary, ...]:
+    """CUDA libraries the program's parts link or name that nothing scanned ships and ZLUDA does not replace;
+    and libraries carrying the program's own name that its parts name but it does not ship."""
+    wanted: dict[tuple[str, str], list[str]] = {}
+    own = re.sub(r"[-_.]+", "_", program.name).lower()
+    for part in program.parts:
+        b = by_path.get(part.path)
+        if b is None:
+            continue
+        replaced_self = part.role is PartRole.NVIDIA and cat.replaces(b.soname or b.name, rel)
+        if replaced_self:
+            continue  # ZLUDA's own library stands in: its sub-libraries are never loaded
+        for how, names in (("needed", b.needed), ("by_name", b.named_libraries)):
+            for raw in names:
+                name = raw.replace("\\", "/").rsplit("/", 1)[-1]
+                if name.lower() in shipped:
+                    continue
+                lib = identify_library(name)
+                if lib is not None:
+                    if lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel):
+                        continue
+                elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
+                    continue
+                wanted.setdefault((name, how), []).append(b.name)
+    return tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
+
+
+def _missing_line(m: MissingLibrary) -> str:
+    who = ", ".join(m.wanted_by[:3]) + (f" and {len(m.wanted_by) - 3} more" if len(m.wanted_by) > 3 else "")
+    how = "links it" if m.how == "needed" else "loads it by name"
+    return f"{m.name} ({who} {how})"
+
+
+def _missing_reasons(missing: Sequence[MissingLibrary], rel: str) -> list[Reason]:
+    """One reason for the CUDA libraries nothing ships, one for the program's own libraries it does not ship."""
+    cuda = [m for m in missing if identify_library(m.name) is not None]
+    own = [m for m in missing if identify_library(m.name) is None]
+    out = []
+    if cuda:
+        lines = [_missing_line(m) for m in cuda]
+        out.append(
+            Reason(
+                Severity.RISK,
+                "library_missing",
+                f"{len(cuda)} CUDA librar{'y' if len(cuda) == 1 else 'ies'} the program loads "
+                f"{'is' if len(cuda) == 1 else 'are'} shipped by nothing scanned with it and not replaced by ZLUDA "
+                f"{rel}: {'; '.join(lines[:6])}{'; ...' if len(lines) > 6 else ''}; a part that links one fails to "
+                "load, a part that loads one by name fails at its first real call, unless the system provides it",
+                "install NVIDIA's libraries next to the program (the nvidia-* wheels or the CUDA toolkit); ZLUDA "
+                "runs them on its driver where their GPU code carries PTX",
+                None,
+                tuple(m.name for m in cuda),
+            )
+        )
+    if own:
+        lines = [_missing_line(m) for m in own]
+        out.append(
+            Reason(
+                Severity.RISK,
+                "library_missing",
+                f"the program names {len(own)} librar{'y' if len(own) == 1 else 'ies'} of its own that it does not "
+                f"ship: {'; '.join(lines[:6])}; the first real call that needs one fails",
+                None,
+                None,
+                tuple(m.name for m in own),
+            )
+        )
+    return out
+
+
+def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
+    worst = verdict.reasons[0] if verdict.reasons else None
+    what = "cannot run" if verdict.status is VerdictStatus.BLOCKED else "is at risk"
+    because = f": {worst.message}" if worst else ""
+    return Reason(
+        Severity.RISK,
+        "on_demand_blocked",
+        f"{part.feature or _short(part.path)} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
+        "the program starts without it, and that feature is lost",
+        worst.remedy if worst else None,
+        worst.family if worst else None,
+        worst.functions if worst else (),
+    )
+
+
+def judge_program(
+    program: Program, by_path: dict[str, BinaryScan], shipped: set[str], rel: str, cat: Catalog
+) -> Program:
+    """One program's verdict from its parts' verdicts (already judged for ``rel``)."""
+    if program.is_nvidia:
+        return replace(program, verdict=None, fixed_in=None, missing=())
+    reasons: list[Reason] = []
+    parts: list[ProgramPart] = []
+    for part in program.parts:
+        b = by_path.get(part.path)
+        v = b.verdict if b is not None else None
+        parts.append(replace(part, status=v.status if v else None))
+        if v is None or part.role is PartRole.NVIDIA:
+            continue
+        if part.role is PartRole.STARTUP:
+            reasons.extend(v.reasons)
+        elif v.status is not VerdictStatus.RUNS:
+            reasons.append(_part_reason(part, v, rel))
+    missing = _missing(program, by_path, shipped, cat, rel)
+    reasons.extend(_missing_reasons(missing, rel))
+    if not reasons:
+        reasons.append(
+            Reason(Severity.INFO, "translated", f"no part of {program.name} uses CUDA in a way ZLUDA {rel} refuses")
+        )
+    ranked = rank_reasons(reasons)
+    status = status_of(ranked)
+    fixed_in, fixing = fixing_reason(cat, rel, status, ranked)
+    if fixing is not None:
+        ranked = (*ranked, fixing)
+    on_demand = tuple(p for p in parts if p.role is PartRole.ON_DEMAND)
+    return replace(
+        program,
+        parts=tuple(parts),
+        on_demand=on_demand,
+        missing=missing,
+        verdict=Verdict(rel, status, ranked),
+        fixed_in=fixed_in,
+    )
+
+
+def judge_programs(result: ScanResult, release: str | None, catalog: Catalog | None = None) -> ScanResult:
+    """Every program of an annotated scan judged for ``release`` (the binaries' verdicts must be for it)."""
+    if not result.programs:
+        return result
+    cat = catalog or load_catalog()
+    rel = cat.resolve_release(release)
+    by_path = {b.path: b for b in result.binaries}
+    shipped = {n.lower() for b in result.binaries for n in (b.name, b.soname) if n}
+    programs = tuple(judge_program(p, by_path, shipped, rel, cat) for p in result.programs)
+    return replace(result, programs=programs)

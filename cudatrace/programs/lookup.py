@@ -1,0 +1,42 @@
+"""Finding one program in the coverage store by what a user types: a name, a path or a sha256 prefix."""
+
+from __future__ import annotations
+
+import re
+
+from cudatrace.coverage_db.store import ProgramRecord, Store
+from cudatrace.errors import InputError, UsageError
+
+_FILE_SUFFIX = re.compile(r"\.(so(\.[\w.]+)?|dll|pyd|exe|dylib)$", re.IGNORECASE)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def find_program(store: Store, query: str) -> ProgramRecord:
+    """The one program ``query`` names; a clear error when none or several do.
+
+    Exact name or path matches win. Otherwise a program (a distribution, an application folder: a name with no
+    file suffix) whose name starts with the query wins over single binaries that only contain it in their path,
+    so ``onnxruntime`` finds the ``onnxruntime-gpu`` program even when the store still holds per-binary results of
+    its providers from older scans.
+    """
+    found = store.find_programs(query)
+    if not found:
+        raise InputError(f"no program matching {query!r} in the coverage store", str(store.path))
+    exact = [p for p in found if p.name.lower() == query.lower() or p.path == query]
+    if len(exact) == 1:
+        return exact[0]
+    if len(found) == 1:
+        return found[0]
+    q = _norm(query)
+    programs = [p for p in (exact or found) if not _FILE_SUFFIX.search(p.name) and _norm(p.name).startswith(q)]
+    if len(programs) == 1:
+        return programs[0]
+    pick = exact or found
+    listing = "; ".join(f"{p.name} at {p.path} (sha256 {(p.sha256 or '?')[:12]})" for p in pick[:5])
+    more = f" and {len(pick) - 5} more" if len(pick) > 5 else ""
+    raise UsageError(
+        f"--program {query!r} matches {len(pick)} programs: {listing}{more}; give a path or a sha256 prefix"
+    )

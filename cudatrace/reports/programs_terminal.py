@@ -1,0 +1,105 @@
+"""The program roll-up that heads the terminal scan output: one block per program, NVIDIA's libraries last.
+
+Per program: its name, version, kind and root; the verdict with its top reasons and remedies, and the first
+release that fixes it; the start-up parts and the on-demand parts with the feature each serves and its own
+status; libraries it loads that nothing ships. Every string from a file goes through
+:func:`~cudatrace.reports.document.printable` into a :class:`rich.text.Text`, never markup.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from cudatrace.model import PartRole, Program, ScanResult
+from cudatrace.reports.document import printable
+from cudatrace.reports.terminal import VERDICT_STYLE
+
+MAX_REASONS = 3
+MAX_PARTS = 8
+MAX_MISSING = 4  # more missing libraries are listed on one line
+
+
+def _t(text: object, style: str = "") -> Text:
+    return Text(printable(str(text)), style=style)
+
+
+def _name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def program_lines(program: Program) -> list[Text]:
+    """The lines of one program's block."""
+    version = f" {program.version}" if program.version else ""
+    head = _t(f"{program.name}{version}", "bold")
+    head.append_text(_t(f"  ({program.kind.value}, {program.platform or '?'}, {program.root})", "dim"))
+    lines = [head]
+    if program.is_nvidia:
+        lines.append(
+            _t(
+                f"  NVIDIA's own CUDA libraries ({len(program.parts)}): judged through the programs that load "
+                "them, not as a program",
+                "dim",
+            )
+        )
+        return lines
+    v = program.verdict
+    if v is not None:
+        line = Text("  verdict ")
+        line.append_text(_t(f"(ZLUDA {v.release}): "))
+        line.append_text(_t(v.status.value.upper().replace("_", " "), VERDICT_STYLE[v.status]))
+        lines.append(line)
+        shown = [r for r in v.reasons if r.code != "release_fixing"][:MAX_REASONS]
+        for r in shown:
+            lines.append(_t(f"    - [{r.severity.value}] {r.message}"))
+            if r.remedy:
+                lines.append(_t(f"      remedy: {r.remedy}", "dim"))
+        rest = len([r for r in v.reasons if r.code != "release_fixing"]) - len(shown)
+        if rest > 0:
+            lines.append(_t(f"    ... and {rest} more reasons", "dim"))
+        fixing = next((r for r in v.reasons if r.code == "release_fixing"), None)
+        if fixing is not None:
+            lines.append(_t(f"    release: {fixing.message}", "cyan"))
+    startup = [p for p in program.parts if p.role is PartRole.STARTUP]
+    if startup:
+        names = ", ".join(_name(p.path) for p in startup[:MAX_PARTS])
+        more = f" and {len(startup) - MAX_PARTS} more" if len(startup) > MAX_PARTS else ""
+        lines.append(_t(f"  start-up: {names}{more}"))
+    for p in program.on_demand[:MAX_PARTS]:
+        status = f" [{p.status.value.replace('_', ' ')}]" if p.status else ""
+        lines.append(_t(f"  on demand: {_name(p.path)} ({p.feature or '?'}; {p.why}){status}"))
+    if len(program.on_demand) > MAX_PARTS:
+        lines.append(_t(f"  ... and {len(program.on_demand) - MAX_PARTS} more on-demand parts", "dim"))
+    nvidia = [p for p in program.parts if p.role is PartRole.NVIDIA]
+    if nvidia:
+        lines.append(_t(f"  NVIDIA libraries shipped: {', '.join(_name(p.path) for p in nvidia[:MAX_PARTS])}", "dim"))
+    if len(program.missing) > MAX_MISSING:
+        names = ", ".join(m.name for m in program.missing)
+        lines.append(_t(f"  missing ({len(program.missing)}): {names}", "yellow"))
+        return lines
+    for m in program.missing:
+        lines.append(
+            _t(f"  missing: {m.name} (wanted by {', '.join(m.wanted_by[:3])}, {m.how.replace('_', ' ')})", "yellow")
+        )
+    return lines
+
+
+def rollup_lines(result: ScanResult) -> list[Text]:
+    """Every program's block, then one summary line; empty when the scan has no programs."""
+    if not result.programs:
+        return []
+    out: list[Text] = []
+    for program in result.programs:
+        out.extend(program_lines(program))
+        out.append(Text(""))
+    real = [p for p in result.programs if not p.is_nvidia]
+    counts: dict[str, int] = {}
+    for p in real:
+        key = p.verdict.status.value.replace("_", " ") if p.verdict else "not judged"
+        counts[key] = counts.get(key, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    nvidia = len(result.programs) - len(real)
+    tail = f"; {nvidia} NVIDIA librar{'y' if nvidia == 1 else 'ies'} package(s) not counted" if nvidia else ""
+    out.append(_t(f"{len(real)} program(s): {summary or 'none'}{tail}", "bold"))
+    out.append(_t("binaries:", "bold"))
+    out.append(Text(""))
+    return out

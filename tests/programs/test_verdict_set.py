@@ -1,0 +1,190 @@
+"""The verdict test set: real programs built here with nvcc and gcc, each with the verdict and reason expected.
+
+Facts each case stands on (ZLUDA's own data, in the catalog built from its history by scripts/build_catalog.py):
+cuMemAllocAsync, cuMemFreeAsync and cuLaunchHostFunc are stubs returning CUDA_ERROR_NOT_SUPPORTED in every
+mainline release from v4 to v7-preview.9; cuStreamQuery is a stub up to v7-preview.8 and implemented in
+v7-preview.9; ZLUDA recompiles PTX and cannot run SASS-only kernels (ZLUDA's README: it compiles PTX for AMD
+GPUs); ZLUDA ships no cuSOLVER. Each test asserts the status, the reason code and what the reason names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main as cli_main
+from cudatrace.coverage_db.verdict import annotate_scan
+from cudatrace.model import PartRole, Program, ProgramKind, ScanResult, VerdictStatus
+from cudatrace.programs import group_programs
+from cudatrace.tracer.static.scanner import scan_paths
+from tests import program_binaries as pb
+from tests.binaries import NVCC, have
+
+pytestmark = pytest.mark.skipif(not (have(NVCC) and have("gcc")), reason="nvcc and gcc build the verdict set")
+
+
+def _judge(path: Path, release: str | None = None) -> ScanResult:
+    result = scan_paths([str(path)])
+    result = ScanResult(
+        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
+    )
+    return annotate_scan(result, release)
+
+
+def _program(result: ScanResult, kind: ProgramKind | None = None) -> Program:
+    real = [p for p in result.programs if kind is None or p.kind is kind]
+    assert len(real) == 1, [p.name for p in result.programs]
+    return real[0]
+
+
+def _codes(p: Program) -> list[str]:
+    assert p.verdict is not None
+    return [r.code for r in p.verdict.reasons]
+
+
+def test_static_runtime_calling_async_stubs_is_blocked() -> None:
+    p = _program(_judge(pb.build_static_async()))
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.BLOCKED
+    reason = next(r for r in p.verdict.reasons if r.code == "runtime_call_unserved")
+    assert set(reason.functions) == {"cuMemAllocAsync", "cuMemFreeAsync", "cuLaunchHostFunc"}
+    assert "cudaMallocAsync -> cuMemAllocAsync" in reason.message
+    assert "cudaLaunchHostFunc -> cuLaunchHostFunc" in reason.message
+    assert p.fixed_in is None  # no release translates them
+    fixing = p.verdict.reasons[-1]
+    assert fixing.code == "release_fixing" and "no ZLUDA release up to v7-preview.9" in fixing.message
+
+
+def test_static_runtime_verdict_flips_between_releases() -> None:
+    before = _program(_judge(pb.build_static_query(), "v7-preview.8"))
+    assert before.verdict is not None and before.verdict.status is VerdictStatus.BLOCKED
+    reason = next(r for r in before.verdict.reasons if r.code == "runtime_call_unserved")
+    assert reason.functions == ("cuStreamQuery",)
+    assert before.fixed_in == "v7-preview.9"
+    assert "every blocker is translated since v7-preview.9: upgrade" in before.verdict.reasons[-1].message
+    after = _program(_judge(pb.build_static_query(), "v7-preview.9"))
+    assert after.verdict is not None and after.verdict.status is VerdictStatus.RUNS
+    assert "runtime_calls_served" in _codes(after)
+
+
+def test_static_runtime_with_translated_calls_runs() -> None:
+    result = _judge(pb.build_static_plain())
+    p = _program(result)
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.RUNS
+    (b,) = result.binaries
+    assert b.static_runtime is not None and b.static_runtime.calls is not None
+    assert {"cudaMalloc", "cudaMemcpy", "cudaFree"} <= set(b.static_runtime.calls)
+    assert "cudaMallocAsync" not in b.static_runtime.calls  # named in strings, never called
+
+
+def test_stripped_static_runtime_is_unknown_until_traced() -> None:
+    path = pb.build_static_stripped()
+    p = _program(_judge(path))
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK  # never "runs"
+    reason = next(r for r in p.verdict.reasons if r.code == "unknown_until_traced")
+    assert "unknown until traced" in reason.message and f"cudatrace run -- {path}" in reason.message
+    assert "stripped" in reason.message
+
+
+def test_plugin_that_cannot_run_puts_the_application_at_risk() -> None:
+    p = _program(_judge(pb.build_plugin_app()))
+    assert p.kind is ProgramKind.APPLICATION and p.name == "app"
+    roles = {Path(part.path).name: part.role for part in p.parts}
+    assert roles == {"app": PartRole.STARTUP, "libcore.so": PartRole.STARTUP, "libplugin_cuda.so": PartRole.ON_DEMAND}
+    (plugin,) = p.on_demand
+    assert plugin.status is VerdictStatus.BLOCKED and plugin.feature == "the cuda plugin"
+    assert "loaded by name by app" in plugin.why
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK
+    reason = p.verdict.reasons[0]
+    assert reason.code == "on_demand_blocked" and "the cuda plugin" in reason.message
+    assert "SASS only" in reason.message and "feature is lost" in reason.message
+
+
+def test_start_up_part_that_cannot_run_blocks_the_application() -> None:
+    p = _program(_judge(pb.build_plugin_app(sass_core=True)))
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.BLOCKED
+    assert _codes(p)[0] == "sass_only"
+    assert "on_demand_blocked" in _codes(p)
+
+
+def test_library_loaded_by_name_that_nobody_ships_is_named() -> None:
+    p = _program(_judge(pb.build_bundle()))
+    assert p.kind is ProgramKind.LIBRARY
+    assert {m.name for m in p.missing} == {"libbundle_kernels.so", "libcusolver.so.11"}
+    assert all(m.wanted_by == ("libbundle.so",) and m.how == "by_name" for m in p.missing)
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK
+    messages = [r.message for r in p.verdict.reasons if r.code == "library_missing"]
+    assert any("names 1 library of its own that it does not ship: libbundle_kernels.so" in m for m in messages)
+    assert any("libcusolver.so.11 (libbundle.so loads it by name)" in m for m in messages)
+
+
+def test_wheel_start_up_and_on_demand_extension_modules_and_nvidia_wheel() -> None:
+    result = _judge(pb.build_site())
+    pkg = _program(result, ProgramKind.WHEEL)
+    assert (pkg.name, pkg.version) == ("mypkg", "1.2.0")
+    roles = {Path(part.path).name.split(".")[0]: part.role for part in pkg.parts}
+    assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
+    assert pkg.verdict is not None and pkg.verdict.status is VerdictStatus.AT_RISK
+    assert "the Python module mypkg._extra" in pkg.verdict.reasons[0].message
+    nvidia = _program(result, ProgramKind.NVIDIA)
+    assert nvidia.name == "nvidia-cublas-cu12" and nvidia.verdict is None and nvidia.is_nvidia
+
+
+def test_scan_document_and_report_find_the_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(site)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "cudatrace.scan/1"
+    assert [(p["name"], p["kind"]) for p in doc["programs"]] == [("mypkg", "wheel"), ("nvidia-cublas-cu12", "nvidia")]
+    assert ScanResult.from_dict(doc).to_dict() == doc  # the document reads back unchanged
+    assert cli_main(["report", "--db", db, "--program", "mypkg", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["program"] == "mypkg" and report["verdict"]["status"] == "at_risk"
+    assert cli_main(["report", "--db", db, "--all", "--format", "json"]) == 0
+    agg = json.loads(capsys.readouterr().out)
+    assert [p["program"] for p in agg["programs"]] == ["mypkg"]  # the NVIDIA wheel is no program
+    assert agg["nvidia_libraries"] == 1  # ... it counts as what it is
+    assert cli_main(["report", "--db", db, "--all", "--no-color"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
+    assert "1 package of NVIDIA's own libraries, not programs, left out" in text
+
+
+def test_report_program_prefers_the_program_over_old_per_binary_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cudatrace.coverage_db.store import open_store
+
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    old = scan_paths([str(site)])  # a scan from before programs: every binary its own program
+    with open_store(db) as store:
+        store.record_scan(annotate_scan(old, None))
+    assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(site)]) == 0
+    capsys.readouterr()
+    # "mypk" is in every stored path; the one program whose name starts with it wins
+    assert cli_main(["report", "--db", db, "--program", "mypk", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["program"] == "mypkg"
+    assert cli_main(["report", "--db", db, "--program", "cpython"]) == 2  # several binaries: ambiguous, says so
+    assert "matches" in capsys.readouterr().err
+
+
+def test_terminal_shows_the_programs_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["scan", "--no-store", "--no-progress", str(pb.build_plugin_app())]) == 0
+    out = capsys.readouterr().out
+    assert out.index("app  (application") < out.index("binaries:") < out.index("libplugin_cuda.so  (ELF")
+    assert "on demand: libplugin_cuda.so (the cuda plugin" in out
+
+
+def test_fail_on_looks_at_the_programs() -> None:
+    app = str(pb.build_plugin_app())  # blocked only in an on-demand plugin: the program is at risk
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", app]) == 0
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "at_risk", app]) == 8
+    core = str(pb.build_plugin_app(sass_core=True))
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", core]) == 8
+
+
+def test_old_scan_documents_without_programs_still_read() -> None:
+    old = {"schema": "cudatrace.scan/1", "binaries": [], "failed": [], "skipped": 0, "roots": []}
+    assert ScanResult.from_dict(old).programs == ()
