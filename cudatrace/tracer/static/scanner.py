@@ -14,7 +14,8 @@ module attributes them to CUDA:
   count;
 * a statically linked CUDA runtime (:mod:`cudart`) and the GPU code inventory (:mod:`fatbin`).
 
-A file that cannot be read becomes a :class:`FileError` in the result; it never ends the scan.
+A file that cannot be read becomes a :class:`FileError` in the result; it never ends the scan. That includes a
+file truncated while it is mapped (:mod:`mapped` turns the SIGBUS of a read past the cut into that file's error).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from cudatrace.tracer.static.libraries import (
     identify_library,
     load_exports,
 )
+from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
 
@@ -219,7 +221,7 @@ def scan_file(path: str) -> BinaryScan | None:
             fmt = _format_of(head)
             if fmt is None:
                 return None
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            with map_file(fh, path) as buf:
                 return _scan_mapped(path, fmt, buf, fh.fileno())
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
