@@ -257,7 +257,7 @@ def _check_directories(pe: Any, size: int, path: str) -> None:
         if not rva or not length:
             continue
         if index == _DIR_SECURITY:
-            offset: int | None = rva
+            offset: int = rva
         else:
             section = pe.get_section_by_rva(rva)
             if section is None or not section.PointerToRawData:

@@ -507,7 +507,8 @@ def test_bundled_windows_example() -> None:
 def _import_table_offset(data: bytes) -> int:
     pe = pefile.PE(data=data, fast_load=True)
     rva = pe.OPTIONAL_HEADER.DATA_DIRECTORY[1].VirtualAddress
-    return int(pe.get_offset_from_rva(rva))
+    offset: int = pe.get_offset_from_rva(rva)
+    return offset
 
 
 def test_truncated_before_the_import_table_is_corrupt(pe_set: PeSet) -> None:
