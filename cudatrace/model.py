@@ -522,6 +522,7 @@ class ScanResult:
     roots: tuple[str, ...] = ()
     tool_version: str = ""
     zluda_release: str | None = None
+    notes: tuple[str, ...] = ()  # what was passed over and why (dangling symlinks), one line each
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
@@ -533,6 +534,7 @@ class ScanResult:
             "binaries": [b.to_dict() for b in self.binaries],
             "failed": [f.to_dict() for f in self.failed],
             "skipped": self.skipped,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -545,6 +547,7 @@ class ScanResult:
             roots=tuple(d.get("roots", ())),
             tool_version=d.get("tool_version", ""),
             zluda_release=d.get("zluda_release"),
+            notes=tuple(d.get("notes", ())),
         )
 
 

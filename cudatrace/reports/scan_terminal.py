@@ -181,7 +181,9 @@ def render_scan_terminal(result: ScanResult, color: bool, width: int | None = No
         console.print(line)
     for failure in result.failed:
         console.print(_t(f"failed ({failure.kind}): {failure.message}", "red"))
-    if without or result.failed:
+    for note in result.notes:
+        console.print(_t(f"note: {note}", "dim"))
+    if without or result.failed or result.notes:
         console.print()
     summary = (
         f"{_plural(len(result.binaries), 'binary', 'binaries')} scanned: {len(with_cuda)} with CUDA, "
