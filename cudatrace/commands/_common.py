@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import stat
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
-from cudatrace.errors import InputError
+from cudatrace.errors import InputError, UsageError
 
 
 def common_parent() -> argparse.ArgumentParser:
@@ -37,23 +38,76 @@ def dump_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
+def check_output(output: str | None) -> None:
+    """Refuse an ``-o`` target that cannot be written, before any work is done (an empty name, a folder, a
+    missing folder). Raises :class:`UsageError` or :class:`InputError` naming it."""
+    if output is None or output == "-":
+        return
+    if output == "":
+        raise UsageError("-o was given an empty file name (use -o - for standard output)")
+    if os.path.isdir(output):
+        raise InputError("is a folder: give -o a file name", output)
+    real = os.path.realpath(output)
+    folder = os.path.dirname(real) or "."
+    if not os.path.exists(real) and not os.path.isdir(folder):
+        raise InputError("output folder does not exist", folder)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_output(text: str, output: str | None) -> None:
-    """Write ``text`` to stdout or atomically to ``output`` (a crash never leaves half a file)."""
+    """Write ``text`` to stdout, or to ``output``.
+
+    A regular file (or a new one) is replaced atomically: written to a temporary file in the same folder, then
+    renamed over it, so a crash never leaves half a file. The new file gets the mode an ordinary ``open`` would
+    give it (0666 less the umask), or the mode of the file it replaces. A symlink is followed and its target
+    written the same way (the link stays). Anything else that exists (``/dev/stdout``, a FIFO, a terminal, a
+    device) is written through, never replaced. Every failure removes the temporary file and raises
+    :class:`InputError` naming ``output``.
+    """
     if output is None or output == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    target = Path(output)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError("output folder does not exist", str(folder))
+    check_output(output)
+    real = os.path.realpath(output)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
+        st: os.stat_result | None = os.stat(output)  # through /proc/self/fd links too, which realpath cannot
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
-        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from exc
+        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from None
+    # /dev/stdout, /dev/fd/N and /proc/self/fd/N name an open file of this process: write to it, whatever it is.
+    through = any(p.startswith(("/dev/", "/proc/")) for p in (os.path.abspath(output), real))
+    if st is not None and (through or not stat.S_ISREG(st.st_mode)):
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise InputError(f"cannot write output: {exc.strerror or exc}", output) from None
+        return
+    folder = os.path.dirname(real) or "."
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+        tmp = None
+    except OSError as exc:
+        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def use_color(args: argparse.Namespace) -> bool:
