@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from cudatrace import __version__
 from cudatrace.commands import COMMAND_MODULES
-from cudatrace.commands._common import check_output
+from cudatrace.commands._common import check_db, check_output
 from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError
 
 
@@ -34,7 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        check_output(getattr(args, "output", None))  # before the work: a bad -o would lose it
+        check_output(getattr(args, "output", None))  # before the work: a bad -o or --db would lose it
+        check_db(getattr(args, "db", None))
         code: int = args.handler(args)
         return code
     except CudatraceError as exc:

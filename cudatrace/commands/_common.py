@@ -11,7 +11,7 @@ import sys
 import tempfile
 from typing import Any
 
-from cudatrace.errors import InputError, UsageError
+from cudatrace.errors import InputError, StoreError, UsageError
 
 
 def common_parent() -> argparse.ArgumentParser:
@@ -51,6 +51,21 @@ def check_output(output: str | None) -> None:
     folder = os.path.dirname(real) or "."
     if not os.path.exists(real) and not os.path.isdir(folder):
         raise InputError("output folder does not exist", folder)
+
+
+def check_db(db: str | None) -> None:
+    """Refuse a ``--db`` path whose folder does not exist (a typo must not grow a tree of folders), before any
+    work is done. The default store's folder is created when needed. Raises :class:`StoreError` naming it."""
+    if not db:
+        return
+    path = os.path.expanduser(db)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        exists = os.path.isdir(folder)
+    except OSError as exc:
+        raise StoreError(f"cannot reach the coverage store's folder: {exc.strerror or exc}", db) from None
+    if not exists:
+        raise StoreError(f"the folder {folder!r} does not exist: create it first", db)
 
 
 def _umask() -> int:
