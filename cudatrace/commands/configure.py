@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--apply", action="store_true", help="stage the files and the launcher (default: dry run)")
     p.add_argument("--symlink", action="store_true", help="with --apply: link ZLUDA's files instead of copying")
     p.add_argument("--restore", action="store_true", help="undo a previous --apply, proving every byte by hash")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --restore: go on when files changed since --apply, keeping a copy of them beside the program",
+    )
     p.add_argument("--format", choices=("terminal", "json", "toml"), default="terminal", help="stdout format")
     p.add_argument("-o", "--output", metavar="MAPPING.toml", help="also write the mapping (TOML) to this file")
     p.set_defaults(handler=run_configure)
@@ -79,7 +84,7 @@ def run_configure(args: argparse.Namespace) -> int:
     if args.restore:
         if args.apply:
             raise UsageError("--apply and --restore exclude each other")
-        report = restore(args.program)
+        report = restore(args.program, force=args.force)
         if args.format == "json":
             text = dump_json({"schema": CONFIGURE_SCHEMA, "restored": report.to_dict()})
         else:
