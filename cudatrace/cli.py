@@ -39,7 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         return code
     except CudatraceError as exc:
-        print(f"cudatrace: error: {exc}", file=sys.stderr)
+        # Paths come from the user's file system: a newline or an escape sequence in a name must not reach the
+        # terminal as itself.
+        from cudatrace.reports.document import printable
+
+        print(f"cudatrace: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("cudatrace: interrupted", file=sys.stderr)

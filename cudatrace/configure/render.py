@@ -12,13 +12,14 @@ from rich.text import Text
 from cudatrace.configure.doctor import DoctorReport, Level
 from cudatrace.configure.mapping import MappingPlan, Placement
 from cudatrace.configure.stage import StageReport
+from cudatrace.reports.document import printable
 from cudatrace.reports.terminal import console_text, string_console
 
 _WIDTH = 120
 
 
 def _t(value: object, style: str = "") -> Text:
-    return Text(str(value), style=style)
+    return Text(printable(str(value)), style=style)
 
 
 def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False) -> str:

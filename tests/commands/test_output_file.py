@@ -111,3 +111,10 @@ def test_an_empty_name_is_refused_before_the_work(tmp_path: Path, capsys: pytest
 def test_a_missing_output_folder_is_refused_before_the_work(tmp_path: Path, elf_plain: Path) -> None:
     code = main(["scan", "--no-store", "--no-progress", "-o", str(tmp_path / "no" / "x.json"), str(elf_plain)])
     assert code == EXIT_INPUT
+
+
+def test_error_one_liners_escape_control_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = "/x\n\x1b]0;PWNED\x07\u202eexe.txt"
+    assert main(["scan", "--no-store", "--no-progress", hostile]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert err == "cudatrace: error: /x\\x0a\\x1b]0;PWNED\\x07\\u202eexe.txt: no such file or folder\n"
