@@ -2,8 +2,8 @@
 
 Every label and tooltip is escaped with :func:`html.escape` (``quote=True``) after
 :func:`~cudatrace.reports.document.printable` (control characters and bidirectional overrides shown as escapes):
-labels are entry point and family names read from hostile binaries. Colours come from CSS classes (``seg-<name>``) with a ``fill`` fallback, so a
-chart still reads when the style sheet is stripped.
+labels are entry point and family names read from hostile binaries. Colours come from CSS classes
+(``seg-<name>``) with a ``fill`` fallback, so a chart still reads when the style sheet is stripped.
 """
 
 from __future__ import annotations
