@@ -125,6 +125,20 @@ def write_output(text: str, output: str | None) -> None:
                 os.unlink(tmp)
 
 
+NO_WRAP = 4096  # columns given to the renderers when the text does not go to a terminal: lines are never cut
+
+
+def output_width(args: argparse.Namespace) -> int:
+    """The columns terminal text may use: the terminal's width when stdout is one (``$COLUMNS`` first, as
+    :func:`shutil.get_terminal_size` reads it), else :data:`NO_WRAP`: text piped or saved keeps one line per
+    line, so grep finds what it looks for."""
+    import shutil
+
+    if getattr(args, "output", None) in (None, "-") and sys.stdout.isatty():
+        return max(40, shutil.get_terminal_size((80, 24)).columns)
+    return NO_WRAP
+
+
 def use_color(args: argparse.Namespace) -> bool:
     """Colour only on a terminal, and never with --no-color or NO_COLOR."""
     if getattr(args, "no_color", False) or os.environ.get("NO_COLOR"):

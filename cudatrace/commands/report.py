@@ -16,7 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK, InputError, ReportError, UsageError
 from cudatrace.model import REPORT_SCHEMA, SCAN_SCHEMA, TRACE_SCHEMA, ScanResult, TraceResult
 
@@ -203,7 +210,7 @@ def _render(doc: Any, args: argparse.Namespace) -> str:
         return render_csv(doc)
     from cudatrace.reports.terminal import render_terminal
 
-    return render_terminal(doc, color=use_color(args))
+    return render_terminal(doc, color=use_color(args), width=output_width(args))
 
 
 def _from_files(args: argparse.Namespace) -> Any:

@@ -6,7 +6,14 @@ import argparse
 import os
 import sys
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from cudatrace.tracer.dynamic.protocol import CounterMode
 
@@ -115,7 +122,7 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.trace_terminal import render_trace_terminal
 
-        text = render_trace_terminal(trace, color=use_color(args))
+        text = render_trace_terminal(trace, color=use_color(args), width=output_width(args))
     write_output(text, args.output)
     interrupted = any(n.startswith("interrupted") for n in trace.notes)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
 
 
@@ -34,6 +41,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit with code 8 when a binary's verdict is this bad or worse",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="terminal: only failures and the summary line")
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="terminal: list the binaries without CUDA too, and every reason of each verdict",
+    )
     p.set_defaults(handler=run_scan)
 
 
@@ -58,7 +73,8 @@ def run_scan(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.scan_terminal import render_scan_terminal
 
-        text = render_scan_terminal(result, color=use_color(args))
+        verbosity = 0 if args.quiet else 2 if args.verbose else 1
+        text = render_scan_terminal(result, color=use_color(args), width=output_width(args), verbosity=verbosity)
     write_output(text, args.output)
     if args.fail_on:
         bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}

@@ -22,9 +22,11 @@ def _t(value: object, style: str = "") -> Text:
     return Text(printable(str(value)), style=style)
 
 
-def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False) -> str:
+def render_plan_terminal(
+    plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False, width: int = _WIDTH
+) -> str:
     """The plan as a person reads it: mappings, AMD libraries, environment, NVIDIA's own, unserved, launcher."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     head = Text()
     head.append("ZLUDA mapping for ", style="bold")
     head.append(plan.program, style="bold")
@@ -88,9 +90,9 @@ def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = Fals
     return console_text(con)
 
 
-def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False) -> str:
+def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False, width: int = _WIDTH) -> str:
     """What --apply / --restore did, each file with its hash proof."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     verb = "Restored" if restored else "Staged"
     con.print(_t(f"{verb} {report.program}", "bold"))
     for f in report.files:
@@ -107,9 +109,9 @@ def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = 
 _LEVEL_STYLE = {Level.OK: "green", Level.INFO: "", Level.WARN: "yellow", Level.PROBLEM: "bold red"}
 
 
-def render_doctor_terminal(report: DoctorReport, *, color: bool = False) -> str:
+def render_doctor_terminal(report: DoctorReport, *, color: bool = False, width: int = _WIDTH) -> str:
     """The diagnosis, one finding per line."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     for f in report.findings:
         line = Text()
         line.append(f"[{f.level.value}]".ljust(10), style=_LEVEL_STYLE[f.level])
