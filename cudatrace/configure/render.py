@@ -77,7 +77,7 @@ def render_plan_terminal(
     if plan.verdict:
         style = {"runs": "green", "at_risk": "yellow", "blocked": "bold red"}.get(plan.verdict, "")
         line = _t(f"Verdict under ZLUDA {plan.release}: ", "bold")
-        line.append(_t(plan.verdict, style))
+        line.append(_t(plan.verdict.upper().replace("_", " "), style))
         con.print(line)
         for reason in plan.verdict_reasons:
             con.print(_t(f"  {reason}"))

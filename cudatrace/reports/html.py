@@ -570,7 +570,10 @@ def _aggregate_body(doc: Aggregate) -> str:
                 [
                     _Cell(_e(b.family.value)),
                     _Cell(f"<code>{_e(b.function)}</code>", b.function),
-                    _Cell(f'<span class="st st-{b.status.value}">{_e(b.status.value)}</span>', b.status.value),
+                    _Cell(
+                        f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
+                        b.status.value,
+                    ),
                     _num(len(b.programs)),
                     _num(b.calls),
                     _num(len(b.unlocks)),

@@ -25,8 +25,9 @@ def _t(text: object, style: str = "") -> Text:
 
 def _callers(use: EntryPointUse, limit: int = 3) -> str:
     ranked = sorted(use.callers, key=lambda kv: -kv[1])
-    shown = ", ".join(f"{name} {n:,}" for name, n in ranked[:limit])
-    return shown + (f", +{len(ranked) - limit}" if len(ranked) > limit else "")
+    shown = ", ".join(f"{name} ({n:,} {'call' if n == 1 else 'calls'})" for name, n in ranked[:limit])
+    more = len(ranked) - limit
+    return shown + (f", and {more} more {'module' if more == 1 else 'modules'}" if more > 0 else "")
 
 
 def _exit_line(trace: TraceResult) -> str:
@@ -79,7 +80,7 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
     table.add_column("family")
     table.add_column("function")
     table.add_column("library")
-    table.add_column("called from")
+    table.add_column("called from (module)")
     if timing:
         table.add_column("time", justify="right")
     for c in trace.calls[:TOP]:
