@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from cudatrace import __version__
 from cudatrace.commands import COMMAND_MODULES
-from cudatrace.commands._common import check_db, check_output
+from cudatrace.commands._common import add_common_options, check_db, check_output
 from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError
 
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Which CUDA entry points does a program need and call, and what does ZLUDA do with each?",
     )
     parser.add_argument("--version", action="version", version=f"cudatrace {__version__}")
+    add_common_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)

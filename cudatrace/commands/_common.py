@@ -9,21 +9,53 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from cudatrace.errors import InputError, StoreError, UsageError
 
 
-def common_parent() -> argparse.ArgumentParser:
-    """Options every command accepts after its name: the store location and plain output."""
-    parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument(
+def add_common_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """The store location and plain output. They are accepted before the command name too
+    (``cudatrace --no-color scan``): the top-level parser holds the defaults, and a command's own copy only
+    sets what is given after its name (``defaults=False``), so it never undoes what came before it."""
+    kw = {} if defaults else {"default": argparse.SUPPRESS}
+    parser.add_argument(
         "--db",
         metavar="PATH",
         help="coverage store (default: $CUDATRACE_DB, else cudatrace.sqlite3 in the user data folder)",
+        **({"default": None} if defaults else kw),
     )
-    parent.add_argument("--no-store", action="store_true", help="do not record this result in the coverage store")
-    parent.add_argument("--no-color", action="store_true", help="plain terminal output")
+    parser.add_argument(
+        "--no-store",
+        action="store_true",
+        help="do not record this result in the coverage store",
+        **({"default": False} if defaults else kw),
+    )
+    parser.add_argument(
+        "--no-color", action="store_true", help="plain terminal output", **({"default": False} if defaults else kw)
+    )
+
+
+def int_at_least(minimum: int) -> Any:
+    """An argparse ``type`` for whole numbers of at least ``minimum`` (a clear usage error otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+
+    return parse
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """Options every command accepts after its name: the store location and plain output."""
+    parent = argparse.ArgumentParser(add_help=False)
+    add_common_options(parent, defaults=False)
     return parent
 
 
@@ -31,6 +63,58 @@ def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] = 
     """The ``--format`` and ``-o`` options every producing command takes."""
     parser.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
+
+
+class _ZludaOption(argparse.Action):
+    """``--zluda DIR``: a ZLUDA folder, whose release is the one to judge against. The old spelling
+    ``--zluda RELEASE`` (a value that is not a folder) still works for one version, with a deprecation note."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        value = str(values)
+        if os.path.isdir(value):
+            namespace.zluda_dir = value
+            return
+        if os.path.exists(value):
+            parser.error(f"--zluda wants a ZLUDA folder, and {value} is a file (a release goes to --release R)")
+        print(
+            f"cudatrace: warning: --zluda {value} names a release: that spelling is deprecated, use --release "
+            f"{value} (--zluda now names a ZLUDA folder)",
+            file=sys.stderr,
+        )
+        namespace.release = value
+
+
+def add_release_args(parser: argparse.ArgumentParser, release_help: str) -> None:
+    """``--release R`` (a ZLUDA release) and ``--zluda DIR`` (a ZLUDA folder, judged for the release it holds),
+    as every command spells them."""
+    parser.add_argument("--release", metavar="R", default=None, help=release_help)
+    parser.add_argument(
+        "--zluda",
+        metavar="DIR",
+        action=_ZludaOption,
+        dest="zluda_dir",
+        default=None,
+        help="judge against the release of the ZLUDA folder DIR (the one a program would run with)",
+    )
+
+
+def release_of(args: argparse.Namespace) -> str | None:
+    """The release named by ``--release``, else the one the ``--zluda`` folder holds, else None (the newest)."""
+    release: str | None = getattr(args, "release", None)
+    folder = getattr(args, "zluda_dir", None)
+    if folder is None:
+        return None if release in (None, "latest") else release
+    from cudatrace.configure.layout import detect_zluda
+    from cudatrace.configure.mapping import select_release
+
+    chosen, _notes = select_release(detect_zluda(folder), release=release, verdict_release=None)
+    return chosen
 
 
 def dump_json(doc: dict[str, Any]) -> str:

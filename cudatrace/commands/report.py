@@ -18,9 +18,11 @@ from typing import Any
 
 from cudatrace.commands._common import (
     add_output_args,
+    add_release_args,
     common_parent,
     dump_json,
     output_width,
+    release_of,
     use_color,
     write_output,
 )
@@ -51,11 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="aggregate over every program in the store: which stub/absent entry points block the most",
     )
-    p.add_argument(
-        "--zluda",
-        metavar="RELEASE",
-        default="latest",
-        help="the ZLUDA release to judge against (default: the newest in the catalog); with --all, a comma-separated "
+    add_release_args(
+        p,
+        "the ZLUDA release to judge against (default: the newest in the catalog); with --all, a comma-separated "
         "list compares releases over the same programs (oldest first, the last one in detail)",
     )
     add_output_args(p, FORMATS)
@@ -158,7 +158,7 @@ def _resolve_release(name: str) -> str:
 
 def _releases(args: argparse.Namespace) -> list[str]:
     """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
-    names = [n.strip() for n in str(args.zluda).split(",") if n.strip()] or ["latest"]
+    names = [n.strip() for n in str(release_of(args) or "latest").split(",") if n.strip()] or ["latest"]
     if len(names) > 1 and not args.all:
         raise UsageError("several --zluda releases are compared only with --all")
     return list(dict.fromkeys(_resolve_release(n) for n in names))

@@ -10,6 +10,7 @@ from cudatrace.commands._common import (
     add_output_args,
     common_parent,
     dump_json,
+    int_at_least,
     output_width,
     use_color,
     write_output,
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--events", metavar="FILE", help="write a per-call log with the arguments of common calls to FILE")
     p.add_argument(
         "--detail-calls",
-        type=int,
+        type=int_at_least(-1),
         default=None,
         metavar="N",
         help="calls of each entry point that record statuses and callers before plain counting "

@@ -6,13 +6,15 @@ import argparse
 
 from cudatrace.commands._common import (
     add_output_args,
+    add_release_args,
     common_parent,
     dump_json,
     output_width,
+    release_of,
     use_color,
     write_output,
 )
-from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
+from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,14 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a binary, an application folder or a site-packages folder")
     add_output_args(p)
-    p.add_argument(
-        "--zluda",
-        metavar="RELEASE",
-        nargs="?",
-        const="latest",
-        default="latest",
-        help="classify every entry point against this ZLUDA release (default: the newest in the catalog)",
-    )
+    add_release_args(p, "classify every entry point against this ZLUDA release (default: the newest in the catalog)")
     p.add_argument("--no-zluda", action="store_true", help="skip the ZLUDA classification and verdict")
     p.add_argument(
         "--fail-on",
@@ -57,12 +52,16 @@ def run_scan(args: argparse.Namespace) -> int:
     from cudatrace.reports.progress import stderr_progress
     from cudatrace.tracer.static.scanner import scan_paths
 
+    if args.no_zluda and (args.release or args.zluda_dir):
+        raise UsageError("--no-zluda skips the classification: it cannot go with --release or --zluda")
+    release = None if args.no_zluda else release_of(args)
+
     with stderr_progress(enabled=not args.no_progress) as progress:
         result = scan_paths(args.paths, progress=progress)
     if not args.no_zluda:
         from cudatrace.coverage_db.verdict import annotate_scan
 
-        result = annotate_scan(result, None if args.zluda == "latest" else args.zluda)
+        result = annotate_scan(result, release)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

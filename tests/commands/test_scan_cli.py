@@ -237,3 +237,28 @@ def test_verbose_lists_every_reason() -> None:
         binaries=(replace(app, verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons[:4])),)
     )
     assert "... and 1 more reason (-v" in render_scan_terminal(one_more, color=False, width=120)
+
+
+def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.configure.trees import make_zluda_tree
+
+    app = str(elf_linked)
+    base = ["scan", "--no-store", "--no-progress", "--format", "json"]
+    assert main([*base, "--release", "v6-preview.69", app]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["zluda_release"] == "v6-preview.69"
+    # --zluda DIR: the release the folder holds
+    folder = make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux")
+    assert main([*base, "--zluda", str(folder), app]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["zluda_release"].startswith(("v6-", "v7-"))
+    # the old spelling still works, with a deprecation note
+    assert main([*base, "--zluda", "v6-preview.69", app]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["zluda_release"] == "v6-preview.69"
+    assert "deprecated, use --release v6-preview.69" in captured.err
+    # a path after --zluda is not swallowed as a release
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--zluda", app])
+    assert exc.value.code == 2 and "is a file" in capsys.readouterr().err
+    # --no-zluda with a release is a contradiction
+    assert main([*base, "--no-zluda", "--release", "v6-preview.69", app]) == 2
+    assert "cannot go with --release" in capsys.readouterr().err

@@ -172,7 +172,7 @@ def test_stored_verdict_of_another_release_is_judged_again(
     shutil.copy2(pe_set.app, program)
     zluda = make_zluda_tree(tmp_path / "ZLUDA", "v6-preview.69", "windows")
     db = str(tmp_path / "db.sqlite")
-    assert main(["scan", str(program), "--db", db, "--zluda", "v7-preview.9", "--format", "json"]) == 0
+    assert main(["scan", str(program), "--db", db, "--release", "v7-preview.9", "--format", "json"]) == 0
     capsys.readouterr()
     code, doc, err = _configure(
         ["configure", str(program), "--zluda", str(zluda), "--db", db, "--format", "json"], capsys
@@ -182,7 +182,7 @@ def test_stored_verdict_of_another_release_is_judged_again(
     assert mapping["release"] != "v7-preview.9" and mapping["verdict"]
     assert any("judged against ZLUDA v7-preview.9; judged again" in n for n in mapping["notes"])
     # the same plan as when the program was scanned for the folder's release
-    assert main(["scan", str(program), "--db", db, "--zluda", mapping["release"], "--format", "json"]) == 0
+    assert main(["scan", str(program), "--db", db, "--release", mapping["release"], "--format", "json"]) == 0
     capsys.readouterr()
     code, again, err = _configure(
         ["configure", str(program), "--zluda", str(zluda), "--db", db, "--format", "json"], capsys
