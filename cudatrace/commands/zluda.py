@@ -240,7 +240,17 @@ def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     """Handler of ``zluda show``."""
-    doc = show_document(args.function, args.family, args.release)
+    from cudatrace.coverage_db.catalog import NvidiaOwnedError
+
+    try:
+        doc = show_document(args.function, args.family, args.release)
+    except NvidiaOwnedError as exc:
+        # A function ZLUDA leaves to NVIDIA's own library (cudaMalloc): that is the answer, not a usage error.
+        note = str(exc)
+        owned = {"schema": "cudatrace.zluda-show/1", "function": args.function, "asked": args.function}
+        owned.update({"api_name": None, "release": None, "status": None, "runs": [], "note": note})
+        write_output(dump_json(owned) if args.format == "json" else note + "\n", args.output)
+        return EXIT_OK
     text = dump_json(doc) if args.format == "json" else render_show(doc, use_color(args), output_width(args))
     write_output(text, args.output)
     return EXIT_OK
