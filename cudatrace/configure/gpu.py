@@ -86,7 +86,7 @@ _GFX = re.compile(r"\bgfx[0-9a-f]{3,4}\b", re.IGNORECASE)
 
 # The AMDGPU processors LLVM knows (its AMDGPUUsage table), so a typo such as gfx9999 is not reported as a GPU.
 KNOWN_GFX: frozenset[str] = frozenset(
-    [
+    {
         "gfx600",
         "gfx601",
         "gfx602",
@@ -134,7 +134,8 @@ KNOWN_GFX: frozenset[str] = frozenset(
         "gfx1153",
         "gfx1200",
         "gfx1201",
-    ]
+        "",
+    }
 )
 
 
