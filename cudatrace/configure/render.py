@@ -118,6 +118,7 @@ def render_doctor_terminal(report: DoctorReport, *, color: bool = False, width: 
         line.append(f"{f.topic}: ", style="bold")
         line.append(f.message)
         con.print(line)
-    summary = "no problems found" if not report.problems else f"{len(report.problems)} problem(s) found"
+    n = len(report.problems)
+    summary = "no problems found" if not n else f"{n} problem{'s' if n != 1 else ''} found"
     con.print(_t(summary, "bold"))
     return console_text(con)

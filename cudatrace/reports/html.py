@@ -305,8 +305,11 @@ def _report_body(doc: Report) -> str:
     if unresolved:
         links = ", ".join(_link(e) for e in unresolved)
         out.append(
-            f"<details><summary>{len(unresolved)} stub or absent entry points are only looked up by name at run "
-            f"time and were never seen called: they matter only if called</summary><p>{links}</p></details>"
+            f"<details><summary>{plural(len(unresolved), 'stub or absent entry point')} "
+            f"{'is' if len(unresolved) == 1 else 'are'} only looked up by name at run time and "
+            f"{'was' if len(unresolved) == 1 else 'were'} never seen called: "
+            f"{'it matters' if len(unresolved) == 1 else 'they matter'} only if called</summary>"
+            f"<p>{links}</p></details>"
         )
     inner = doc.inner_only
     if inner:

@@ -210,7 +210,7 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         for i, remedy in enumerate(doc.remedies, 1):
             parts.append(Text(f"  {i}. {printable(remedy)}"))
     if doc.errors:
-        parts.append(Text(f"{len(doc.errors)} file(s) could not be read fully:", style="yellow"))
+        parts.append(Text(f"{plural(len(doc.errors), 'file')} could not be read fully:", style="yellow"))
         for err in doc.errors[:10]:
             parts.append(Text("  " + printable(err)))
     return parts

@@ -9,6 +9,8 @@ plain sentence saying so. Every string from the traced program goes into a :clas
 
 from __future__ import annotations
 
+import shlex
+
 from rich.table import Table
 from rich.text import Text
 
@@ -47,7 +49,8 @@ def _exit_line(trace: TraceResult) -> str:
 def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
     """The terminal summary of a trace."""
     con = string_console(color, width)
-    con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
+    # quoted as a shell needs it, so the line can be pasted back
+    con.print(Text.assemble(("cudatrace run: ", "bold"), _t(shlex.join(trace.command))))
     con.print(_t(_exit_line(trace)))
     if not trace.uses_cuda:
         con.print(_t("no CUDA: the program loaded no CUDA library and called no CUDA entry point", "bold"))
