@@ -167,6 +167,18 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
     return parts
 
 
+def _indented(part: object) -> object:
+    """A line that starts with spaces, as a padded block: when a narrow terminal wraps it, the continuation
+    lines keep its indentation."""
+    if not isinstance(part, Text):
+        return part
+    plain = part.plain
+    n = len(plain) - len(plain.lstrip(" "))
+    if not n or n == len(plain):
+        return part
+    return Padding(part[n:], (0, 0, 0, n), expand=False)
+
+
 def render_scan_terminal(
     result: ScanResult,
     color: bool,
@@ -186,7 +198,7 @@ def render_scan_terminal(
     if verbosity >= 1:
         for binary in with_cuda:
             for part in _binary_block(binary, all_reasons=verbosity >= 2):
-                console.print(part)
+                console.print(_indented(part))
             console.print()
     listed_without = without if verbosity >= 2 else []
     for binary in listed_without:
