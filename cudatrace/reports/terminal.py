@@ -157,7 +157,8 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         more = f" and {len(unresolved) - 12} more" if len(unresolved) > 12 else ""
         parts.append(
             Text(
-                f"{len(unresolved)} stub/absent entry points are only looked up by name (they matter if called): "
+                f"{plural(len(unresolved), 'stub/absent entry point')} {'is' if len(unresolved) == 1 else 'are'} "
+                "only looked up by name (they matter if called): "
                 f"{names}{more}",
                 style="yellow",
             )
