@@ -72,6 +72,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="with --program/--all: use every stored scan and run, not just the newest of each",
     )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="terminal: every row and name instead of the first ones"
+    )
     p.set_defaults(handler=run_report)
 
 
@@ -210,7 +213,7 @@ def _render(doc: Any, args: argparse.Namespace) -> str:
         return render_csv(doc)
     from cudatrace.reports.terminal import render_terminal
 
-    return render_terminal(doc, color=use_color(args), width=output_width(args))
+    return render_terminal(doc, color=use_color(args), width=output_width(args), verbose=args.verbose)
 
 
 def _from_files(args: argparse.Namespace) -> Any:

@@ -264,3 +264,15 @@ def test_report_of_real_sass_only_kernels(
     assert doc["verdict"]["status"] == "blocked"
     _, out, _ = _run(["report", scan, "--release", RELEASE, "--no-color"], capsys)
     assert "SASS only" in out
+
+
+def test_verbose_lists_every_name(tmp_path: Path, nvcc_static: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "scan.json"
+    assert main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(saved), str(nvcc_static)]) == 0
+    capsys.readouterr()
+    assert main(["report", "--no-store", "--no-color", str(saved)]) == 0
+    short = next(line for line in capsys.readouterr().out.splitlines() if "only looked up by name" in line)
+    assert short.rstrip().endswith("more")
+    assert main(["report", "--no-store", "--no-color", "-v", str(saved)]) == 0
+    full = next(line for line in capsys.readouterr().out.splitlines() if "only looked up by name" in line)
+    assert not full.rstrip().endswith("more") and full.count(",") > short.count(",")
