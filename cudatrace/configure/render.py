@@ -84,7 +84,8 @@ def render_plan_terminal(
     for note in plan.notes:
         con.print(_t(f"note: {note}", "dim"))
     con.print(_t(f"Launcher ({plan.launcher_name}):", "bold"))
-    con.print(_t(launcher.replace("\r\n", "\n").rstrip("\n")))
+    for text in launcher.replace("\r\n", "\n").rstrip("\n").split("\n"):  # each line escaped on its own
+        con.print(_t(text))
     if not applied:
         con.print(_t("Dry run: nothing was written. Add --apply to stage these files and the launcher.", "dim"))
     return console_text(con)
