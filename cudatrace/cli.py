@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from cudatrace import __version__
 from cudatrace.commands import COMMAND_MODULES
+from cudatrace.commands._common import add_common_options, check_db, check_output
 from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError
 
 
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Which CUDA entry points does a program need and call, and what does ZLUDA do with each?",
     )
     parser.add_argument("--version", action="version", version=f"cudatrace {__version__}")
+    add_common_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -33,10 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_output(getattr(args, "output", None))  # before the work: a bad -o or --db would lose it
+        check_db(getattr(args, "db", None))
         code: int = args.handler(args)
         return code
     except CudatraceError as exc:
-        print(f"cudatrace: error: {exc}", file=sys.stderr)
+        # Paths come from the user's file system: a newline or an escape sequence in a name must not reach the
+        # terminal as itself.
+        from cudatrace.reports.document import printable
+
+        print(f"cudatrace: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("cudatrace: interrupted", file=sys.stderr)

@@ -674,6 +674,7 @@ class ScanResult:
     tool_version: str = ""
     zluda_release: str | None = None
     programs: tuple[Program, ...] = ()  # the binaries grouped into programs (cudatrace.programs); added in 0.2
+    notes: tuple[str, ...] = ()  # what was passed over and why (dangling symlinks), one line each
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
@@ -686,6 +687,7 @@ class ScanResult:
             "binaries": [b.to_dict() for b in self.binaries],
             "failed": [f.to_dict() for f in self.failed],
             "skipped": self.skipped,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -699,6 +701,7 @@ class ScanResult:
             tool_version=d.get("tool_version", ""),
             zluda_release=d.get("zluda_release"),
             programs=tuple(Program.from_dict(p) for p in d.get("programs", ())),
+            notes=tuple(d.get("notes", ())),
         )
 
 

@@ -14,6 +14,7 @@ command -v readelf >/dev/null || need_apt+=(binutils)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v llvm-readobj >/dev/null || need_apt+=(llvm)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+command -v tmux >/dev/null || need_apt+=(tmux)
 if ((${#need_apt[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudatrace.commands._common import common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import common_parent, dump_json, output_width, use_color, write_output
 from cudatrace.errors import EXIT_CONFIG, EXIT_OK, ConfigureError, UsageError
 
 if TYPE_CHECKING:
@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--apply", action="store_true", help="stage the files and the launcher (default: dry run)")
     p.add_argument("--symlink", action="store_true", help="with --apply: link ZLUDA's files instead of copying")
     p.add_argument("--restore", action="store_true", help="undo a previous --apply, proving every byte by hash")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --restore: go on when files changed since --apply, keeping a copy of them beside the program",
+    )
     p.add_argument("--format", choices=("terminal", "json", "toml"), default="terminal", help="stdout format")
     p.add_argument("-o", "--output", metavar="MAPPING.toml", help="also write the mapping (TOML) to this file")
     p.set_defaults(handler=run_configure)
@@ -76,14 +81,15 @@ def run_configure(args: argparse.Namespace) -> int:
     from cudatrace.configure.stage import apply_plan, restore
 
     color = use_color(args) and args.format == "terminal"
+    width = output_width(args)
     if args.restore:
         if args.apply:
             raise UsageError("--apply and --restore exclude each other")
-        report = restore(args.program)
+        report = restore(args.program, force=args.force)
         if args.format == "json":
             text = dump_json({"schema": CONFIGURE_SCHEMA, "restored": report.to_dict()})
         else:
-            text = render_stage_terminal(report, restored=True, color=color)
+            text = render_stage_terminal(report, restored=True, color=color, width=width)
         write_output(text, None)
         return EXIT_OK
     plan = _plan(args)
@@ -109,8 +115,8 @@ def run_configure(args: argparse.Namespace) -> int:
         elif args.format == "toml":
             text = plan_to_toml(plan)
         else:
-            text = render_plan_terminal(plan, launcher, color=color, applied=True)
-            text += render_stage_terminal(report, restored=False, color=color)
+            text = render_plan_terminal(plan, launcher, color=color, applied=True, width=width)
+            text += render_stage_terminal(report, restored=False, color=color, width=width)
         write_output(text, None)
         return EXIT_OK
     if args.format == "json":
@@ -118,7 +124,7 @@ def run_configure(args: argparse.Namespace) -> int:
     elif args.format == "toml":
         text = plan_to_toml(plan)
     else:
-        text = render_plan_terminal(plan, launcher, color=color)
+        text = render_plan_terminal(plan, launcher, color=color, width=width)
     write_output(text, None)
     if missing_amd:
         names = ", ".join(a.name for a in missing_amd)

@@ -6,7 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_CONFIG, EXIT_OK, InputError
 
 MAX_CAPTURE = 1 << 20  # captured tool output larger than this is not rocminfo / hipInfo output
@@ -86,6 +93,6 @@ def run_doctor(args: argparse.Namespace) -> int:
     else:
         from cudatrace.configure.render import render_doctor_terminal
 
-        text = render_doctor_terminal(report, color=use_color(args))
+        text = render_doctor_terminal(report, color=use_color(args), width=output_width(args))
     write_output(text, args.output)
     return EXIT_CONFIG if report.problems else EXIT_OK

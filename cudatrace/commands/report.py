@@ -16,7 +16,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    add_release_args,
+    common_parent,
+    dump_json,
+    output_width,
+    release_of,
+    use_color,
+    write_output,
+)
 from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
 
 __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
@@ -50,13 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="aggregate over every program in the store: which stub/absent entry points block the most",
     )
-    p.add_argument(
-        "--zluda",
-        "--release",
-        dest="zluda",
-        metavar="RELEASE",
-        default=None,
-        help="the ZLUDA release to judge against (default: the one an imported log names, else the newest in the "
+    add_release_args(
+        p,
+        "the ZLUDA release to judge against (default: the one an imported log names, else the newest in the "
         "catalog); with --all, a comma-separated "
         "list compares releases over the same programs (oldest first, the last one in detail)",
     )
@@ -73,6 +78,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--history",
         action="store_true",
         help="with --program/--all: use every stored scan and run, not just the newest of each",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="terminal: every row and name instead of the first ones"
     )
     p.set_defaults(handler=run_report)
 
@@ -105,7 +113,7 @@ def _resolve_release(name: str) -> str:
 
 def _releases(args: argparse.Namespace) -> list[str]:
     """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
-    names = [n.strip() for n in str(args.zluda or "latest").split(",") if n.strip()] or ["latest"]
+    names = [n.strip() for n in str(release_of(args) or "latest").split(",") if n.strip()] or ["latest"]
     if len(names) > 1 and not args.all:
         raise UsageError("several --zluda releases are compared only with --all")
     return list(dict.fromkeys(_resolve_release(n) for n in names))
@@ -145,7 +153,7 @@ def _run_environment(env: dict[str, str], traces: list[TraceResult]) -> dict[str
 
 def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | None:
     """Without --zluda, the release an imported log names (the newest release its format fits), if any."""
-    if args.zluda is not None:
+    if args.release is not None or getattr(args, "zluda_dir", None) is not None:
         return None
     named = [t.zluda_release for t in traces if t.zluda_release]
     return _resolve_release(named[0]) if named else None
@@ -169,7 +177,7 @@ def _render(doc: Any, args: argparse.Namespace) -> str:
         return render_csv(doc)
     from cudatrace.reports.terminal import render_terminal
 
-    return render_terminal(doc, color=use_color(args))
+    return render_terminal(doc, color=use_color(args), width=output_width(args), verbose=args.verbose)
 
 
 def _from_files(args: argparse.Namespace) -> Any:

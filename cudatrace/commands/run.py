@@ -6,7 +6,15 @@ import argparse
 import os
 import sys
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, write_output
+from cudatrace.commands._common import (
+    NO_WRAP,
+    add_output_args,
+    common_parent,
+    dump_json,
+    int_at_least,
+    output_width,
+    write_output,
+)
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
 from cudatrace.tracer.dynamic.protocol import CounterMode
 
@@ -31,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--events", metavar="FILE", help="write a per-call log with the arguments of common calls to FILE")
     p.add_argument(
         "--detail-calls",
-        type=int,
+        type=int_at_least(-1),
         default=None,
         metavar="N",
         help="calls of each entry point that record statuses and callers before plain counting "
@@ -157,7 +165,12 @@ def run_run(args: argparse.Namespace) -> int:
 
         on_stderr = args.output in (None, "-")
         color = (sys.stderr.isatty() and not args.no_color and not os.environ.get("NO_COLOR")) if on_stderr else False
-        text = render_trace_terminal(trace, color=color)
+        width = output_width(args)
+        if on_stderr:
+            import shutil
+
+            width = max(40, shutil.get_terminal_size((80, 24)).columns) if sys.stderr.isatty() else NO_WRAP
+        text = render_trace_terminal(trace, color=color, width=width)
     if to_stdout and args.format != "json":
         sys.stderr.write(text)  # the summary follows the program's own output, on stderr as strace and time do
         sys.stderr.flush()

@@ -6,8 +6,17 @@ import argparse
 import sys
 from dataclasses import replace
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
-from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
+from cudatrace.commands._common import (
+    add_output_args,
+    add_release_args,
+    common_parent,
+    dump_json,
+    output_width,
+    release_of,
+    use_color,
+    write_output,
+)
+from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,14 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a binary, an application folder or a site-packages folder")
     add_output_args(p)
-    p.add_argument(
-        "--zluda",
-        metavar="RELEASE",
-        nargs="?",
-        const="latest",
-        default="latest",
-        help="classify every entry point against this ZLUDA release (default: the newest in the catalog)",
-    )
+    add_release_args(p, "classify every entry point against this ZLUDA release (default: the newest in the catalog)")
     p.add_argument("--no-zluda", action="store_true", help="skip the ZLUDA classification and verdict")
     p.add_argument(
         "--fail-on",
@@ -36,6 +38,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit with code 8 when a program's verdict is this bad or worse (NVIDIA's libraries never count)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="terminal: only failures and the summary line")
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="terminal: list the binaries without CUDA too, and every reason of each verdict",
+    )
     p.set_defaults(handler=run_scan)
 
 
@@ -43,6 +53,10 @@ def run_scan(args: argparse.Namespace) -> int:
     """Scan, classify, record, render, write; return the exit code."""
     from cudatrace.reports.progress import stderr_progress
     from cudatrace.tracer.static.scanner import scan_paths
+
+    if args.no_zluda and (args.release or args.zluda_dir):
+        raise UsageError("--no-zluda skips the classification: it cannot go with --release or --zluda")
+    release = None if args.no_zluda else release_of(args)
 
     with stderr_progress(enabled=not args.no_progress) as progress:
         result = scan_paths(args.paths, progress=progress)
@@ -53,10 +67,10 @@ def run_scan(args: argparse.Namespace) -> int:
         from cudatrace.coverage_db.verdict import annotate_scan
         from cudatrace.programs.releases import resolve_release
 
-        resolved = resolve_release(args.zluda)
+        resolved = resolve_release(release)
         if resolved.note is not None:
             print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
-        result = annotate_scan(result, args.zluda)
+        result = annotate_scan(result, release)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 
@@ -67,7 +81,8 @@ def run_scan(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.scan_terminal import render_scan_terminal
 
-        text = render_scan_terminal(result, color=use_color(args))
+        verbosity = 0 if args.quiet else 2 if args.verbose else 1
+        text = render_scan_terminal(result, color=use_color(args), width=output_width(args), verbosity=verbosity)
     write_output(text, args.output)
     if args.fail_on:
         bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}

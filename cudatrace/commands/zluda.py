@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK, CatalogError
 from cudatrace.model import Family, ZludaStatus
 
@@ -72,25 +79,82 @@ def releases_document(include_intel: bool = False) -> dict[str, Any]:
     }
 
 
-def render_releases(doc: dict[str, Any], color: bool) -> str:
-    """Terminal table of ``zluda releases``."""
+def _release_groups(doc: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """Consecutive releases with the same backend, line and coverage, one group each (in catalog order)."""
+    groups: list[list[dict[str, Any]]] = []
+
+    def key(row: dict[str, Any]) -> tuple[object, ...]:
+        cov = tuple((c["library"], c["implemented"], c["declared"]) for c in row["coverage"])
+        return (row["backend"], row["line"], cov)
+
+    for row in doc["releases"]:
+        if (
+            groups
+            and key(groups[-1][-1]) == key(row)
+            and doc["latest"] not in (row["release"], groups[-1][-1]["release"])
+        ):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+def _group_label(group: list[dict[str, Any]], latest: str) -> tuple[str, str]:
+    first, last = group[0], group[-1]
+    name = first["release"] if len(group) == 1 else f"{first['release']} .. {last['release']} ({len(group)})"
+    if latest in (first["release"], last["release"]):
+        name += " (latest)"
+    date = first["date"] if len(group) == 1 else f"{first['date']} .. {last['date']}"
+    return name, date
+
+
+_TABLE_MIN_WIDTH = 150  # narrower terminals get one short block per release (or run of identical releases)
+
+
+def render_releases(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
+    """Terminal view of ``zluda releases``: runs of consecutive releases with identical coverage share one row.
+
+    A table where it fits (``width`` of at least 150 columns), else one block per row, legible at 80 columns.
+    """
     from rich.table import Table
     from rich.text import Text
 
     from cudatrace.reports.terminal import console_text, string_console
 
-    table = Table(title="ZLUDA releases (implemented / declared)", title_justify="left")
-    for col in ("release", "date", "backend", "line"):
-        table.add_column(col)
-    for key in RELEASE_COLUMNS:
-        table.add_column(key, justify="right")
-    for row in doc["releases"]:
-        cov = {c["library"]: c for c in row["coverage"]}
-        cells = [f"{cov[k]['implemented']}/{cov[k]['declared']}" if k in cov else "-" for k in RELEASE_COLUMNS]
-        name = row["release"] + (" (latest)" if row["release"] == doc["latest"] else "")
-        table.add_row(*(Text(c) for c in (name, row["date"], row["backend"], row["line"], *cells)))
-    con = string_console(color, _WIDTH)
-    con.print(table)
+    groups = _release_groups(doc)
+    con = string_console(color, width)
+    if width >= _TABLE_MIN_WIDTH:
+        table = Table(title="ZLUDA releases (implemented / declared entry points)", title_justify="left")
+        for col in ("release", "date", "backend", "line"):
+            table.add_column(col)
+        for key in RELEASE_COLUMNS:
+            table.add_column(key, justify="right")
+        for group in groups:
+            row = group[-1]
+            cov = {c["library"]: c for c in row["coverage"]}
+            cells = [f"{cov[k]['implemented']}/{cov[k]['declared']}" if k in cov else "-" for k in RELEASE_COLUMNS]
+            name, date = _group_label(group, doc["latest"])
+            table.add_row(*(Text(c) for c in (name, date, row["backend"], row["line"], *cells)))
+        con.print(table)
+    else:
+        con.print(Text("ZLUDA releases (implemented / declared entry points)", style="bold"))
+        for group in groups:
+            row = group[-1]
+            name, date = _group_label(group, doc["latest"])
+            con.print(Text.assemble((name, "bold"), f"  {date}"))
+            cov = {c["library"]: c for c in row["coverage"]}
+            items = [f"{row['backend']}, {row['line']}:"]
+            items += [f"{k} {cov[k]['implemented']}/{cov[k]['declared']}" for k in RELEASE_COLUMNS if k in cov]
+            line = " "
+            for item in items:  # wrapped between items, never inside one
+                if len(line) + 2 + len(item) > width and line.strip():
+                    con.print(Text(line))
+                    line = " "
+                line += "  " + item
+            con.print(Text(line))
+    collapsed = sum(len(g) for g in groups if len(g) > 1)
+    if collapsed:
+        con.print(Text("Rows with a count stand for that many consecutive releases with identical coverage."))
     if doc["intel_releases"] and not any(r["release"] in doc["intel_releases"] for r in doc["releases"]):
         con.print(Text(f"Intel Level Zero era releases not shown: {', '.join(doc['intel_releases'])} (use --all)"))
     return console_text(con)
@@ -99,7 +163,7 @@ def render_releases(doc: dict[str, Any], color: bool) -> str:
 def run_releases(args: argparse.Namespace) -> int:
     """Handler of ``zluda releases``."""
     doc = releases_document(args.all)
-    text = dump_json(doc) if args.format == "json" else render_releases(doc, use_color(args))
+    text = dump_json(doc) if args.format == "json" else render_releases(doc, use_color(args), output_width(args))
     write_output(text, args.output)
     return EXIT_OK
 
@@ -129,14 +193,14 @@ def show_document(function: str, family: str | None = None, release: str | None 
     }
 
 
-def render_show(doc: dict[str, Any], color: bool) -> str:
+def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
     """Terminal view of ``zluda show``."""
     from rich.table import Table
     from rich.text import Text
 
     from cudatrace.reports.terminal import STATUS_STYLE, console_text, string_console
 
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     title = doc["function"]
     if doc["asked"] != doc["function"]:
         title += f" (asked for {doc['asked']})"
@@ -176,8 +240,18 @@ def render_show(doc: dict[str, Any], color: bool) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     """Handler of ``zluda show``."""
-    doc = show_document(args.function, args.family, args.release)
-    text = dump_json(doc) if args.format == "json" else render_show(doc, use_color(args))
+    from cudatrace.coverage_db.catalog import NvidiaOwnedError
+
+    try:
+        doc = show_document(args.function, args.family, args.release)
+    except NvidiaOwnedError as exc:
+        # A function ZLUDA leaves to NVIDIA's own library (cudaMalloc): that is the answer, not a usage error.
+        note = str(exc)
+        owned = {"schema": "cudatrace.zluda-show/1", "function": args.function, "asked": args.function}
+        owned.update({"api_name": None, "release": None, "status": None, "runs": [], "note": note})
+        write_output(dump_json(owned) if args.format == "json" else note + "\n", args.output)
+        return EXIT_OK
+    text = dump_json(doc) if args.format == "json" else render_show(doc, use_color(args), output_width(args))
     write_output(text, args.output)
     return EXIT_OK
 
@@ -200,7 +274,7 @@ def coverage_document(release: str | None, family: str | None = None) -> dict[st
     }
 
 
-def render_coverage(doc: dict[str, Any], color: bool) -> str:
+def render_coverage(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
     """Terminal table of ``zluda coverage``."""
     from rich.table import Table
     from rich.text import Text
@@ -221,7 +295,7 @@ def render_coverage(doc: dict[str, Any], color: bool) -> str:
             str(c["panicking"]),
             f"{pct:.1f}",
         )
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     con.print(table)
     return console_text(con)
 
@@ -229,6 +303,6 @@ def render_coverage(doc: dict[str, Any], color: bool) -> str:
 def run_coverage(args: argparse.Namespace) -> int:
     """Handler of ``zluda coverage``."""
     doc = coverage_document(args.release, args.family)
-    text = dump_json(doc) if args.format == "json" else render_coverage(doc, use_color(args))
+    text = dump_json(doc) if args.format == "json" else render_coverage(doc, use_color(args), output_width(args))
     write_output(text, args.output)
     return EXIT_OK

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from cudatrace.configure.evidence import ProgramEvidence
-from cudatrace.configure.gpu import GpuInfo, gfx_from_marketing_name, parse_hipinfo, parse_rocminfo, read_kfd_topology
+from cudatrace.configure.gpu import (
+    KNOWN_GFX,
+    GpuInfo,
+    gfx_from_marketing_name,
+    parse_hipinfo,
+    parse_rocminfo,
+    read_kfd_topology,
+)
 from cudatrace.configure.layout import HipLayout, ZludaLayout, detect_hip, detect_zluda, hip_runtime_major
 from cudatrace.configure.mapping import MappingPlan, plan_mapping
 from cudatrace.errors import ConfigureError
@@ -285,9 +292,14 @@ def diagnose(
             Finding(Level.OK, "hip runtime", f"HIP {majors[0]} runtime: {', '.join(r.path for r in runtimes)}")
         )
     gpus: tuple[GpuInfo, ...]
-    if gpu:
+    if gpu and gpu not in KNOWN_GFX:
+        gpus = ()
+        gpu_notes: list[Finding] = [
+            Finding(Level.WARN, "gpu", f"--gpu {gpu} is not an AMD GPU architecture (such as gfx1100 or gfx90a)")
+        ]
+    elif gpu:
         gpus = (GpuInfo(gpu, None, "--gpu"),)
-        gpu_notes: list[Finding] = []
+        gpu_notes = []
     else:
         gpus, gpu_notes = detect_gpus(
             rocminfo_text=rocminfo_text,

@@ -84,6 +84,60 @@ OVERRIDE_SIBLING: dict[str, str] = {
 
 _GFX = re.compile(r"\bgfx[0-9a-f]{3,4}\b", re.IGNORECASE)
 
+# The AMDGPU processors LLVM knows (its AMDGPUUsage table), so a typo such as gfx9999 is not reported as a GPU.
+KNOWN_GFX: frozenset[str] = frozenset(
+    {
+        "gfx600",
+        "gfx601",
+        "gfx602",
+        "gfx700",
+        "gfx701",
+        "gfx702",
+        "gfx703",
+        "gfx704",
+        "gfx705",
+        "gfx801",
+        "gfx802",
+        "gfx803",
+        "gfx805",
+        "gfx810",
+        "gfx900",
+        "gfx902",
+        "gfx904",
+        "gfx906",
+        "gfx908",
+        "gfx909",
+        "gfx90a",
+        "gfx90c",
+        "gfx940",
+        "gfx941",
+        "gfx942",
+        "gfx950",
+        "gfx1010",
+        "gfx1011",
+        "gfx1012",
+        "gfx1013",
+        "gfx1030",
+        "gfx1031",
+        "gfx1032",
+        "gfx1033",
+        "gfx1034",
+        "gfx1035",
+        "gfx1036",
+        "gfx1100",
+        "gfx1101",
+        "gfx1102",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+        "gfx1152",
+        "gfx1153",
+        "gfx1200",
+        "gfx1201",
+        "",
+    }
+)
+
 
 @dataclass(frozen=True, slots=True)
 class GpuInfo:
@@ -108,8 +162,10 @@ def gfx_from_marketing_name(name: str) -> str | None:
     """The gfx id of a marketing name (``AMD Radeon RX 7900 XTX`` -> ``gfx1100``), or None when unknown."""
     flat = " ".join(name.replace("(TM)", "").replace("™", "").split()).lower()
     for key in sorted(MARKETING_GFX, key=len, reverse=True):
-        if re.search(r"(^|\s)" + re.escape(key.lower()) + r"(\s|$)", flat):
-            return MARKETING_GFX[key]
+        short = key.lower().removeprefix("radeon ").removeprefix("instinct ")  # "RX 7900 XTX", "MI300X"
+        for form in (key.lower(), short):
+            if re.search(r"(^|\s)" + re.escape(form) + r"(\s|$)", flat):
+                return MARKETING_GFX[key]
     return None
 
 

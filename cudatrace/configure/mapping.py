@@ -411,7 +411,11 @@ def _placement(row: LibraryPackage, requested: str, platform: str, release: str,
 def select_release(
     layout: ZludaLayout, *, release: str | None, verdict_release: str | None, data: RuntimeData | None = None
 ) -> tuple[str, list[str]]:
-    """The release to plan for, and notes; ConfigureError when the folder belongs to another release."""
+    """The release to plan for, and notes; ConfigureError when the folder does not hold ``release``.
+
+    Evidence judged against another release (``verdict_release``) is no obstacle: it is judged again for the
+    chosen release.
+    """
     data = data or load_runtime_data()
     notes: list[str] = []
     if not layout.ordinals:
@@ -419,19 +423,19 @@ def select_release(
         raise ConfigureError(
             f"ZLUDA folder mixes files of several releases ({foreign}): reinstall one release", layout.path
         )
-    for wanted, why in ((release, "--release"), (verdict_release, "the verdict")):
-        if wanted is None:
-            continue
-        if not data.is_known(wanted):
-            raise ConfigureError(f"unknown ZLUDA release {wanted!r} (from {why})", layout.path)
-        if not layout.contains(wanted, data):
-            raise ConfigureError(
-                f"ZLUDA folder holds release {layout.release_range}, not {wanted} that {why} was computed for "
-                f"(scan the program again with --zluda RELEASE for this folder's release)"
-                if why == "the verdict"
-                else f"ZLUDA folder holds release {layout.release_range}, not {wanted}",
-                layout.path,
-            )
+    if release is not None:
+        if not data.is_known(release):
+            raise ConfigureError(f"unknown ZLUDA release {release!r} (from --release)", layout.path)
+        if not layout.contains(release, data):
+            raise ConfigureError(f"ZLUDA folder holds release {layout.release_range}, not {release}", layout.path)
+    if verdict_release is not None and not (data.is_known(verdict_release) and layout.contains(verdict_release, data)):
+        # The evidence itself (entry points, GPU code) does not depend on the release: it is judged again for
+        # the release this folder holds (see evidence_verdict), so the old verdict's release is only a note.
+        notes.append(
+            f"the stored evidence was judged against ZLUDA {verdict_release}; judged again for this folder's "
+            f"release {layout.release_range}"
+        )
+        verdict_release = None
     chosen = release or verdict_release
     if chosen is None:
         mainline = [o for o in layout.ordinals if data.tag(o) in data.mainline] or list(layout.ordinals)
@@ -442,7 +446,7 @@ def select_release(
                 "(pass --release to name the exact one)"
             )
     if release and verdict_release and release != verdict_release:
-        notes.append(f"the verdict was computed for {verdict_release}; scan again with --zluda {release} to match")
+        notes.append(f"the verdict was computed for {verdict_release}; judged again for {release}")
     return chosen, notes
 
 

@@ -12,18 +12,21 @@ from rich.text import Text
 from cudatrace.configure.doctor import DoctorReport, Level
 from cudatrace.configure.mapping import MappingPlan, Placement
 from cudatrace.configure.stage import StageReport
+from cudatrace.reports.document import printable
 from cudatrace.reports.terminal import console_text, string_console
 
 _WIDTH = 120
 
 
 def _t(value: object, style: str = "") -> Text:
-    return Text(str(value), style=style)
+    return Text(printable(str(value)), style=style)
 
 
-def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False) -> str:
+def render_plan_terminal(
+    plan: MappingPlan, launcher: str, *, color: bool = False, applied: bool = False, width: int = _WIDTH
+) -> str:
     """The plan as a person reads it: mappings, AMD libraries, environment, NVIDIA's own, unserved, launcher."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     head = Text()
     head.append("ZLUDA mapping for ", style="bold")
     head.append(plan.program, style="bold")
@@ -74,22 +77,23 @@ def render_plan_terminal(plan: MappingPlan, launcher: str, *, color: bool = Fals
     if plan.verdict:
         style = {"runs": "green", "at_risk": "yellow", "blocked": "bold red"}.get(plan.verdict, "")
         line = _t(f"Verdict under ZLUDA {plan.release}: ", "bold")
-        line.append(_t(plan.verdict, style))
+        line.append(_t(plan.verdict.upper().replace("_", " "), style))
         con.print(line)
         for reason in plan.verdict_reasons:
             con.print(_t(f"  {reason}"))
     for note in plan.notes:
         con.print(_t(f"note: {note}", "dim"))
     con.print(_t(f"Launcher ({plan.launcher_name}):", "bold"))
-    con.print(_t(launcher.replace("\r\n", "\n").rstrip("\n")))
+    for text in launcher.replace("\r\n", "\n").rstrip("\n").split("\n"):  # each line escaped on its own
+        con.print(_t(text))
     if not applied:
         con.print(_t("Dry run: nothing was written. Add --apply to stage these files and the launcher.", "dim"))
     return console_text(con)
 
 
-def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False) -> str:
+def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = False, width: int = _WIDTH) -> str:
     """What --apply / --restore did, each file with its hash proof."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     verb = "Restored" if restored else "Staged"
     con.print(_t(f"{verb} {report.program}", "bold"))
     for f in report.files:
@@ -106,15 +110,16 @@ def render_stage_terminal(report: StageReport, *, restored: bool, color: bool = 
 _LEVEL_STYLE = {Level.OK: "green", Level.INFO: "", Level.WARN: "yellow", Level.PROBLEM: "bold red"}
 
 
-def render_doctor_terminal(report: DoctorReport, *, color: bool = False) -> str:
+def render_doctor_terminal(report: DoctorReport, *, color: bool = False, width: int = _WIDTH) -> str:
     """The diagnosis, one finding per line."""
-    con = string_console(color, _WIDTH)
+    con = string_console(color, width)
     for f in report.findings:
         line = Text()
         line.append(f"[{f.level.value}]".ljust(10), style=_LEVEL_STYLE[f.level])
         line.append(f"{f.topic}: ", style="bold")
         line.append(f.message)
         con.print(line)
-    summary = "no problems found" if not report.problems else f"{len(report.problems)} problem(s) found"
+    n = len(report.problems)
+    summary = "no problems found" if not n else f"{n} problem{'s' if n != 1 else ''} found"
     con.print(_t(summary, "bold"))
     return console_text(con)

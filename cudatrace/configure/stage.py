@@ -112,8 +112,11 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
         raise ConfigureError("program does not exist", str(program))
     if staging.exists() or staging.is_symlink():
         raise ConfigureError("already configured (run configure --restore first)", str(staging))
+    leftovers = clean_leftovers(program)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{plan.staging}.tmp-", dir=folder))
+        # mkdtemp makes it 0700: other users running the program must be able to load the staged libraries.
+        tmp.chmod(0o777 & ~_umask())
     except OSError as exc:
         raise _err("cannot write in the program folder", folder, exc) from None
     proofs: list[FileProof] = []
@@ -200,7 +203,7 @@ def apply_plan(plan: MappingPlan, *, symlink: bool = False) -> StageReport:
         if isinstance(exc, OSError):
             raise _err("cannot place a file beside the program; nothing changed", folder, exc) from None
         raise
-    return StageReport(str(program), str(staging), str(folder / plan.launcher_name), tuple(proofs))
+    return StageReport(str(program), str(staging), str(folder / plan.launcher_name), (*leftovers, *tuple(proofs)))
 
 
 def _hash_content(content: bytes | Path) -> str:
@@ -252,6 +255,97 @@ def _restore_one(backup: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def clean_leftovers(program: str | os.PathLike[str]) -> tuple[FileProof, ...]:
+    """Remove what an apply or restore killed midway left beside ``program``: a staging folder that was never
+    renamed into place (``.<program>.zluda.tmp-*``) and half-written files (``.<name>.cudatrace-tmp``).
+
+    Neither is ever in use: the staging folder only counts once renamed, a file only once renamed over its
+    target. Returns one ``"removed"`` proof per leftover.
+    """
+    prog = Path(program)
+    folder = prog.parent
+    staging = staging_dir_of(prog)
+    proofs: list[FileProof] = []
+    try:
+        candidates = sorted(
+            [*folder.glob(f".{glob_escape(staging.name)}.tmp-*"), *folder.glob(".*.cudatrace-tmp")], key=str
+        )
+    except OSError:
+        return ()
+    for leftover in candidates:
+        try:
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+        except OSError as exc:
+            raise _err("cannot remove a leftover of an interrupted configure", leftover, exc) from None
+        proofs.append(FileProof(str(leftover), "removed leftover", None, None))
+    return tuple(proofs)
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with the characters glob reads as patterns escaped."""
+    import glob
+
+    return glob.escape(name)
+
+
+def changed_since_apply(program: str | os.PathLike[str], doc: dict[str, Any]) -> list[tuple[Path, str]]:
+    """The files ``--apply`` wrote that no longer have the hash the manifest recorded: (path, what happened)."""
+    prog = Path(program)
+    folder = prog.parent
+    staging = staging_dir_of(prog)
+    changed: list[tuple[Path, str]] = []
+
+    def check(path: Path, expected: str, undone: str | None, gone_ok: bool) -> None:
+        # ``undone``: the hash the file has once restored (an interrupted restore got that far), which is fine.
+        if not (path.exists() or path.is_symlink()):
+            if not gone_ok:
+                changed.append((path, "removed"))
+        elif path.is_file() and sha256_of(path) not in (expected, undone):
+            changed.append((path, "changed"))
+
+    for entry in doc.get("staged", ()):
+        if isinstance(entry, dict) and entry.get("name") and entry.get("sha256"):
+            check(staging / str(entry["name"]), str(entry["sha256"]), None, False)
+    for entry in doc.get("added", ()):
+        check(folder / entry["name"], str(entry.get("sha256", "")), None, True)
+    for entry in doc.get("replaced", ()):
+        check(folder / entry["name"], str(entry.get("sha256_after", "")), str(entry.get("sha256_before", "")), False)
+    return changed
+
+
+def _keep_changed(program: Path, changed: list[tuple[Path, str]]) -> tuple[FileProof, ...]:
+    """Copy the changed files to a new ``<program>.zluda-changed-N`` folder beside the program (restore would
+    otherwise throw them away); one ``"kept"`` proof per file."""
+    folder = program.parent
+    base = f"{staging_dir_of(program).name}-changed"
+    n = 1
+    while (folder / f"{base}-{n}").exists():
+        n += 1
+    keep = folder / f"{base}-{n}"
+    proofs: list[FileProof] = []
+    try:
+        keep.mkdir()
+        for path, what in changed:
+            if what == "removed":
+                continue
+            name = path.name if path.parent == folder else f"{path.parent.name}.{path.name}"
+            shutil.copy2(path, keep / name, follow_symlinks=False)
+            digest = sha256_of(path)
+            proofs.append(FileProof(str(keep / name), "kept", digest, sha256_of(keep / name)))
+    except OSError as exc:
+        raise _err("cannot keep a copy of the files changed since --apply; nothing restored", keep, exc) from None
+    return tuple(proofs)
+
+
 def read_manifest(program: str | os.PathLike[str]) -> dict[str, Any]:
     """The stage manifest of a configured program; ConfigureError when the program was not configured."""
     path = staging_dir_of(program) / MANIFEST_NAME
@@ -272,12 +366,36 @@ def read_manifest(program: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def restore(program: str | os.PathLike[str]) -> StageReport:
-    """Undo ``apply_plan``: every replaced file back byte for byte (checked by sha256), every added file removed."""
+def restore(program: str | os.PathLike[str], *, force: bool = False) -> StageReport:
+    """Undo ``apply_plan``: every replaced file back byte for byte (checked by sha256), every added file removed.
+
+    Leftovers of an interrupted apply or restore are removed first (a program with only those to undo is
+    restored too). Files changed since the apply (a staged library, the launcher) stop the restore with a
+    ConfigureError naming them; with ``force`` they are copied to ``<program>.zluda-changed-N`` first.
+    """
     prog = Path(program).resolve() if Path(program).exists() else Path(program)
     staging = staging_dir_of(prog)
     folder = prog.parent
-    doc = read_manifest(prog)
+    try:
+        doc = read_manifest(prog)
+    except ConfigureError:
+        leftovers = clean_leftovers(prog)
+        if leftovers and not (staging.exists() or staging.is_symlink()):
+            return StageReport(str(prog), str(staging), None, leftovers)
+        raise
+    changed = changed_since_apply(prog, doc)
+    kept: tuple[FileProof, ...] = ()
+    if changed and not force:
+        listed = ", ".join(f"{p} ({what})" for p, what in changed[:5])
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        raise ConfigureError(
+            f"{len(changed)} file{'s' if len(changed) != 1 else ''} changed since --apply: {listed}{more}; "
+            "nothing restored (--force keeps a copy of them and restores)",
+            str(prog),
+        )
+    if changed:
+        kept = _keep_changed(prog, changed)
+    leftovers = clean_leftovers(prog)
     backups = staging / BACKUP_DIR
     for entry in doc.get("replaced", ()):
         backup = backups / entry["name"]
@@ -306,4 +424,4 @@ def restore(program: str | os.PathLike[str]) -> StageReport:
     except OSError as exc:
         raise _err("restored every file but cannot remove the staging folder", staging, exc) from None
     proofs.append(FileProof(str(staging), "removed", None, None if not staging.exists() else "still there"))
-    return StageReport(str(prog), str(staging), None, tuple(proofs))
+    return StageReport(str(prog), str(staging), None, (*leftovers, *kept, *proofs))

@@ -88,6 +88,11 @@ NVIDIA_OWN: dict[Family, str] = {
     Family.NVTX: "NVTX markers are no-ops without a profiler attached",
 }
 
+
+class NvidiaOwnedError(CatalogError):
+    """The name is an entry point of a library that stays NVIDIA's under ZLUDA: an answer, not a mistake."""
+
+
 _STATUS_WORDS = {"i": "implemented", "u": "unimplemented", "x": "not_exported"}
 _STUB_NOTE = "impl body is a stub"
 _WIN_STUB_NOTE = "impl is a stub in impl_win.rs"
@@ -825,7 +830,7 @@ class Catalog:
                 owner = self.nvidia_family_of(function)
                 if owner is not None and owner not in (LIBRARY_FAMILY[k] for k in keys if k in self._api):
                     why = NVIDIA_OWN.get(owner) or f"ZLUDA has no {owner.value} replacement; NVIDIA's library is used"
-                    raise CatalogError(
+                    raise NvidiaOwnedError(
                         f"{function} is an NVIDIA {owner.value} function that ZLUDA never declares: {why}"
                     )
                 pool = sorted({f for k in keys for f in self._api.get(k, {})})

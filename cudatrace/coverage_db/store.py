@@ -389,6 +389,12 @@ class Store:
         return StoreError(message, str(self.path))
 
     def _connect(self, timeout_s: float) -> sqlite3.Connection:
+        try:
+            return self._connect_checked(timeout_s)
+        except OSError as exc:  # a folder on the way that cannot be searched or read (EACCES, ELOOP, EIO)
+            raise self._error(f"cannot reach the coverage store: {exc.strerror or exc}") from None
+
+    def _connect_checked(self, timeout_s: float) -> sqlite3.Connection:
         path = self.path
         if sqlite3.sqlite_version_info < _MIN_SQLITE:
             need = ".".join(map(str, _MIN_SQLITE))

@@ -1,8 +1,9 @@
 """Inline SVG charts for the HTML report: horizontal stacked bars and plain bars, no library, no script.
 
-Every label and tooltip is escaped with :func:`html.escape` (``quote=True``): labels are entry point and family
-names read from hostile binaries. Colours come from CSS classes (``seg-<name>``) with a ``fill`` fallback, so a
-chart still reads when the style sheet is stripped.
+Every label and tooltip is escaped with :func:`html.escape` (``quote=True``) after
+:func:`~cudatrace.reports.document.printable` (control characters and bidirectional overrides shown as escapes):
+labels are entry point and family names read from hostile binaries. Colours come from CSS classes
+(``seg-<name>``) with a ``fill`` fallback, so a chart still reads when the style sheet is stripped.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+
+from cudatrace.reports.document import printable
 
 FILL = {
     "translated": "#2e9d57",
@@ -47,7 +50,7 @@ class Segment:
 
 
 def _e(text: object) -> str:
-    return escape(str(text), quote=True)
+    return escape(printable(str(text)), quote=True)
 
 
 def _short(text: str, limit: int = 30) -> str:

@@ -90,7 +90,9 @@ def anchor_id(family: Family, function: str) -> str:
     return f"ep-{family.value}-{slug}-{digest}"
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, line and paragraph separators, and every bidirectional control (embeddings, overrides,
+# isolates and the marks LRM, RLM and ALM), which can make a name read as another.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from functools import cache
 from html import escape
@@ -41,6 +42,15 @@ VERDICT_TEXT = {
 
 def _e(text: object) -> str:
     return escape(printable(str(text)), quote=True)
+
+
+_BREAK_AFTER = re.compile(r"([_/,\\])(?=[^\s])")
+
+
+def _w(text: object) -> str:
+    """Escaped text that may wrap only after ``_``, ``/``, ``\\`` and ``,``: a long name such as
+    ``cuGraphInstantiateWithParams`` or ``CUDA_ERROR_OUT_OF_MEMORY`` is never split inside a word."""
+    return _BREAK_AFTER.sub(r"\1<wbr>", _e(text))
 
 
 @cache
@@ -91,8 +101,8 @@ def _table(
             cells.append(f"<td{attrs}>{c.html}</td>")
         body.append(f"<tr{rid}>{''.join(cells)}</tr>")
     return (
-        f'<table class="sortable" id="{_e(table_id)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f'<div class="table-box"><table class="sortable" id="{_e(table_id)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -115,7 +125,7 @@ def zluda_summary(e: ReportEntry) -> str:
 
 
 def _link(e: ReportEntry) -> str:
-    return f'<a href="#{_e(e.anchor)}" title="{_e(zluda_summary(e))}"><code>{_e(e.function)}</code></a>'
+    return f'<a href="#{_e(e.anchor)}" title="{_e(zluda_summary(e))}"><code>{_w(e.function)}</code></a>'
 
 
 def _page(title: str, body: str, data: dict[str, Any]) -> str:
@@ -154,7 +164,7 @@ def _reason(r: Reason, anchors: dict[str, str]) -> str:
 
 def _report_body(doc: Report) -> str:
     out: list[str] = []
-    out.append(f"<header><h1>{_e(doc.program)}</h1>")
+    out.append(f"<header><h1>{_w(doc.program)}</h1>")
     out.append(
         f'<div class="sub">cudatrace report under ZLUDA <b>{_e(doc.release)}</b> · evidence: {_e(doc.evidence.value)}'
         f" · {plural(len(doc.binaries), 'binary', 'binaries')} scanned · {plural(len(doc.runs), 'run')} traced</div>"
@@ -282,7 +292,7 @@ def _report_body(doc: Report) -> str:
                         _Cell(_status(e), e.status.value if e.status else ""),
                         _num(e.calls),
                         _num(e.failed_calls if e.calls is not None else None),
-                        _Cell(_e(format_codes(e.statuses) or "-")),
+                        _Cell(_w(format_codes(e.statuses) or "-")),
                         _Cell(_e(", ".join(h.value for h in e.static_how) or "called")),
                     ]
                     for e in blocking
@@ -295,8 +305,11 @@ def _report_body(doc: Report) -> str:
     if unresolved:
         links = ", ".join(_link(e) for e in unresolved)
         out.append(
-            f"<details><summary>{len(unresolved)} stub or absent entry points are only looked up by name at run "
-            f"time and were never seen called: they matter only if called</summary><p>{links}</p></details>"
+            f"<details><summary>{plural(len(unresolved), 'stub or absent entry point')} "
+            f"{'is' if len(unresolved) == 1 else 'are'} only looked up by name at run time and "
+            f"{'was' if len(unresolved) == 1 else 'were'} never seen called: "
+            f"{'it matters' if len(unresolved) == 1 else 'they matter'} only if called</summary>"
+            f"<p>{links}</p></details>"
         )
     inner = doc.inner_only
     if inner:
@@ -335,8 +348,8 @@ def _report_body(doc: Report) -> str:
                         _num(e.first_call_s),
                         _num(e.calls),
                         _num(e.failed_calls),
-                        _Cell(_e(format_codes(e.statuses))),
-                        _Cell(_e(format_codes(e.callers))),
+                        _Cell(_w(format_codes(e.statuses))),
+                        _Cell(_w(format_codes(e.callers))),
                     ]
                     for e in doc.failing
                 ],
@@ -352,7 +365,7 @@ def _report_body(doc: Report) -> str:
                     ("symbol", "via", "CUDA version", "count"),
                     [
                         [
-                            _Cell(f"<code>{_e(shown_name(p.symbol))}</code>", p.symbol),
+                            _Cell(f"<code>{_w(shown_name(p.symbol))}</code>", p.symbol),
                             _Cell(_e(p.via)),
                             _num(p.cuda_version),
                             _num(p.count),
@@ -402,12 +415,12 @@ def _report_body(doc: Report) -> str:
                     _Cell(_link(e), e.function),
                     _Cell(_status(e), e.status.value if e.status else ""),
                     _Cell(", ".join(f"<code>{_e(h)}</code>" for h in e.zluda.hip) if e.zluda else ""),
-                    _Cell(_e(e.zluda.since or "") if e.zluda else ""),
+                    _Cell(f'<span class="nobr">{_e(e.zluda.since or "")}</span>' if e.zluda else ""),
                     _Cell(_e(e.evidence.value)),
                     _num(e.calls),
                     _num(e.failed_calls if e.calls is not None else None),
-                    _Cell(_e(format_codes(e.statuses))),
-                    _Cell(_e(", ".join(e.libraries))),
+                    _Cell(_w(format_codes(e.statuses))),
+                    _Cell(_w(", ".join(e.libraries))),
                 ]
                 for e in doc.entries
             ],
@@ -424,7 +437,7 @@ def _report_body(doc: Report) -> str:
                 ("binary", "images", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
                 [
                     [
-                        _Cell(_e(g.binary)),
+                        _Cell(_w(g.binary)),
                         _num(g.images),
                         _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-")),
                         _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-")),
@@ -527,7 +540,13 @@ def _aggregate_body(doc: Aggregate) -> str:
                 "release-table",
                 ("release", "runs", "at risk", "blocked", "blocking entry points"),
                 [
-                    [_Cell(_e(r.release)), _num(r.runs), _num(r.at_risk), _num(r.blocked), _num(r.blockers)]
+                    [
+                        _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
+                        _num(r.runs),
+                        _num(r.at_risk),
+                        _num(r.blocked),
+                        _num(r.blockers),
+                    ]
                     for r in doc.releases
                 ],
             )
@@ -563,7 +582,10 @@ def _aggregate_body(doc: Aggregate) -> str:
                 [
                     _Cell(_e(b.family.value)),
                     _Cell(f"<code>{_e(b.function)}</code>", b.function),
-                    _Cell(f'<span class="st st-{b.status.value}">{_e(b.status.value)}</span>', b.status.value),
+                    _Cell(
+                        f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
+                        b.status.value,
+                    ),
                     _num(len(b.programs)),
                     _num(b.calls),
                     _num(len(b.unlocks)),

@@ -54,7 +54,7 @@ def _plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
-def _verdict_lines(binary: BinaryScan) -> list[Text]:
+def _verdict_lines(binary: BinaryScan, all_reasons: bool = False) -> list[Text]:
     lines: list[Text] = []
     verdict = binary.verdict
     if verdict is not None:
@@ -62,12 +62,14 @@ def _verdict_lines(binary: BinaryScan) -> list[Text]:
         line.append_text(_t(f"(ZLUDA {verdict.release}): "))
         line.append_text(_t(verdict.status.value.upper().replace("_", " "), VERDICT_STYLE[verdict.status]))
         lines.append(line)
-        for reason in verdict.reasons[:MAX_REASONS]:
+        shown = verdict.reasons if all_reasons else verdict.reasons[:MAX_REASONS]
+        for reason in shown:
             lines.append(_t(f"    - [{reason.severity.value}] {reason.message}"))
             if reason.remedy:
                 lines.append(_t(f"      remedy: {reason.remedy}", "dim"))
-        if len(verdict.reasons) > MAX_REASONS:
-            lines.append(_t(f"    ... and {len(verdict.reasons) - MAX_REASONS} more reasons", "dim"))
+        if len(verdict.reasons) > len(shown):
+            more = _plural(len(verdict.reasons) - len(shown), "more reason")
+            lines.append(_t(f"    ... and {more} (-v lists them all)", "dim"))
     statuses = Counter(u.zluda.status for u in binary.imports if u.zluda is not None)
     if statuses:
         line = Text("  ZLUDA: ")
@@ -140,12 +142,12 @@ def _gpu_lines(gpu: GpuCode) -> list[Text]:
     return lines
 
 
-def _binary_block(binary: BinaryScan) -> list[object]:
+def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]:
     header = Text()
     header.append_text(_t(binary.path, "bold cyan"))
     header.append_text(_t(f"  ({binary.format.value.upper()} {binary.machine or '?'}, {_size(binary.size)})", "dim"))
     parts: list[object] = [header]
-    parts.extend(_verdict_lines(binary))
+    parts.extend(_verdict_lines(binary, all_reasons))
     parts.extend(_library_lines(binary))
     if binary.imports:
         per_how = Counter(u.how for u in binary.imports)
@@ -165,31 +167,60 @@ def _binary_block(binary: BinaryScan) -> list[object]:
     return parts
 
 
-def render_scan_terminal(result: ScanResult, color: bool, width: int | None = None) -> str:
-    """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100)."""
+def _indented(part: object) -> object:
+    """A line that starts with spaces, as a padded block: when a narrow terminal wraps it, the continuation
+    lines keep its indentation."""
+    if not isinstance(part, Text):
+        return part
+    plain = part.plain
+    n = len(plain) - len(plain.lstrip(" "))
+    if not n or n == len(plain):
+        return part
+    return Padding(part[n:], (0, 0, 0, n), expand=False)
+
+
+def render_scan_terminal(
+    result: ScanResult,
+    color: bool,
+    width: int | None = None,
+    *,
+    verbosity: int = 1,
+) -> str:
+    """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100).
+
+    ``verbosity`` 0 (``-q``): failures and the summary line only; 1: every binary with CUDA, and only a count of
+    those without (the ``scan`` command's default); 2 (``-v``): those without listed too, and every reason of
+    each verdict.
+    """
     console = string_console(color, width or 100, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     with_cuda = [b for b in result.binaries if b.uses_cuda]
     without = [b for b in result.binaries if not b.uses_cuda]
-    from cudatrace.reports.programs_terminal import rollup_lines
+    if verbosity >= 1:
+        from cudatrace.reports.programs_terminal import rollup_lines
 
-    for line in rollup_lines(result):  # the programs first, the binaries below them
-        console.print(line)
-    for binary in with_cuda:
-        for part in _binary_block(binary):
-            console.print(part)
-        console.print()
-    for binary in without:
+        for line in rollup_lines(result):  # the programs first, the binaries below them
+            console.print(line)
+        for binary in with_cuda:
+            for part in _binary_block(binary, all_reasons=verbosity >= 2):
+                console.print(_indented(part))
+            console.print()
+    listed_without = without if verbosity >= 2 else []
+    for binary in listed_without:
         line = Text()
         line.append_text(_t(binary.path))
         line.append_text(_t(f": no CUDA ({binary.format.value.upper()} {binary.machine or '?'})", "dim"))
         console.print(line)
     for failure in result.failed:
         console.print(_t(f"failed ({failure.kind}): {failure.message}", "red"))
-    if without or result.failed:
+    notes = result.notes if verbosity >= 1 else ()
+    for note in notes:
+        console.print(_t(f"note: {note}", "dim"))
+    if listed_without or result.failed or notes:
         console.print()
+    hidden = " (not listed: -v lists them)" if without and not listed_without else ""
     summary = (
         f"{_plural(len(result.binaries), 'binary', 'binaries')} scanned: {len(with_cuda)} with CUDA, "
-        f"{len(without)} without; {result.skipped} skipped (not PE or ELF); {len(result.failed)} failed"
+        f"{len(without)} without{hidden}; {result.skipped} skipped (not PE or ELF); {len(result.failed)} failed"
     )
     console.print(_t(summary, "bold"))
     return console_text(console)

@@ -87,7 +87,7 @@ def console_text(console: Console) -> str:
     return out.getvalue()
 
 
-def _report_parts(doc: Report) -> list[RenderableType]:
+def _report_parts(doc: Report, rows: int = MAX_ROWS, names_shown: int = 12) -> list[RenderableType]:
     parts: list[RenderableType] = []
     head = Text()
     head.append("cudatrace report: ", style="bold")
@@ -135,7 +135,7 @@ def _report_parts(doc: Report) -> list[RenderableType]:
             "return codes",
             "seen as",
         )
-        for e in blocking[:MAX_ROWS]:
+        for e in blocking[:rows]:
             status = e.status.value if e.status else "?"
             tab.add_row(
                 e.family.value,
@@ -147,17 +147,18 @@ def _report_parts(doc: Report) -> list[RenderableType]:
                 _t(", ".join(h.value for h in e.static_how) or "called"),
             )
         parts.extend((Text(""), tab))
-        if len(blocking) > MAX_ROWS:
-            parts.append(Text(f"  ... and {len(blocking) - MAX_ROWS} more (see --format html or csv)"))
+        if len(blocking) > rows:
+            parts.append(Text(f"  ... and {len(blocking) - rows} more (-v lists them all; or --format html or csv)"))
     elif doc.verdict is not None:
         parts.append(Text("Blocking calls: none", style="green"))
     unresolved = doc.unresolved
     if unresolved:
-        names = ", ".join(printable(e.function) for e in unresolved[:12])
-        more = f" and {len(unresolved) - 12} more" if len(unresolved) > 12 else ""
+        names = ", ".join(printable(e.function) for e in unresolved[:names_shown])
+        more = f" and {len(unresolved) - names_shown} more" if len(unresolved) > names_shown else ""
         parts.append(
             Text(
-                f"{len(unresolved)} stub/absent entry points are only looked up by name (they matter if called): "
+                f"{plural(len(unresolved), 'stub/absent entry point')} {'is' if len(unresolved) == 1 else 'are'} "
+                "only looked up by name (they matter if called): "
                 f"{names}{more}",
                 style="yellow",
             )
@@ -165,8 +166,8 @@ def _report_parts(doc: Report) -> list[RenderableType]:
 
     inner = doc.inner_only
     if inner:
-        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[:12])
-        more = f" and {len(inner) - 12} more" if len(inner) > 12 else ""
+        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[:names_shown])
+        more = f" and {len(inner) - names_shown} more" if len(inner) > names_shown else ""
         parts.append(Text(f"Called only inside libraries ZLUDA replaces (not blocking): {names}{more}", style="dim"))
 
     first = doc.first_failure
@@ -188,11 +189,11 @@ def _report_parts(doc: Report) -> list[RenderableType]:
     failing = [e for e in doc.failing if not e.is_blocker]
     if failing:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
-        for e in failing[:MAX_ROWS]:
+        for e in failing[:rows]:
             tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
         parts.extend((Text(""), tab))
     if doc.missing_lookups:
-        names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[:12])
+        names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[:names_shown])
         parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
 
     if doc.gpu:
@@ -219,13 +220,13 @@ def _report_parts(doc: Report) -> list[RenderableType]:
         for i, remedy in enumerate(doc.remedies, 1):
             parts.append(Text(f"  {i}. {printable(remedy)}"))
     if doc.errors:
-        parts.append(Text(f"{len(doc.errors)} file(s) could not be read fully:", style="yellow"))
+        parts.append(Text(f"{plural(len(doc.errors), 'file')} could not be read fully:", style="yellow"))
         for err in doc.errors[:10]:
             parts.append(Text("  " + printable(err)))
     return parts
 
 
-def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
+def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableType]:
     parts: list[RenderableType] = []
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     parts.append(
@@ -252,7 +253,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     if doc.blockers:
         cols = ["family", "function", "ZLUDA", "programs", "calls", *(f"in {printable(r)}" for r in compared)]
         tab = _table("Entry points that block the most programs", *cols)
-        for b in doc.blockers[:MAX_ROWS]:
+        for b in doc.blockers[:rows]:
             tab.add_row(
                 b.family.value,
                 _t(b.function, "bold"),
@@ -265,7 +266,7 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     unlock = doc.unlockable
     if unlock:
         tab = _table("Implement one entry point, and these programs lose their last blocker", "function", "programs")
-        for b in unlock[:MAX_ROWS]:
+        for b in unlock[:rows]:
             tab.add_row(_t(b.function, "bold"), _t(", ".join(b.unlocks)))
         parts.extend((Text(""), tab))
     if doc.families:
@@ -292,9 +293,11 @@ def _aggregate_parts(doc: Aggregate) -> list[RenderableType]:
     return parts
 
 
-def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110) -> str:
-    """The report as terminal text; ANSI colours only with ``color=True``."""
+def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110, verbose: bool = False) -> str:
+    """The report as terminal text; ANSI colours only with ``color=True``; ``verbose`` lists every row and name
+    instead of the first ones and a count."""
     console = string_console(color, width, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
-    parts = _report_parts(doc) if isinstance(doc, Report) else _aggregate_parts(doc)
+    rows, names = (1 << 30, 1 << 30) if verbose else (MAX_ROWS, 12)
+    parts = _report_parts(doc, rows, names) if isinstance(doc, Report) else _aggregate_parts(doc, rows)
     console.print(Group(*parts))
     return console_text(console)

@@ -9,6 +9,8 @@ plain sentence saying so. Every string from the traced program goes into a :clas
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -26,8 +28,9 @@ def _t(text: object, style: str = "") -> Text:
 
 def _callers(use: EntryPointUse, limit: int = 3) -> str:
     ranked = sorted(use.callers, key=lambda kv: -kv[1])
-    shown = ", ".join(f"{name} {n:,}" for name, n in ranked[:limit])
-    return shown + (f", +{len(ranked) - limit}" if len(ranked) > limit else "")
+    shown = ", ".join(f"{name} ({n:,} {'call' if n == 1 else 'calls'})" for name, n in ranked[:limit])
+    more = len(ranked) - limit
+    return shown + (f", and {more} more {'module' if more == 1 else 'modules'}" if more > 0 else "")
 
 
 def _exit_line(trace: TraceResult) -> str:
@@ -71,7 +74,8 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
     if trace.source is not None:
         _log_header(con, trace)
     else:
-        con.print(Text.assemble(("cudatrace run: ", "bold"), _t(" ".join(trace.command))))
+        # quoted as a shell needs it, so the line can be pasted back
+        con.print(Text.assemble(("cudatrace run: ", "bold"), _t(shlex.join(trace.command))))
         con.print(_t(_exit_line(trace)))
     if not trace.uses_cuda:
         con.print(_t("no CUDA: the program loaded no CUDA library and called no CUDA entry point", "bold"))
@@ -104,7 +108,7 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
     table.add_column("family")
     table.add_column("function")
     table.add_column("library")
-    table.add_column("called from")
+    table.add_column("called from (module)")
     if timing:
         table.add_column("time", justify="right")
     for c in trace.calls[:TOP]:

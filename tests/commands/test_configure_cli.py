@@ -154,3 +154,10 @@ def test_program_is_scanned_when_there_is_no_evidence(tmp_path: Path, capsys: py
     )
     assert rc == 0, err
     assert json.loads(out)["mapping"]["library"] == []  # nothing CUDA: nothing to stage
+
+
+def test_the_launcher_is_shown_line_by_line(win: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run([*_base(win), "--no-color"], capsys)
+    assert code == 0, err
+    assert "\\x0a" not in out  # the launcher's newlines are lines, not escapes
+    assert "$ErrorActionPreference = 'Stop'" in out.splitlines()

@@ -35,7 +35,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 
 def test_json_report_from_scan_and_trace_files(docs: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["report", *docs, "--zluda", RELEASE, "--format", "json", "--env", "GPU=RX 6600"], capsys)
+    code, out, err = _run(["report", *docs, "--release", RELEASE, "--format", "json", "--env", "GPU=RX 6600"], capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == REPORT_SCHEMA and doc["release"] == RELEASE
@@ -62,7 +62,7 @@ def test_every_format_to_a_file(
     docs: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, marker: str
 ) -> None:
     target = tmp_path / f"report.{fmt}"
-    code, out, err = _run(["report", *docs, "--zluda", RELEASE, "--format", fmt, "-o", str(target)], capsys)
+    code, out, err = _run(["report", *docs, "--release", RELEASE, "--format", fmt, "-o", str(target)], capsys)
     assert code == 0, err
     assert out == ""
     text = target.read_text(encoding="utf-8")
@@ -74,7 +74,7 @@ def test_every_format_to_a_file(
 
 def test_saved_report_renders_again(docs: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     saved = tmp_path / "saved.json"
-    assert main(["report", *docs, "--zluda", RELEASE, "--format", "json", "-o", str(saved)]) == 0
+    assert main(["report", *docs, "--release", RELEASE, "--format", "json", "-o", str(saved)]) == 0
     code, out, err = _run(["report", str(saved), "--format", "markdown"], capsys)
     assert code == 0, err
     assert "**First failing call:** cuGraphInstantiateWithParams" in out
@@ -105,7 +105,7 @@ def test_bad_documents_are_one_line_errors_naming_the_file(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
-    code, out, err = _run(["report", str(bad), "--zluda", RELEASE], capsys)
+    code, out, err = _run(["report", str(bad), "--release", RELEASE], capsys)
     assert code == 3, err
     assert out == ""
     assert err.count("\n") == 1 and err.startswith(f"cudatrace: error: {bad}: "), err
@@ -127,16 +127,16 @@ def test_missing_file_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_unknown_release_is_a_usage_error(docs: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(["report", *docs, "--zluda", "v99-nope"], capsys)
+    code, _, err = _run(["report", *docs, "--release", "v99-nope"], capsys)
     assert code == 2 and "unknown ZLUDA release" in err
 
 
 def test_program_without_cuda_and_static_only_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hello = _write(tmp_path / "hello.json", samples.no_cuda_scan().to_dict())
-    code, out, _ = _run(["report", hello, "--zluda", RELEASE], capsys)
+    code, out, _ = _run(["report", hello, "--release", RELEASE], capsys)
     assert code == 0 and "No CUDA at all" in out
     vec = _write(tmp_path / "vec.json", samples.runs_scan().to_dict())
-    code, out, _ = _run(["report", vec, "--zluda", RELEASE, "--format", "markdown"], capsys)
+    code, out, _ = _run(["report", vec, "--release", RELEASE, "--format", "markdown"], capsys)
     assert code == 0 and "Only static evidence" in out
 
 
@@ -144,7 +144,7 @@ def test_hostile_documents_render_in_every_format(tmp_path: Path, capsys: pytest
     scan = _write(tmp_path / "h.json", samples.hostile_scan().to_dict())
     trace = _write(tmp_path / "t.json", samples.hostile_trace().to_dict())
     for fmt in ("terminal", "html", "markdown", "json", "csv"):
-        code, out, err = _run(["report", scan, trace, "--zluda", RELEASE, "--format", fmt], capsys)
+        code, out, err = _run(["report", scan, trace, "--release", RELEASE, "--format", fmt], capsys)
         assert code == 0, (fmt, err)
         if fmt in ("html", "markdown"):
             assert "<script>document" not in out and "<img" not in out
@@ -164,7 +164,7 @@ def store(tmp_path: Path) -> str:
 
 def test_report_of_a_stored_program(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(
-        ["report", "--db", store, "--program", "solver.exe", "--zluda", RELEASE, "--format", "json"], capsys
+        ["report", "--db", store, "--program", "solver.exe", "--release", RELEASE, "--format", "json"], capsys
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -175,7 +175,7 @@ def test_report_of_a_stored_program(store: str, capsys: pytest.CaptureFixture[st
 
 
 def test_aggregate_over_the_store(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["report", "--db", store, "--all", "--zluda", RELEASE, "--format", "json"], capsys)
+    code, out, err = _run(["report", "--db", store, "--all", "--release", RELEASE, "--format", "json"], capsys)
     assert code == 0, err
     agg = json.loads(out)
     assert agg["schema"] == "cudatrace.aggregate/1" and agg["release"] == RELEASE
@@ -185,14 +185,14 @@ def test_aggregate_over_the_store(store: str, capsys: pytest.CaptureFixture[str]
     blockers = {b["function"]: b for b in agg["blockers"]}
     assert blockers["cuGraphInstantiateWithParams"]["programs"] == ["solver.exe"]
     assert blockers["cuGraphInstantiateWithParams"]["calls"] == 3
-    code, out, _ = _run(["report", "--db", store, "--all", "--zluda", RELEASE], capsys)
+    code, out, _ = _run(["report", "--db", store, "--all", "--release", RELEASE], capsys)
     assert code == 0 and "block the most programs" in out
     buf = io.StringIO(out)
     assert buf.readline().startswith("cudatrace aggregate:")
 
 
 def test_aggregate_compares_releases(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["report", "--db", store, "--all", "--zluda", "v5,v6-preview.69,latest", "--format", "json"]
+    argv = ["report", "--db", store, "--all", "--release", "v5,v6-preview.69,latest", "--format", "json"]
     code, out, err = _run(argv, capsys)
     assert code == 0, err
     agg = json.loads(out)
@@ -201,7 +201,7 @@ def test_aggregate_compares_releases(store: str, capsys: pytest.CaptureFixture[s
     for b in agg["blockers"]:
         assert [x["release"] for x in b["by_release"]] == releases
         assert b["by_release"][-1]["programs"] == len(b["programs"])
-    code, _, err = _run(["report", "--db", store, "--program", "solver", "--zluda", "v5,v6"], capsys)
+    code, _, err = _run(["report", "--db", store, "--program", "solver", "--release", "v5,v6"], capsys)
     assert code == 2 and "only with --all" in err
 
 
@@ -218,7 +218,7 @@ def _report_real(binary: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     """Scan ``binary`` to a file and report it for :data:`RELEASE`; the scan file and the report, which must succeed."""
     scan = _scan_to_file(binary, tmp_path)
     capsys.readouterr()
-    code, out, err = _run(["report", scan, "--zluda", RELEASE, *args], capsys)
+    code, out, err = _run(["report", scan, "--release", RELEASE, *args], capsys)
     assert code == 0, err
     return scan, out
 
@@ -241,7 +241,7 @@ def test_report_of_a_real_linked_elf_program(
     assert doc["evidence"] == "static" and doc["uses_cuda"] is True
     families = {f["family"]: f for f in doc["families"]}
     assert families["nccl"]["used"] == 2
-    code, out, _ = _run(["report", scan, "--zluda", RELEASE, "--format", "markdown"], capsys)
+    code, out, _ = _run(["report", scan, "--release", RELEASE, "--format", "markdown"], capsys)
     assert code == 0 and "Only static evidence" in out and "| nccl | 2 | 0 |" in out
 
 
@@ -262,5 +262,17 @@ def test_report_of_real_sass_only_kernels(
     assert sorted(i["arch"] for i in gpu["gpu_code"]["images"]) == ["sm_80", "sm_90"]
     assert gpu["static_runtime"] is not None
     assert doc["verdict"]["status"] == "blocked"
-    _, out, _ = _run(["report", scan, "--zluda", RELEASE, "--no-color"], capsys)
+    _, out, _ = _run(["report", scan, "--release", RELEASE, "--no-color"], capsys)
     assert "SASS only" in out
+
+
+def test_verbose_lists_every_name(tmp_path: Path, nvcc_static: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "scan.json"
+    assert main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(saved), str(nvcc_static)]) == 0
+    capsys.readouterr()
+    assert main(["report", "--no-store", "--no-color", str(saved)]) == 0
+    short = next(line for line in capsys.readouterr().out.splitlines() if "only looked up by name" in line)
+    assert short.rstrip().endswith("more")
+    assert main(["report", "--no-store", "--no-color", "-v", str(saved)]) == 0
+    full = next(line for line in capsys.readouterr().out.splitlines() if "only looked up by name" in line)
+    assert not full.rstrip().endswith("more") and full.count(",") > short.count(",")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,7 +142,7 @@ def _result() -> ScanResult:
 
 
 def test_render_sections_in_order() -> None:
-    text = render_scan_terminal(_result(), color=False, width=120)
+    text = render_scan_terminal(_result(), color=False, width=120, verbosity=2)
     lines = text.splitlines()
     assert lines[0].startswith("app/bin/app  (ELF x86_64, 2.0 KB)")
     order = [
@@ -162,7 +163,9 @@ def test_render_sections_in_order() -> None:
     ]
     positions = [text.index(piece) for piece in order]
     assert positions == sorted(positions)
-    assert "... and 1 more reasons" in text  # only the top three reasons are shown
+    assert "two" in text and "more reason" not in text  # -v: every reason
+    default = render_scan_terminal(_result(), color=False, width=120)
+    assert "... and 1 more reason (-v lists them all)" in default  # only the top three reasons are shown
     assert not ANSI.search(text)
     assert max(len(line) for line in lines) <= 120
 
@@ -191,3 +194,71 @@ def test_render_hostile_names() -> None:
 def test_render_empty() -> None:
     text = render_scan_terminal(ScanResult(), color=False)
     assert text.strip() == "0 binaries scanned: 0 with CUDA, 0 without; 0 skipped (not PE or ELF); 0 failed"
+
+
+def test_binaries_without_cuda_are_counted_not_listed_by_default(
+    tmp_path: Path, elf_linked: Path, elf_plain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "app").write_bytes(elf_linked.read_bytes())
+    for i in range(3):
+        (tmp_path / f"plain{i}").write_bytes(elf_plain.read_bytes())
+    base = ["scan", "--no-store", "--no-progress", "--no-zluda", "--no-color", str(tmp_path)]
+    assert main(base) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "plain0" not in out and str(tmp_path / "app") in out
+    assert "4 binaries scanned: 1 with CUDA, 3 without (not listed: -v lists them);" in out
+    assert main([*base, "-v"]) == EXIT_OK
+    verbose = capsys.readouterr().out
+    assert all(f"plain{i}: no CUDA" in verbose for i in range(3)) and "not listed" not in verbose
+    assert main([*base, "-q"]) == EXIT_OK
+    quiet = capsys.readouterr().out
+    assert quiet.strip() == (
+        "4 binaries scanned: 1 with CUDA, 3 without (not listed: -v lists them); 0 skipped (not PE or ELF); 0 failed"
+    )
+
+
+def test_verbose_lists_every_reason() -> None:
+    reasons = tuple(Reason(Severity.RISK, "test_reason", f"reason number {i}") for i in range(5))
+    app = BinaryScan(
+        path="app",
+        format=BinaryFormat.ELF,
+        size=1,
+        sha256="0" * 64,
+        cuda_libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.NEEDED),),
+        verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons),
+    )
+    result = ScanResult(binaries=(app,))
+    short = render_scan_terminal(result, color=False, width=120)
+    assert "reason number 2" in short and "reason number 3" not in short
+    assert "... and 2 more reasons (-v lists them all)" in short
+    full = render_scan_terminal(result, color=False, width=120, verbosity=2)
+    assert "reason number 4" in full and "more reason" not in full
+    one_more = ScanResult(
+        binaries=(replace(app, verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons[:4])),)
+    )
+    assert "... and 1 more reason (-v" in render_scan_terminal(one_more, color=False, width=120)
+
+
+def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.configure.trees import make_zluda_tree
+
+    app = str(elf_linked)
+    base = ["scan", "--no-store", "--no-progress", "--format", "json"]
+    assert main([*base, "--release", "v6-preview.69", app]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["zluda_release"] == "v6-preview.69"
+    # --zluda DIR: the release the folder holds
+    folder = make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux")
+    assert main([*base, "--zluda", str(folder), app]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["zluda_release"].startswith(("v6-", "v7-"))
+    # the old spelling still works, with a deprecation note
+    assert main([*base, "--zluda", "v6-preview.69", app]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["zluda_release"] == "v6-preview.69"
+    assert "deprecated, use --release v6-preview.69" in captured.err
+    # a path after --zluda is not swallowed as a release
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--zluda", app])
+    assert exc.value.code == 2 and "is a file" in capsys.readouterr().err
+    # --no-zluda with a release is a contradiction
+    assert main([*base, "--no-zluda", "--release", "v6-preview.69", app]) == 2
+    assert "cannot go with --release" in capsys.readouterr().err

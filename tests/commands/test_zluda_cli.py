@@ -104,8 +104,10 @@ def test_show_keeps_bracketed_notes(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_show_runtime_function_explains(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "zluda", "show", "cudaMalloc")
-    assert code == 2 and "NVIDIA's CUDA runtime stays in use" in err
+    code, out, err = run(capsys, "zluda", "show", "cudaMalloc")
+    assert code == 0 and "NVIDIA's CUDA runtime stays in use" in out and not err  # an answer, not an error
+    code, out, _ = run(capsys, "zluda", "show", "cudaMalloc", "--format", "json")
+    assert code == 0 and json.loads(out)["runs"] == [] and "stays in use" in json.loads(out)["note"]
 
 
 def test_show_at_a_release(capsys: pytest.CaptureFixture[str]) -> None:

@@ -217,3 +217,23 @@ def test_missing_hip_and_zluda_folders_are_findings_not_crashes(tmp_path: Path) 
     msgs = [f.message for f in report.problems]
     assert any(str(tmp_path / "nohip") in m and "does not exist" in m for m in msgs)
     assert any(str(tmp_path / "nozluda") in m and "does not exist" in m for m in msgs)
+
+
+def test_marketing_names_as_the_docs_write_them() -> None:
+    from cudatrace.configure.gpu import gfx_from_marketing_name
+
+    assert gfx_from_marketing_name("RX 7900 XTX") == "gfx1100"
+    assert gfx_from_marketing_name("AMD Radeon RX 7900 XTX") == "gfx1100"
+    assert gfx_from_marketing_name("MI300X") == "gfx942"
+    assert gfx_from_marketing_name("RX 9999") is None
+
+
+def test_an_unknown_gpu_architecture_is_not_ok() -> None:
+    from cudatrace.configure.doctor import Level, diagnose
+
+    report = diagnose(gpu="gfx9999", run_tools=False, kfd_root="/nonexistent")
+    gpu = [f for f in report.findings if f.topic == "gpu"]
+    assert gpu and all(f.level is not Level.OK for f in gpu)
+    assert any("gfx9999 is not an AMD GPU architecture" in f.message for f in gpu)
+    ok = diagnose(gpu="gfx1100", run_tools=False, kfd_root="/nonexistent")
+    assert any(f.level is Level.OK and f.message.startswith("gfx1100") for f in ok.findings if f.topic == "gpu")

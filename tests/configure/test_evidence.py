@@ -89,7 +89,7 @@ def test_store_evidence_of_this_exact_file(tmp_path: Path, capsys: pytest.Captur
     program = tmp_path / "saxpy"
     shutil.copy2(EXAMPLES / "saxpy_sass_only", program)
     db = str(tmp_path / "db.sqlite")
-    assert main(["scan", str(program), "--db", db, "--zluda", "v6-preview.69", "--format", "json"]) == 0
+    assert main(["scan", str(program), "--db", db, "--release", "v6-preview.69", "--format", "json"]) == 0
     capsys.readouterr()
     ev = gather_evidence(program, db=db)
     assert ev.sources == ("the coverage store: newest scan and run of this file",)

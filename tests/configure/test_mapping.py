@@ -175,12 +175,18 @@ def test_missing_hip_components_are_reported(tmp_path: Path) -> None:
     assert [a.component for a in plan.missing_amd()] == ["miopen"]
 
 
-def test_folder_of_another_release_than_the_verdict_is_refused(tmp_path: Path) -> None:
+def test_evidence_judged_for_another_release_is_judged_again_for_the_folder(tmp_path: Path) -> None:
     root = make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "windows")
     zluda = detect_zluda(root)
     ev = evidence_of(tmp_path / "app.exe", ["cublas64_12.dll"], platform="windows", release="v7-preview.9")
-    with pytest.raises(ConfigureError, match=re.escape("not v7-preview.9 that the verdict was computed for")) as exc:
-        plan_mapping(ev, zluda)
+    plan = plan_mapping(ev, zluda)
+    assert zluda.contains(plan.release) and plan.release != "v7-preview.9"
+    assert any(
+        n.startswith("the stored evidence was judged against ZLUDA v7-preview.9; judged again") for n in plan.notes
+    )
+    # --release is the user's word: a release the folder does not hold is still refused.
+    with pytest.raises(ConfigureError, match=re.escape("not v7-preview.9")) as exc:
+        plan_mapping(ev, zluda, release="v7-preview.9")
     assert str(root) in str(exc.value)
     ok = evidence_of(tmp_path / "app.exe", ["cublas64_12.dll"], platform="windows", release="v6-preview.69")
     assert plan_mapping(ok, zluda).release == "v6-preview.69"

@@ -163,7 +163,7 @@ def test_windows_program_loading_cublaslt_at_run_time(
     assert "cublasLt64_12.dll".lower() in {m["requested"].lower() for m in doc["mapping"]["library"]}
 
 
-def test_stored_verdict_of_another_release_is_refused_until_scanned_again(
+def test_stored_verdict_of_another_release_is_judged_again(
     pe_set,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
@@ -172,26 +172,25 @@ def test_stored_verdict_of_another_release_is_refused_until_scanned_again(
     shutil.copy2(pe_set.app, program)
     zluda = make_zluda_tree(tmp_path / "ZLUDA", "v6-preview.69", "windows")
     db = str(tmp_path / "db.sqlite")
-    assert main(["scan", str(program), "--db", db, "--zluda", "v7-preview.9", "--format", "json"]) == 0
-    capsys.readouterr()
-    before = tree_digest(tmp_path)
-    code = main(["configure", str(program), "--zluda", str(zluda), "--db", db, "--apply"])
-    err = capsys.readouterr().err
-    assert code == 7
-    assert err.startswith(
-        f"cudatrace: error: {zluda}: ZLUDA folder holds release v6-preview.60 .. v7-preview.1, "
-        "not v7-preview.9 that the verdict was computed for"
-    )
-    assert "scan the program again with --zluda RELEASE" in err and len(err.strip().splitlines()) == 1
-    assert tree_digest(tmp_path) == before
-    assert main(["scan", str(program), "--db", db, "--zluda", "v6-preview.69", "--format", "json"]) == 0
+    assert main(["scan", str(program), "--db", db, "--release", "v7-preview.9", "--format", "json"]) == 0
     capsys.readouterr()
     code, doc, err = _configure(
         ["configure", str(program), "--zluda", str(zluda), "--db", db, "--format", "json"], capsys
     )
     assert code == 0, err
-    assert doc["mapping"]["release"] == "v6-preview.69"
-    assert doc["mapping"]["notes"][0] == "evidence: the coverage store: newest scan and run of this file"
+    mapping = doc["mapping"]
+    assert mapping["release"] != "v7-preview.9" and mapping["verdict"]
+    assert any("judged against ZLUDA v7-preview.9; judged again" in n for n in mapping["notes"])
+    # the same plan as when the program was scanned for the folder's release
+    assert main(["scan", str(program), "--db", db, "--release", mapping["release"], "--format", "json"]) == 0
+    capsys.readouterr()
+    code, again, err = _configure(
+        ["configure", str(program), "--zluda", str(zluda), "--db", db, "--format", "json"], capsys
+    )
+    assert code == 0, err
+    assert again["mapping"]["release"] == mapping["release"]
+    assert again["mapping"]["verdict"] == mapping["verdict"]
+    assert again["mapping"]["library"] == mapping["library"]
 
 
 @pytest.mark.parametrize(("release", "cannot_run"), [("v6-preview.69", True), ("v7-preview.9", False)])

@@ -658,6 +658,7 @@ def test_scan_command_records_real_binaries(
 ) -> None:
     env_db = tmp_path / "env" / "env.sqlite3"
     flag_db = tmp_path / "flag" / "flag.sqlite3"
+    flag_db.parent.mkdir()  # --db never creates folders
     monkeypatch.setenv("CUDATRACE_DB", str(env_db))
     args = ["scan", "--no-progress", "--format", "json", str(elf_linked), str(elf_dlopen)]
     code = cli_main([*args[:1], "--db", str(flag_db), *args[1:]])

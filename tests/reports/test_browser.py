@@ -199,3 +199,45 @@ def test_tables_sort_and_filter_in_the_browser(tmp_path: Path) -> None:
     assert attrs["data-sort-first"] == "driver,cublas,curand/descending"  # used: 4, 2, 1
     assert attrs["data-sort-second"] == "curand,cublas,driver/ascending"
     assert attrs["data-filtered"] == "2"  # cublasGemmGroupedBatchedEx, cublasSgemm_v2
+
+
+# For every text in a table cell, the breaks the layout made: a break between two characters that belong to one
+# token (no space, "_", "/", "," or "\" before the second) is a name split mid-token. Written to <html
+# data-split-tokens="...">, "" when none.
+SPLIT_HARNESS = """<script>
+(function () {
+  const splits = [];
+  const walker = document.createTreeWalker(document.querySelector("main") || document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.parentElement.closest("td")) continue;
+    const text = node.textContent;
+    let lastTop = null;
+    for (let i = 0; i < text.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) continue;
+      const breakable = i > 0 && /[\\s_\\/,\\\\]/.test(text[i - 1]);
+      if (lastTop !== null && rect.top > lastTop + 2 && !breakable && !/\\s/.test(text[i])) {
+        splits.push(text.slice(Math.max(0, i - 12), i) + "|" + text.slice(i, i + 12));
+      }
+      lastTop = rect.top;
+    }
+  }
+  document.documentElement.setAttribute("data-split-tokens", splits.join(" ; "));
+})();
+</script>"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_table_names_are_never_split_mid_token(tmp_path: Path, width: int) -> None:
+    doc = build_report([samples.mixed_scan()], [samples.crashed_trace()], RELEASE)
+    page = CSP_META.sub("", render_html(doc)).replace("</body>", SPLIT_HARNESS + "</body>")
+    path = tmp_path / "split.html"
+    path.write_text(page, encoding="utf-8")
+    dom, console = _chromium(tmp_path, path, "--dump-dom", f"--window-size={width},1200")
+    assert console == ""
+    attrs = _html_attrs(dom)
+    assert "data-split-tokens" in attrs, "the check did not run"
+    assert attrs["data-split-tokens"] == ""

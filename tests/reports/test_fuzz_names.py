@@ -78,3 +78,15 @@ def test_random_names_cannot_break_out(names: list[str]) -> None:
 
     text = render_terminal(doc)
     assert "\x1b" not in text and "\x00" not in text and "\u202e" not in text
+
+
+def test_chart_labels_and_tooltips_escape_bidi_controls() -> None:
+    from cudatrace.reports.charts import Segment, bar_chart, stacked_bars
+
+    label = "cuInit\u202egnp.exe\u2066\u200f"
+    for svg in (
+        stacked_bars("c1", "title \u202e", [(label, [Segment("translated", 3)])]),
+        bar_chart("c2", "title", [(label, 5, "calls")]),
+    ):
+        assert not any(ch in svg for ch in "\u202e\u2066\u200f")
+        assert "\\u202e" in svg

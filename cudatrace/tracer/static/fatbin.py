@@ -62,21 +62,27 @@ FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f
 MAX_ENTRY_HEADER = 4096
 MAX_CONTAINER_HEADER = 256
 MAX_IMAGES = 250_000  # per file: every entry costs at least 64 bytes, so a crafted file could hold millions
+MAX_CONTAINERS = 100_000  # per file: real binaries hold a few thousand; 16 empty bytes each would allow millions
+MAX_STRAY_MAGICS = 100_000  # per file: magic bytes that start no container before the search gives up
 MAX_ERRORS = 50  # per file: one message per problem up to this many, then a count
 PTX_HEAD = 4096  # decompressed PTX bytes read first: .version and .target follow a short comment header
 PTX_PREFIX = 64 * 1024  # decompressed PTX bytes read at most to find .version and .target
 LZ4_WHOLE_MAX = 16 << 20  # LZ4 images declared at most this big are decompressed whole, by the C library
+LZ4_UNSIZED_MAX = 1 << 20  # an LZ4 image that declares no size is tried whole by the C library up to this size
 # Per-file decompression budgets, so that a crafted file with 250,000 images cannot keep a scan busy for minutes:
-# bytes the C LZ4 decoder may produce (cuFFT 12's 8,131 LZ4 PTX images take 0.5 GB), and bytes the Python LZ4
-# decoder may produce. Past them, images are still listed, their PTX version taken from the entry header.
+# bytes the C LZ4 decoder may produce (cuFFT 12's 8,131 LZ4 PTX images take 0.5 GB from a 290 MB file), at most
+# FAST_DECODE_PER_BYTE times the file size (at least FAST_DECODE_MIN), and bytes the Python LZ4 decoder may
+# produce. Past them, images are still listed, their PTX version taken from the entry header.
 FAST_DECODE_BUDGET = 4 << 30
+FAST_DECODE_PER_BYTE = 8
+FAST_DECODE_MIN = 256 << 20
 SLOW_DECODE_BUDGET = 64 << 20
 COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
 ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
 SEARCH_WINDOW = 4 << 20  # the magic search hands back the pages of each searched window of this size
 
-_VERSION_RE = re.compile(rb"^[ \t]*\.version[ \t]+(\d+\.\d+)", re.MULTILINE)
-_TARGET_RE = re.compile(rb"^[ \t]*\.target[ \t]+([A-Za-z0-9_]+)", re.MULTILINE)
+_VERSION_VALUE = re.compile(rb"[ \t]+(\d+\.\d+)")  # after ".version" at the start of a line
+_TARGET_VALUE = re.compile(rb"[ \t]+([A-Za-z0-9_]+)")  # after ".target"
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,19 +404,22 @@ def read_payload_prefix(
     method = entry.compression
     if method is None:
         return bytes(buf[start : start + min(stored, limit)])
-    whole_ok = 0 < entry.uncompressed_size <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX
-    if method == "lz4" and whole_ok and (budget is None or budget.fast >= entry.uncompressed_size):
-        if budget is not None:
-            budget.fast -= entry.uncompressed_size
-        # The C decoder has no "stop after N bytes", but it is ~100x faster than the Python one below and the
-        # declared size bounds its output; a size that lies makes it fail, and the Python decoder says how.
+    # The C decoder has no "stop after N bytes", but it is ~100x faster than the Python one below: it gets the
+    # images whose declared size (or, without one, what LZ4's 255:1 ratio allows, capped) bounds its output. A
+    # size that lies makes it fail, and the Python decoder says how.
+    bound = entry.uncompressed_size or min(LZ4_UNSIZED_MAX, 255 * stored)
+    whole_ok = 0 < bound <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX
+    if method == "lz4" and whole_ok and (budget is None or budget.fast >= bound):
         import lz4.block
 
         try:
-            whole = lz4.block.decompress(bytes(buf[start : start + stored]), uncompressed_size=entry.uncompressed_size)
-            return bytes(whole[:limit])
+            whole = lz4.block.decompress(bytes(buf[start : start + stored]), uncompressed_size=bound)
+            if budget is not None:
+                budget.fast -= len(whole)
+            return bytes(whole[:limit])  # the whole image: a block that decodes within the bound is complete
         except Exception:  # lz4.block.LZ4BlockError and friends: fall through to the bounded Python decoder
-            pass
+            if budget is not None:
+                budget.fast -= bound
     if method == "lz4":
         if budget is not None:
             if budget.slow < limit:
@@ -438,13 +447,25 @@ def read_payload_prefix(
     return out
 
 
+def _directive(text: bytes, name: bytes, value: re.Pattern[bytes]) -> str | None:
+    """The value of the first PTX directive ``name`` that starts a line (after blanks), or None.
+
+    The directive name is found with ``bytes.find`` and the line start checked by hand: a multi-line ``^``
+    pattern is tried at every byte, which made a crafted 64 KiB line cost a quarter of a millisecond per image.
+    """
+    pos = text.find(name)
+    while pos >= 0:
+        line = text.rfind(b"\n", 0, pos) + 1
+        if not text[line:pos].strip(b" \t"):
+            m = value.match(text, pos + len(name))
+            if m is not None:
+                return m.group(1).decode("ascii")
+        pos = text.find(name, pos + 1)
+    return None
+
+
 def _ptx_facts(text: bytes) -> tuple[str | None, str | None]:
-    version = _VERSION_RE.search(text)
-    target = _TARGET_RE.search(text)
-    return (
-        version.group(1).decode("ascii") if version else None,
-        target.group(1).decode("ascii") if target else None,
-    )
+    return _directive(text, b".version", _VERSION_VALUE), _directive(text, b".target", _TARGET_VALUE)
 
 
 def _cubin_sm(head: bytes) -> int | None:
@@ -543,8 +564,9 @@ class _Collector:
         self.containers = 0
         self.errors: list[str] = []
         self.dropped_errors = 0
-        self.full = False
-        self.budget = DecodeBudget()
+        self.full = False  # no more images or containers are read
+        self.stray = 0  # magics that started no container
+        self.budget = DecodeBudget(min(FAST_DECODE_BUDGET, max(FAST_DECODE_MIN, FAST_DECODE_PER_BYTE * len(buf))))
         self.spans: list[tuple[int, int]] = []  # (offset, end) of each container read
 
     def error(self, message: str) -> None:
@@ -553,14 +575,28 @@ class _Collector:
         else:
             self.dropped_errors += 1
 
+    def stray_magic(self, offset: int) -> None:
+        """Count a magic that starts no container; past MAX_STRAY_MAGICS the search stops."""
+        self.stray += 1
+        if self.stray >= MAX_STRAY_MAGICS and not self.full:
+            self.errors.append(  # past MAX_ERRORS too: it says why the inventory may be incomplete
+                f"more than {MAX_STRAY_MAGICS} fatbin magics that start no container: "
+                f"the search stopped at 0x{offset:x}"
+            )
+            self.full = True
+
     def container(self, offset: int, end: int, name: str, relocatable: bool) -> int:
         """Parse one container and its images; return the offset just past it (at least offset + 1)."""
         try:
             parsed = parse_container(self.buf, offset, end)
         except CorruptBinaryError as exc:
             self.error(f"{exc} ({name})")
+            self.stray_magic(offset)
             return offset + 1
         self.containers += 1
+        if self.containers >= MAX_CONTAINERS and not self.full:
+            self.errors.append(f"more than {MAX_CONTAINERS} fatbin containers: the search stopped at 0x{offset:x}")
+            self.full = True
         for message in parsed.errors:
             self.error(f"{message} ({name})")
         for entry in parsed.entries:
@@ -639,6 +675,7 @@ def extract_gpu_code(
                 if _plausible_header(buf, hit, gap_start):
                     pos = col.container(hit, gap_start, f"offset 0x{hit:x}", False)
                 else:
+                    col.stray_magic(hit)
                     pos = hit + 1
             pos = max(pos, gap_end)
     if col.budget.refused:

@@ -7,8 +7,9 @@ delay-import directories are parsed through pefile; the export directory is read
 (pefile's own export parser copies whole sections).
 
 Hostile input is normal input. Before pefile sees a file its headers are checked here (MZ, ``e_lfanew``, the PE
-signature, the optional header magic, a section table inside the file, a bounded header area), so every way a
-file can be broken ends in a one-line :class:`~cudatrace.errors.CorruptBinaryError` naming the file. pefile's
+signature, the optional header magic, a section table inside the file, a bounded header area, data directories
+that do not point past the end of the file, which is how a truncated file shows), so every way a file can be
+broken ends in a one-line :class:`~cudatrace.errors.CorruptBinaryError` naming the file. pefile's
 own limits bound the import walk (:data:`MAX_IMPORT_SYMBOLS` thunks over all import descriptors, looping,
 repeated or out-of-range thunks abort a table), section lookups are indexed by page so many sections do not
 make it quadratic, and the export walk is capped at :data:`MAX_EXPORT_NAMES` names.
@@ -49,6 +50,20 @@ _MAX_EXPORT_NAME = 0x1000  # MSVC hashes decorated C++ names beyond 4096 charact
 _DIR_EXPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXPORT"]
 _DIR_IMPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]
 _DIR_DELAY_IMPORT = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]
+_DIR_SECURITY = pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_SECURITY"]
+_MAX_TABLE = 1 << 20  # an import table's declared size checked against the file size, at most this much
+_DIRECTORY_NAMES = {
+    _DIR_EXPORT: "export table",
+    _DIR_IMPORT: "import table",
+    _DIR_DELAY_IMPORT: "delay-import table",
+    _DIR_SECURITY: "certificate table",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_RESOURCE"]: "resource table",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_EXCEPTION"]: "exception table",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_BASERELOC"]: "relocation table",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DEBUG"]: "debug directory",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_TLS"]: "TLS directory",
+    pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IAT"]: "import address table",
+}
 _MACHINES = {
     0x8664: "x86_64",
     0x014C: "i386",
@@ -158,6 +173,7 @@ def parse_pe(buf: Buffer, path: str) -> ParsedBinary:
     except _PEFILE_FAILURES as exc:
         raise CorruptBinaryError(f"unreadable PE headers: {_one_line(exc)}", path) from None
     try:
+        _check_directories(pe, len(buf), path)
         pe.parse_data_directories(directories=[_DIR_IMPORT, _DIR_DELAY_IMPORT])
         libraries, imports = _imports(pe)
         soname, exports = _exports(pe, len(buf))
@@ -228,6 +244,36 @@ def _check_headers(buf: Buffer, path: str) -> int:
             f"the first section's data starts at 0x{lowest:x}: a header area over {MAX_HEADER_AREA >> 20} MiB", path
         )
     return int(machine)
+
+
+def _check_directories(pe: Any, size: int, path: str) -> None:
+    """Refuse a file whose data directories point past its end: a truncated file, whose imports would be lost.
+
+    The import and delay-import tables must be whole (their sizes are what the loader reads); every other
+    directory must start inside the file. The certificate directory holds a file offset, not an address.
+    """
+    for index, directory in enumerate(pe.OPTIONAL_HEADER.DATA_DIRECTORY):
+        rva, length = directory.VirtualAddress, directory.Size
+        if not rva or not length:
+            continue
+        if index == _DIR_SECURITY:
+            offset: int = rva
+        else:
+            section = pe.get_section_by_rva(rva)
+            if section is None or not section.PointerToRawData:
+                continue  # in the headers or in uninitialized data: nothing the file has to hold
+            into = rva - section.get_VirtualAddress_adj()
+            if into >= section.SizeOfRawData:
+                continue  # past the section's raw data: zero-filled by the loader
+            offset = section.get_PointerToRawData_adj() + into
+        need = min(length, _MAX_TABLE) if index in (_DIR_IMPORT, _DIR_DELAY_IMPORT) else 1
+        if offset + need > size:
+            what = _DIRECTORY_NAMES.get(index, f"data directory {index}")
+            raise CorruptBinaryError(
+                f"truncated PE file: the {what} at file offset 0x{offset:x} ({length} bytes) lies past the end of "
+                f"the file ({size} bytes)",
+                path,
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------------

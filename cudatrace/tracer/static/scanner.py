@@ -14,7 +14,8 @@ module attributes them to CUDA:
   count;
 * a statically linked CUDA runtime (:mod:`cudart`) and the GPU code inventory (:mod:`fatbin`).
 
-A file that cannot be read becomes a :class:`FileError` in the result; it never ends the scan.
+A file that cannot be read becomes a :class:`FileError` in the result; it never ends the scan. That includes a
+file truncated while it is mapped (:mod:`mapped` turns the SIGBUS of a read past the cut into that file's error).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from cudatrace.tracer.static.libraries import (
     identify_library,
     load_exports,
 )
+from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
 
@@ -219,7 +221,7 @@ def scan_file(path: str) -> BinaryScan | None:
             fmt = _format_of(head)
             if fmt is None:
                 return None
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            with map_file(fh, path) as buf:
                 return _scan_mapped(path, fmt, buf, fh.fileno())
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
@@ -443,8 +445,11 @@ def _default_library(name: str, family: Family, platform: str, data: ExportsData
 # Paths and folders
 
 
-def _walk(root: str, seen_dirs: set[tuple[int, int]]) -> Iterator[str]:
-    """Regular files below ``root``, following symlinked folders once (no symlink loops), sorted per folder."""
+def _walk(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> Iterator[str]:
+    """Regular files below ``root``, following symlinked folders once (no symlink loops), sorted per folder.
+
+    Symlinks whose target does not exist are added to ``dangling`` instead.
+    """
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -467,6 +472,8 @@ def _walk(root: str, seen_dirs: set[tuple[int, int]]) -> Iterator[str]:
             try:
                 if entry.is_dir(follow_symlinks=True):
                     subdirs.append(entry.path)
+                elif entry.is_symlink() and not os.path.exists(entry.path):
+                    dangling.append(entry.path)  # nothing to read: a note, not a failure
                 else:
                     yield entry.path
             except OSError:
@@ -474,18 +481,49 @@ def _walk(root: str, seen_dirs: set[tuple[int, int]]) -> Iterator[str]:
         stack.extend(reversed(subdirs))
 
 
-def collect_files(paths: Sequence[str]) -> list[str]:
+def _check_named_file(path: str) -> str:
+    """What a file the user named is: ``"binary"`` (PE or ELF) or ``"zip"`` (a wheel or zip, scanned as the
+    package it holds). Raises :class:`InputError` for anything else: a file named on the command line that
+    cannot be scanned is a mistake to report, not a file to skip.
+    """
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("not a regular file: name a binary, a wheel or a folder", path)
+        if st.st_size == 0:
+            raise InputError("empty file: not a PE or ELF binary", path)
+        with open(path, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+    if _format_of(head) is not None:
+        return "binary"
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[:2] == b"MZ":
+        raise InputError("an MZ file without a PE header (a DOS program or a damaged file): not a PE binary", path)
+    raise InputError("not a PE or ELF binary, nor a wheel or zip of them", path)
+
+
+def collect_files(paths: Sequence[str], dangling: list[str] | None = None) -> list[str]:
     """The files a scan of ``paths`` reads, each once (by device and inode), in a stable order.
 
-    Raises :class:`InputError` when a PATH does not exist.
+    Raises :class:`InputError` when a PATH does not exist, or names a file that is neither a binary nor a wheel
+    or zip. Dangling symlinks found in folders are left out (and added to ``dangling`` when given).
     """
     for p in paths:
         if not os.path.lexists(p):
             raise InputError("no such file or folder", p)
+        if os.path.islink(p) and not os.path.exists(p):
+            raise InputError(f"dangling symlink (to {os.readlink(p)!r})", p)
+    for p in paths:
+        if not os.path.isdir(p):
+            _check_named_file(p)
+    dangling = [] if dangling is None else dangling
     candidates: list[str] = []
     seen_dirs: set[tuple[int, int]] = set()
     for p in paths:
-        candidates.extend(_walk(p, seen_dirs) if os.path.isdir(p) else [p])
+        candidates.extend(_walk(p, seen_dirs, dangling) if os.path.isdir(p) else [p])
         if len(candidates) >= MAX_FILES:
             del candidates[MAX_FILES:]
             break
@@ -532,7 +570,9 @@ def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanRe
     if not paths:
         raise InputError("nothing to scan: give at least one file or folder")
     progress = progress or NullProgress()
-    files = collect_files(paths)
+    dangling: list[str] = []
+    files = collect_files(paths, dangling)
+    named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
     progress.start(len(files))
     binaries: list[BinaryScan] = []
     failed: list[FileError] = []
@@ -542,22 +582,50 @@ def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanRe
             failed.append(FileError(path, "unreadable", f"{path}: cannot list this folder"))
             progress.advance(path)
             continue
-        try:
-            result = scan_file(path)
-        except CudatraceError as exc:
-            failed.append(FileError(path, _error_kind(exc), str(exc)))
-        except (MemoryError, RecursionError) as exc:
-            failed.append(FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning"))
+        if path in named_zips:
+            from cudatrace.tracer.static.archive import scan_archive
+
+            got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
+            binaries.extend(got.binaries)
+            failed.extend(got.failed)
+            skipped += got.skipped
+            progress.advance(path)
+            continue
+        result = _scan_one(path, path)
+        if isinstance(result, FileError):
+            failed.append(result)
+        elif result is None:
+            skipped += 1
         else:
-            if result is None:
-                skipped += 1
-            else:
-                binaries.append(result)
+            binaries.append(result)
         progress.advance(path)
+    notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)
     return ScanResult(
         binaries=tuple(sorted(binaries, key=lambda b: b.path)),
         failed=tuple(sorted(failed, key=lambda f: f.path)),
         skipped=skipped,
         roots=tuple(paths),
         tool_version=__version__,
+        notes=notes,
     )
+
+
+def _link_target(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _scan_one(path: str, shown: str) -> BinaryScan | FileError | None:
+    """Scan the file at ``path`` under the name ``shown``: a scan, None for a non-binary, or its error entry."""
+    try:
+        result = scan_file(path)
+    except CudatraceError as exc:
+        message = str(exc) if shown == path else str(exc).replace(path, shown, 1)
+        return FileError(shown, _error_kind(exc), message)
+    except (MemoryError, RecursionError) as exc:
+        return FileError(shown, "internal", f"{shown}: {type(exc).__name__} while scanning")
+    if result is None or shown == path:
+        return result
+    return replace(result, path=shown)

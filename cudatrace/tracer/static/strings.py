@@ -29,6 +29,10 @@ WINDOW = 16 * 1024 * 1024  # bytes searched per step by iter_strings
 MAX_STRING = 4096  # longest string iter_strings yields (longer runs are cut)
 MAX_NAMES = 100_000  # distinct entry point names kept per file (a hostile file could hold millions)
 MAX_LIBRARY_NAMES = 10_000  # distinct library file names kept per file
+# Whole-string entry point name candidates, and ``.so``/``.dll`` anchors, examined per file: each costs a Python
+# step, so a crafted file made of millions of them would cost a minute. Real libraries hold a few thousand of each.
+MAX_CANDIDATES = 2_000_000
+MAX_LIBRARY_ANCHORS = 200_000
 _MAX_NAME = 127  # longest entry point name considered
 #: Context bytes a window carries on either side: a name's lead-in (3), a name (129) and its terminator, a library
 #: file name's head (120 UTF-16 characters) and tail, and a needle with its tail all fit.
@@ -43,10 +47,24 @@ for _b in _PRINTABLE:
 _IS_PRINTABLE[0x09] = True  # tab occurs inside text strings
 
 _NAME_RUN = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,%d}" % _MAX_NAME)
-# Each anchor pattern starts with a literal, which the regex engine finds at memchr-like speed; every pattern is
-# one pass over the window, so the anchors share patterns where they share a first byte.
-_FUNC_ANCHORS = (re.compile(rb"cu"), re.compile(rb"n(?:v|ccl)"))
-_LIB_ANCHOR = re.compile(rb"\.(?:[dD][lL][lL]|so|\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00))")
+# Whole candidate names, each pattern starting with a literal (which the regex engine finds at memchr-like speed)
+# and checking the byte before the name with a fixed-width lookbehind: an anchor not preceded by a printable byte
+# (a tab may precede it), then "__" before any anchor (__cudaRegisterFatBinary, __nvJitLinkCreate_12_0) and "p"
+# before nccl (pncclAllReduce), not preceded by a printable byte or a tab. The rest of the identifier run is
+# possessive (it never backtracks) and must not be followed by a printable byte. So the bytes that only look like
+# an anchor (``cu`` inside words, or millions of them in a crafted file) cost no Python step each. The int is the
+# length of the prefix before the anchor.
+_NAME_TAIL = rb"[A-Za-z0-9_]*+(?![\x20-\x7e\t])"
+_FUNC_NAMES = (
+    (re.compile(rb"cu(?<![\x20-\x7e]cu)[A-Za-z0-9_]" + _NAME_TAIL), 0),
+    (re.compile(rb"n(?:v(?<![\x20-\x7e]nv)|ccl(?<![\x20-\x7e]nccl))[A-Za-z0-9_]" + _NAME_TAIL), 0),
+    (re.compile(rb"__(?<![\x20-\x7e\t]__)(?:cu|nv|nccl)" + _NAME_TAIL), 2),
+    (re.compile(rb"pnccl(?<![\x20-\x7e\t]pnccl)" + _NAME_TAIL), 1),
+)
+# The dot first (a literal the engine finds fast), then a name character must precede it (fixed-width lookbehind).
+_LIB_ANCHOR = re.compile(
+    rb"\.(?:(?<=[A-Za-z0-9_.+\-]\.)(?:[dD][lL][lL]|so)|(?<=[A-Za-z0-9_.+\-]\x00\.)\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00))"
+)
 _LIB_TAIL = re.compile(rb"\.(?:[dD][lL][lL]|so(?:\.[0-9]+){0,4})")
 _LIB_TAIL_WIDE = re.compile(rb"\.\x00(?:[dD]\x00[lL]\x00[lL]\x00|s\x00o\x00(?:\.\x00(?:[0-9]\x00)+){0,4})")
 _LIB_HEAD = re.compile(rb"[A-Za-z0-9_.+\-]{1,120}\Z")
@@ -82,7 +100,7 @@ class CudaStrings:
 
     library_names: tuple[str, ...] = ()
     function_names: tuple[str, ...] = ()
-    truncated: bool = False  # True when MAX_NAMES was reached
+    truncated: bool = False  # True when a cap (MAX_NAMES, MAX_CANDIDATES, MAX_LIBRARY_ANCHORS...) was reached
     other_library_names: tuple[str, ...] = ()  # library file names that are not CUDA's (a program's own plugins)
 
 
@@ -139,32 +157,27 @@ def _byte(buf: Buffer, i: int) -> int:
     return buf[i] if 0 <= i < len(buf) else 0
 
 
-def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: set[str]) -> bool:
+def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: set[str], budget: list[int]) -> bool:
     """Add whole-string entry point names whose anchor starts in [lo, hi) to ``names``.
 
     ``buf`` is a window of the file; [r_lo, r_hi) is the part of the included range it holds: anchors and names
-    lie inside it, the bytes around a name are read from the window. False when MAX_NAMES was hit.
+    lie inside it, the bytes around a name are read from the window. ``budget[0]`` is how many candidates the
+    file may still cost. False when MAX_NAMES was hit or the budget is spent.
+
+    The patterns of :data:`_FUNC_NAMES` find whole candidates, so only real candidates cost a Python step.
     """
-    for anchor in _FUNC_ANCHORS:
-        for hit in anchor.finditer(buf, lo, min(r_hi, hi + 8)):  # type: ignore[call-overload]
-            i = hit.start()
-            if i >= hi:
-                break  # starts in the next window: found there
-            is_nccl = hit.end() - i == 4
-            prev = _byte(buf, i - 1)
-            if not _IS_PRINTABLE[prev] or prev == 0x09:
-                s = i
-            elif prev == 0x5F and _byte(buf, i - 2) == 0x5F and not _IS_PRINTABLE[_byte(buf, i - 3)]:
-                s = i - 2  # __cudaRegisterFatBinary, __nvJitLinkCreate_12_0
-            elif is_nccl and prev == 0x70 and not _IS_PRINTABLE[_byte(buf, i - 2)]:
-                s = i - 1  # pncclAllReduce
-            else:
-                continue
-            m = _NAME_RUN.match(buf, s, min(r_hi, s + _MAX_NAME + 2))  # type: ignore[call-overload]
-            if m is None:
-                continue
-            if _IS_PRINTABLE[_byte(buf, m.end())]:
-                continue
+    for pattern, prefix in _FUNC_NAMES:
+        for m in pattern.finditer(buf, max(0, lo - prefix), r_hi):  # type: ignore[call-overload]
+            start, end = m.span()
+            if start + prefix >= hi:
+                break  # the anchor starts in the next window: found there
+            if start + prefix < lo or end - start > _MAX_NAME + 1:
+                continue  # found in the previous window, or too long to be a name
+            if end >= r_hi and _IS_PRINTABLE[_byte(buf, end)]:
+                continue  # the run goes on past the range
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
             name = m.group().decode("ascii")
             if name in names or family_of_function(name) is None:
                 continue
@@ -175,14 +188,27 @@ def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: 
 
 
 def _library_names(
-    buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, found: set[str], other: set[str] | None = None
-) -> None:
+    buf: Buffer,
+    lo: int,
+    hi: int,
+    r_lo: int,
+    r_hi: int,
+    found: set[str],
+    budget: list[int],
+    other: set[str] | None = None,
+) -> bool:
     """Add CUDA library file names whose ``.so``/``.dll`` anchor starts in [lo, hi) (see _function_names); the
-    other library file names go to ``other`` (bounded too)."""
+    other library file names go to ``other`` (bounded too).
+
+    False when the file's budget of anchors (``budget[0]``) is spent.
+    """
     for hit in _LIB_ANCHOR.finditer(buf, lo, min(r_hi, hi + 16)):  # type: ignore[call-overload]
         i = hit.start()
         if i >= hi:
             break
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
         wide = hit.group()[1] == 0
         tail_re, head_re = (_LIB_TAIL_WIDE, _LIB_HEAD_WIDE) if wide else (_LIB_TAIL, _LIB_HEAD)
         step, codec = (2, "utf-16-le") if wide else (1, "ascii")
@@ -198,7 +224,7 @@ def _library_names(
             continue
         token = bytes(buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
         if len(found) >= MAX_LIBRARY_NAMES:
-            return
+            return False
         lib = identify_library(token)
         if lib is not None:
             found.add(lib.name)
@@ -212,6 +238,7 @@ def _library_names(
                 continue
         if other is not None and len(other) < MAX_LIBRARY_NAMES and _plausible_file_name(token):
             other.add(token)
+    return True
 
 
 def _plausible_file_name(token: str) -> bool:
@@ -238,6 +265,9 @@ class CudaStringSearch:
         self._libs: set[str] = set()
         self._other_libs: set[str] = set()
         self._complete = True
+        self._libs_complete = True
+        self._budget = [MAX_CANDIDATES]  # entry point name candidates the file may still cost
+        self._lib_budget = [MAX_LIBRARY_ANCHORS]
         self._needles = tuple(n for n in needles if 0 < len(n) <= MARGIN - NEEDLE_TAIL)
         self._hits: dict[bytes, list[bytes]] = {n: [] for n in self._needles}
 
@@ -253,8 +283,11 @@ class CudaStringSearch:
             a, b = max(r_start, lo) - base, min(r_end, hi) - base
             r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
             if self._complete:
-                self._complete = _function_names(window, a, b, r_lo, r_hi, self._names)
-            _library_names(window, a, b, r_lo, r_hi, self._libs, self._other_libs)
+                self._complete = _function_names(window, a, b, r_lo, r_hi, self._names, self._budget)
+            if self._libs_complete:
+                self._libs_complete = _library_names(
+                    window, a, b, r_lo, r_hi, self._libs, self._lib_budget, self._other_libs
+                )
         for needle in self._needles:
             kept = self._hits[needle]
             pos = lo - base
@@ -274,7 +307,7 @@ class CudaStringSearch:
         return CudaStrings(
             tuple(sorted(self._libs)),
             tuple(sorted(self._names)),
-            truncated=not self._complete,
+            truncated=not (self._complete and self._libs_complete),
             other_library_names=tuple(sorted(self._other_libs)),
         )
 

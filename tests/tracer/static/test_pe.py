@@ -502,3 +502,34 @@ def test_bundled_windows_example() -> None:
     )
     assert "nvcuda.dll" in expected["Import"]
     assert [s.name for s in parsed.sections if s.name.startswith(".nv_")] == [".nv_fatb"]
+
+
+def _import_table_offset(data: bytes) -> int:
+    pe = pefile.PE(data=data, fast_load=True)
+    rva = pe.OPTIONAL_HEADER.DATA_DIRECTORY[1].VirtualAddress
+    offset: int = pe.get_offset_from_rva(rva)
+    return offset
+
+
+def test_truncated_before_the_import_table_is_corrupt(pe_set: PeSet) -> None:
+    # Cut anywhere between the section table and the end of the import table: the imports would be lost, so
+    # the file is an error (as a truncated ELF is), never a program that imports nothing.
+    seed = pe_set.app.read_bytes()
+    imports = _import_table_offset(seed)
+    _, _, sections, nsec = _headers(seed)
+    for cut in (sections + 40 * nsec + 1, imports // 2, imports, imports + 10):
+        with pytest.raises(CorruptBinaryError, match=r"truncated PE file: the import table .* past the end"):
+            parse_pe(seed[:cut], "/apps/cut.exe")
+    assert parse_pe(seed, "/apps/whole.exe").imports  # the whole file still reads
+
+
+def test_truncated_example_program_is_a_failed_file(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "win" / "cuda_app.exe"
+    seed = example.read_bytes()
+    for keep in (40_000, 20_000):
+        cut = tmp_path / f"cut{keep}.exe"
+        cut.write_bytes(seed[:keep])
+        result = scan_paths([str(cut)])
+        assert not result.binaries
+        [failed] = result.failed
+        assert failed.kind == "corrupt" and "truncated PE file" in failed.message

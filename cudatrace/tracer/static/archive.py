@@ -1,0 +1,95 @@
+"""A wheel or zip named on the command line, scanned as the package it holds.
+
+Each member whose first bytes are PE or ELF is copied out to a private temporary folder under its own base name
+(the scanner reads a library's identity from its file name), scanned there, and deleted before the next one, so
+the disk holds one member at a time. The member is shown as ``ARCHIVE/MEMBER``. Member names are never used as
+paths. What the archive may cost is bounded by its size: at most :data:`EXPAND_PER_BYTE` bytes written per byte
+of archive (at least :data:`EXPAND_MIN`), and no member larger than :data:`MAX_MEMBER`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cudatrace.model import BinaryScan, FileError
+
+MAX_MEMBER = 4 << 30  # bytes: a member declaring more is an error of its own, never copied
+EXPAND_PER_BYTE = 20  # real CUDA wheels expand two to four times
+EXPAND_MIN = 1 << 30
+MAX_MEMBERS = 200_000  # members looked at per archive
+_HEAD = 4096
+_COPY = 1 << 20
+
+ScanOne = Callable[[str, str], "BinaryScan | FileError | None"]
+
+
+@dataclass(slots=True)
+class ArchiveScan:
+    """What the members of one archive gave: scans, error entries, and how many members were not binaries."""
+
+    binaries: list[BinaryScan] = field(default_factory=list)
+    failed: list[FileError] = field(default_factory=list)
+    skipped: int = 0
+
+
+def _safe_name(member: str) -> str:
+    base = member.replace("\\", "/").rsplit("/", 1)[-1].replace("\0", "")
+    return base if base not in ("", ".", "..") else "member"
+
+
+def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool]) -> ArchiveScan:
+    """Scan every PE or ELF member of the zip (or wheel) at ``path`` with ``scan_one(copy, shown_name)``.
+
+    A damaged archive, an encrypted member or one over the limits becomes a :class:`FileError`; the members
+    read before it are kept.
+    """
+    out = ArchiveScan()
+    try:
+        archive_size = os.path.getsize(path)
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        out.failed.append(FileError(path, "corrupt", f"{path}: not a readable zip or wheel: {exc}"))
+        return out
+    allowance = max(EXPAND_MIN, EXPAND_PER_BYTE * archive_size)
+    with zf, tempfile.TemporaryDirectory(prefix="cudatrace-archive-") as tmp:
+        members = [m for m in zf.infolist() if not m.is_dir()]
+        if len(members) > MAX_MEMBERS:
+            out.failed.append(FileError(path, "unsupported", f"{path}: more than {MAX_MEMBERS} members: cut"))
+            members = members[:MAX_MEMBERS]
+        for info in members:
+            shown = f"{path}/{info.filename}"
+            try:
+                with zf.open(info) as fh:
+                    head = fh.read(_HEAD)
+                    if not is_binary(head):
+                        out.skipped += 1
+                        continue
+                    if info.file_size > MAX_MEMBER or info.file_size > allowance:
+                        what = f"{info.file_size} bytes, more than this archive may expand to"
+                        out.failed.append(FileError(shown, "unsupported", f"{shown}: member of {what}: not scanned"))
+                        continue
+                    copy = os.path.join(tmp, _safe_name(info.filename))
+                    with open(copy, "wb") as dst:
+                        dst.write(head)
+                        shutil.copyfileobj(fh, dst, _COPY)
+                        allowance -= dst.tell()
+            except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError) as exc:
+                # RuntimeError: an encrypted member; BadZipFile: a CRC or header that does not match.
+                out.failed.append(FileError(shown, "corrupt", f"{shown}: cannot read this member: {exc}"))
+                continue
+            try:
+                result = scan_one(copy, shown)
+            finally:
+                os.unlink(copy)
+            if isinstance(result, FileError):
+                out.failed.append(result)
+            elif result is None:
+                out.skipped += 1
+            else:
+                out.binaries.append(result)
+    return out

@@ -1,0 +1,27 @@
+"""One meaning per option, and the argument-parsing edges: global options before the command, bounded numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import build_parser, main
+from cudatrace.errors import EXIT_OK
+
+
+def test_global_options_before_the_command(elf_plain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--no-color", "--no-store", "scan", "--no-progress", "--no-zluda", str(elf_plain)]) == EXIT_OK
+    assert "1 binary scanned" in capsys.readouterr().out
+    args = build_parser().parse_args(["--db", "/tmp/x.db", "--no-color", "scan", "--no-store", "app"])
+    assert args.db == "/tmp/x.db" and args.no_color and args.no_store  # before and after the name both count
+    args = build_parser().parse_args(["scan", "app"])
+    assert args.db is None and not args.no_color and not args.no_store
+
+
+@pytest.mark.parametrize("value", ["-5", "x"])
+def test_detail_calls_must_be_minus_one_or_more(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["run", "--detail-calls", value, "--", "/bin/true"])
+    assert exc.value.code == 2 and "--detail-calls" in capsys.readouterr().err
+    assert build_parser().parse_args(["run", "--detail-calls", "-1", "--", "/bin/true"]).detail_calls == -1
