@@ -36,6 +36,7 @@ from cudatrace.errors import TraceError
 # redirects single-digit descriptors only, and the program must inherit nothing of cudatrace's.)
 _HOLD = 'read _ < {fifo} || exit 125; exec "$@"'
 EXIT_NOT_RELEASED = 125
+_EXITS = (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED) if hasattr(os, "CLD_EXITED") else ()
 
 
 @dataclass(slots=True)
@@ -89,12 +90,19 @@ class HeldProgram:
         if self.status is None and not self.gone:
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
+                # Peek first (WNOWAIT): the tracer's ptrace side may still hold the process, and a ptrace stop
+                # reaped here would be lost to it. Only an exit is taken.
                 try:
-                    pid, status = os.waitpid(self.proc.pid, os.WNOHANG)
+                    info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
                 except ChildProcessError:
                     self.gone = True
                     break
-                if pid == self.proc.pid:
+                if info is not None and info.si_code in _EXITS:
+                    try:
+                        _pid, status = os.waitpid(self.proc.pid, 0)
+                    except ChildProcessError:
+                        self.gone = True
+                        break
                     self.status = os.waitstatus_to_exitcode(status)
                     self.proc.returncode = self.status  # subprocess must not wait for it again
                     break
