@@ -58,6 +58,7 @@ from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearc
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
+LIEF_MIN_SIZE = 32 * 1024 * 1024  # ELF files this large are parsed by lief, smaller ones by the struct reader
 MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
 
 # ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
@@ -95,6 +96,12 @@ _DEFAULT_LIBRARY = {
 
 def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
     if fmt is BinaryFormat.ELF:
+        # Importing lief costs about 0.35 s, more than reading a small ELF's tables takes: below
+        # LIEF_MIN_SIZE the struct reader (which the tests hold to the same facts as lief) reads them.
+        if len(buf) < LIEF_MIN_SIZE:
+            from cudatrace.tracer.static.elf import parse_elf_direct
+
+            return parse_elf_direct(buf, path)
         from cudatrace.tracer.static.elf import parse_elf
 
         return parse_elf(buf, path)
@@ -215,12 +222,25 @@ def scan_file(path: str) -> BinaryScan | None:
         return None  # folders, devices, FIFOs (opening one would block), empty files
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096)
-            fmt = _format_of(head)
-            if fmt is None:
-                return None
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _scan_mapped(path, fmt, buf, fh.fileno())
+            return scan_open_file(fh.fileno(), path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+
+
+def scan_open_file(fd: int, path: str) -> BinaryScan | None:
+    """Scan the regular file open as ``fd`` (at any position; it is read with ``pread`` and a mapping), reported
+    under the name ``path``: a :class:`BinaryScan`, or None when it is neither PE nor ELF.
+
+    This serves files that have no path of their own, such as a wheel member decompressed into a memory file.
+    Raises like :func:`scan_file`.
+    """
+    try:
+        head = os.pread(fd, 4096, 0)
+        fmt = _format_of(head)
+        if fmt is None:
+            return None
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+            return _scan_mapped(path, fmt, buf, fd)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
     except ValueError as exc:  # mmap of a file that shrank to nothing meanwhile
@@ -496,40 +516,59 @@ def _error_kind(exc: CudatraceError) -> str:
     return "unreadable"
 
 
-def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanResult:
-    """Scan files, application folders (recursively) and site-packages folders.
+#: What scanning one path gives: a binary, a per-file error, or None for a file that is neither PE nor ELF.
+ScanOutcome = BinaryScan | FileError | None
 
-    Non-binaries are skipped and counted; an unreadable or corrupt file becomes a :class:`FileError` entry.
-    Raises :class:`InputError` when a PATH does not exist (before anything is scanned).
+
+def scan_one(path: str) -> ScanOutcome:
+    """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
+
+    Bugs (any other exception) still raise, with their traceback.
+    """
+    if os.path.isdir(path):  # only folders that could not be listed come back from the walk
+        return FileError(path, "unreadable", f"{path}: cannot list this folder")
+    try:
+        return scan_file(path)
+    except CudatraceError as exc:
+        return FileError(path, _error_kind(exc), str(exc))
+    except (MemoryError, RecursionError) as exc:
+        return FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning")
+
+
+def plan_files(paths: Sequence[str]) -> list[str]:
+    """The files a scan of ``paths`` reads, in the order of the document (by path).
+
+    Raises :class:`InputError` when nothing is given or a PATH does not exist (before anything is scanned).
     """
     if not paths:
         raise InputError("nothing to scan: give at least one file or folder")
-    progress = progress or NullProgress()
-    files = collect_files(paths)
-    progress.start(len(files))
+    return sorted(collect_files(paths))  # stable: the document lists binaries and failures by path
+
+
+def scan_paths(paths: Sequence[str], progress: Progress | None = None, *, jobs: int = 1) -> ScanResult:
+    """Scan files, application folders (recursively) and site-packages folders, over ``jobs`` processes.
+
+    Non-binaries are skipped and counted; an unreadable or corrupt file becomes a :class:`FileError` entry.
+    Raises :class:`InputError` when a PATH does not exist (before anything is scanned). The result is the
+    same whatever ``jobs`` is. This holds every result in memory; ``cudatrace scan`` streams them instead
+    (:func:`cudatrace.tracer.static.parallel.scan_outcomes`).
+    """
+    from cudatrace.tracer.static.parallel import scan_outcomes
+
+    files = plan_files(paths)
     binaries: list[BinaryScan] = []
     failed: list[FileError] = []
     skipped = 0
-    for path in files:
-        if os.path.isdir(path):  # only folders that could not be listed come back from the walk
-            failed.append(FileError(path, "unreadable", f"{path}: cannot list this folder"))
-            progress.advance(path)
-            continue
-        try:
-            result = scan_file(path)
-        except CudatraceError as exc:
-            failed.append(FileError(path, _error_kind(exc), str(exc)))
-        except (MemoryError, RecursionError) as exc:
-            failed.append(FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning"))
+    for _path, outcome in scan_outcomes(files, jobs, progress or NullProgress()):
+        if outcome is None:
+            skipped += 1
+        elif isinstance(outcome, FileError):
+            failed.append(outcome)
         else:
-            if result is None:
-                skipped += 1
-            else:
-                binaries.append(result)
-        progress.advance(path)
+            binaries.append(outcome)
     return ScanResult(
-        binaries=tuple(sorted(binaries, key=lambda b: b.path)),
-        failed=tuple(sorted(failed, key=lambda f: f.path)),
+        binaries=tuple(binaries),
+        failed=tuple(failed),
         skipped=skipped,
         roots=tuple(paths),
         tool_version=__version__,
