@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cudatrace.commands import configure, doctor, report, run, scan, zluda
+from cudatrace.commands import configure, corpus, doctor, report, run, scan, zluda
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda, report, configure, doctor, run)
+COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda, report, configure, doctor, run, corpus)

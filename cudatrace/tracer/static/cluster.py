@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from cudatrace import __version__
 from cudatrace.errors import CudatraceError, UsageError
@@ -31,6 +31,7 @@ from cudatrace.tracer.static.scanner import ScanOutcome
 CHUNK_FILES = 64
 CHUNK_BYTES = 256 * 1024 * 1024
 CHUNKS_PER_WORKER = 4
+T = TypeVar("T")
 
 
 class ClusterError(CudatraceError):
@@ -176,3 +177,22 @@ def _chunk_outcomes(client: Any, paths: list[str], future: Any) -> Iterator[tupl
                 yield path, FileError(path, "internal", f"{path}: the Dask worker scanning it died")
         return
     yield from _outcomes_of(paths, doc)
+
+
+def dask_map_paths(client: Any, func: Callable[[str], T], paths: Sequence[str]) -> Iterator[tuple[str, T | FileError]]:
+    """``(path, func(path))`` for every path, in order, each computed on a worker of ``client``'s cluster; a path
+    whose task kills workers gets a :class:`FileError` instead."""
+    from distributed import KilledWorker
+
+    window = max(1, len(client.scheduler_info().get("workers", {}))) * CHUNKS_PER_WORKER
+    todo = deque(paths)
+    out: deque[tuple[str, Any]] = deque()
+    while todo or out:
+        while todo and len(out) < window:
+            path = todo.popleft()
+            out.append((path, client.submit(func, path, pure=False)))
+        path, future = out.popleft()
+        try:
+            yield path, future.result()
+        except KilledWorker:
+            yield path, FileError(path, "internal", f"{path}: the Dask worker scanning it died")

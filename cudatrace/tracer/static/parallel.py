@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, TypeVar
 
 from cudatrace.errors import EXIT_BUG, CudatraceError
 from cudatrace.model import FileError
@@ -37,6 +37,7 @@ WINDOW_PER_JOB = 16  # files handed out ahead of the oldest unfinished one, per 
 QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
 
 ScanFunction = Callable[[str], ScanOutcome]
+T = TypeVar("T")
 
 
 class WorkerBugError(RuntimeError):
@@ -67,7 +68,7 @@ def _context() -> Any:  # a ForkServerContext or SpawnContext
     return multiprocessing.get_context("spawn")
 
 
-def _worker_main(conn: Connection, scan: ScanFunction) -> None:
+def _worker_main(conn: Connection, scan: Callable[[str], Any]) -> None:
     """A worker's loop: scan each ``(index, path)`` received, send ``(index, "ok", outcome)`` back, in order."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends its workers
     conn.send(None)  # started: a death from now on happens while scanning a file
@@ -107,7 +108,7 @@ MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan 
 
 
 class _Pool:
-    def __init__(self, jobs: int, scan: ScanFunction) -> None:
+    def __init__(self, jobs: int, scan: Callable[[str], Any]) -> None:
         self._ctx = _context()
         self._scan = scan
         self.start_failures = 0
@@ -149,15 +150,27 @@ def scan_outcomes(
     ``scan`` is what a worker calls per path (a module-level function, so it can be sent to a worker); with
     ``jobs`` 1 or a single file everything runs in this process.
     """
+    return map_paths(scan, files, jobs, progress)
+
+
+def map_paths(
+    func: Callable[[str], T], paths: Sequence[str], jobs: int, progress: Progress | None = None
+) -> Iterator[tuple[str, T | FileError]]:
+    """``(path, func(path))`` for every path, in order, computed by ``jobs`` worker processes; a worker that dies
+    gives that path a :class:`FileError` instead. ``func`` must be a module-level function and its results
+    picklable."""
     progress = progress or NullProgress()
-    progress.start(len(files))
-    if jobs <= 1 or len(files) <= 1:
-        for path in files:
-            outcome = scan(path)
-            progress.advance(path)
-            yield path, outcome
-        return
-    yield from _parallel(files, min(jobs, len(files)), progress, scan)
+    progress.start(len(paths))
+    if jobs <= 1 or len(paths) <= 1:
+        return _serial(func, paths, progress)
+    return _parallel(paths, min(jobs, len(paths)), progress, func)
+
+
+def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) -> Iterator[tuple[str, T]]:
+    for path in paths:
+        outcome = func(path)
+        progress.advance(path)
+        yield path, outcome
 
 
 def _sizes(files: Sequence[str]) -> list[int]:
@@ -171,14 +184,14 @@ def _sizes(files: Sequence[str]) -> list[int]:
 
 
 def _parallel(
-    files: Sequence[str], jobs: int, progress: Progress, scan: ScanFunction
-) -> Iterator[tuple[str, ScanOutcome]]:
+    files: Sequence[str], jobs: int, progress: Progress, scan: Callable[[str], T]
+) -> Iterator[tuple[str, T | FileError]]:
     sizes = _sizes(files)
     big = sorted((i for i, s in enumerate(sizes) if s >= BIG_FILE), key=lambda i: (-sizes[i], i))
     big_set = set(big)
     pending: deque[int] = deque(big + [i for i in range(len(files)) if i not in big_set])
     window = jobs * WINDOW_PER_JOB
-    done: dict[int, ScanOutcome] = {}
+    done: dict[int, Any] = {}
     next_out = 0
     pool = _Pool(jobs, scan)
     try:
@@ -211,7 +224,7 @@ def _parallel(
         pool.close()
 
 
-def _receive(w: _Worker, files: Sequence[str], done: dict[int, ScanOutcome], progress: Progress) -> bool:
+def _receive(w: _Worker, files: Sequence[str], done: dict[int, Any], progress: Progress) -> bool:
     """Read every reply waiting from ``w``; False when the worker is gone."""
     try:
         while w.conn.poll():
@@ -234,7 +247,7 @@ def _bury(
     pool: _Pool,
     w: _Worker,
     files: Sequence[str],
-    done: dict[int, ScanOutcome],
+    done: dict[int, Any],
     pending: deque[int],
     progress: Progress,
 ) -> None:

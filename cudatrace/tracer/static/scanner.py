@@ -516,6 +516,11 @@ def _error_kind(exc: CudatraceError) -> str:
     return "unreadable"
 
 
+def file_error(path: str, exc: CudatraceError) -> FileError:
+    """The result entry of a file whose scan raised ``exc``."""
+    return FileError(path, _error_kind(exc), str(exc))
+
+
 #: What scanning one path gives: a binary, a per-file error, or None for a file that is neither PE nor ELF.
 ScanOutcome = BinaryScan | FileError | None
 
@@ -530,7 +535,7 @@ def scan_one(path: str) -> ScanOutcome:
     try:
         return scan_file(path)
     except CudatraceError as exc:
-        return FileError(path, _error_kind(exc), str(exc))
+        return file_error(path, exc)
     except (MemoryError, RecursionError) as exc:
         return FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning")
 
