@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from cudatrace import __version__
@@ -86,7 +87,7 @@ def _scan_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> Binar
         return exc.failure
     except CudatraceError as exc:
         return file_error(name, exc)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
         return FileError(name, "corrupt", f"{name}: damaged in the archive: {exc}")
     except OSError as exc:
         return FileError(name, "unreadable", f"{name}: {exc.strerror or exc}")
@@ -113,7 +114,7 @@ def scan_wheel(path: str) -> ScanResult:
                     failed.append(outcome)
                 else:
                     binaries.append(outcome)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError) as exc:
         failed = [FileError(path, "corrupt", f"{path}: not a readable wheel: {exc}")]
         binaries, skipped = [], 0
     except OSError as exc:
