@@ -32,7 +32,8 @@ def make_wheel(folder: Path, name: str, version: str, tag: str, members: dict[st
     dist = f"{name.replace('-', '_')}-{version}"
     files = dict(members)
     files[f"{dist}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-    files[f"{dist}.dist-info/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode()
+    wheel = f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    files[f"{dist}.dist-info/WHEEL"] = wheel.encode()
     record = [_record_line(n, d) for n, d in files.items()] + [f"{dist}.dist-info/RECORD,,"]
     files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     path = folder / f"{dist}-{tag}.whl"
