@@ -57,21 +57,11 @@ PIP_TIMEOUT_S = 1800
 #: Short platform names and the pip platform tags they stand for (a wheel's tag must be one of them).
 PLATFORMS: dict[str, tuple[str, ...]] = {
     "linux": (
-        "manylinux_2_35_x86_64",
-        "manylinux_2_34_x86_64",
-        "manylinux_2_28_x86_64",
-        "manylinux_2_27_x86_64",
-        "manylinux_2_17_x86_64",
-        "manylinux2014_x86_64",
-        "manylinux2010_x86_64",
-        "manylinux1_x86_64",
-        "linux_x86_64",
+        *(f"manylinux_2_{v}_x86_64" for v in (39, 35, 34, 31, 28, 27, 26, 24, 17, 12, 5)),
+        *("manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64"),
     ),
     "linux-aarch64": (
-        "manylinux_2_35_aarch64",
-        "manylinux_2_34_aarch64",
-        "manylinux_2_28_aarch64",
-        "manylinux_2_17_aarch64",
+        *(f"manylinux_2_{v}_aarch64" for v in (39, 35, 34, 31, 28, 27, 26, 24, 17)),
         "manylinux2014_aarch64",
     ),
     "windows": ("win_amd64",),
