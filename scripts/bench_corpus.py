@@ -69,6 +69,7 @@ def main() -> int:
     for label, wall in rows:
         print(f"{label:<24} {wall:>8.1f} {mb / wall:>7.1f} {len(wheels) / wall * 60:>11.1f} {base / wall:>8.2f}x")
     print(f"same documents every way: {'yes' if len(digests) == 1 else 'NO'}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0 if len(digests) == 1 else 1
 
 

@@ -79,6 +79,7 @@ def main() -> int:
         print(f"{j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f}")
     same = len(digests) == 1
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0 if same else 1
 
 

@@ -73,7 +73,8 @@ def timed(cmd: list[str], pythonpath: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one command."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd: Python puts the working folder first on sys.path, so it must be the checkout being measured
+    proc = subprocess.Popen(cmd, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
@@ -103,7 +104,7 @@ def main() -> int:
             alone = [*py, "--no-store", "--no-zluda", "--format", "json", "-o", os.devnull, *jobs, str(tree)]
             scan = timed(alone, REPO)
             scans.append((n, scan))
-            checkouts = [("this", REPO)] + ([("baseline", args.baseline)] if args.baseline else [])
+            checkouts = [("this", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
             for label, checkout in checkouts:
                 extra = jobs if label == "this" else []
                 for fmt in ("terminal", "json"):
@@ -120,6 +121,7 @@ def main() -> int:
         after = (wall - scan[0]) / scan[0]
         print(f"{n:>6} {label:>9} {fmt:>9} {scan[0]:>7.2f} {wall:>7.2f} {after:>10.2f}x {rss:>8.0f}")
     print(f"scan alone, peak MB: {', '.join(f'{n} files {s[1]:.0f}' for n, s in scans)}")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 
 

@@ -7,8 +7,9 @@ client reads the documents back in chunk order, so the results come in the order
 needs the network. At most :data:`CHUNKS_PER_WORKER` chunks per worker are out at once (flat memory).
 
 A worker that dies takes its chunk with it: Dask gives the chunk to another worker, and when it keeps killing
-workers (``KilledWorker``) each file of the chunk is sent alone, so only the file that kills a worker is lost,
-as a :class:`FileError` of kind ``internal``.
+workers (``KilledWorker``, which also strikes tasks that merely shared the dying worker) the chunk's files are
+scanned again on the client's machine, each alone in a local worker process, so only a file that kills its
+process is lost, as a :class:`FileError` of kind ``internal``.
 
 The workers need cudatrace installed (the same version: the client checks) and read the files at the paths
 the client gives, so on a cluster of several machines the files must be on a shared file system.
@@ -168,15 +169,19 @@ def _chunk_outcomes(client: Any, paths: list[str], future: Any) -> Iterator[tupl
     try:
         doc = future.result()
     except KilledWorker:
-        # One of its files keeps killing workers: each file alone, so only that one is lost.
-        singles = [client.submit(scan_chunk, [p], __version__, pure=False, retries=0) for p in paths]
-        for path, single in zip(paths, singles, strict=True):
-            try:
-                yield from _outcomes_of([path], single.result())
-            except KilledWorker:
-                yield path, FileError(path, "internal", f"{path}: the Dask worker scanning it died")
+        yield from _settle(paths)
         return
     yield from _outcomes_of(paths, doc)
+
+
+def _settle(paths: Sequence[str], func: Callable[[str], Any] | None = None) -> Iterator[tuple[str, Any]]:
+    """Paths whose task was on a Dask worker that died (one of them killed it, or none: a task that merely shared
+    the worker dies too) are scanned again here, in local worker processes, one file per process at a time, so
+    only a file that kills its process is lost (as a :class:`FileError`)."""
+    from cudatrace.tracer.static.parallel import default_jobs, map_paths_isolated
+    from cudatrace.tracer.static.scanner import scan_one
+
+    yield from map_paths_isolated(func or scan_one, paths, min(4, default_jobs()))
 
 
 def dask_map_paths(client: Any, func: Callable[[str], T], paths: Sequence[str]) -> Iterator[tuple[str, T | FileError]]:
@@ -195,4 +200,4 @@ def dask_map_paths(client: Any, func: Callable[[str], T], paths: Sequence[str]) 
         try:
             yield path, future.result()
         except KilledWorker:
-            yield path, FileError(path, "internal", f"{path}: the Dask worker scanning it died")
+            yield from _settle([path], func)

@@ -166,6 +166,16 @@ def map_paths(
     return _parallel(paths, min(jobs, len(paths)), progress, func)
 
 
+def map_paths_isolated(
+    func: Callable[[str], T], paths: Sequence[str], jobs: int = 1
+) -> Iterator[tuple[str, T | FileError]]:
+    """Like :func:`map_paths`, but always in worker processes (even for one path), so a path that kills its
+    process gets its :class:`FileError` and nothing else is lost: the way to settle which file killed a worker."""
+    if not paths:
+        return iter(())
+    return _parallel(paths, max(1, min(jobs, len(paths))), NullProgress(), func)
+
+
 def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) -> Iterator[tuple[str, T]]:
     for path in paths:
         outcome = func(path)

@@ -136,3 +136,23 @@ def test_streamed_store_records_every_binary(tree: Path, tmp_path: Path) -> None
         assert len(programs) == 18
         assert all(p.scans == 1 for p in programs)
         assert len(store.verdicts()) == sum(1 for b in scan_paths([str(tree)]).binaries if b.uses_cuda)
+
+
+def test_a_dask_worker_that_dies_costs_only_its_file(tree: Path, tmp_path: Path, elf_linked: Path) -> None:
+    pytest.importorskip("distributed")
+    import sys
+
+    import cloudpickle
+    import dask
+
+    from cudatrace.tracer.static.cluster import dask_client, dask_map_paths
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import the tests
+    poison = tmp_path / POISON
+    shutil.copy(elf_linked, poison)
+    files = sorted([*plan_files([str(tree)])[:4], str(poison)])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), dask_client("local", 2) as client:
+        got = dict(dask_map_paths(client, die_on_poison, files))
+    lost = got.pop(str(poison))
+    assert isinstance(lost, FileError) and lost.kind == "internal" and "died (SIGSEGV)" in lost.message
+    assert got == {f: scan_one(f) for f in files if f != str(poison)}
