@@ -154,11 +154,11 @@ def _gpu_lines(gpu: GpuCode) -> list[Text]:
     return lines
 
 
-def _binary_block(binary: BinaryScan) -> list[object]:
+def _binary_block(binary: BinaryScan) -> list[Text]:
     header = Text()
     header.append_text(_t(binary.path, "bold cyan"))
     header.append_text(_t(f"  ({binary.format.value.upper()} {binary.machine or '?'}, {_size(binary.size)})", "dim"))
-    parts: list[object] = [header]
+    parts: list[Text] = [header]
     parts.extend(_verdict_lines(binary))
     parts.extend(_library_lines(binary))
     if binary.imports:
