@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from cudatrace.commands._common import common_parent
-from cudatrace.errors import EXIT_OK, EXIT_PARTIAL
+from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +49,8 @@ def run_corpus(args: argparse.Namespace) -> int:
     from cudatrace.coverage_db.store import open_store
     from cudatrace.tracer.static.parallel import default_jobs
 
+    if args.no_store:
+        raise UsageError("corpus records every wheel in the coverage store: --no-store cannot be used with it")
     jobs = max(1, args.jobs or default_jobs())
     tasks = parse_tasks(args.requirements, args.platform or ["linux", "windows"])
     release = load_catalog().resolve_release(None if args.zluda == "latest" else args.zluda)
