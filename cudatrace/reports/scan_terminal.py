@@ -177,12 +177,27 @@ def _binary_block(binary: BinaryScan) -> list[Text]:
     return parts
 
 
+_WRAPPED: dict[tuple[object, ...], str] = {}
+_WRAPPED_MAX = 4096
+
+
 def _print(console: Console, text: Text) -> None:
     """``console.print(text)``, without rich's line wrapping when the line fits (most do): printing a Text costs
     rich about 1 ms, most of it in wrapping, which made 10,000 binaries take tens of seconds."""
     plain = text.plain
     if "\n" in plain or cell_len(plain) > console.width:
-        console.print(text)
+        # Wrapped by rich, which is a pure function of the text, its styles and the console's width and colours:
+        # the same long line (a verdict reason shared by many binaries) is wrapped once.
+        key = (plain, str(text.style), tuple(text.spans), console.width, console.color_system)
+        out = _WRAPPED.get(key)
+        if out is None:
+            with console.capture() as captured:
+                console.print(text)
+            out = captured.get()
+            if len(_WRAPPED) >= _WRAPPED_MAX:
+                _WRAPPED.clear()
+            _WRAPPED[key] = out
+        console.file.write(out)
         return
     if console.color_system is None:
         console.file.write(plain + "\n")
