@@ -11,8 +11,17 @@ from hypothesis import strategies as st
 from cudatrace.commands._common import dump_json
 from cudatrace.reports.json_stream import JsonArray, write_json_document
 
-_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
-_values = st.recursive(_scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(), kids, max_size=4))
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+_keys = st.text() | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False)
+_values = st.recursive(
+    _scalars,
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.tuples(kids, kids)
+        | st.dictionaries(st.text(), kids, max_size=4)
+        | st.dictionaries(_keys, kids, max_size=3)
+    ),  # json.dumps turns such keys into strings
+)
 
 
 def _streamed(doc: dict[str, Any], stream_lists: bool) -> str:
@@ -22,7 +31,7 @@ def _streamed(doc: dict[str, Any], stream_lists: bool) -> str:
     return out.getvalue()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), _values, max_size=6))
 def test_same_text_as_dump_json(doc: dict[str, Any]) -> None:
     assert _streamed(doc, stream_lists=True) == dump_json(doc)
