@@ -156,3 +156,14 @@ def test_a_dask_worker_that_dies_costs_only_its_file(tree: Path, tmp_path: Path,
     lost = got.pop(str(poison))
     assert isinstance(lost, FileError) and lost.kind == "internal" and "died (SIGSEGV)" in lost.message
     assert got == {f: scan_one(f) for f in files if f != str(poison)}
+
+
+def test_streamed_document_equals_the_whole_result(tree: Path, tmp_path: Path) -> None:
+    """The streamed JSON is the document of the whole result; a new section derived from every binary must be fed
+    while streaming (commands/_scan_pipeline.py) or this fails."""
+    from cudatrace.commands._common import dump_json
+    from cudatrace.coverage_db.verdict import annotate_scan
+
+    streamed = _scan_json(tmp_path, "streamed.json", "--jobs", "2", str(tree))
+    whole = annotate_scan(scan_paths([str(tree)]), None)
+    assert streamed.decode() == dump_json(whole.to_dict())
