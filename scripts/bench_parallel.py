@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import stat
 import statistics
 import subprocess
 import sys
@@ -27,16 +28,21 @@ DEFAULT_PATHS = ["/usr/lib/x86_64-linux-gnu", str(REPO / "examples")]
 
 
 def _size(paths: list[str]) -> int:
+    """Bytes of the distinct files under ``paths`` (a file reached through several links counts once, as the
+    scan reads it once)."""
+    seen: set[tuple[int, int]] = set()
     total = 0
     for p in paths:
-        for root, _dirs, files in os.walk(p):
+        walk = [(p, [], [""])] if os.path.isfile(p) else os.walk(p)
+        for root, _dirs, files in walk:
             for f in files:
                 try:
-                    total += os.stat(os.path.join(root, f)).st_size
+                    st = os.stat(os.path.join(root, f) if f else root)
                 except OSError:
-                    pass
-        if os.path.isfile(p):
-            total += os.stat(p).st_size
+                    continue
+                if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
     return total
 
 
