@@ -20,7 +20,7 @@ if ((${#need_apt[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-python3 -m pip install -q -e '.[dev]'
+python3 -m pip install -q -e '.[dev,dask]'
 
 ruff check cudatrace tests scripts
 ruff format --check cudatrace tests scripts

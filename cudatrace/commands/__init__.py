@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cudatrace.commands import configure, diff, doctor, import_log, report, run, scan, zluda
+from cudatrace.commands import configure, corpus, diff, doctor, import_log, report, run, scan, zluda
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda, report, configure, doctor, run, import_log, diff)
+COMMAND_MODULES: tuple[ModuleType, ...] = (scan, zluda, report, configure, doctor, run, import_log, diff, corpus)

@@ -9,8 +9,10 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any
 
 from cudatrace.errors import InputError, StoreError, UsageError
 
@@ -221,6 +223,36 @@ def output_width(args: argparse.Namespace) -> int:
     if getattr(args, "output", None) in (None, "-") and sys.stdout.isatty():
         return max(40, shutil.get_terminal_size((80, 24)).columns)
     return NO_WRAP
+
+
+@contextmanager
+def open_output(output: str | None) -> Iterator[IO[str]]:
+    """A text stream for output written as it comes: stdout, or ``output`` written atomically like
+    :func:`write_output` (into a temporary file beside it, renamed over it only when everything was written)."""
+    if output is None or output == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    target = Path(output)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError("output folder does not exist", str(folder))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+    except OSError as exc:
+        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from exc
+    done = False
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, target)
+        done = True
+    except OSError as exc:
+        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from exc
+    finally:
+        if not done:
+            with suppress(OSError):
+                os.unlink(tmp)
 
 
 def use_color(args: argparse.Namespace) -> bool:

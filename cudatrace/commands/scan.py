@@ -38,6 +38,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit with code 8 when a program's verdict is this bad or worse (NVIDIA's libraries never count)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="scan in N processes (default: one per CPU); the result is the same for any N",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="send the work to the Dask scheduler at ADDRESS (tcp://host:8786), or 'local' for a local cluster "
+        "of --jobs workers; needs the dask extra (pip install 'cudatrace[dask]')",
+    )
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-q", "--quiet", action="store_true", help="terminal: only failures and the summary line")
     loud.add_argument(
@@ -47,6 +60,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="terminal: list the binaries without CUDA too, and every reason of each verdict",
     )
     p.set_defaults(handler=run_scan)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
 
 
 def run_scan(args: argparse.Namespace) -> int:
@@ -59,7 +82,9 @@ def run_scan(args: argparse.Namespace) -> int:
     release = None if args.no_zluda else release_of(args)
 
     with stderr_progress(enabled=not args.no_progress) as progress:
-        result = scan_paths(args.paths, progress=progress)
+        from cudatrace.tracer.static.parallel import default_jobs
+
+        result = scan_paths(args.paths, progress=progress, jobs=args.jobs or default_jobs(), dask=args.dask)
     from cudatrace.programs import group_programs
 
     result = replace(result, programs=group_programs(result))

@@ -364,6 +364,9 @@ def _release_key(name: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+_CLASSIFY_MEMO = 100_000
+
+
 class Catalog:
     """The loaded catalog. Build one with :func:`load_catalog`; it is read-only."""
 
@@ -391,6 +394,9 @@ class Catalog:
         """The newest release in the catalog (the tag on ZLUDA's HEAD)."""
         self._reverse_header: dict[str, str] | None = None
         self._nvidia: dict[str, frozenset[str]] | None = None
+        # classify() is a pure function of its arguments and the same entry points recur across the binaries of
+        # a scan (cuInit, cublasSgemm_v2, ...): answers are kept, up to _CLASSIFY_MEMO answers.
+        self._classify_memo: dict[tuple[Any, ...], ZludaInfo] = {}
         self._replaces_cache: dict[tuple[str, int, bool], bool] = {}
         self._proc_first = min((r[3] for rows in self._proc.values() for r in rows), default=0)
 
@@ -672,6 +678,26 @@ class Catalog:
         32-bit Windows program: only ZLUDA's 32-bit files (the IPC-forwarding nvcuda.dll) can serve it.
         ``library_key`` asks one ZLUDA library (``cudnn8``) instead of the family's.
         """
+        key = (family, function, release, library, by_name, cuda_version, bits32, library_key)
+        info = self._classify_memo.get(key)
+        if info is None:
+            info = self._classify(family, function, release, library, by_name, cuda_version, bits32, library_key)
+            if len(self._classify_memo) >= _CLASSIFY_MEMO:
+                self._classify_memo.clear()  # a hostile binary naming millions of functions keeps memory bounded
+            self._classify_memo[key] = info
+        return info
+
+    def _classify(
+        self,
+        family: Family,
+        function: str,
+        release: str,
+        library: str | None,
+        by_name: bool,
+        cuda_version: int | None,
+        bits32: bool,
+        library_key: str | None,
+    ) -> ZludaInfo:
         rel = self._rel(release)
         relname = rel.name
         if family in NVIDIA_OWN:

@@ -60,6 +60,7 @@ from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearc
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
+LIEF_MIN_SIZE = 32 * 1024 * 1024  # ELF files this large are parsed by lief, smaller ones by the struct reader
 MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
 
 # ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
@@ -97,6 +98,12 @@ _DEFAULT_LIBRARY = {
 
 def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
     if fmt is BinaryFormat.ELF:
+        # Importing lief costs about 0.35 s, more than reading a small ELF's tables takes: below
+        # LIEF_MIN_SIZE the struct reader (which the tests hold to the same facts as lief) reads them.
+        if len(buf) < LIEF_MIN_SIZE:
+            from cudatrace.tracer.static.elf import parse_elf_direct
+
+            return parse_elf_direct(buf, path)
         from cudatrace.tracer.static.elf import parse_elf
 
         return parse_elf(buf, path)
@@ -223,6 +230,24 @@ def scan_file(path: str) -> BinaryScan | None:
                 return None
             with map_file(fh, path) as buf:
                 return _scan_mapped(path, fmt, buf, fh.fileno())
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
+
+
+def scan_open_file(fd: int, path: str) -> BinaryScan | None:
+    """Scan the regular file open as ``fd`` (at any position; it is read with ``pread`` and a mapping), reported
+    under the name ``path``: a :class:`BinaryScan`, or None when it is neither PE nor ELF.
+
+    This serves files that have no path of their own, such as a wheel member decompressed into a memory file
+    (which cannot shrink under the mapping). Raises like :func:`scan_file`.
+    """
+    try:
+        head = os.pread(fd, 4096, 0)
+        fmt = _format_of(head)
+        if fmt is None:
+            return None
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
+            return _scan_mapped(path, fmt, buf, fd)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
     except ValueError as exc:  # mmap of a file that shrank to nothing meanwhile
@@ -561,48 +586,87 @@ def _error_kind(exc: CudatraceError) -> str:
     return "unreadable"
 
 
-def scan_paths(paths: Sequence[str], progress: Progress | None = None) -> ScanResult:
-    """Scan files, application folders (recursively) and site-packages folders.
+def file_error(path: str, exc: CudatraceError) -> FileError:
+    """The result entry of a file whose scan raised ``exc``."""
+    return FileError(path, _error_kind(exc), str(exc))
 
-    Non-binaries are skipped and counted; an unreadable or corrupt file becomes a :class:`FileError` entry.
-    Raises :class:`InputError` when a PATH does not exist (before anything is scanned).
+
+#: What scanning one path gives: a binary, a per-file error, or None for a file that is neither PE nor ELF.
+ScanOutcome = BinaryScan | FileError | None
+
+
+def scan_one(path: str) -> ScanOutcome:
+    """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
+
+    Bugs (any other exception) still raise, with their traceback.
+    """
+    if os.path.isdir(path):  # only folders that could not be listed come back from the walk
+        return FileError(path, "unreadable", f"{path}: cannot list this folder")
+    try:
+        return scan_file(path)
+    except CudatraceError as exc:
+        return file_error(path, exc)
+    except (MemoryError, RecursionError) as exc:
+        return FileError(path, "internal", f"{path}: {type(exc).__name__} while scanning")
+
+
+def plan_files(paths: Sequence[str], dangling: list[str] | None = None) -> list[str]:
+    """The files a scan of ``paths`` reads, in the order of the document (by path).
+
+    Raises :class:`InputError` when nothing is given or a PATH does not exist (before anything is scanned).
     """
     if not paths:
         raise InputError("nothing to scan: give at least one file or folder")
-    progress = progress or NullProgress()
+    return sorted(collect_files(paths, dangling))  # stable: the document lists binaries and failures by path
+
+
+def scan_paths(
+    paths: Sequence[str], progress: Progress | None = None, *, jobs: int = 1, dask: str | None = None
+) -> ScanResult:
+    """Scan files, application folders (recursively) and site-packages folders, over ``jobs`` processes.
+
+    Non-binaries are skipped and counted; an unreadable or corrupt file becomes a :class:`FileError` entry; a
+    wheel or zip named on its own is scanned member by member; dangling symlinks in folders become notes.
+    Raises :class:`InputError` when a PATH does not exist (before anything is scanned). The result is the
+    same whatever ``jobs`` is, and with ``dask`` (a scheduler address, or ``local``) the files are scanned on a
+    Dask cluster instead.
+    """
+    import contextlib
+
+    from cudatrace.tracer.static.parallel import scan_outcomes
+
     dangling: list[str] = []
-    files = collect_files(paths, dangling)
+    files = plan_files(paths, dangling)
     named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
-    progress.start(len(files))
     binaries: list[BinaryScan] = []
     failed: list[FileError] = []
     skipped = 0
-    for path in files:
-        if os.path.isdir(path):  # only folders that could not be listed come back from the walk
-            failed.append(FileError(path, "unreadable", f"{path}: cannot list this folder"))
-            progress.advance(path)
-            continue
-        if path in named_zips:
-            from cudatrace.tracer.static.archive import scan_archive
+    for path in (f for f in files if f in named_zips):
+        from cudatrace.tracer.static.archive import scan_archive
 
-            got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
-            binaries.extend(got.binaries)
-            failed.extend(got.failed)
-            skipped += got.skipped
-            progress.advance(path)
-            continue
-        result = _scan_one(path, path)
-        if isinstance(result, FileError):
-            failed.append(result)
-        elif result is None:
-            skipped += 1
+        got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
+        binaries.extend(got.binaries)
+        failed.extend(got.failed)
+        skipped += got.skipped
+    plain = [f for f in files if f not in named_zips]
+    with contextlib.ExitStack() as stack:
+        if dask is not None:
+            from cudatrace.tracer.static.cluster import dask_outcomes
+
+            outcomes = stack.enter_context(dask_outcomes(plain, dask, jobs, progress))
         else:
-            binaries.append(result)
-        progress.advance(path)
+            outcomes = scan_outcomes(plain, jobs, progress or NullProgress())
+        for _path, outcome in outcomes:
+            if outcome is None:
+                skipped += 1
+            elif isinstance(outcome, FileError):
+                failed.append(outcome)
+            else:
+                binaries.append(outcome)
     notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)
     return ScanResult(
-        binaries=tuple(sorted(binaries, key=lambda b: b.path)),
-        failed=tuple(sorted(failed, key=lambda f: f.path)),
+        binaries=tuple(binaries),
+        failed=tuple(failed),
         skipped=skipped,
         roots=tuple(paths),
         tool_version=__version__,

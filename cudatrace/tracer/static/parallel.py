@@ -1,0 +1,289 @@
+"""Spread a scan over processes: each file is scanned by one of ``jobs`` worker processes.
+
+:func:`scan_outcomes` yields ``(path, outcome)`` in the order of the file list (the document's order) whatever
+the number of processes, so the document is the same byte for byte for any ``jobs``. Files of at least
+:data:`BIG_FILE` bytes are handed out first, largest first, so one large library does not finish alone at the
+end while the other processes idle; the rest go out in list order, at most :data:`WINDOW_PER_JOB` per process
+ahead of the oldest unfinished one, so the results waiting for their turn stay few (memory stays flat in the
+number of files).
+
+A worker that dies while scanning a file (a crash in a parser's native code, SIGBUS from a file truncated under
+its mapping, the out-of-memory killer) costs that file alone: it becomes a :class:`FileError` of kind
+``internal`` naming the signal, a new worker takes its place and the scan goes on. Files the dead worker had
+been handed but had not started are handed out again. A bug (an exception that is no
+:class:`~cudatrace.errors.CudatraceError`) in a worker ends the scan with its traceback, as it would in one
+process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, TypeVar
+
+from cudatrace.errors import EXIT_BUG, CudatraceError
+from cudatrace.model import FileError
+from cudatrace.reports.progress import NullProgress, Progress
+from cudatrace.tracer.static.scanner import ScanOutcome, scan_one
+
+BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
+WINDOW_PER_JOB = 16  # files handed out ahead of the oldest unfinished one, per process
+QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
+
+ScanFunction = Callable[[str], ScanOutcome]
+T = TypeVar("T")
+
+
+class WorkerBugError(RuntimeError):
+    """A bug inside a worker process; the message carries the worker's traceback."""
+
+
+class WorkerStartError(CudatraceError):
+    """Worker processes cannot be started here (they die before scanning anything)."""
+
+    exit_code = EXIT_BUG
+
+
+def default_jobs() -> int:
+    """The processes a scan uses by default: the CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _context() -> Any:  # a ForkServerContext or SpawnContext
+    # forkserver: workers fork from a clean server that has imported the scanner once (cheap to start, no
+    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows).
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _worker_main(conn: Connection, scan: Callable[[str], Any]) -> None:
+    """A worker's loop: scan each ``(index, path)`` received, send ``(index, "ok", outcome)`` back, in order."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends its workers
+    conn.send(None)  # started: a death from now on happens while scanning a file
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        index, path = task
+        try:
+            reply: tuple[int, str, Any] = (index, "ok", scan(path))
+        except Exception:
+            reply = (index, "bug", f"while scanning {path}:\n{traceback.format_exc()}")
+        conn.send(reply)
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    queued: deque[int] = field(default_factory=deque)  # indices sent, oldest first (the one being scanned)
+    ready: bool = False  # it said it started
+
+
+def _signal_name(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan cannot run in processes
+
+
+class _Pool:
+    def __init__(self, jobs: int, scan: Callable[[str], Any]) -> None:
+        self._ctx = _context()
+        self._scan = scan
+        self.start_failures = 0
+        self.workers: list[_Worker] = []
+        for _ in range(jobs):
+            self.workers.append(self._start())
+
+    def _start(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, self._scan), name="cudatrace-scan", daemon=True)
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def replace(self, worker: _Worker) -> None:
+        worker.conn.close()
+        worker.process.join(timeout=5)
+        self.workers[self.workers.index(worker)] = self._start()
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        for w in self.workers:
+            w.process.join(timeout=2)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=2)
+            w.conn.close()
+
+
+def scan_outcomes(
+    files: Sequence[str], jobs: int, progress: Progress | None = None, *, scan: ScanFunction = scan_one
+) -> Iterator[tuple[str, ScanOutcome]]:
+    """``(path, outcome)`` for every file of ``files``, in that order, scanned by ``jobs`` processes.
+
+    ``scan`` is what a worker calls per path (a module-level function, so it can be sent to a worker); with
+    ``jobs`` 1 or a single file everything runs in this process.
+    """
+    return map_paths(scan, files, jobs, progress)
+
+
+def map_paths(
+    func: Callable[[str], T], paths: Sequence[str], jobs: int, progress: Progress | None = None
+) -> Iterator[tuple[str, T | FileError]]:
+    """``(path, func(path))`` for every path, in order, computed by ``jobs`` worker processes; a worker that dies
+    gives that path a :class:`FileError` instead. ``func`` must be a module-level function and its results
+    picklable."""
+    progress = progress or NullProgress()
+    progress.start(len(paths))
+    if jobs <= 1 or len(paths) <= 1:
+        return _serial(func, paths, progress)
+    return _parallel(paths, min(jobs, len(paths)), progress, func)
+
+
+def map_paths_isolated(
+    func: Callable[[str], T], paths: Sequence[str], jobs: int = 1
+) -> Iterator[tuple[str, T | FileError]]:
+    """Like :func:`map_paths`, but always in worker processes (even for one path), so a path that kills its
+    process gets its :class:`FileError` and nothing else is lost: the way to settle which file killed a worker."""
+    if not paths:
+        return iter(())
+    return _parallel(paths, max(1, min(jobs, len(paths))), NullProgress(), func)
+
+
+def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) -> Iterator[tuple[str, T]]:
+    for path in paths:
+        outcome = func(path)
+        progress.advance(path)
+        yield path, outcome
+
+
+def _sizes(files: Sequence[str]) -> list[int]:
+    out = []
+    for f in files:
+        try:
+            out.append(os.stat(f).st_size)
+        except OSError:
+            out.append(0)
+    return out
+
+
+def _parallel(
+    files: Sequence[str], jobs: int, progress: Progress, scan: Callable[[str], T]
+) -> Iterator[tuple[str, T | FileError]]:
+    sizes = _sizes(files)
+    big = sorted((i for i, s in enumerate(sizes) if s >= BIG_FILE), key=lambda i: (-sizes[i], i))
+    big_set = set(big)
+    pending: deque[int] = deque(big + [i for i in range(len(files)) if i not in big_set])
+    window = jobs * WINDOW_PER_JOB
+    done: dict[int, Any] = {}
+    next_out = 0
+    pool = _Pool(jobs, scan)
+    try:
+        while next_out < len(files):
+            for w in list(pool.workers):
+                while pending and len(w.queued) < QUEUED_PER_WORKER:
+                    i = pending[0]
+                    if i not in big_set and i >= next_out + window:
+                        break
+                    try:
+                        w.conn.send((i, files[i]))
+                    except OSError:  # it died idle; its replacement gets the file next round
+                        _bury(pool, w, files, done, pending, progress)
+                        break
+                    pending.popleft()
+                    w.queued.append(i)
+            busy = [w for w in pool.workers if w.queued]
+            if not busy:
+                raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            for w in busy:
+                if w.conn not in ready and w.process.sentinel not in ready:
+                    continue
+                if not _receive(w, files, done, progress):
+                    _bury(pool, w, files, done, pending, progress)
+            while next_out in done:
+                yield files[next_out], done.pop(next_out)
+                next_out += 1
+    finally:
+        pool.close()
+
+
+def _receive(w: _Worker, files: Sequence[str], done: dict[int, Any], progress: Progress) -> bool:
+    """Read every reply waiting from ``w``; False when the worker is gone."""
+    try:
+        while w.conn.poll():
+            reply = w.conn.recv()
+            if reply is None:
+                w.ready = True
+                continue
+            index, kind, payload = reply
+            if kind == "bug":
+                raise WorkerBugError(payload)
+            w.queued.popleft()
+            done[index] = payload
+            progress.advance(files[index])
+    except (EOFError, OSError):
+        return False
+    return w.process.is_alive()
+
+
+def _bury(
+    pool: _Pool,
+    w: _Worker,
+    files: Sequence[str],
+    done: dict[int, Any],
+    pending: deque[int],
+    progress: Progress,
+) -> None:
+    """A worker died: its current file gets the error, the files queued behind it go out again.
+
+    A worker that dies before it starts (a broken interpreter set-up) has scanned nothing: its files go out again,
+    and after :data:`MAX_START_FAILURES` such deaths in a row the scan stops with :class:`WorkerStartError`.
+    """
+    w.process.join(timeout=5)
+    if not w.ready:
+        pool.start_failures += 1
+        if pool.start_failures >= MAX_START_FAILURES:
+            raise WorkerStartError(
+                f"scan worker processes die as they start ({_signal_name(w.process.exitcode)}); "
+                'try --jobs 1, and run scripts under an `if __name__ == "__main__":` guard'
+            )
+        pending.extendleft(reversed(w.queued))
+        w.queued.clear()
+    else:
+        pool.start_failures = 0
+    if w.queued:
+        index = w.queued.popleft()
+        path = files[index]
+        why = _signal_name(w.process.exitcode)
+        done[index] = FileError(path, "internal", f"{path}: the scanning process died ({why}) while reading this file")
+        progress.advance(path)
+        pending.extendleft(reversed(w.queued))
+        w.queued.clear()
+    pool.replace(w)

@@ -1,0 +1,158 @@
+"""Scans over processes and on Dask: the same document whatever the number of processes, and a worker that dies
+costs only the file it was reading."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main
+from cudatrace.errors import EXIT_PARTIAL
+from cudatrace.model import FileError, ScanResult
+from cudatrace.tracer.static import parallel
+from cudatrace.tracer.static.cluster import chunks
+from cudatrace.tracer.static.parallel import scan_outcomes
+from cudatrace.tracer.static.scanner import plan_files, scan_one, scan_paths
+from tests.tracer.static.conftest import PeSet
+
+POISON = "poison.bin"
+
+
+def die_on_poison(path: str) -> object:
+    """A worker's scan function that dies on one file, as a parser crashing in native code would."""
+    if Path(path).name == POISON:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return scan_one(path)
+
+
+@pytest.fixture(scope="module")
+def tree(
+    tmp_path_factory: pytest.TempPathFactory,
+    elf_linked: Path,
+    elf_dlopen: Path,
+    elf_plain: Path,
+    nvcc_static: Path,
+    nvcc_multi_arch: Path,
+    pe_x64: PeSet,
+) -> Path:
+    """A folder of real binaries (ELF and PE, with and without CUDA), text files and a corrupt ELF."""
+    root = tmp_path_factory.mktemp("tree")
+    for i, src in enumerate([elf_linked, elf_dlopen, elf_plain, nvcc_static, nvcc_multi_arch, pe_x64.app]):
+        for j in range(3):
+            d = root / f"d{j}" / f"sub{i % 2}"
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, d / f"{i}_{src.name}")
+    (root / "d0" / "notes.txt").write_text("not a binary\n")
+    (root / "d1" / "broken.so").write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x03\x00" + b"\xff" * 40)
+    return root
+
+
+def _scan_json(tmp_path: Path, name: str, *args: str) -> bytes:
+    out = tmp_path / name
+    code = main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(out), *args])
+    assert code in (0, EXIT_PARTIAL)
+    return out.read_bytes()
+
+
+def test_jobs_1_and_2_give_the_same_document(tree: Path, tmp_path: Path) -> None:
+    one = _scan_json(tmp_path, "one.json", "--jobs", "1", str(tree))
+    two = _scan_json(tmp_path, "two.json", "--jobs", "2", str(tree))
+    assert one == two
+    doc = json.loads(one)
+    assert len(doc["binaries"]) == 18 and doc["skipped"] == 1
+    assert [f["path"] for f in doc["failed"]] == [str(tree / "d1" / "broken.so")]
+    paths = [b["path"] for b in doc["binaries"]]
+    assert paths == sorted(paths)
+
+
+def test_terminal_output_is_the_same_for_any_jobs(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    texts = []
+    for jobs in ("1", "2"):
+        main(["scan", "--no-store", "--no-progress", "--no-color", "--jobs", jobs, str(tree)])
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1]
+    assert "18 binaries scanned" in texts[0] and "1 failed" in texts[0]
+
+
+def test_outcomes_come_in_list_order_with_big_files_first(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, nvcc_multi_arch: Path
+) -> None:
+    # Every file over 100 KB counts as big (handed out first), the window as tight as it goes.
+    monkeypatch.setattr(parallel, "BIG_FILE", 100_000)
+    monkeypatch.setattr(parallel, "WINDOW_PER_JOB", 1)
+    files = plan_files([str(tree)])
+    assert any(os.path.getsize(f) >= 100_000 for f in files)
+    got = list(scan_outcomes(files, 2))
+    assert [p for p, _ in got] == files
+    assert got == [(f, scan_one(f)) for f in files]
+
+
+def test_a_worker_that_dies_costs_only_its_file(tree: Path, tmp_path: Path, elf_linked: Path) -> None:
+    files = plan_files([str(tree)])
+    poison = tmp_path / POISON
+    shutil.copy(elf_linked, poison)
+    files = sorted([*files, str(poison)])
+    got = dict(scan_outcomes(files, 2, scan=die_on_poison))
+    lost = got.pop(str(poison))
+    assert isinstance(lost, FileError) and lost.kind == "internal"
+    assert "died (SIGSEGV)" in lost.message and str(poison) in lost.message
+    assert got == {f: scan_one(f) for f in files if f != str(poison)}
+
+
+def test_scan_paths_jobs_equal(tree: Path) -> None:
+    assert scan_paths([str(tree)], jobs=2) == scan_paths([str(tree)], jobs=1)
+
+
+def test_chunks_keep_order_and_bounds() -> None:
+    files = [f"f{i}" for i in range(200)]
+    sizes = [10] * 200
+    sizes[5] = 10**12  # alone in its chunk
+    got = chunks(files, sizes)
+    assert [f for c in got for f in c] == files
+    assert ["f5"] in got
+    assert all(len(c) <= 64 for c in got)
+
+
+def test_dask_local_cluster_equals_serial(tree: Path, tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    serial = _scan_json(tmp_path, "serial.json", "--jobs", "1", str(tree))
+    on_dask = _scan_json(tmp_path, "dask.json", "--dask", "local", "--jobs", "2", str(tree))
+    assert serial == on_dask
+    assert ScanResult.from_dict(json.loads(on_dask)).binaries
+
+
+def test_streamed_store_records_every_binary(tree: Path, tmp_path: Path) -> None:
+    from cudatrace.coverage_db.store import open_store
+
+    db = tmp_path / "s.sqlite3"
+    assert main(["scan", "--db", str(db), "--no-progress", "--format", "json", "-o", os.devnull, str(tree)]) == 4
+    with open_store(db) as store:
+        programs = store.programs()
+        assert len(programs) == 18
+        assert all(p.scans == 1 for p in programs)
+        assert len(store.verdicts()) == sum(1 for b in scan_paths([str(tree)]).binaries if b.uses_cuda)
+
+
+def test_a_dask_worker_that_dies_costs_only_its_file(tree: Path, tmp_path: Path, elf_linked: Path) -> None:
+    pytest.importorskip("distributed")
+    import sys
+
+    import cloudpickle
+    import dask
+
+    from cudatrace.tracer.static.cluster import dask_client, dask_map_paths
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers need not import the tests
+    poison = tmp_path / POISON
+    shutil.copy(elf_linked, poison)
+    files = sorted([*plan_files([str(tree)])[:4], str(poison)])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), dask_client("local", 2) as client:
+        got = dict(dask_map_paths(client, die_on_poison, files))
+    lost = got.pop(str(poison))
+    assert isinstance(lost, FileError) and lost.kind == "internal" and "died (SIGSEGV)" in lost.message
+    assert got == {f: scan_one(f) for f in files if f != str(poison)}
