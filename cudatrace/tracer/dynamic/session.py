@@ -786,15 +786,17 @@ def trace_program(
         notes: list[str] = []
         held: HeldProgram | None = None
         try:
-            if sys.platform.startswith("linux"):
-                held = _start_linux(tracer, collector, argv, env, program, program_stdout)
-                pid = held.pid
-            else:
-                pid = _start_spawned(tracer, collector, argv, env, program)
-            if held is not None and tracer.root_failed is not None:
-                _ended_before_tracing(tracer, collector, held, env, notes)
-            else:
-                with _ForwardedSignals() as signals:
+            # Signals are caught from before the start: one that comes while the program starts is passed on once
+            # it runs.
+            with _ForwardedSignals() as signals:
+                if sys.platform.startswith("linux"):
+                    held = _start_linux(tracer, collector, argv, env, program, program_stdout)
+                    pid = held.pid
+                else:
+                    pid = _start_spawned(tracer, collector, argv, env, program)
+                if held is not None and tracer.root_failed is not None:
+                    _ended_before_tracing(tracer, collector, held, env, notes)
+                else:
                     _wait_for_tree(tracer, collector, held, signals, options, notes)
             if held is not None:
                 _record_status(tracer, collector, held, notes)
