@@ -1,0 +1,221 @@
+"""``cudatrace run`` on programs as users start them, under real Frida: Python programs that run subprocesses,
+``#!`` script chains, exit statuses and signals passed through, SIGTERM reaching the program's handler, the JSON
+document alone on stdout, and the loader's failures (an undefined CUDA symbol, a failed dlopen of libcuda).
+
+Every run goes through the command line in a subprocess with a timeout, so a hang fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.standins import Standins, build_standins
+
+pytest.importorskip("frida", reason="frida is needed to trace programs")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF programs and a POSIX shell")
+
+RUN = [sys.executable, "-m", "cudatrace", "run", "--no-store"]
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
+    """The C stand-ins for libcuda and friends (gcc)."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the CUDA stand-ins")
+    return build_standins(tmp_path_factory.mktemp("standins"))
+
+
+def traced(
+    args: list[str], tmp_path: Path, *, timeout: float = 60, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+    """Run ``cudatrace run --format json -o FILE -- args``; the completed process and the trace document."""
+    out = tmp_path / f"trace-{time.monotonic_ns()}.json"
+    try:
+        proc = subprocess.run(
+            [*RUN, "--format", "json", "-o", str(out), "--", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"cudatrace run -- {' '.join(args)} did not finish within {timeout} s")
+    assert out.is_file(), proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'import subprocess; print(subprocess.check_output(["echo", "x"], text=True).strip())',
+        'import subprocess; p = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, '
+        'close_fds=True); print(p.communicate(b"x")[0].decode())',
+        "import multiprocessing as mp\n"
+        "def f(q): q.put('x')\n"
+        "if __name__ == '__main__':\n"
+        "    for m in ('fork', 'spawn'):\n"
+        "        c = mp.get_context(m); q = c.Queue(); p = c.Process(target=f, args=(q,)); p.start();"
+        " print(q.get()); p.join()",
+    ],
+    ids=["check_output", "popen_close_fds", "multiprocessing_fork_and_spawn"],
+)
+def test_python_programs_that_run_subprocesses_finish_with_the_same_output(code: str, tmp_path: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(code)
+    native = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    proc, trace = traced([sys.executable, str(script)], tmp_path)
+    assert proc.returncode == native.returncode == 0
+    assert native.stdout.strip().startswith("x")
+    assert proc.stdout == native.stdout  # the document went to -o: the program's stdout is its own
+    assert trace["exit"]["code"] == 0  # type: ignore[index]
+
+
+def test_a_script_chain_runs_as_the_kernel_runs_it(tmp_path: Path) -> None:
+    # app.py names a shim as its interpreter; the shim (#!/bin/sh) execs Python: two interpreters deep.
+    shim = tmp_path / "shim"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    app = tmp_path / "app.py"
+    app.write_text(f"#!{shim}\nimport sys\nprint('args', sys.argv[1:])\nsys.exit(3)\n")
+    for p in (shim, app):
+        p.chmod(0o755)
+    proc, trace = traced([str(app), "a", "b"], tmp_path)
+    assert proc.returncode == 3  # the program's own status
+    assert proc.stdout == "args ['a', 'b']\n"
+    images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
+    assert len(images) >= 2 and trace["exit"]["code"] == 3  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("mode", "status"), [("exit", 0), ("code", 3), ("segv", 128 + 11), ("abort", 128 + 6)])
+def test_the_programs_exit_status_is_returned(standins: Standins, mode: str, status: int, tmp_path: Path) -> None:
+    proc, trace = traced([str(standins.app), mode], tmp_path)
+    assert proc.returncode == status
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[index, attr-defined]
+    assert calls["cuLaunchKernel"] == 14
+
+
+def test_sigterm_reaches_the_programs_handler_and_the_trace_is_kept(tmp_path: Path) -> None:
+    done = tmp_path / "saved"
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        f"def save(n, f):\n    open({str(done)!r}, 'w').write('checkpoint'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, save)\nprint('ready', flush=True)\nwhile True: time.sleep(0.05)\n"
+    )
+    out = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [*RUN, "--format", "json", "-o", str(out), "--", sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)  # to cudatrace alone, as `kill` or a scheduler would
+        assert proc.wait(30) == 0  # the program's handler saved and exited 0
+    finally:
+        proc.kill()
+    assert done.read_text() == "checkpoint"
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("interrupted: SIGTERM was passed on") for n in notes)
+
+
+def test_a_program_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
+    script = tmp_path / "stubborn.py"
+    script.write_text(
+        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print(os.getpid(), flush=True)\nwhile True: time.sleep(0.05)\n"
+    )
+    out = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [*RUN, "--grace", "1", "--format", "json", "-o", str(out), "--", sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + 9
+    finally:
+        proc.kill()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # nothing left behind
+    assert any("was killed" in n for n in json.loads(out.read_text())["notes"])
+
+
+def test_json_on_stdout_is_the_document_alone(standins: Standins) -> None:
+    proc = subprocess.run(
+        [*RUN, "--format", "json", "--", sys.executable, "-c", "print('program output')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == "cudatrace.trace/1"
+    assert "program output" in proc.stderr
+
+
+def _loader_case(tmp_path: Path, binding: str) -> tuple[Path, dict[str, str]]:
+    # A program linked against a libcuda.so.1 with cuInit, run with one that lacks it (as a partial build would).
+    full, bare = tmp_path / "full", tmp_path / "bare"
+    full.mkdir()
+    bare.mkdir()
+    (tmp_path / "full.c").write_text("int cuInit(unsigned f){return 0;} int cuDriverGetVersion(int*v){*v=1;return 0;}")
+    (tmp_path / "bare.c").write_text("int cuDriverGetVersion(int*v){*v=1;return 0;}")
+    (tmp_path / "prog.c").write_text(
+        "#include <stdio.h>\nint cuInit(unsigned); int cuDriverGetVersion(int*);\n"
+        'int main(){int v; cuDriverGetVersion(&v); puts("started"); fflush(stdout); return cuInit(0);}\n'
+    )
+    for name, folder in (("full", full), ("bare", bare)):
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(folder / "libcuda.so.1"),
+             str(tmp_path / f"{name}.c")],
+            check=True,
+        )  # fmt: skip
+    prog = tmp_path / f"prog-{binding}"
+    subprocess.run(
+        ["gcc", "-o", str(prog), str(tmp_path / "prog.c"), str(full / "libcuda.so.1"), f"-Wl,-z,{binding}"], check=True
+    )
+    return prog, {**os.environ, "LD_LIBRARY_PATH": str(bare)}
+
+
+@pytest.mark.parametrize("binding", ["lazy", "now"])
+def test_an_undefined_cuda_symbol_is_the_verdict(binding: str, tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    prog, env = _loader_case(tmp_path, binding)
+    proc, trace = traced([str(prog)], tmp_path, env=env)
+    assert proc.returncode == 127  # what the loader gives, passed through
+    assert "undefined symbol: cuInit" in proc.stderr
+    (failure,) = [f for f in trace["load_failures"] if f["fatal"]]  # type: ignore[index, attr-defined]
+    assert failure["symbol"] == "cuInit" and failure["kind"] == "undefined_symbol" and failure["cuda"]
+    assert failure["library"].startswith("libcuda.so.1")
+    verdict = trace["verdict"]
+    assert verdict["status"] == "blocked"  # type: ignore[index]
+    assert "cuInit is not exported" in verdict["reasons"][0]["message"]  # type: ignore[index]
+
+
+def test_a_failed_dlopen_of_libcuda_is_recorded_and_the_program_sees_its_own_error(
+    standins: Standins, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "nowhere" / "libcuda.so.1")
+    proc, trace = traced([str(standins.dlopen_app), missing], tmp_path)
+    assert proc.returncode == 1
+    assert f"dlopen: {missing}: cannot open shared object file" in proc.stderr  # dlerror() intact for the program
+    (failure,) = trace["load_failures"]  # type: ignore[misc]
+    assert failure["kind"] == "missing_library" and failure["library"] == "libcuda.so.1" and failure["cuda"]
+    assert trace["verdict"]["status"] == "blocked"  # type: ignore[index]
+    assert "ran without the GPU" in trace["verdict"]["reasons"][0]["message"]  # type: ignore[index]
