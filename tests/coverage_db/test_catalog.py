@@ -339,6 +339,7 @@ def _builder() -> object:
     return mod
 
 
+@needs_reference
 def test_packaging_matches_libraries_csv(cat: Catalog) -> None:
     """Every row of the reference libraries.csv, field by field, as ``configure`` reads it."""
     with (REFERENCE / "zluda" / "libraries.csv").open(newline="") as fh:

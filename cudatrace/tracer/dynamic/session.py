@@ -544,6 +544,22 @@ class Collector:
         return notes
 
 
+def _is_static(argv: tuple[str, ...]) -> bool:
+    # An ELF executable without a program interpreter (ldconfig on Debian, Go programs): Frida cannot inject it.
+    from cudatrace.tracer.dynamic.loader import program_interpreter
+
+    path = shutil.which(argv[0]) if argv and os.sep not in argv[0] else (argv[0] if argv else None)
+    if not path or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return False
+    except OSError:
+        return False
+    return program_interpreter(path) is None
+
+
 def _family_of(entry: HookedEntry) -> Family:
     lib = identify_library(entry.module)
     if lib is not None:
@@ -617,12 +633,18 @@ class _Tracer:
         key = self.collector.add_process(pid, parent, argv)
         try:
             session = self.device.attach(pid)
-        except self.frida.ProcessNotFoundError as exc:
-            raise TraceError(f"no such process: {exc}", str(pid)) from exc
-        except self.frida.PermissionDeniedError as exc:
-            raise TraceError(f"not allowed to attach (ptrace restrictions?): {exc}", str(pid)) from exc
-        except self.frida.NotSupportedError as exc:
-            raise TraceError(f"cannot inject into this process: {exc}", str(pid)) from exc
+        except Exception as exc:
+            # Not traced: it must not count as a live process of the tree (the run would wait for it for ever).
+            self.collector.process_ended(key, "not-traced")
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if isinstance(exc, self.frida.ProcessNotFoundError):
+                raise TraceError(f"no such process: {first}", str(pid)) from exc
+            if isinstance(exc, self.frida.PermissionDeniedError):
+                raise TraceError(f"not allowed to attach (ptrace restrictions?): {first}", str(pid)) from exc
+            if isinstance(exc, self.frida.NotSupportedError):
+                why = " (a statically linked program: no dynamic loader to load the agent)" if _is_static(argv) else ""
+                raise TraceError(f"cannot inject into this process{why}: {first}", str(pid)) from exc
+            raise
         with self._lock:
             self.sessions[key] = session
         session.on("detached", lambda reason, crash: self._on_detached(key, reason, crash))
@@ -859,8 +881,8 @@ def _start_linux(
     except Exception as exc:
         held.abandon()
         raise TraceError(f"cannot attach to the program's shell: {exc}", str(program)) from exc
-    ended = threading.Event()
-    session.on("detached", lambda reason, crash: ended.set())
+    ended = threading.Event()  # the shell ended without exec'ing the program (not: replaced by it)
+    session.on("detached", lambda reason, crash: ended.set() if reason != "process-replaced" else None)
     tracer.expect_root(held.pid)
     collector.mark_start()
     held.release()

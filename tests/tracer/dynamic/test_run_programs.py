@@ -146,7 +146,7 @@ def test_a_program_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: P
         assert proc.stdout is not None
         pid = int(proc.stdout.readline())
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 128 + 9
+        assert proc.wait(30) == 128 + 9, proc.stderr.read() if proc.stderr else ""
     finally:
         proc.kill()
     with pytest.raises(ProcessLookupError):
