@@ -22,6 +22,7 @@ class MessageType(str, Enum):
     COUNTS = "cudatrace:counts"  # a cumulative batch: calls, statuses, callers, times; lookups; export tables
     EVENTS = "cudatrace:events"  # per-call records for --events
     ACK = "cudatrace:ack"  # host -> agent: the final batch arrived (the agent holds exit/crash until then)
+    FLUSH = "cudatrace:flush"  # host -> agent: send a batch now (the periodic batch is paced by the host)
 
 
 # Library file names the agent hooks (case-insensitive regular expressions on the bare file name). Linux and

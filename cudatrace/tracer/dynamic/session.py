@@ -617,13 +617,26 @@ class _Tracer:
         self._exec_awaited: dict[int, float] = {}  # pid -> when its old image detached, replaced by exec
         self._exec_announced: set[int] = set()  # exec'd images announced before their old image detached
         self.device.on("child-added", self._on_child_added)
+        self._closed = threading.Event()
+        threading.Thread(target=self._pulse, name="cudatrace-pulse", daemon=True).start()
+
+    def _pulse(self) -> None:
+        # Ask every agent for its periodic batch (the agents keep no timer: see listenForFlushes in agent.js).
+        message = {"type": MessageType.FLUSH.value}
+        while not self._closed.wait(self.options.flush_ms / 1000):
+            with self._lock:
+                scripts = list(self.scripts.values())
+            for s in scripts:
+                with contextlib.suppress(Exception):
+                    s.post(message)
 
     def expect_root(self, pid: int) -> None:
         """The next exec of ``pid`` is the program itself: it becomes the root of the tree."""
         self._root_pid = pid
 
     def close(self) -> None:
-        """Drop the device handler (the scripts go with their sessions)."""
+        """Drop the device handler and stop asking for batches (the scripts go with their sessions)."""
+        self._closed.set()
         with contextlib.suppress(Exception):
             self.device.off("child-added", self._on_child_added)
 
