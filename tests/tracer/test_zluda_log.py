@@ -283,3 +283,17 @@ def test_zluda_trace_between_v5_preview_79_and_v6_preview_47(tmp_path: Path) -> 
     # judged against that release, where cuCtxCreate_v4 was still a stub (implemented by v7-preview.9)
     first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
     assert "in ZLUDA v6-preview.47 it is a stub" in first.message and "first implemented in" in first.message
+
+
+def test_a_fragment_quoted_in_a_public_zluda_issue() -> None:
+    """Ten lines a user pasted in lshqqytiger/ZLUDA issue #108 (2025-05-30): every lookup with its CUDA version and
+    flags, none failing, and the zluda_dump prefix dating the log (tests/data/zluda_logs/README.md cites it)."""
+    path = Path(__file__).resolve().parents[1] / "data" / "zluda_logs" / "public_issue_lshqqytiger_108.txt"
+    trace = _load(path)
+    assert trace.source is not None and (trace.source.tool, trace.source.form) == ("zluda_dump", "stderr")
+    assert trace.zluda_release == "v5-preview.78"
+    lookups = {(lk.symbol, lk.cuda_version, lk.flags): lk for lk in trace.proc_lookups}
+    assert len(lookups) == 10 and all(lk.found and lk.count == 1 for lk in lookups.values())
+    assert ("cuStreamCopyAttributes", 11000, 2) in lookups and ("cuIpcGetEventHandle", 4010, 0) in lookups
+    assert _call(trace, "cuGetProcAddress").calls == 10
+    assert trace.first_failure is None
