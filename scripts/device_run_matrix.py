@@ -119,6 +119,11 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str]) -> tuple[int | Non
         return None, out, err, time.monotonic() - t0
 
 
+def _traced(trace_path: Path, *target: str) -> list[str]:
+    """``cudatrace run`` writing its JSON document to ``trace_path``, for ``-- PROGRAM...`` or ``--pid N``."""
+    return [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(trace_path), *target]
+
+
 def _families(trace: dict[str, object]) -> str:
     fams: dict[str, int] = {}
     for c in trace.get("calls", []):  # type: ignore[union-attr]
@@ -148,19 +153,7 @@ def main() -> int:
         base = [sys.executable, str(prog)]
         rc0, out0, err0, t0 = _run(base, args.timeout, env)
         trace_path = out / f"trace{i}.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "cudatrace",
-            "run",
-            "--no-store",
-            "--format",
-            "json",
-            "-o",
-            str(trace_path),
-            "--",
-            *base,
-        ]
+        cmd = _traced(trace_path, "--", *base)
         rc1, out1, err1, t1 = _run(cmd, args.timeout, env)
         fams = "-"
         if trace_path.is_file():
@@ -192,19 +185,7 @@ def _pid_row(work: Path, out: Path, env: dict[str, str]) -> str:
     p.stdout.readline()
     trace_path = out / "trace_pid.json"
     t = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cudatrace",
-            "run",
-            "--no-store",
-            "--format",
-            "json",
-            "-o",
-            str(trace_path),
-            "--pid",
-            str(p.pid),
-        ],
+        _traced(trace_path, "--pid", str(p.pid)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -9,10 +9,8 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from cudatrace.errors import InputError, StoreError, UsageError
 
@@ -214,49 +212,19 @@ def write_output(text: str, output: str | None) -> None:
 NO_WRAP = 4096  # columns given to the renderers when the text does not go to a terminal: lines are never cut
 
 
-def output_width(args: argparse.Namespace) -> int:
-    """The columns terminal text may use: the terminal's width when stdout is one (``$COLUMNS`` first, as
-    :func:`shutil.get_terminal_size` reads it), else :data:`NO_WRAP`: text piped or saved keeps one line per
-    line, so grep finds what it looks for."""
+def output_width(args: argparse.Namespace, stream: TextIO | None = None) -> int:
+    """The columns terminal text may use: the terminal's width when the text goes to one (stdout, or ``stream``:
+    ``run`` writes its summary to stderr; ``$COLUMNS`` first, as :func:`shutil.get_terminal_size` reads it), else
+    :data:`NO_WRAP`: text piped or saved keeps one line per line, so grep finds what it looks for."""
     import shutil
 
-    if getattr(args, "output", None) in (None, "-") and sys.stdout.isatty():
+    if getattr(args, "output", None) in (None, "-") and (stream or sys.stdout).isatty():
         return max(40, shutil.get_terminal_size((80, 24)).columns)
     return NO_WRAP
 
 
-@contextmanager
-def open_output(output: str | None) -> Iterator[IO[str]]:
-    """A text stream for output written as it comes: stdout, or ``output`` written atomically like
-    :func:`write_output` (into a temporary file beside it, renamed over it only when everything was written)."""
-    if output is None or output == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    target = Path(output)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError("output folder does not exist", str(folder))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-    except OSError as exc:
-        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from exc
-    done = False
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            yield fh
-        os.replace(tmp, target)
-        done = True
-    except OSError as exc:
-        raise InputError(f"cannot write output: {exc.strerror or exc}", output) from exc
-    finally:
-        if not done:
-            with suppress(OSError):
-                os.unlink(tmp)
-
-
-def use_color(args: argparse.Namespace) -> bool:
-    """Colour only on a terminal, and never with --no-color or NO_COLOR."""
+def use_color(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal (stdout, or ``stream``), and never with --no-color or NO_COLOR."""
     if getattr(args, "no_color", False) or os.environ.get("NO_COLOR"):
         return False
-    return getattr(args, "output", None) in (None, "-") and sys.stdout.isatty()
+    return getattr(args, "output", None) in (None, "-") and (stream or sys.stdout).isatty()

@@ -7,12 +7,12 @@ import os
 import sys
 
 from cudatrace.commands._common import (
-    NO_WRAP,
     add_output_args,
     common_parent,
     dump_json,
     int_at_least,
     output_width,
+    use_color,
     write_output,
 )
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -163,13 +163,9 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.trace_terminal import render_trace_terminal
 
-        on_stderr = args.output in (None, "-")
-        color = (sys.stderr.isatty() and not args.no_color and not os.environ.get("NO_COLOR")) if on_stderr else False
-        width = output_width(args)
-        if on_stderr:
-            import shutil
-
-            width = max(40, shutil.get_terminal_size((80, 24)).columns) if sys.stderr.isatty() else NO_WRAP
+        # the summary goes to stderr when it is not written to -o FILE
+        stream = sys.stderr if args.output in (None, "-") else None
+        color, width = use_color(args, stream), output_width(args, stream)
         text = render_trace_terminal(trace, color=color, width=width)
     if to_stdout and args.format != "json":
         sys.stderr.write(text)  # the summary follows the program's own output, on stderr as strace and time do

@@ -544,11 +544,18 @@ class Collector:
         return notes
 
 
+def _image_path(argv0: str) -> str | None:
+    # The file a process image's argv[0] names: a path as given, a bare name through PATH.
+    if not argv0:
+        return None
+    return shutil.which(argv0) if os.sep not in argv0 else argv0
+
+
 def _is_static(argv: tuple[str, ...]) -> bool:
     # An ELF executable without a program interpreter (ldconfig on Debian, Go programs): Frida cannot inject it.
     from cudatrace.tracer.dynamic.loader import program_interpreter
 
-    path = shutil.which(argv[0]) if argv and os.sep not in argv[0] else (argv[0] if argv else None)
+    path = _image_path(argv[0] if argv else "")
     if not path or not os.path.isfile(path):
         return False
     try:
@@ -1081,7 +1088,7 @@ def _diagnose_loader_exits(collector: Collector, env: Mapping[str, str]) -> None
     from cudatrace.tracer.dynamic.loader import diagnose_startup
 
     for pid, path in collector.loader_exits():
-        found = shutil.which(path) if path and os.sep not in path else path
+        found = _image_path(path)
         if found:
             collector.diagnosed.extend(diagnose_startup(found, env, pid))
 

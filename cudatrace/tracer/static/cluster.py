@@ -17,7 +17,6 @@ the client gives, so on a cluster of several machines the files must be on a sha
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from cudatrace import __version__
 from cudatrace.errors import CudatraceError, UsageError
 from cudatrace.model import BinaryScan, FileError, ScanResult
 from cudatrace.reports.progress import NullProgress, Progress
+from cudatrace.tracer.static.parallel import file_sizes
 from cudatrace.tracer.static.scanner import ScanOutcome
 
 CHUNK_FILES = 64
@@ -134,21 +134,11 @@ def dask_outcomes(
         yield _run(client, files, progress or NullProgress())
 
 
-def _sizes(files: Sequence[str]) -> list[int]:
-    out = []
-    for f in files:
-        try:
-            out.append(os.stat(f).st_size)
-        except OSError:
-            out.append(0)
-    return out
-
-
 def _run(client: Any, files: Sequence[str], progress: Progress) -> Iterator[tuple[str, ScanOutcome]]:
     from distributed import wait
 
     progress.start(len(files))
-    todo = deque(chunks(files, _sizes(files)))
+    todo = deque(chunks(files, file_sizes(files)))
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
     limit = n_workers * CHUNKS_PER_WORKER
     out: deque[tuple[list[str], Any]] = deque()

@@ -183,7 +183,8 @@ def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) 
         yield path, outcome
 
 
-def _sizes(files: Sequence[str]) -> list[int]:
+def file_sizes(files: Sequence[str]) -> list[int]:
+    """The size of each file (0 for one that cannot be read: it fails in its own scan)."""
     out = []
     for f in files:
         try:
@@ -196,7 +197,7 @@ def _sizes(files: Sequence[str]) -> list[int]:
 def _parallel(
     files: Sequence[str], jobs: int, progress: Progress, scan: Callable[[str], T]
 ) -> Iterator[tuple[str, T | FileError]]:
-    sizes = _sizes(files)
+    sizes = file_sizes(files)
     big = sorted((i for i, s in enumerate(sizes) if s >= BIG_FILE), key=lambda i: (-sizes[i], i))
     big_set = set(big)
     pending: deque[int] = deque(big + [i for i in range(len(files)) if i not in big_set])
