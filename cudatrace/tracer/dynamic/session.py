@@ -309,6 +309,12 @@ class Collector:
         with self._lock:
             return self._current.get(pid)
 
+    def argv_of(self, pid: int) -> tuple[str, ...]:
+        """The argv of the current image of ``pid`` (empty when unknown)."""
+        with self._lock:
+            key = self._current.get(pid)
+            return self._procs[key].argv if key is not None else ()
+
     def parent_of(self, key: str) -> int | None:
         """The parent pid of process ``key``."""
         with self._lock:
@@ -320,29 +326,12 @@ class Collector:
             return [k for k, p in self._procs.items() if not p.ended]
 
     def _read_shared_counters(self, proc: _Proc) -> None:
-        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger. A
-        # counter is the sum of its rows (one row per CPU and a shared one when counting per CPU).
-        path, hello = proc.shm_path, proc.hello  # the path comes with the agent's hello
-        if not path or hello is None:
-            return
-        rows, cap = hello.counter_rows, hello.counter_capacity
-        slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
-        n = max(slots) + 1 if slots else 0
-        if n > cap:
-            n = 0  # an agent that does not match this host: trust its batches only
-        values = [0] * n
-        try:
-            with open(path, "rb") as fh:
-                for r in range(rows if n else 0):
-                    fh.seek(r * cap * 8)
-                    data = fh.read(8 * n)
-                    for i, v in enumerate(struct.unpack(f"<{len(data) // 8}Q", data[: len(data) // 8 * 8])):
-                        values[i] += v
-        except OSError:
-            return
-        finally:
+        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger.
+        values = self._shared_values(proc)
+        if proc.shm_path:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(proc.shm_path)
+        n = len(values)
         for e in proc.entries.values():
             if 0 <= e.slot < n and values[e.slot] > 0:
                 old = proc.rows.get(e.id)
@@ -352,6 +341,51 @@ class Collector:
                     proc.rows[e.id] = CountRow(
                         e.id, values[e.slot], old.first_ns, old.time_ns, old.statuses, old.callers, old.detail_calls
                     )
+
+    @staticmethod
+    def _shared_values(proc: _Proc) -> list[int]:
+        # Every counter of the process's shared file (empty without one): a counter is the sum of its rows (one row
+        # per CPU and a shared one when counting per CPU). The path comes with the agent's hello.
+        path, hello = proc.shm_path, proc.hello
+        if not path or hello is None:
+            return []
+        rows, cap = hello.counter_rows, hello.counter_capacity
+        slots = [e.slot for e in proc.entries.values() if e.slot >= 0]
+        n = max(slots) + 1 if slots else 0
+        if n > cap or n == 0:
+            return []  # none yet, or an agent that does not match this host: its batches only
+        values = [0] * n
+        try:
+            with open(path, "rb") as fh:
+                for r in range(rows):
+                    fh.seek(r * cap * 8)
+                    data = fh.read(8 * n)
+                    for i, v in enumerate(struct.unpack(f"<{len(data) // 8}Q", data[: len(data) // 8 * 8])):
+                        values[i] += v
+        except OSError:
+            return []
+        return values
+
+    def has_shared_counters(self, key: str) -> bool:
+        """Whether the host reads the counters of process ``key`` itself (a shared file, Linux)."""
+        with self._lock:
+            proc = self._procs.get(key)
+            return proc is not None and bool(proc.shm_path) and not proc.ended
+
+    def shared_progress(self, key: str) -> None:
+        """Tell the sink the calls counted so far in process ``key``, read from its shared counters (no message
+        to the agent). Shown only: a value read while the program counts is not kept."""
+        with self._lock:
+            proc = self._procs.get(key)
+            if proc is None or proc.ended:
+                return
+            values = self._shared_values(proc)
+            live = {e.id: values[e.slot] for e in proc.entries.values() if 0 <= e.slot < len(values)}
+            for r in proc.rows.values():
+                live[r.id] = max(live.get(r.id, 0), r.calls)
+            calls, n = sum(live.values()), sum(1 for v in live.values() if v > 0)
+        if n:
+            self.sink.batch(proc.pid, calls, n)
 
     def _process_info(self, proc: _Proc) -> ProcessInfo:
         code, sig = proc.exit_code, None
@@ -628,12 +662,19 @@ class _Tracer:
         threading.Thread(target=self._pulse, name="cudatrace-pulse", daemon=True).start()
 
     def _pulse(self) -> None:
-        # Ask every agent for its periodic batch (the agents keep no timer: see listenForFlushes in agent.js).
+        # Progress every flush_ms. Where the counters are shared (Linux) the host reads them itself and sends the
+        # agent nothing: a message arriving while a forked child execs crashed the child inside Frida's agent (1 in
+        # ~25 children that fork and exec at once; none without the messages). Elsewhere (no fork, no shared file)
+        # the agent is asked for its batch (it keeps no timer: see listenForFlushes in agent.js). Statuses and
+        # callers come with the batches a process sends itself: at exit, on a crash, when asked at the end.
         message = {"type": MessageType.FLUSH.value}
         while not self._closed.wait(self.options.flush_ms / 1000):
             with self._lock:
-                scripts = list(self.scripts.values())
-            for s in scripts:
+                scripts = list(self.scripts.items())
+            for key, s in scripts:
+                if self.collector.has_shared_counters(key):
+                    self.collector.shared_progress(key)
+                    continue
                 with contextlib.suppress(Exception):
                     s.post(message)
 
@@ -756,6 +797,8 @@ class _Tracer:
         if is_root:
             self.root_image = (child.path or (argv[0] if argv else None), argv)
         parent = child.parent_pid if child.parent_pid != child.pid else None
+        if not argv and parent is not None:  # a fork runs its parent's image: Frida names neither path nor argv
+            argv = self.collector.argv_of(parent)
         if parent is None:  # exec: the pid keeps its place in the tree
             old = self.collector.key_of(child.pid)
             parent = self.collector.parent_of(old) if old else None

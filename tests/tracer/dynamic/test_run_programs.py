@@ -59,7 +59,7 @@ def traced(
     [
         'import subprocess; print(subprocess.check_output(["echo", "x"], text=True).strip())',
         'import subprocess; p = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, '
-        'close_fds=True); print(p.communicate(b"x")[0].decode())',
+        'close_fds=True); print(p.communicate(b"x")[0].decode()); assert p.returncode == 0, p.returncode',
         "import multiprocessing as mp\n"
         "def f(q): q.put('x')\n"
         "if __name__ == '__main__':\n"
@@ -74,10 +74,53 @@ def test_python_programs_that_run_subprocesses_finish_with_the_same_output(code:
     script.write_text(code)
     native = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     proc, trace = traced([sys.executable, str(script)], tmp_path)
-    assert proc.returncode == native.returncode == 0
+    assert proc.returncode == native.returncode == 0, proc.stderr
     assert native.stdout.strip().startswith("x")
-    assert proc.stdout == native.stdout  # the document went to -o: the program's stdout is its own
+    assert proc.stdout == native.stdout, proc.stderr  # the document went to -o: the program's stdout is its own
     assert trace["exit"]["code"] == 0  # type: ignore[index]
+
+
+FORK_EXEC = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]), signaled = 0, failed = 0;
+  pid_t *kids = calloc(n, sizeof *kids);
+  for (int i = 0; i < n; i++) {
+    kids[i] = fork();
+    if (kids[i] == 0) { execl("/bin/true", "true", (char *)0); _exit(99); }
+  }
+  for (int i = 0; i < n; i++) {
+    int st;
+    waitpid(kids[i], &st, 0);
+    if (WIFSIGNALED(st)) signaled++;
+    else if (WEXITSTATUS(st) != 0) failed++;
+  }
+  printf("signaled=%d failed=%d of %d\n", signaled, failed, n);
+  return signaled + failed != 0;
+}
+"""
+
+
+def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
+    # Each child forks and execs while the tracer instruments it. Messages the host sent the agents (a periodic
+    # request for a batch) killed about 1 child in 25 inside Frida's agent at the exec; the host now reads shared
+    # counters itself and sends none.
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    (tmp_path / "forks.c").write_text(FORK_EXEC)
+    prog = tmp_path / "forks"
+    subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "forks.c")], check=True)
+    proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
+    assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
+    assert proc.returncode == 0
+    images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
+    assert images.count("true") + images.count("/bin/true") == 30, images
 
 
 def test_a_script_chain_runs_as_the_kernel_runs_it(tmp_path: Path) -> None:
