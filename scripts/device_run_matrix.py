@@ -28,6 +28,11 @@ import subprocess, sys
 out = subprocess.check_output([sys.executable, "-c", "print(6 * 7)"], text=True).strip()
 print(out, subprocess.run(["true"]).returncode)
 """,
+    "30 subprocesses at once": """
+import subprocess
+procs = [subprocess.Popen(["true"]) for _ in range(30)]
+print(sum(p.wait() for p in procs), len(procs))
+""",
     "torch matmul": """
 import torch
 a = torch.ones(512, 512, device="cuda")
