@@ -189,6 +189,7 @@ class _Proc:
     events_dropped: int = 0
     methods: dict[str, int] = field(default_factory=dict)
     patching: dict[str, int] = field(default_factory=dict)
+    hook_times: dict[str, tuple[int, int]] = field(default_factory=dict)  # module -> (ms hooking it, entry points)
     reaped: bool = False  # exit_code/crash come from waitpid
     agent_exit: bool = False  # the agent saw exit()/_exit()
     loader_errors: tuple[RawLoaderError, ...] = ()
@@ -244,6 +245,8 @@ class Collector:
                     proc.methods = dict(msg.methods)
                 if msg.patching:
                     proc.patching = dict(msg.patching)
+                if msg.timing:
+                    proc.hook_times = {m: (ms, n) for m, ms, n in msg.timing}
             elif isinstance(msg, CountsMsg):
                 for r in msg.rows:
                     old = proc.rows.get(r.id)
@@ -532,6 +535,7 @@ class Collector:
             notes.append(
                 f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone; {how or 'none inline'})"
             )
+            notes.extend(_hooking_cost(procs))
         for p in procs:
             pt = p.patching
             if pt.get("written", 0) > 0:
@@ -837,6 +841,17 @@ class _Tracer:
             if stop is not None and stop.is_set():
                 return True
         return False
+
+
+def _hooking_cost(procs: Sequence[_Proc]) -> list[str]:
+    # The start-up cost the tracer adds: time its agent spent hooking libraries, in the process that spent most.
+    worst = max(procs, key=lambda p: sum(ms for ms, _ in p.hook_times.values()), default=None)
+    if worst is None or not worst.hook_times:
+        return []
+    total = sum(ms for ms, _ in worst.hook_times.values())
+    slow = sorted(worst.hook_times.items(), key=lambda kv: -kv[1][0])[:3]
+    each = ", ".join(f"{m} {ms / 1000:.2f} s for {n:,}" for m, (ms, n) in slow)
+    return [f"pid {worst.pid}: hooking took {total / 1000:.2f} s (slowest: {each})"]
 
 
 def _spawn_env(options: TraceOptions) -> dict[str, str]:

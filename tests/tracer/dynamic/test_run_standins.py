@@ -66,6 +66,13 @@ def test_workload_calls_are_counted_exactly(exit_trace: TraceResult) -> None:
     assert exit_trace.exit.code == 0 and exit_trace.exit.signal is None
 
 
+def test_the_start_up_cost_of_hooking_is_said(exit_trace: TraceResult) -> None:
+    # The time the agent spent hooking, per library, so a user can tell tracer start-up from the program's own.
+    cost = [n for n in exit_trace.notes if "hooking took" in n]
+    assert len(cost) == 1, exit_trace.notes
+    assert "libcuda.so.1" in cost[0] and " s for " in cost[0]
+
+
 def test_return_codes_are_named_per_family(exit_trace: TraceResult) -> None:
     calls = calls_of(exit_trace)
     for function, (_, statuses) in WORKLOAD.items():

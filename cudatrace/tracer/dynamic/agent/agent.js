@@ -1083,6 +1083,8 @@ function baseName(path) {
 
 // Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
 // when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
+const hookTimes = {}; // module name -> [milliseconds spent hooking it, entry points hooked]
+
 function scanModules(loaded) {
   const me = Process.getCurrentThreadId();
   if (scanning === me) return; // re-entered from a load the scan itself made
@@ -1102,12 +1104,13 @@ function scanModules(loaded) {
       seenModules.set(m.path, true);
       seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
-      const before = entries.length;
+      const before = entries.length, t0 = Date.now();
       try {
         hookModule(m);
       } catch (err) {
         skipped.push([m.name, '*', String(err.message || err)]);
       }
+      hookTimes[m.name] = [Date.now() - t0, entries.length - before]; // start-up cost, said in the trace's notes
       added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
       sendHooks(before);
     }
@@ -1125,7 +1128,8 @@ function sendHooks(from) {
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || skipped.length > 0) {
-    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts, patching });
+    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts, patching,
+      timing: hookTimes });
   }
 }
 
