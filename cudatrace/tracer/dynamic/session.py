@@ -369,11 +369,16 @@ class Collector:
             return []
         return values
 
-    def has_shared_counters(self, key: str) -> bool:
-        """Whether the host reads the counters of process ``key`` itself (a shared file, Linux)."""
+    def progress_source(self, key: str) -> str | None:
+        """How the progress of process ``key`` is learnt: "shared" (the host reads its shared counters), "agent"
+        (the agent is asked for a batch: no shared file), or None (its agent is not configured yet: a message now
+        would wait in the agent and arrive later, maybe as the process execs, which Frida's agent does not
+        survive)."""
         with self._lock:
             proc = self._procs.get(key)
-            return proc is not None and bool(proc.shm_path) and not proc.ended
+            if proc is None or proc.ended or proc.hello is None:
+                return None
+            return "shared" if proc.shm_path else "agent"
 
     def shared_progress(self, key: str) -> None:
         """Tell the sink the calls counted so far in process ``key``, read from its shared counters (no message
@@ -676,11 +681,12 @@ class _Tracer:
             with self._lock:
                 scripts = list(self.scripts.items())
             for key, s in scripts:
-                if self.collector.has_shared_counters(key):
+                source = self.collector.progress_source(key)
+                if source == "shared":
                     self.collector.shared_progress(key)
-                    continue
-                with contextlib.suppress(Exception):
-                    s.post(message)
+                elif source == "agent":
+                    with contextlib.suppress(Exception):
+                        s.post(message)
 
     def expect_root(self, pid: int) -> None:
         """The next exec of ``pid`` is the program itself: it becomes the root of the tree."""

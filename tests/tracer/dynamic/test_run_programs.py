@@ -262,3 +262,57 @@ def test_a_failed_dlopen_of_libcuda_is_recorded_and_the_program_sees_its_own_err
     assert failure["kind"] == "missing_library" and failure["library"] == "libcuda.so.1" and failure["cuda"]
     assert trace["verdict"]["status"] == "blocked"  # type: ignore[index]
     assert "ran without the GPU" in trace["verdict"]["reasons"][0]["message"]  # type: ignore[index]
+
+
+OUTER = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int outer_load(const char *name) {
+  void *h = dlopen(name, RTLD_NOW);
+  if (h == NULL) { printf("failed: %s\n", dlerror()); return 1; }
+  int (*f)(void) = (int (*)(void))dlsym(h, "inner_value");
+  printf("loaded %s: %d\n", name, f());
+  return 0;
+}
+"""
+
+LOADER = r"""
+int outer_load(const char *name);
+int main(int argc, char **argv) { return outer_load(argv[1]); }
+"""
+
+
+@pytest.mark.parametrize("path_tag", ["runpath", "rpath"])
+def test_a_library_loading_a_sibling_by_name_finds_it_through_its_own_runpath(path_tag: str, tmp_path: Path) -> None:
+    # libouter (RUNPATH or RPATH $ORIGIN) dlopens "libinner.so" by bare name from its own folder, as libnvrtc loads
+    # libnvrtc-builtins and cuDNN its sub-libraries. glibc learns the caller from dlopen's return address; under
+    # the tracer's listener that was Frida's, so the load failed only when traced.
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "inner.c").write_text("int inner_value(void) { return 42; }\n")
+    (tmp_path / "outer.c").write_text(OUTER)
+    (tmp_path / "main.c").write_text(LOADER)
+    flag = "--enable-new-dtags" if path_tag == "runpath" else "--disable-new-dtags"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libinner.so"), str(tmp_path / "inner.c")], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib / "libouter.so"), str(tmp_path / "outer.c"), "-ldl",
+         f"-Wl,{flag},-rpath,$ORIGIN"],
+        check=True,
+    )  # fmt: skip
+    prog = tmp_path / "loader"
+    subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "main.c"), str(lib / "libouter.so")], check=True)
+    native = subprocess.run([str(prog), "libinner.so"], capture_output=True, text=True, timeout=30)
+    assert native.stdout == "loaded libinner.so: 42\n" and native.returncode == 0
+    proc, trace = traced([str(prog), "libinner.so"], tmp_path)
+    assert proc.stdout == native.stdout, proc.stderr
+    assert proc.returncode == 0
+    assert trace["load_failures"] == []  # type: ignore[comparison-overlap]
+    # A name nothing provides still fails as it does untraced, with the loader's own message.
+    missing = subprocess.run([str(prog), "libnothere.so"], capture_output=True, text=True, timeout=30)
+    proc, _ = traced([str(prog), "libnothere.so"], tmp_path)
+    assert proc.stdout == missing.stdout and "libnothere.so: cannot open shared object file" in proc.stdout
+    assert proc.returncode == missing.returncode == 1

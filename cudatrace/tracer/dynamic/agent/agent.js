@@ -1224,6 +1224,72 @@ function listenForFlushes() {
   });
 }
 
+// dlopen finds a bare name through the calling library's RPATH or RUNPATH ($ORIGIN: the caller's own folder).
+// glibc learns the caller from dlopen's return address, and the Interceptor's listener (it needs the return, to
+// hook the library before dlopen returns) hands dlopen an address of Frida's, so glibc searched the program's paths
+// instead: a library loading a sibling by name (libnvrtc its libnvrtc-builtins, cuDNN its sub-libraries) failed
+// under the tracer only. The agent looks where the caller's paths would, in the loader's order, and passes the
+// file it finds there; null when the loader would find the same without the caller (or nothing).
+let accessFn = null;
+function callerPath(name, caller) {
+  if (name === null || name.indexOf('/') >= 0 || Process.platform !== 'linux') return null;
+  if (Process.findModuleByName(name) !== null) return null; // loaded already: dlopen takes it by name
+  const m = Process.findModuleByAddress(caller);
+  if (m === null || m.path === Process.mainModule.path) return null; // the program's own paths: searched anyway
+  const paths = searchPaths(m);
+  if (paths === null) return null;
+  if (accessFn === null) accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
+  const exists = dir => dir !== '' && accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
+  const origin = m.path.substring(0, m.path.lastIndexOf('/'));
+  const expand = list => list.split(':').map(d => d.replace(/\$\{ORIGIN\}|\$ORIGIN/g, origin)).filter(d => d.indexOf('$') < 0);
+  if (paths.rpath !== null && paths.runpath === null) {
+    for (const d of expand(paths.rpath)) if (exists(d)) return d + '/' + name; // before LD_LIBRARY_PATH
+    return null;
+  }
+  if (paths.runpath === null) return null;
+  const env = getenv('LD_LIBRARY_PATH');
+  if (env !== null) for (const d of env.split(/[:;]/)) if (exists(d)) return null; // found there first anyway
+  for (const d of expand(paths.runpath)) if (exists(d)) return d + '/' + name;
+  return null;
+}
+
+let getenvFn = null;
+function getenv(name) {
+  if (getenvFn === null) getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
+  const v = getenvFn(Memory.allocUtf8String(name));
+  return v.isNull() ? null : v.readUtf8String();
+}
+
+// DT_RPATH and DT_RUNPATH of a loaded ELF module, read from its dynamic section in memory.
+function searchPaths(m) {
+  const b = m.base;
+  if (b.readU32() !== 0x464c457f || b.add(4).readU8() !== 2) return null; // ELF64 only
+  const phoff = b.add(0x20).readU64().toNumber(), phentsize = b.add(0x36).readU16(), phnum = b.add(0x38).readU16();
+  let dyn = null, low = null;
+  for (let i = 0; i < phnum && i < 64; i++) {
+    const ph = b.add(phoff + i * phentsize);
+    const type = ph.readU32(), vaddr = ph.add(0x10).readU64().toNumber();
+    if (type === 1 && (low === null || vaddr < low)) low = vaddr; // PT_LOAD
+    if (type === 2) dyn = vaddr; // PT_DYNAMIC
+  }
+  if (dyn === null || low === null) return null;
+  const bias = b.sub(low - (low % 0x1000));
+  let strtab = null, rpath = null, runpath = null;
+  for (let d = bias.add(dyn), i = 0; i < 4096; i++, d = d.add(16)) {
+    const tag = d.readS64().toNumber(), val = d.add(8).readU64();
+    if (tag === 0) break;
+    if (tag === 5) strtab = val; // DT_STRTAB: glibc makes it absolute in place; relative when it has not
+    else if (tag === 15) rpath = val.toNumber();
+    else if (tag === 29) runpath = val.toNumber();
+  }
+  if (strtab === null || (rpath === null && runpath === null)) return null;
+  const str = ptr(strtab.toString()).compare(b) < 0 ? bias.add(strtab.toString()) : ptr(strtab.toString());
+  return {
+    rpath: rpath === null ? null : str.add(rpath).readUtf8String(),
+    runpath: runpath === null ? null : str.add(runpath).readUtf8String(),
+  };
+}
+
 function watchLoads() {
   // Hooks go in when dlopen returns: the library is then relocated and initialized.
   const wide = new Set(['LoadLibraryExW', 'LoadLibraryW']);
@@ -1242,6 +1308,14 @@ function watchLoads() {
           const a = args[nameArg];
           this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
           this.flags = n === 'dlopen' ? args[1].toInt32() : null;
+          if (n === 'dlopen' || n === 'dlmopen') {
+            let found = null;
+            try { found = callerPath(this.name, this.returnAddress); } catch (_) { /* the program's own name stands */ }
+            if (found !== null) {
+              this.path = Memory.allocUtf8String(found); // kept alive by the invocation until onLeave
+              args[nameArg] = this.path;
+            }
+          }
         },
         onLeave(retval) {
           if (rearming) return;
