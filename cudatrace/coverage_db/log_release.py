@@ -6,6 +6,7 @@ v7-preview.2, when ZLUDA gained its NvAPI library; and the export tables zluda_t
 (``{CONTEXT_CHECKS}::...``, called ``UNKNOWN_CHECKS`` before v6-preview.48; ``{HYBRID_CUDART}`` from
 v6-preview.28) bound the release by the catalog's export-table history. :func:`date_log` intersects these bounds
 and records them on the trace's :class:`~cudatrace.model.LogSource`.
+
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ def release_bounds(
     return (low[1] if low else None), (high[1] if high else None), words
 
 
+def _span(lo: str | None, hi: str | None) -> str:
+    if lo and hi:
+        return f"{lo} to {hi}"
+    return f"{lo} or newer" if lo else f"{hi} or older"
+
+
 def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     """``trace`` with its log's release bounds filled in, and ``zluda_release`` set when the log names an old one.
 
@@ -83,6 +90,5 @@ def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     release = hi if hi is not None and (lo is None or cat.release(lo).ordinal <= cat.release(hi).ordinal) else None
     notes = trace.notes
     if words and not any(n.startswith("the log's format fits ZLUDA") for n in notes):
-        span = f"{lo or 'any release'} to {hi or cat.latest}"
-        notes = (*notes, f"the log's format fits ZLUDA {span} ({'; '.join(words)})")
+        notes = (*notes, f"the log's format fits ZLUDA {_span(lo, hi)} ({'; '.join(words)})")
     return replace(trace, source=source, zluda_release=release or trace.zluda_release, notes=notes)

@@ -7,6 +7,7 @@ GPU modules, the release the format fits, the verdict.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,20 @@ def test_a_fragment_quoted_in_a_public_zluda_issue() -> None:
     assert ("cuStreamCopyAttributes", 11000, 2) in lookups and ("cuIpcGetEventHandle", 4010, 0) in lookups
     assert _call(trace, "cuGetProcAddress").calls == 10
     assert trace.first_failure is None
+
+
+@pytest.mark.parametrize(
+    ("markers", "span"),
+    [
+        (("tool:zluda_dump",), "v5-preview.78 or older"),
+        (("tool:zluda_trace",), "v5-preview.79 or newer"),
+        (("tool:zluda_trace", "table:UNKNOWN_CHECKS"), "v5-preview.79 to v6-preview.47"),
+    ],
+)
+def test_release_span_note_reads_as_a_range(tmp_path: Path, markers: tuple[str, ...], span: str) -> None:
+    """The note names the bounds the log sets: "X or older", "X or newer", or "X to Y", never "any release to"."""
+    trace = read_log(str(z.write_folder(tmp_path, "app", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")))
+    assert trace.source is not None
+    dated = date_log(replace(trace, source=replace(trace.source, markers=markers)))
+    note = next(n for n in dated.notes if n.startswith("the log's format fits ZLUDA"))
+    assert note.startswith(f"the log's format fits ZLUDA {span} (") and "any release" not in note
