@@ -300,6 +300,79 @@ def test_a_fragment_quoted_in_a_public_zluda_issue() -> None:
     assert trace.first_failure is None
 
 
+def _public(name: str) -> Path:
+    return Path(__file__).resolve().parents[1] / "data" / "zluda_logs" / f"public_issue_{name}.txt"
+
+
+def _reason(trace: TraceResult, code: str):  # type: ignore[no-untyped-def]
+    assert trace.verdict is not None
+    return next(r for r in trace.verdict.reasons if r.code == code)
+
+
+@pytest.mark.parametrize(
+    ("name", "lines", "line", "kernel", "calls"),
+    [
+        # vosen/ZLUDA#626 (spordniar, 2026-03-24), GPT-SoVITS/FunASR on Windows
+        (
+            "vosen_626",
+            5,
+            1,
+            "TensorCompare_cu",
+            {"cuModuleGetFunction": 1, "cuDevicePrimaryCtxGetState": 2, "cuCtxGetDevice": 2},
+        ),
+        # vosen/ZLUDA#664 (sruggier, 2026-08-01), nvidia-vipe on Linux
+        (
+            "vosen_664",
+            3,
+            1,
+            "CatArrayBatchedCopy",
+            {"cuModuleGetFunction": 1, "cuDevicePrimaryCtxGetState": 1, "cuCtxGetDevice": 1},
+        ),
+        # vosen/ZLUDA#627 (JiejieZzz, 2026-03-28), YOLO11 training on Windows; the user elided lines with "..."
+        ("vosen_627", 4, 4, "FillFunctor", {"cuLibraryLoadData": 1, "cuModuleGetFunction": 1}),
+    ],
+)
+def test_public_fragments_with_a_kernel_not_found(
+    name: str, lines: int, line: int, kernel: str, calls: dict[str, int]
+) -> None:
+    """Fragments users quoted in vosen/ZLUDA issues (cited in tests/data/zluda_logs/README.md): PyTorch asks for a
+    kernel by name and cuModuleGetFunction answers CUDA_ERROR_NOT_FOUND ("named symbol not found"). The reader
+    finds that call first, the [ZLUDA_TRACE] prefix dates the log, and the report names the entry point, says the
+    release implements it, and sends the user to ZLUDA with the log."""
+    trace = _load(_public(name))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_trace", "stderr", lines, 0)
+    assert {c.function: c.calls for c in trace.calls} == calls
+    assert dict(_call(trace, "cuModuleGetFunction").statuses) == {"CUDA_ERROR_NOT_FOUND": 1}
+    assert all(c.statuses == () for c in trace.calls if c.function != "cuModuleGetFunction")
+    ff = trace.first_failure
+    assert ff is not None and (ff.function, ff.line, ff.result, ff.depth) == (
+        "cuModuleGetFunction",
+        line,
+        "CUDA_ERROR_NOT_FOUND",
+        0,
+    )
+    assert kernel in ff.text and not ff.text.startswith("[ZLUDA_TRACE]")
+    # zluda_trace from v5-preview.79, nothing bounds it above: judged against the newest release
+    assert src.releases == ("v5-preview.79", None) and trace.zluda_release is None
+    assert any(n.startswith("the log's format fits ZLUDA v5-preview.79 or newer (") for n in trace.notes)
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    first = _reason(trace, "first_failure")
+    assert first.functions == ("cuModuleGetFunction",)
+    assert "cuModuleGetFunction (line" in first.message and "CUDA_ERROR_NOT_FOUND" in first.message
+    assert "implements it on hipModuleGetFunction" in first.message
+    assert "report it to ZLUDA" in (first.remedy or "")
+
+
+def test_public_fragment_627_elision_and_saved_module() -> None:
+    """The "..." a user put between quoted lines is program output, not a lost call; the indented message under
+    the prefix is the module cuLibraryLoadData saved."""
+    trace = _load(_public("vosen_627"))
+    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+    assert any("saved 1 module(s)" in n for n in trace.notes)
+    assert _call(trace, "cuLibraryLoadData").statuses == ()
+
+
 @pytest.mark.parametrize(
     ("markers", "span"),
     [
