@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
 from cudatrace.errors import InputError
@@ -371,6 +372,40 @@ def test_public_fragment_627_elision_and_saved_module() -> None:
     assert any("1 line(s) of the program's own output" in n for n in trace.notes)
     assert any("saved 1 module(s)" in n for n in trace.notes)
     assert _call(trace, "cuLibraryLoadData").statuses == ()
+
+
+def test_public_fragment_from_the_fork_is_not_judged_as_v5_preview_78() -> None:
+    """lshqqytiger/ZLUDA#108, a later dump of the same run: a [ZLUDA_DUMP] log fits vosen/ZLUDA v5-preview.78 or
+    older, but its cuStreamIsCapturing and cuMemcpyHtoDAsync_v2 returned CUDA_SUCCESS where v5-preview.78 only
+    stubs them. The fork wrote it (it kept zluda_dump's name), so the stubs of v5-preview.78 are no blocker: the
+    log is judged against the newest release, and the dating says why."""
+    trace = _load(_public("lshqqytiger_108_export_table"))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_dump", "stderr", 20, 0)
+    assert {c.function: c.calls for c in trace.calls} == {
+        "cuCtxGetDevice": 12,
+        "cuStreamIsCapturing": 1,
+        "cuMemAlloc_v2": 1,
+        "cuMemcpyHtoDAsync_v2": 1,
+        "cuStreamSynchronize": 1,
+    }
+    assert all(c.statuses == () for c in trace.calls)
+    # a dark-API call through a table the catalog does not name, its result printed as UNKNOWN: counted, no failure
+    assert dict(trace.dark_api_calls) == {"{6e3393c6-2111-11df-a8c3-68f355d89593}::2": 4}
+    assert trace.first_failure is None
+    assert src.releases == (None, "v5-preview.78")
+    assert "only stubs (cuMemcpyHtoDAsync_v2, cuStreamIsCapturing)" in src.release_evidence[-1]
+    note = next(n for n in trace.notes if n.startswith("the log's format fits ZLUDA"))
+    assert note.startswith("the log's format fits ZLUDA v5-preview.78 or older (") and "lshqqytiger" in note
+    assert trace.zluda_release is None
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    assert trace.verdict.release == load_catalog().latest
+    assert [r.code for r in trace.verdict.reasons] == ["translated"]
+    # asked for that release, the stubs are what it would serve
+    pinned = _load(_public("lshqqytiger_108_export_table"), "v5-preview.78")
+    assert pinned.verdict is not None and pinned.verdict.status is VerdictStatus.BLOCKED
+    assert _reason(pinned, "stub_called").functions == ("cuMemcpyHtoDAsync_v2", "cuStreamIsCapturing")
+    assert "cuMemcpyHtoDAsync_v2" in _reason(pinned, "first_failing_call").message
 
 
 @pytest.mark.parametrize(
