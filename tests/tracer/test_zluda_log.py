@@ -423,3 +423,25 @@ def test_release_span_note_reads_as_a_range(tmp_path: Path, markers: tuple[str, 
     dated = date_log(replace(trace, source=replace(trace.source, markers=markers)))
     note = next(n for n in dated.notes if n.startswith("the log's format fits ZLUDA"))
     assert note.startswith(f"the log's format fits ZLUDA {span} (") and "any release" not in note
+
+
+def test_public_fragment_626_log_txt_form() -> None:
+    """The log.txt lines spordniar quoted in vosen/ZLUDA#626 before the failure: no prefix, cuBLASLt calls with a
+    struct argument, all succeeding; nothing in them dates the log, so no note claims a release span."""
+    trace = _load(_public("vosen_626_comment"))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_trace", "log.txt", 15, 0)
+    got = {(c.family, c.function): c.calls for c in trace.calls}
+    assert got == {
+        (Family.DRIVER, "cuCtxGetDevice"): 7,
+        (Family.DRIVER, "cuDevicePrimaryCtxGetState"): 2,
+        (Family.CUBLASLT, "cublasLtMatmul"): 1,
+        (Family.CUBLASLT, "cublasLtMatrixLayoutDestroy"): 3,
+        (Family.CUBLASLT, "cublasLtMatmulDescDestroy"): 1,
+        (Family.CUBLASLT, "cublasLtMatmulPreferenceDestroy"): 1,
+    }
+    assert all(c.statuses == () for c in trace.calls) and trace.first_failure is None
+    assert src.markers == () and src.releases == (None, None) and trace.zluda_release is None
+    assert not any("format fits" in n for n in trace.notes)
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    assert [r.code for r in trace.verdict.reasons] == ["translated"]
