@@ -6,6 +6,11 @@ v7-preview.2, when ZLUDA gained its NvAPI library; and the export tables zluda_t
 (``{CONTEXT_CHECKS}::...``, called ``UNKNOWN_CHECKS`` before v6-preview.48; ``{HYBRID_CUDART}`` from
 v6-preview.28) bound the release by the catalog's export-table history. :func:`date_log` intersects these bounds
 and records them on the trace's :class:`~cudatrace.model.LogSource`.
+
+The statuses check the dating: a call that returned success where the newest release the format fits only stubs
+it (a stub returns a not-supported status) was not served by that release. lshqqytiger/ZLUDA's fork kept the
+zluda_dump name after vosen/ZLUDA renamed it, so a ``[ZLUDA_DUMP]`` log with such calls is from the fork (or its
+calls went to NVIDIA's driver), and the release it is judged against is left to ``--release`` or the newest.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
-from cudatrace.model import TraceResult
+from cudatrace.model import TraceResult, ZludaStatus
 
 DUMP_LAST = "v5-preview.78"  # the last release whose tracer was zluda_dump
 TRACE_FIRST = "v5-preview.79"
@@ -69,11 +74,36 @@ def release_bounds(
     return (low[1] if low else None), (high[1] if high else None), words
 
 
+def served_stubs(trace: TraceResult, release: str, catalog: Catalog | None = None) -> tuple[str, ...]:
+    """The entry points ``trace`` shows returning success at least once that ``release`` only stubs, sorted.
+
+    A log written with NVIDIA's driver behind the tracer (``LogSource.backend == "nvidia"``) gives none: there a
+    success says nothing about ZLUDA.
+    """
+    if trace.source is not None and trace.source.backend == "nvidia":
+        return ()
+    cat = catalog or load_catalog()
+    names = set()
+    for c in trace.calls:
+        if not c.calls or c.calls <= sum(n for _, n in c.statuses):
+            continue
+        if cat.classify(c.family, c.function, release).status is ZludaStatus.STUB:
+            names.add(c.function)
+    return tuple(sorted(names))
+
+
+def _span(lo: str | None, hi: str | None) -> str:
+    if lo and hi:
+        return f"{lo} to {hi}"
+    return f"{lo} or newer" if lo else f"{hi} or older"
+
+
 def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     """``trace`` with its log's release bounds filled in, and ``zluda_release`` set when the log names an old one.
 
     Only an upper bound below the newest release says which release to judge against (the newest one that fits);
-    otherwise the choice stays with the user (``--release``) or the newest release.
+    otherwise the choice stays with the user (``--release``) or the newest release. So it does when calls the log
+    shows succeeding are stubs in that release (:func:`served_stubs`): a sentence on the source says so.
     """
     if trace.source is None:
         return trace
@@ -81,8 +111,17 @@ def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     lo, hi, words = release_bounds(trace.source.markers, cat)
     source = replace(trace.source, releases=(lo, hi), release_evidence=tuple(words))
     release = hi if hi is not None and (lo is None or cat.release(lo).ordinal <= cat.release(hi).ordinal) else None
+    served = served_stubs(trace, release, cat) if release is not None else ()
+    if served and release is not None:
+        shown = ", ".join(served[:5]) + (f" and {len(served) - 5} more" if len(served) > 5 else "")
+        words.append(
+            f"but {len(served)} entry point(s) returned success that ZLUDA {release} only stubs ({shown}): not "
+            "that release's ZLUDA; the calls went to NVIDIA's driver, or a newer build wrote the log "
+            "(lshqqytiger/ZLUDA's fork kept zluda_dump); judged against --release or the newest release"
+        )
+        source = replace(source, release_evidence=tuple(words))
+        release = None
     notes = trace.notes
     if words and not any(n.startswith("the log's format fits ZLUDA") for n in notes):
-        span = f"{lo or 'any release'} to {hi or cat.latest}"
-        notes = (*notes, f"the log's format fits ZLUDA {span} ({'; '.join(words)})")
+        notes = (*notes, f"the log's format fits ZLUDA {_span(lo, hi)} ({'; '.join(words)})")
     return replace(trace, source=source, zluda_release=release or trace.zluda_release, notes=notes)

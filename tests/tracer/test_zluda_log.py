@@ -7,10 +7,12 @@ GPU modules, the release the format fits, the verdict.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
 from cudatrace.errors import InputError
@@ -297,3 +299,149 @@ def test_a_fragment_quoted_in_a_public_zluda_issue() -> None:
     assert ("cuStreamCopyAttributes", 11000, 2) in lookups and ("cuIpcGetEventHandle", 4010, 0) in lookups
     assert _call(trace, "cuGetProcAddress").calls == 10
     assert trace.first_failure is None
+
+
+def _public(name: str) -> Path:
+    return Path(__file__).resolve().parents[1] / "data" / "zluda_logs" / f"public_issue_{name}.txt"
+
+
+def _reason(trace: TraceResult, code: str):  # type: ignore[no-untyped-def]
+    assert trace.verdict is not None
+    return next(r for r in trace.verdict.reasons if r.code == code)
+
+
+@pytest.mark.parametrize(
+    ("name", "lines", "line", "kernel", "calls"),
+    [
+        # vosen/ZLUDA#626 (spordniar, 2026-03-24), GPT-SoVITS/FunASR on Windows
+        (
+            "vosen_626",
+            5,
+            1,
+            "TensorCompare_cu",
+            {"cuModuleGetFunction": 1, "cuDevicePrimaryCtxGetState": 2, "cuCtxGetDevice": 2},
+        ),
+        # vosen/ZLUDA#664 (sruggier, 2026-08-01), nvidia-vipe on Linux
+        (
+            "vosen_664",
+            3,
+            1,
+            "CatArrayBatchedCopy",
+            {"cuModuleGetFunction": 1, "cuDevicePrimaryCtxGetState": 1, "cuCtxGetDevice": 1},
+        ),
+        # vosen/ZLUDA#627 (JiejieZzz, 2026-03-28), YOLO11 training on Windows; the user elided lines with "..."
+        ("vosen_627", 4, 4, "FillFunctor", {"cuLibraryLoadData": 1, "cuModuleGetFunction": 1}),
+    ],
+)
+def test_public_fragments_with_a_kernel_not_found(
+    name: str, lines: int, line: int, kernel: str, calls: dict[str, int]
+) -> None:
+    """Fragments users quoted in vosen/ZLUDA issues (cited in tests/data/zluda_logs/README.md): PyTorch asks for a
+    kernel by name and cuModuleGetFunction answers CUDA_ERROR_NOT_FOUND ("named symbol not found"). The reader
+    finds that call first, the [ZLUDA_TRACE] prefix dates the log, and the report names the entry point, says the
+    release implements it, and sends the user to ZLUDA with the log."""
+    trace = _load(_public(name))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_trace", "stderr", lines, 0)
+    assert {c.function: c.calls for c in trace.calls} == calls
+    assert dict(_call(trace, "cuModuleGetFunction").statuses) == {"CUDA_ERROR_NOT_FOUND": 1}
+    assert all(c.statuses == () for c in trace.calls if c.function != "cuModuleGetFunction")
+    ff = trace.first_failure
+    assert ff is not None and (ff.function, ff.line, ff.result, ff.depth) == (
+        "cuModuleGetFunction",
+        line,
+        "CUDA_ERROR_NOT_FOUND",
+        0,
+    )
+    assert kernel in ff.text and not ff.text.startswith("[ZLUDA_TRACE]")
+    # zluda_trace from v5-preview.79, nothing bounds it above: judged against the newest release
+    assert src.releases == ("v5-preview.79", None) and trace.zluda_release is None
+    assert any(n.startswith("the log's format fits ZLUDA v5-preview.79 or newer (") for n in trace.notes)
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    first = _reason(trace, "first_failure")
+    assert first.functions == ("cuModuleGetFunction",)
+    assert "cuModuleGetFunction (line" in first.message and "CUDA_ERROR_NOT_FOUND" in first.message
+    assert "implements it on hipModuleGetFunction" in first.message
+    assert "report it to ZLUDA" in (first.remedy or "")
+
+
+def test_public_fragment_627_elision_and_saved_module() -> None:
+    """The "..." a user put between quoted lines is program output, not a lost call; the indented message under
+    the prefix is the module cuLibraryLoadData saved."""
+    trace = _load(_public("vosen_627"))
+    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+    assert any("saved 1 module(s)" in n for n in trace.notes)
+    assert _call(trace, "cuLibraryLoadData").statuses == ()
+
+
+def test_public_fragment_from_the_fork_is_not_judged_as_v5_preview_78() -> None:
+    """lshqqytiger/ZLUDA#108, a later dump of the same run: a [ZLUDA_DUMP] log fits vosen/ZLUDA v5-preview.78 or
+    older, but its cuStreamIsCapturing and cuMemcpyHtoDAsync_v2 returned CUDA_SUCCESS where v5-preview.78 only
+    stubs them. The fork wrote it (it kept zluda_dump's name), so the stubs of v5-preview.78 are no blocker: the
+    log is judged against the newest release, and the dating says why."""
+    trace = _load(_public("lshqqytiger_108_export_table"))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_dump", "stderr", 20, 0)
+    assert {c.function: c.calls for c in trace.calls} == {
+        "cuCtxGetDevice": 12,
+        "cuStreamIsCapturing": 1,
+        "cuMemAlloc_v2": 1,
+        "cuMemcpyHtoDAsync_v2": 1,
+        "cuStreamSynchronize": 1,
+    }
+    assert all(c.statuses == () for c in trace.calls)
+    # a dark-API call through a table the catalog does not name, its result printed as UNKNOWN: counted, no failure
+    assert dict(trace.dark_api_calls) == {"{6e3393c6-2111-11df-a8c3-68f355d89593}::2": 4}
+    assert trace.first_failure is None
+    assert src.releases == (None, "v5-preview.78")
+    assert "only stubs (cuMemcpyHtoDAsync_v2, cuStreamIsCapturing)" in src.release_evidence[-1]
+    note = next(n for n in trace.notes if n.startswith("the log's format fits ZLUDA"))
+    assert note.startswith("the log's format fits ZLUDA v5-preview.78 or older (") and "lshqqytiger" in note
+    assert trace.zluda_release is None
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    assert trace.verdict.release == load_catalog().latest
+    assert [r.code for r in trace.verdict.reasons] == ["translated"]
+    # asked for that release, the stubs are what it would serve
+    pinned = _load(_public("lshqqytiger_108_export_table"), "v5-preview.78")
+    assert pinned.verdict is not None and pinned.verdict.status is VerdictStatus.BLOCKED
+    assert _reason(pinned, "stub_called").functions == ("cuMemcpyHtoDAsync_v2", "cuStreamIsCapturing")
+    assert "cuMemcpyHtoDAsync_v2" in _reason(pinned, "first_failing_call").message
+
+
+@pytest.mark.parametrize(
+    ("markers", "span"),
+    [
+        (("tool:zluda_dump",), "v5-preview.78 or older"),
+        (("tool:zluda_trace",), "v5-preview.79 or newer"),
+        (("tool:zluda_trace", "table:UNKNOWN_CHECKS"), "v5-preview.79 to v6-preview.47"),
+    ],
+)
+def test_release_span_note_reads_as_a_range(tmp_path: Path, markers: tuple[str, ...], span: str) -> None:
+    """The note names the bounds the log sets: "X or older", "X or newer", or "X to Y", never "any release to"."""
+    trace = read_log(str(z.write_folder(tmp_path, "app", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")))
+    assert trace.source is not None
+    dated = date_log(replace(trace, source=replace(trace.source, markers=markers)))
+    note = next(n for n in dated.notes if n.startswith("the log's format fits ZLUDA"))
+    assert note.startswith(f"the log's format fits ZLUDA {span} (") and "any release" not in note
+
+
+def test_public_fragment_626_log_txt_form() -> None:
+    """The log.txt lines spordniar quoted in vosen/ZLUDA#626 before the failure: no prefix, cuBLASLt calls with a
+    struct argument, all succeeding; nothing in them dates the log, so no note claims a release span."""
+    trace = _load(_public("vosen_626_comment"))
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_trace", "log.txt", 15, 0)
+    got = {(c.family, c.function): c.calls for c in trace.calls}
+    assert got == {
+        (Family.DRIVER, "cuCtxGetDevice"): 7,
+        (Family.DRIVER, "cuDevicePrimaryCtxGetState"): 2,
+        (Family.CUBLASLT, "cublasLtMatmul"): 1,
+        (Family.CUBLASLT, "cublasLtMatrixLayoutDestroy"): 3,
+        (Family.CUBLASLT, "cublasLtMatmulDescDestroy"): 1,
+        (Family.CUBLASLT, "cublasLtMatmulPreferenceDestroy"): 1,
+    }
+    assert all(c.statuses == () for c in trace.calls) and trace.first_failure is None
+    assert src.markers == () and src.releases == (None, None) and trace.zluda_release is None
+    assert not any("format fits" in n for n in trace.notes)
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    assert [r.code for r in trace.verdict.reasons] == ["translated"]
