@@ -117,6 +117,17 @@ def release_of(args: argparse.Namespace) -> str | None:
     return chosen
 
 
+def announce_release(name: str | None) -> str:
+    """The catalog release ``name`` stands for (:func:`cudatrace.programs.releases.resolve_release`); a name newer
+    than the catalog is judged as its newest release, and a note on stderr says so."""
+    from cudatrace.programs.releases import resolve_release
+
+    resolved = resolve_release(name)
+    if resolved.note is not None:
+        print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+    return resolved.name
+
+
 def dump_json(doc: dict[str, Any]) -> str:
     """The canonical JSON text of a document."""
     return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
