@@ -112,7 +112,10 @@ def release_of(args: argparse.Namespace) -> str | None:
         return None if release in (None, "latest") else release
     from cudatrace.configure.layout import detect_zluda
     from cudatrace.configure.mapping import select_release
+    from cudatrace.programs.releases import resolve_release
 
+    if release is not None:
+        release = resolve_release(release, allow_newer=False).name  # the folder must hold it: no newer one
     chosen, _notes = select_release(detect_zluda(folder), release=release, verdict_release=None)
     return chosen
 
