@@ -112,9 +112,23 @@ def release_of(args: argparse.Namespace) -> str | None:
         return None if release in (None, "latest") else release
     from cudatrace.configure.layout import detect_zluda
     from cudatrace.configure.mapping import select_release
+    from cudatrace.programs.releases import resolve_release
 
+    if release is not None:
+        release = resolve_release(release, allow_newer=False).name  # the folder must hold it: no newer one
     chosen, _notes = select_release(detect_zluda(folder), release=release, verdict_release=None)
     return chosen
+
+
+def announce_release(name: str | None) -> str:
+    """The catalog release ``name`` stands for (:func:`cudatrace.programs.releases.resolve_release`); a name newer
+    than the catalog is judged as its newest release, and a note on stderr says so."""
+    from cudatrace.programs.releases import resolve_release
+
+    resolved = resolve_release(name)
+    if resolved.note is not None:
+        print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+    return resolved.name
 
 
 def dump_json(doc: dict[str, Any]) -> str:

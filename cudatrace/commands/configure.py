@@ -61,19 +61,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run_configure)
 
 
-def _canonical_release(name: str | None) -> str | None:
-    if name is None:
-        return None
-    from cudatrace.configure.runtime_data import load_runtime_data
-
-    data = load_runtime_data()
-    if data.is_known(name):
-        return name
-    from cudatrace.programs.releases import resolve_release
-
-    return resolve_release(name, allow_newer=False).name
-
-
 def run_configure(args: argparse.Namespace) -> int:
     """Plan, render, and stage or restore; return the exit code."""
     from cudatrace.configure.launcher import render_launcher
@@ -175,12 +162,17 @@ def _plan(args: argparse.Namespace) -> MappingPlan:
         if found:
             gpu = found[0].gfx
             gpu_note = f"GPU {gpu} found in this machine's KFD topology (pass --gpu to plan for another)"
+    release = None
+    if args.release is not None:
+        from cudatrace.programs.releases import resolve_release
+
+        release = resolve_release(args.release, allow_newer=False).name  # the folder must hold it: no newer one
     plan = plan_mapping(
         evidence,
         zluda,
         hip,
         gpu=gpu,
-        release=_canonical_release(args.release),
+        release=release,
         method=Method(args.method) if args.method else None,
         device=args.device,
     )

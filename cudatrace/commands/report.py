@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,6 +18,7 @@ from typing import Any
 from cudatrace.commands._common import (
     add_output_args,
     add_release_args,
+    announce_release,
     common_parent,
     dump_json,
     output_width,
@@ -102,29 +102,21 @@ def _load(path: str) -> ScanResult | TraceResult | dict[str, Any]:
     return load_log(path) if is_log_path(path) else load_document(path)
 
 
-def _resolve_release(name: str) -> str:
-    from cudatrace.programs.releases import resolve_release
-
-    resolved = resolve_release(name)
-    if resolved.note is not None:
-        print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
-    return resolved.name
-
-
 def _releases(args: argparse.Namespace) -> list[str]:
     """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
     names = [n.strip() for n in str(release_of(args) or "latest").split(",") if n.strip()] or ["latest"]
     if len(names) > 1 and not args.all:
         raise UsageError("several --zluda releases are compared only with --all")
-    return list(dict.fromkeys(_resolve_release(n) for n in names))
+    return list(dict.fromkeys(announce_release(n) for n in names))
 
 
 def _annotate(
     scans: list[ScanResult] | tuple[ScanResult, ...], traces: list[TraceResult] | tuple[TraceResult, ...], release: str
 ) -> tuple[list[ScanResult], list[TraceResult]]:
-    from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace
+    from cudatrace.programs.judging import judge_documents
 
-    return [annotate_scan(s, release) for s in scans], [annotate_trace(t, release) for t in traces]
+    judged_scans, judged_traces = judge_documents(scans, traces, release)
+    return list(judged_scans), list(judged_traces)
 
 
 def replaced_caller_for(release: str) -> Callable[[str], bool]:
@@ -156,7 +148,7 @@ def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | N
     if args.release is not None or getattr(args, "zluda_dir", None) is not None:
         return None
     named = [t.zluda_release for t in traces if t.zluda_release]
-    return _resolve_release(named[0]) if named else None
+    return announce_release(named[0]) if named else None
 
 
 def _render(doc: Any, args: argparse.Namespace) -> str:

@@ -8,6 +8,7 @@ import sys
 
 from cudatrace.commands._common import (
     add_output_args,
+    announce_release,
     common_parent,
     dump_json,
     int_at_least,
@@ -116,6 +117,10 @@ def run_run(args: argparse.Namespace) -> int:
         raise UsageError("run needs a program after `--` (or --pid N)")
     if args.pid is not None and program:
         raise UsageError("give either --pid N or a program, not both")
+    if args.no_zluda_verdict and args.release:
+        raise UsageError("--no-zluda-verdict skips the classification: it cannot go with --release")
+    if not args.no_zluda_verdict:
+        announce_release(args.release)  # an unknown release fails before the program runs, not after
     env = _parse_env(args.env)
     if args.zluda:
         if args.pid is not None:
@@ -150,9 +155,9 @@ def run_run(args: argparse.Namespace) -> int:
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
-        from cudatrace.coverage_db.verdict import annotate_trace
+        from cudatrace.programs.judging import judge_documents
 
-        trace = annotate_trace(trace, args.release)
+        _scans, (trace,) = judge_documents((), (trace,), args.release)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 
 from cudatrace.commands._common import (
     add_output_args,
     add_release_args,
+    announce_release,
     common_parent,
     dump_json,
     output_width,
@@ -90,11 +90,8 @@ def run_scan(args: argparse.Namespace) -> int:
     result = replace(result, programs=group_programs(result))
     if not args.no_zluda:
         from cudatrace.coverage_db.verdict import annotate_scan
-        from cudatrace.programs.releases import resolve_release
 
-        resolved = resolve_release(release)
-        if resolved.note is not None:
-            print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
+        announce_release(release)
         result = annotate_scan(result, release)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store

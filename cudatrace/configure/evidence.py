@@ -151,14 +151,6 @@ def evidence_from_documents(
     )
 
 
-def load_documents(paths: Sequence[str]) -> tuple[tuple[ScanResult, ...], tuple[TraceResult, ...]]:
-    """Read saved ``cudatrace.scan/1`` and ``cudatrace.trace/1`` JSON documents with the loader ``report`` uses
-    (:func:`cudatrace.programs.documents.load_evidence`): a one-line error naming a bad file."""
-    from cudatrace.programs.documents import load_evidence
-
-    return load_evidence(tuple(paths))
-
-
 def gather_evidence(
     program: str | os.PathLike[str],
     *,
@@ -169,27 +161,29 @@ def gather_evidence(
     """The program's needs: from ``documents`` when given, else the store's newest scan and run of this exact
     file (same path and content), else a scan of the program made now."""
     path = Path(program).resolve()
-    spellings = {str(path), os.path.abspath(program)}  # the store keeps the absolute path as scanned
+    spellings = (str(path), os.path.abspath(program))  # the store keeps the absolute path as scanned
     platform = platform_of(path)
     if documents:
-        scans, traces = load_documents(documents)
+        from cudatrace.programs.documents import load_evidence
+
+        scans, traces = load_evidence(tuple(documents))
         return evidence_from_documents(path, scans, traces, platform=platform, sources=("saved documents",))
     if use_store:
         from cudatrace.coverage_db.store import open_store
+        from cudatrace.programs.lookup import find_file_programs
 
         digest = sha256_of(path)
         with open_store(db) as store:
-            for rec in store.find_programs(path.name):
-                if rec.path in spellings and rec.sha256 in (digest, None):
-                    scans, traces = store.latest_documents(rec.id)
-                    if scans or traces:
-                        return evidence_from_documents(
-                            path,
-                            scans,
-                            traces,
-                            platform=platform,
-                            sources=("the coverage store: newest scan and run of this file",),
-                        )
+            for rec in find_file_programs(store, spellings, digest):
+                scans, traces = store.latest_documents(rec.id)
+                if scans or traces:
+                    return evidence_from_documents(
+                        path,
+                        scans,
+                        traces,
+                        platform=platform,
+                        sources=("the coverage store: newest scan and run of this file",),
+                    )
     from cudatrace.tracer.static.scanner import scan_file
 
     scanned = scan_file(str(path))

@@ -653,36 +653,26 @@ def plan_mapping(
     )
 
 
-_VERDICT_ORDER = {"runs": 0, "at_risk": 1, "blocked": 2}
-
-
 def evidence_verdict(evidence: ProgramEvidence, release: str, limit: int = 8) -> tuple[str | None, tuple[str, ...]]:
     """The catalog's verdict on the evidence documents under ``release``: the worst status over the binaries and
     runs, and its blocker and risk reasons (with remedies), most certain first; (None, ()) without documents."""
     if not evidence.scans and not evidence.traces:
         return None, ()
-    from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace
-    from cudatrace.model import Severity, Verdict
+    from cudatrace.model import Severity
+    from cudatrace.programs.judging import evidence_verdicts
 
-    verdicts: list[Verdict] = []
-    for scan in evidence.scans:
-        verdicts.extend(b.verdict for b in annotate_scan(scan, release).binaries if b.verdict is not None)
-    for trace in evidence.traces:
-        judged = annotate_trace(trace, release).verdict
-        if judged is not None:
-            verdicts.append(judged)
+    verdicts = evidence_verdicts(evidence.scans, evidence.traces, release)
     if not verdicts:
         return None, ()
-    worst = max(verdicts, key=lambda v: _VERDICT_ORDER.get(v.status.value, 0))
     reasons: list[str] = []
-    for v in sorted(verdicts, key=lambda v: -_VERDICT_ORDER.get(v.status.value, 0)):
+    for v in verdicts:
         for r in v.reasons:
             if r.severity is Severity.INFO:
                 continue
             text = f"{r.severity.value}: {r.message}" + (f" (remedy: {r.remedy})" if r.remedy else "")
             if text not in reasons:
                 reasons.append(text)
-    return worst.status.value, tuple(reasons[:limit])
+    return verdicts[0].status.value, tuple(reasons[:limit])
 
 
 def _cc_default(release: str, data: RuntimeData) -> float:

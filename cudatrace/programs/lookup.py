@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 
 from cudatrace.coverage_db.store import ProgramRecord, Store
 from cudatrace.errors import InputError, UsageError
@@ -40,3 +42,19 @@ def find_program(store: Store, query: str) -> ProgramRecord:
     raise UsageError(
         f"--program {query!r} matches {len(pick)} programs: {listing}{more}; give a path or a sha256 prefix"
     )
+
+
+def find_file_programs(store: Store, paths: Iterable[str | os.PathLike[str]], sha256: str) -> tuple[ProgramRecord, ...]:
+    """The store's programs for one file on disk: recorded at one of ``paths`` (its spellings: as given, with
+    links resolved) with this content, or with no sha256 (a traced executable that could not be read); in the
+    store's order (exact names first, then the newest activity). A rebuilt file at the same path is another
+    program: its old scans and runs do not describe it."""
+    given = [os.fspath(p) for p in paths]
+    spellings = set(given)
+    names = dict.fromkeys(os.path.basename(p) for p in given)  # the first spelling's records come first
+    found: dict[int, ProgramRecord] = {}
+    for name in names:
+        for rec in store.find_programs(name):
+            if rec.path in spellings and rec.sha256 in (sha256, None):
+                found.setdefault(rec.id, rec)
+    return tuple(found.values())

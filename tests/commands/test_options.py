@@ -25,3 +25,17 @@ def test_detail_calls_must_be_minus_one_or_more(value: str, capsys: pytest.Captu
         build_parser().parse_args(["run", "--detail-calls", value, "--", "/bin/true"])
     assert exc.value.code == 2 and "--detail-calls" in capsys.readouterr().err
     assert build_parser().parse_args(["run", "--detail-calls", "-1", "--", "/bin/true"]).detail_calls == -1
+
+
+def test_run_refuses_a_bad_release_before_the_program_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As scan does: an unknown release is one line, and the program is never started for nothing."""
+    import sys
+
+    from cudatrace.errors import EXIT_USAGE
+
+    marker = tmp_path / "ran"
+    program = ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    assert main(["--no-store", "run", "--release", "v6-bogus", *program]) != EXIT_OK
+    assert "unknown ZLUDA release 'v6-bogus'" in capsys.readouterr().err and not marker.exists()
+    assert main(["--no-store", "run", "--no-zluda-verdict", "--release", "v5", *program]) == EXIT_USAGE
+    assert "cannot go with --release" in capsys.readouterr().err and not marker.exists()

@@ -250,6 +250,11 @@ def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, caps
     folder = make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux")
     assert main([*base, "--zluda", str(folder), app]) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["zluda_release"].startswith(("v6-", "v7-"))
+    # --release with --zluda DIR is read as --release alone reads it (no leading v needed)
+    assert main([*base, "--zluda", str(folder), "--release", "6-preview.69", app]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["zluda_release"] == "v6-preview.69"
+    assert main([*base, "--zluda", str(folder), "--release", "v6-bogus", app]) == 2
+    assert "unknown ZLUDA release 'v6-bogus'" in capsys.readouterr().err
     # the old spelling still works, with a deprecation note
     assert main([*base, "--zluda", "v6-preview.69", app]) == EXIT_OK
     captured = capsys.readouterr()

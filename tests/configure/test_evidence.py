@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudatrace.cli import main
-from cudatrace.configure.evidence import evidence_from_documents, gather_evidence, load_documents, platform_of
+from cudatrace.configure.evidence import evidence_from_documents, gather_evidence, platform_of
 from cudatrace.errors import EXIT_INPUT, InputError, ReportError
 from cudatrace.model import (
     CudaLibrary,
@@ -24,6 +24,7 @@ from cudatrace.model import (
     Verdict,
     VerdictStatus,
 )
+from cudatrace.programs.documents import load_evidence
 from tests.configure.evidence_helpers import scan_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -54,22 +55,22 @@ def test_saved_documents_are_checked(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(ReportError, match="invalid JSON") as exc:
-        load_documents([str(bad)])
+        load_evidence([str(bad)])
     assert str(bad) in str(exc.value) and exc.value.exit_code == EXIT_INPUT
     bad.write_text(json.dumps({"schema": "something.else/1"}))
     with pytest.raises(ReportError, match="unsupported schema"):
-        load_documents([str(bad)])
+        load_evidence([str(bad)])
     bad.write_text(json.dumps({"schema": "cudatrace.report/1", "program": "x"}))
     with pytest.raises(ReportError, match="not a cudatrace scan or trace document"):
-        load_documents([str(bad)])
+        load_evidence([str(bad)])
     bad.write_text(json.dumps({"schema": "cudatrace.scan/1", "binaries": [{"path": "x"}]}))
     with pytest.raises(ReportError, match=r"damaged cudatrace\.scan/1 document"):
-        load_documents([str(bad)])
+        load_evidence([str(bad)])
     bad.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ReportError, match=r"nested too deeply|not an object"):
-        load_documents([str(bad)])
+        load_evidence([str(bad)])
     with pytest.raises(InputError, match="no such file"):
-        load_documents([str(tmp_path / "none.json")])
+        load_evidence([str(tmp_path / "none.json")])
 
 
 def test_program_kinds(tmp_path: Path) -> None:
