@@ -30,14 +30,10 @@ from cudatrace.reports.document import (
     printable,
     shown_name,
 )
+from cudatrace.reports.labels import VERDICT_LABELS
 
 TOP_N = 15
 MAX_LINKS = 8
-VERDICT_TEXT = {
-    VerdictStatus.RUNS: "Runs",
-    VerdictStatus.AT_RISK: "At risk",
-    VerdictStatus.BLOCKED: "Blocked",
-}
 
 
 def _e(text: object) -> str:
@@ -149,7 +145,7 @@ def _page(title: str, body: str, data: dict[str, Any]) -> str:
 def _verdict_badge(status: VerdictStatus | None, fallback: str) -> str:
     if status is None:
         return f'<div class="verdict verdict-none">{_e(fallback)}</div>'
-    return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_TEXT[status])}</div>'
+    return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_LABELS[status].title)}</div>'
 
 
 def _reason(r: Reason, anchors: dict[str, str]) -> str:
@@ -526,9 +522,8 @@ def _aggregate_body(doc: Aggregate) -> str:
                 (
                     r.release,
                     [
-                        Segment("translated", r.runs, "runs"),
-                        Segment("stub", r.at_risk, "at risk"),
-                        Segment("absent", r.blocked, "blocked"),
+                        Segment(VERDICT_LABELS[status].chart, n, VERDICT_LABELS[status].word)
+                        for status, n in zip(VerdictStatus, (r.runs, r.at_risk, r.blocked), strict=True)
                     ],
                 )
                 for r in doc.releases
@@ -538,7 +533,7 @@ def _aggregate_body(doc: Aggregate) -> str:
         out.append(
             _table(
                 "release-table",
-                ("release", "runs", "at risk", "blocked", "blocking entry points"),
+                ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
                 [
                     [
                         _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
@@ -624,7 +619,13 @@ def _aggregate_body(doc: Aggregate) -> str:
             [
                 [
                     _Cell(_e(p.program)),
-                    _Cell(_e(p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified"))),
+                    _Cell(
+                        _e(
+                            VERDICT_LABELS[p.verdict].word
+                            if p.verdict
+                            else ("no CUDA" if not p.uses_cuda else "unclassified")
+                        )
+                    ),
                     _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
                     _num(len(p.blockers)),
                     _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),

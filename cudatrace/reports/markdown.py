@@ -16,16 +16,12 @@ from collections.abc import Sequence
 
 from cudatrace.model import Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
+from cudatrace.reports.labels import VERDICT_LABELS
 
 SHOWN = 10
 REASONS_SHOWN = 6
 # Emphasis, code, links, tables, strikethrough, headings/issue links and @mentions; the rest is inert in GFM.
 _MD_PUNCT = re.compile(r"([\\`*_\[\]|~#@])")
-VERDICT_WORDS = {
-    VerdictStatus.RUNS: "runs (nothing found that ZLUDA cannot serve)",
-    VerdictStatus.AT_RISK: "at risk",
-    VerdictStatus.BLOCKED: "blocked",
-}
 
 
 def md_escape(text: object) -> str:
@@ -81,9 +77,9 @@ def _report_md(doc: Report) -> str:
     out += ["### Description", ""]
     if status is not None:
         out.append(
-            f"**{md_escape(doc.program)}** is **{VERDICT_WORDS[status]}** under ZLUDA {md_escape(doc.release)} "
-            f"according to cudatrace ({doc.evidence.value} evidence: {plural(len(doc.binaries), 'binary', 'binaries')} "
-            f"scanned, {plural(len(doc.runs), 'run')} traced)."
+            f"**{md_escape(doc.program)}** is **{VERDICT_LABELS[status].in_issue}** under ZLUDA "
+            f"{md_escape(doc.release)} according to cudatrace ({doc.evidence.value} evidence: "
+            f"{plural(len(doc.binaries), 'binary', 'binaries')} scanned, {plural(len(doc.runs), 'run')} traced)."
         )
     else:
         out.append(f"**{md_escape(doc.program)}**: no verdict ({doc.evidence.value} evidence).")
@@ -249,7 +245,7 @@ def _aggregate_md(doc: Aggregate) -> str:
     if compared:
         out += ["### Per ZLUDA release (same programs)", ""]
         out += _table(
-            ("release", "runs", "at risk", "blocked", "blocking entry points"),
+            ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
             [
                 [md_escape(r.release), str(r.runs), str(r.at_risk), str(r.blocked), str(r.blockers)]
                 for r in doc.releases

@@ -13,26 +13,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import VerdictStatus, ZludaStatus
+from cudatrace.model import VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
+from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
 
-VERDICT_STYLE = {
-    VerdictStatus.RUNS: "bold green",
-    VerdictStatus.AT_RISK: "bold yellow",
-    VerdictStatus.BLOCKED: "bold red",
-}
-STATUS_STYLE = {
-    ZludaStatus.TRANSLATED: "green",
-    ZludaStatus.STUB: "yellow",
-    ZludaStatus.ABSENT: "red",
-    ZludaStatus.NOT_REPLACED: "magenta",
-    ZludaStatus.NVIDIA_OWN: "cyan",
-}
-VERDICT_WORDS = {
-    VerdictStatus.RUNS: "RUNS: nothing found that ZLUDA cannot serve",
-    VerdictStatus.AT_RISK: "AT RISK: it may start, some paths reach entry points ZLUDA lacks",
-    VerdictStatus.BLOCKED: "BLOCKED: it needs entry points or code ZLUDA cannot serve",
-}
 MAX_ROWS = 40
 NUMERIC_COLUMNS = frozenset(
     {"images", "used", "called", "translated", "stub", "absent", "other", "blocking", "blocked", "calls", "failed"}
@@ -95,7 +79,8 @@ def _report_parts(doc: Report, rows: int = MAX_ROWS, names_shown: int = 12) -> l
     head.append(f"  (ZLUDA {printable(doc.release)}, evidence: {doc.evidence.value})")
     parts.append(head)
     if doc.verdict is not None:
-        parts.append(Text("VERDICT  " + VERDICT_WORDS[doc.verdict.status], style=VERDICT_STYLE[doc.verdict.status]))
+        label = VERDICT_LABELS[doc.verdict.status]
+        parts.append(Text("VERDICT  " + label.headline, style=label.style))
         for r in doc.verdict.reasons:
             line = Text(f"  [{r.severity.value}] ", style="bold" if r.severity.value == "blocker" else "")
             line.append(printable(r.message))
@@ -244,7 +229,8 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     )
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
     if compared:
-        tab = _table("Per ZLUDA release (same programs)", "release", "runs", "at risk", "blocked", "blocking")
+        words = (label.word for label in VERDICT_LABELS.values())
+        tab = _table("Per ZLUDA release (same programs)", "release", *words, "blocking")
         for r in doc.releases:
             tab.add_row(
                 _t(r.release), str(r.runs), str(r.at_risk), _t(r.blocked, "red" if r.blocked else ""), str(r.blockers)
@@ -279,9 +265,10 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     if doc.programs:
         tab = _table("Programs", "program", "verdict", "evidence", "blocking", "blocked by")
         for p in doc.programs:
-            verdict = p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified")
+            label = VERDICT_LABELS[p.verdict] if p.verdict else None
+            verdict = label.word if label else ("no CUDA" if not p.uses_cuda else "unclassified")
             why = ", ".join([*p.blockers[:6], *p.other_blockers]) + (" ..." if len(p.blockers) > 6 else "")
-            style = VERDICT_STYLE.get(p.verdict, "") if p.verdict else ""
+            style = label.style if label else ""
             tab.add_row(
                 _t(p.program),
                 _t(verdict + (" (crashed)" if p.crashed else ""), style),
