@@ -22,6 +22,7 @@ from cudatrace.reports.csv_report import REPORT_COLUMNS, csv_cell, render_csv
 from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report, compare_releases
 from cudatrace.reports.html import embed_json, render_html
 from cudatrace.reports.markdown import md_escape, render_markdown
+from cudatrace.reports.render import Format, RenderOptions, render
 from cudatrace.reports.terminal import render_terminal
 from tests import samples
 from tests.samples import RELEASE
@@ -86,13 +87,14 @@ def _newer(programs):  # type: ignore[no-untyped-def]
 
 
 DOCS = _documents()
+# through the one entry point the commands use
 RENDERERS: dict[str, tuple[str, Callable[[Doc], str]]] = {
-    "terminal": ("txt", lambda d: render_terminal(d)),
-    "color": ("ansi", lambda d: render_terminal(d, color=True)),
-    "html": ("html", render_html),
-    "markdown": ("md", render_markdown),
-    "json": ("json", lambda d: dump_json(d.to_dict())),
-    "csv": ("csv", render_csv),
+    "terminal": ("txt", lambda d: render(d, Format.TERMINAL)),
+    "color": ("ansi", lambda d: render(d, Format.TERMINAL, RenderOptions(color=True))),
+    "html": ("html", lambda d: render(d, Format.HTML)),
+    "markdown": ("md", lambda d: render(d, Format.MARKDOWN)),
+    "json": ("json", lambda d: render(d, Format.JSON)),
+    "csv": ("csv", lambda d: render(d, Format.CSV)),
 }
 
 
