@@ -525,84 +525,99 @@ def _report_body(doc: Report) -> str:
     return "\n".join(line for section in sections for line in section(doc))
 
 
-def _aggregate_body(doc: Aggregate) -> str:
-    out: list[str] = []
+def render_aggregate_header(doc: Aggregate) -> list[str]:
+    """The release, how many programs, how many are blocked and by how many entry points."""
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
-    out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
-    out.append(
+    return [
+        f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>",
         f'<div class="sub">{len(doc.programs)} programs{_e(doc.logs_words)} · {blocked} blocked · '
         f"{len(doc.blockers)} blocking entry points"
         + (f" · {plural(doc.without_cuda, 'program')} without CUDA left out" if doc.without_cuda else "")
         + "</div>"
-        "</header>"
+        "</header>",
+    ]
+
+
+def render_aggregate_charts(doc: Aggregate) -> list[str]:
+    """The "At a glance" section: programs blocked per entry point, and per family."""
+    if not doc.blockers:
+        return []
+    top = doc.blockers[:TOP_N]
+    svg = bar_chart(
+        "chart-blockers",
+        "Programs blocked per entry point",
+        [(b.function, len(b.programs), b.status.value) for b in top],
+        links=[b.anchor for b in top],
     )
-    if doc.blockers:
-        top = doc.blockers[:TOP_N]
-        out.append('<section id="charts"><h2>At a glance</h2><div class="charts">')
-        svg = bar_chart(
-            "chart-blockers",
-            "Programs blocked per entry point",
-            [(b.function, len(b.programs), b.status.value) for b in top],
-            links=[b.anchor for b in top],
-        )
-        out.append(f"<figure><figcaption>Programs blocked per entry point (top {len(top)})</figcaption>{svg}</figure>")
-        fam = stacked_bars(
-            "chart-families",
-            "Programs per family",
-            [
-                (
-                    f.family.value,
-                    [
-                        Segment("absent", f.programs_blocked, "reach a stub/absent entry point of it"),
-                        Segment("translated", f.programs_using - f.programs_blocked, "do not"),
-                    ],
-                )
-                for f in doc.families
-            ],
-        )
-        out.append(
-            f"<figure><figcaption>Programs using each family, and how many reach a stub or absent entry point of it"
-            f"</figcaption>{fam}</figure>"
-        )
-        out.append("</div></section>")
-    compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
-    if compared:
-        out.append('<section id="releases"><h2>Per ZLUDA release (same programs)</h2>')
-        chart = stacked_bars(
-            "chart-releases",
-            "Verdicts per release",
-            [
-                (
-                    r.release,
-                    [
-                        Segment(VERDICT_LABELS[status].chart, n, VERDICT_LABELS[status].word)
-                        for status, n in zip(VerdictStatus, (r.runs, r.at_risk, r.blocked), strict=True)
-                    ],
-                )
-                for r in doc.releases
-            ],
-        )
-        out.append(f"<figure><figcaption>Programs per verdict</figcaption>{chart}</figure>")
-        out.append(
-            _table(
-                "release-table",
-                ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
+    fam = stacked_bars(
+        "chart-families",
+        "Programs per family",
+        [
+            (
+                f.family.value,
                 [
-                    [
-                        _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
-                        _num(r.runs),
-                        _num(r.at_risk),
-                        _num(r.blocked),
-                        _num(r.blockers),
-                    ]
-                    for r in doc.releases
+                    Segment("absent", f.programs_blocked, "reach a stub/absent entry point of it"),
+                    Segment("translated", f.programs_using - f.programs_blocked, "do not"),
                 ],
             )
-        )
-        out.append("</section>")
-    unlock = doc.unlockable
-    out.append('<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>')
-    if unlock:
+            for f in doc.families
+        ],
+    )
+    return [
+        '<section id="charts"><h2>At a glance</h2><div class="charts">',
+        f"<figure><figcaption>Programs blocked per entry point (top {len(top)})</figcaption>{svg}</figure>",
+        f"<figure><figcaption>Programs using each family, and how many reach a stub or absent entry point of it"
+        f"</figcaption>{fam}</figure>",
+        "</div></section>",
+    ]
+
+
+def _compared(doc: Aggregate) -> list[str]:
+    """The releases an aggregate compares; none when it judges one."""
+    return [r.release for r in doc.releases] if len(doc.releases) > 1 else []
+
+
+def render_releases(doc: Aggregate) -> list[str]:
+    """The "Per ZLUDA release" section of an aggregate that compares releases: verdicts per release."""
+    if not _compared(doc):
+        return []
+    chart = stacked_bars(
+        "chart-releases",
+        "Verdicts per release",
+        [
+            (
+                r.release,
+                [
+                    Segment(VERDICT_LABELS[status].chart, n, VERDICT_LABELS[status].word)
+                    for status, n in zip(VerdictStatus, (r.runs, r.at_risk, r.blocked), strict=True)
+                ],
+            )
+            for r in doc.releases
+        ],
+    )
+    table = _table(
+        "release-table",
+        ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
+        [
+            [
+                _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
+                *map(_num, (r.runs, r.at_risk, r.blocked, r.blockers)),
+            ]
+            for r in doc.releases
+        ],
+    )
+    return [
+        '<section id="releases"><h2>Per ZLUDA release (same programs)</h2>',
+        f"<figure><figcaption>Programs per verdict</figcaption>{chart}</figure>",
+        table,
+        "</section>",
+    ]
+
+
+def render_unlock(doc: Aggregate) -> list[str]:
+    """The entry points that are the last blocker of some programs, and which."""
+    out = ['<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>']
+    if doc.unlockable:
         out.append(
             _table(
                 "unlock-table",
@@ -614,81 +629,95 @@ def _aggregate_body(doc: Aggregate) -> str:
                         _num(len(b.unlocks)),
                         _Cell(_e(", ".join(b.unlocks))),
                     ]
-                    for b in unlock
+                    for b in doc.unlockable
                 ],
             )
         )
     else:
         out.append("<p>No program is blocked by a single entry point alone.</p>")
     out.append("</section>")
-    out.append('<section id="entry-points"><h2>Blocking entry points</h2>')
-    out.append(
-        _table(
-            "entries",
-            ("family", "function", "ZLUDA", "programs", "calls", "unlocks", *(f"in {r}" for r in compared), "which"),
+    return out
+
+
+def render_blockers(doc: Aggregate) -> list[str]:
+    """The "Blocking entry points" section: each with the programs it blocks (per release when compared)."""
+    compared = _compared(doc)
+    table = _table(
+        "entries",
+        ("family", "function", "ZLUDA", "programs", "calls", "unlocks", *(f"in {r}" for r in compared), "which"),
+        [
             [
-                [
-                    _Cell(_e(b.family.value)),
-                    _Cell(f"<code>{_e(b.function)}</code>", b.function),
-                    _Cell(
-                        f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
-                        b.status.value,
-                    ),
-                    _num(len(b.programs)),
-                    _num(b.calls),
-                    _num(len(b.unlocks)),
-                    *(_num(n) for _, n in (b.by_release if compared else ())),
-                    _Cell(_e(", ".join(b.programs))),
-                ]
-                for b in doc.blockers
-            ],
-            row_ids=[b.anchor for b in doc.blockers],
-        )
+                _Cell(_e(b.family.value)),
+                _Cell(f"<code>{_e(b.function)}</code>", b.function),
+                _Cell(
+                    f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
+                    b.status.value,
+                ),
+                _num(len(b.programs)),
+                _num(b.calls),
+                _num(len(b.unlocks)),
+                *(_num(n) for _, n in (b.by_release if compared else ())),
+                _Cell(_e(", ".join(b.programs))),
+            ]
+            for b in doc.blockers
+        ],
+        row_ids=[b.anchor for b in doc.blockers],
     )
-    out.append("</section>")
-    out.append('<section id="families"><h2>Per family</h2>')
-    out.append(
-        _table(
-            "family-table",
-            ("family", "programs using", "programs with a blocker", "blocking entry points", "blocked calls"),
+    return ['<section id="entry-points"><h2>Blocking entry points</h2>', table, "</section>"]
+
+
+def render_aggregate_families(doc: Aggregate) -> list[str]:
+    """The "Per family" section: programs using each family, and those it blocks."""
+    table = _table(
+        "family-table",
+        ("family", "programs using", "programs with a blocker", "blocking entry points", "blocked calls"),
+        [
+            [_Cell(_e(f.family.value)), *map(_num, (f.programs_using, f.programs_blocked, f.blockers, f.blocked_calls))]
+            for f in doc.families
+        ],
+    )
+    return ['<section id="families"><h2>Per family</h2>', table, "</section>"]
+
+
+def render_programs(doc: Aggregate) -> list[str]:
+    """The "Programs" section: each program's verdict and what blocks it."""
+    table = _table(
+        "program-table",
+        ("program", "verdict", "evidence", "blocking", "blocked by"),
+        [
             [
-                [
-                    _Cell(_e(f.family.value)),
-                    _num(f.programs_using),
-                    _num(f.programs_blocked),
-                    _num(f.blockers),
-                    _num(f.blocked_calls),
-                ]
-                for f in doc.families
-            ],
-        )
+                _Cell(_e(p.program)),
+                _Cell(
+                    _e(
+                        VERDICT_LABELS[p.verdict].word
+                        if p.verdict
+                        else ("no CUDA" if not p.uses_cuda else "unclassified")
+                    )
+                ),
+                _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
+                _num(len(p.blockers)),
+                _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
+            ]
+            for p in doc.programs
+        ],
     )
-    out.append("</section>")
-    out.append('<section id="programs"><h2>Programs</h2>')
-    out.append(
-        _table(
-            "program-table",
-            ("program", "verdict", "evidence", "blocking", "blocked by"),
-            [
-                [
-                    _Cell(_e(p.program)),
-                    _Cell(
-                        _e(
-                            VERDICT_LABELS[p.verdict].word
-                            if p.verdict
-                            else ("no CUDA" if not p.uses_cuda else "unclassified")
-                        )
-                    ),
-                    _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
-                    _num(len(p.blockers)),
-                    _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
-                ]
-                for p in doc.programs
-            ],
-        )
-    )
-    out.append("</section>")
-    return "\n".join(out)
+    return ['<section id="programs"><h2>Programs</h2>', table, "</section>"]
+
+
+_AGGREGATE_SECTIONS = (
+    render_aggregate_header,
+    render_aggregate_charts,
+    render_releases,
+    render_unlock,
+    render_blockers,
+    render_aggregate_families,
+    render_programs,
+)
+"""The sections of an aggregate's page, in order."""
+
+
+def _aggregate_body(doc: Aggregate) -> str:
+    return "\n".join(line for section in _AGGREGATE_SECTIONS for line in section(doc))
 
 
 def render_html(doc: Report | Aggregate) -> str:
