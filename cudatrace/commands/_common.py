@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import stat
 import sys
@@ -13,6 +12,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from cudatrace.errors import InputError, StoreError, UsageError
+from cudatrace.reports.render import dump_json
+
+__all__ = ["dump_json"]  # the canonical JSON text, for the commands that write a document of their own
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
@@ -129,11 +131,6 @@ def announce_release(name: str | None) -> str:
     if resolved.note is not None:
         print(f"cudatrace: note: {resolved.note}", file=sys.stderr)
     return resolved.name
-
-
-def dump_json(doc: dict[str, Any]) -> str:
-    """The canonical JSON text of a document."""
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
 def check_output(output: str | None) -> None:

@@ -20,7 +20,6 @@ from cudatrace.commands._common import (
     add_release_args,
     announce_release,
     common_parent,
-    dump_json,
     output_width,
     release_of,
     use_color,
@@ -31,8 +30,10 @@ from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, l
 __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
 from cudatrace.errors import EXIT_OK, ReportError, UsageError
 from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
+from cudatrace.reports.document import Report
+from cudatrace.reports.render import RenderOptions, formats_for, render
 
-FORMATS = ("terminal", "html", "markdown", "json", "csv")
+FORMATS = formats_for(Report)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -151,29 +152,8 @@ def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | N
     return announce_release(named[0]) if named else None
 
 
-def _render(doc: Any, args: argparse.Namespace) -> str:
-    fmt = args.format
-    if fmt == "json":
-        return dump_json(doc.to_dict())
-    if fmt == "html":
-        from cudatrace.reports.html import render_html
-
-        return render_html(doc)
-    if fmt == "markdown":
-        from cudatrace.reports.markdown import render_markdown
-
-        return render_markdown(doc)
-    if fmt == "csv":
-        from cudatrace.reports.csv_report import render_csv
-
-        return render_csv(doc)
-    from cudatrace.reports.terminal import render_terminal
-
-    return render_terminal(doc, color=use_color(args), width=output_width(args), verbose=args.verbose)
-
-
 def _from_files(args: argparse.Namespace) -> Any:
-    from cudatrace.reports.document import Aggregate, Report, build_report
+    from cudatrace.reports.document import Aggregate, build_report
 
     docs = [(f, _load(f)) for f in args.files]
     saved = [(f, d) for f, d in docs if isinstance(d, dict)]
@@ -249,5 +229,6 @@ def run_report(args: argparse.Namespace) -> int:
     if args.all and args.name:
         raise UsageError("--name names one program; --all reports every program")
     doc = _from_files(args) if args.files else _from_store(args)
-    write_output(_render(doc, args), args.output)
+    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=2 if args.verbose else 1)
+    write_output(render(doc, args.format, options), args.output)
     return EXIT_OK

@@ -10,13 +10,14 @@ from cudatrace.commands._common import (
     add_release_args,
     announce_release,
     common_parent,
-    dump_json,
     output_width,
     release_of,
     use_color,
     write_output,
 )
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
+from cudatrace.model import ScanResult
+from cudatrace.reports.render import RenderOptions, formats_for, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "name in strings, a statically linked CUDA runtime, and the PTX/SASS inventory of embedded fatbins.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a binary, an application folder or a site-packages folder")
-    add_output_args(p)
+    add_output_args(p, formats_for(ScanResult))
     add_release_args(p, "classify every entry point against this ZLUDA release (default: the newest in the catalog)")
     p.add_argument("--no-zluda", action="store_true", help="skip the ZLUDA classification and verdict")
     p.add_argument(
@@ -98,14 +99,9 @@ def run_scan(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_scan(result)
-    if args.format == "json":
-        text = dump_json(result.to_dict())
-    else:
-        from cudatrace.reports.scan_terminal import render_scan_terminal
-
-        verbosity = 0 if args.quiet else 2 if args.verbose else 1
-        text = render_scan_terminal(result, color=use_color(args), width=output_width(args), verbosity=verbosity)
-    write_output(text, args.output)
+    verbosity = 0 if args.quiet else 2 if args.verbose else 1
+    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity)
+    write_output(render(result, args.format, options), args.output)
     if args.fail_on:
         bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]

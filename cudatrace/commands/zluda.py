@@ -198,7 +198,8 @@ def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
     from rich.table import Table
     from rich.text import Text
 
-    from cudatrace.reports.terminal import STATUS_STYLE, console_text, string_console
+    from cudatrace.reports.labels import STATUS_STYLE
+    from cudatrace.reports.terminal import console_text, string_console
 
     con = string_console(color, width)
     title = doc["function"]

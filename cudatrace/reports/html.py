@@ -30,14 +30,11 @@ from cudatrace.reports.document import (
     printable,
     shown_name,
 )
+from cudatrace.reports.labels import VERDICT_LABELS
 
 TOP_N = 15
+_EVIDENCE_ORDER = (Evidence.STATIC, Evidence.BOTH, Evidence.DYNAMIC)
 MAX_LINKS = 8
-VERDICT_TEXT = {
-    VerdictStatus.RUNS: "Runs",
-    VerdictStatus.AT_RISK: "At risk",
-    VerdictStatus.BLOCKED: "Blocked",
-}
 
 
 def _e(text: object) -> str:
@@ -149,7 +146,7 @@ def _page(title: str, body: str, data: dict[str, Any]) -> str:
 def _verdict_badge(status: VerdictStatus | None, fallback: str) -> str:
     if status is None:
         return f'<div class="verdict verdict-none">{_e(fallback)}</div>'
-    return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_TEXT[status])}</div>'
+    return f'<div class="verdict verdict-{status.value}">{_e(VERDICT_LABELS[status].title)}</div>'
 
 
 def _reason(r: Reason, anchors: dict[str, str]) -> str:
@@ -162,9 +159,9 @@ def _reason(r: Reason, anchors: dict[str, str]) -> str:
     )
 
 
-def _report_body(doc: Report) -> str:
-    out: list[str] = []
-    out.append(f"<header><h1>{_w(doc.program)}</h1>")
+def render_header(doc: Report) -> list[str]:
+    """The program, the release, how much evidence, the verdict badge and the notes."""
+    out = [f"<header><h1>{_w(doc.program)}</h1>"]
     out.append(
         f'<div class="sub">cudatrace report under ZLUDA <b>{_e(doc.release)}</b> · evidence: {_e(doc.evidence.value)}'
         f" · {plural(len(doc.binaries), 'binary', 'binaries')} scanned · {plural(len(doc.runs), 'run')} traced</div>"
@@ -179,31 +176,42 @@ def _report_body(doc: Report) -> str:
             out.append(f"<li{cls}>{_e(note)}</li>")
         out.append("</ul>")
     out.append("</header>")
+    return out
 
-    if doc.verdict and doc.verdict.reasons:
-        anchors = {e.function: e.anchor for e in doc.entries}
-        main = [r for r in doc.verdict.reasons if r.severity is not Severity.INFO]
-        info = [r for r in doc.verdict.reasons if r.severity is Severity.INFO]
-        out.append('<section id="verdict"><h2>Why</h2>')
-        if main:
-            out.append('<ol class="reasons">')
-            out.extend(_reason(r, anchors) for r in main)
-            out.append("</ol>")
-        if info:
-            out.append(f'<details><summary>{plural(len(info), "more note")}</summary><ul class="reasons">')
-            out.extend(_reason(r, anchors) for r in info)
-            out.append("</ul></details>")
-        out.append("</section>")
-    if doc.remedies:
-        out.append('<section id="remedies"><h2>What to do</h2><ol>')
-        out.extend(f"<li>{_e(r)}</li>" for r in doc.remedies)
-        out.append("</ol></section>")
-    if not doc.uses_cuda:
-        return "\n".join(out)
 
-    # Charts: where a picture beats a table.
-    charts = []
-    fam_rows = [
+def render_reasons(doc: Report) -> list[str]:
+    """The "Why" section: the verdict's reasons, the notes among them folded."""
+    if not (doc.verdict and doc.verdict.reasons):
+        return []
+    anchors = {e.function: e.anchor for e in doc.entries}
+    main = [r for r in doc.verdict.reasons if r.severity is not Severity.INFO]
+    info = [r for r in doc.verdict.reasons if r.severity is Severity.INFO]
+    out = ['<section id="verdict"><h2>Why</h2>']
+    if main:
+        out.append('<ol class="reasons">')
+        out.extend(_reason(r, anchors) for r in main)
+        out.append("</ol>")
+    if info:
+        out.append(f'<details><summary>{plural(len(info), "more note")}</summary><ul class="reasons">')
+        out.extend(_reason(r, anchors) for r in info)
+        out.append("</ul></details>")
+    out.append("</section>")
+    return out
+
+
+def render_remedies(doc: Report) -> list[str]:
+    """The "What to do" section: the remedies, in order."""
+    if not doc.remedies:
+        return []
+    return [
+        '<section id="remedies"><h2>What to do</h2><ol>',
+        *(f"<li>{_e(r)}</li>" for r in doc.remedies),
+        "</ol></section>",
+    ]
+
+
+def _coverage_chart(doc: Report) -> tuple[str, str]:
+    rows = [
         (
             f.family.value,
             [
@@ -217,9 +225,24 @@ def _report_body(doc: Report) -> str:
         )
         for f in doc.families
     ]
-    charts.append(
-        ("Coverage per family (entry points)", stacked_bars("chart-coverage", "Coverage per family", fam_rows))
+    return "Coverage per family (entry points)", stacked_bars("chart-coverage", "Coverage per family", rows)
+
+
+def _evidence_chart(doc: Report) -> tuple[str, str]:
+    rows = []
+    for f in doc.families:
+        entries = [e for e in doc.entries if e.family is f.family]
+        counts = [(how.value, sum(1 for e in entries if e.evidence is how)) for how in _EVIDENCE_ORDER]
+        rows.append((f.family.value, [Segment(name, n) for name, n in counts]))
+    return (
+        "Static vs dynamic evidence (entry points seen in files, called, or both)",
+        stacked_bars("chart-evidence", "Static vs dynamic evidence", rows),
     )
+
+
+def render_charts(doc: Report) -> list[str]:
+    """The "At a glance" section: coverage per family, the most called entry points, static vs dynamic evidence."""
+    charts = [_coverage_chart(doc)]
     called = sorted((e for e in doc.entries if e.calls), key=lambda e: (-(e.calls or 0), e.function))[:TOP_N]
     if called:
         items = [(e.function, e.calls or 0, e.status.value if e.status else "unknown") for e in called]
@@ -229,58 +252,39 @@ def _report_body(doc: Report) -> str:
                 bar_chart("chart-calls", "Calls per entry point", items, links=[e.anchor for e in called], log=True),
             )
         )
-    ev_rows = []
-    for f in doc.families:
-        rows = [e for e in doc.entries if e.family is f.family]
-        ev_rows.append(
-            (
-                f.family.value,
-                [
-                    Segment("static", sum(1 for e in rows if e.evidence is Evidence.STATIC)),
-                    Segment("both", sum(1 for e in rows if e.evidence is Evidence.BOTH)),
-                    Segment("dynamic", sum(1 for e in rows if e.evidence is Evidence.DYNAMIC)),
-                ],
-            )
-        )
-    charts.append(
-        (
-            "Static vs dynamic evidence (entry points seen in files, called, or both)",
-            stacked_bars("chart-evidence", "Static vs dynamic evidence", ev_rows),
-        )
-    )
-    out.append('<section id="charts"><h2>At a glance</h2><div class="charts">')
-    out.extend(f"<figure><figcaption>{_e(cap)}</figcaption>{svg}</figure>" for cap, svg in charts)
-    out.append("</div></section>")
+    charts.append(_evidence_chart(doc))
+    return [
+        '<section id="charts"><h2>At a glance</h2><div class="charts">',
+        *(f"<figure><figcaption>{_e(cap)}</figcaption>{svg}</figure>" for cap, svg in charts),
+        "</div></section>",
+    ]
 
-    out.append('<section id="families"><h2>Per family</h2>')
-    out.append(
-        _table(
-            "family-table",
-            ("family", "used", "called", "translated", "stub", "absent", "not replaced", "NVIDIA's own", "blocking"),
+
+def render_families(doc: Report) -> list[str]:
+    """The "Per family" section: entry points used, called, and what ZLUDA does with them."""
+    table = _table(
+        "family-table",
+        ("family", "used", "called", "translated", "stub", "absent", "not replaced", "NVIDIA's own", "blocking"),
+        [
             [
-                [
-                    _Cell(_e(f.family.value)),
-                    _num(f.used),
-                    _num(f.called),
-                    _num(f.translated),
-                    _num(f.stub),
-                    _num(f.absent),
-                    _num(f.not_replaced),
-                    _num(f.nvidia_own),
-                    _num(f.blocking),
-                ]
-                for f in doc.families
-            ],
-        )
+                _Cell(_e(f.family.value)),
+                *map(_num, (f.used, f.called, f.translated, f.stub, f.absent, f.not_replaced, f.nvidia_own)),
+                _num(f.blocking),
+            ]
+            for f in doc.families
+        ],
     )
-    out.append("</section>")
+    return ['<section id="families"><h2>Per family</h2>', table, "</section>"]
 
-    blocking = doc.blocking
-    out.append(
+
+def render_blocking(doc: Report) -> list[str]:
+    """The "Blocking calls" section, then the stub or absent entry points only looked up by name and those called
+    only inside libraries ZLUDA replaces."""
+    out = [
         '<section id="blocking"><h2>Blocking calls</h2><p class="sub">Stub or absent in ZLUDA, and imported '
         "(bound at load time) or seen called.</p>"
-    )
-    if blocking:
+    ]
+    if doc.blocking:
         out.append(
             _table(
                 "blocking-table",
@@ -295,7 +299,7 @@ def _report_body(doc: Report) -> str:
                         _Cell(_w(format_codes(e.statuses) or "-")),
                         _Cell(_e(", ".join(h.value for h in e.static_how) or "called")),
                     ]
-                    for e in blocking
+                    for e in doc.blocking
                 ],
             )
         )
@@ -303,13 +307,13 @@ def _report_body(doc: Report) -> str:
         out.append("<p>None: no stub or absent entry point is reached for sure.</p>")
     unresolved = doc.unresolved
     if unresolved:
-        links = ", ".join(_link(e) for e in unresolved)
+        one = len(unresolved) == 1
         out.append(
             f"<details><summary>{plural(len(unresolved), 'stub or absent entry point')} "
-            f"{'is' if len(unresolved) == 1 else 'are'} only looked up by name at run time and "
-            f"{'was' if len(unresolved) == 1 else 'were'} never seen called: "
-            f"{'it matters' if len(unresolved) == 1 else 'they matter'} only if called</summary>"
-            f"<p>{links}</p></details>"
+            f"{'is' if one else 'are'} only looked up by name at run time and "
+            f"{'was' if one else 'were'} never seen called: "
+            f"{'it matters' if one else 'they matter'} only if called</summary>"
+            f"<p>{', '.join(_link(e) for e in unresolved)}</p></details>"
         )
     inner = doc.inner_only
     if inner:
@@ -319,242 +323,301 @@ def _report_body(doc: Report) -> str:
             f"libraries ZLUDA replaces: not blocking</summary><p>{links}</p></details>"
         )
     out.append("</section>")
+    return out
 
-    first = doc.first_failure
-    if doc.failing:
-        out.append('<section id="failing"><h2>Failing calls</h2>')
-        if first is not None:
-            when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
-            out.append(
-                f"<p><b>First failing call:</b> {_link(first)}{_e(when)} returned "
-                f"<code>{_e(format_codes(first.statuses))}</code></p>"
-            )
-            for run in doc.logs:
-                if run.first_failure and run.first_failure_function == first.function:
-                    out.append(f"<p>In the zluda_trace log, <code>{_e(run.first_failure)}</code></p>")
-                    break
-            for r in doc.verdict.reasons if doc.verdict else ():
-                if r.code == "first_failure":
-                    remedy = f" Remedy: {_e(r.remedy)}" if r.remedy else ""
-                    out.append(f"<p>{_e(r.message)}.{remedy}</p>")
-                    break
-        out.append(
-            _table(
-                "failing-table",
-                ("function", "first call (s)", "calls", "failed", "return codes", "callers"),
-                [
-                    [
-                        _Cell(_link(e), e.function),
-                        _num(e.first_call_s),
-                        _num(e.calls),
-                        _num(e.failed_calls),
-                        _Cell(_w(format_codes(e.statuses))),
-                        _Cell(_w(format_codes(e.callers))),
-                    ]
-                    for e in doc.failing
-                ],
-            )
-        )
-        out.append("</section>")
-    if doc.missing_lookups or doc.export_tables:
-        out.append('<section id="lookups"><h2>Lookups by name</h2>')
-        if doc.missing_lookups:
-            out.append(
-                _table(
-                    "lookup-table",
-                    ("symbol", "via", "CUDA version", "count"),
-                    [
-                        [
-                            _Cell(f"<code>{_w(shown_name(p.symbol))}</code>", p.symbol),
-                            _Cell(_e(p.via)),
-                            _num(p.cuda_version),
-                            _num(p.count),
-                        ]
-                        for p in doc.missing_lookups
-                    ],
-                )
-            )
-        if doc.export_tables:
-            out.append(
-                _table(
-                    "export-table",
-                    ("export table", "name", "count", "status"),
-                    [
-                        [
-                            _Cell(f"<code>{_e(x.uuid)}</code>"),
-                            _Cell(_e(x.name or "?")),
-                            _num(x.count),
-                            _Cell(_e(x.status or "-")),
-                        ]
-                        for x in doc.export_tables
-                    ],
-                )
-            )
-        out.append("</section>")
 
-    out.append('<section id="entry-points"><h2>Every entry point and what ZLUDA does with it</h2>')
-    out.append('<p><input id="entry-filter" type="search" placeholder="filter entry points" aria-label="filter"></p>')
-    out.append(
-        _table(
-            "entries",
-            (
-                "family",
-                "function",
-                "ZLUDA",
-                "HIP/ROCm",
-                "since",
-                "evidence",
-                "calls",
-                "failed",
-                "return codes",
-                "library",
-            ),
+def _first_failure(doc: Report, first: ReportEntry) -> list[str]:
+    when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
+    out = [
+        f"<p><b>First failing call:</b> {_link(first)}{_e(when)} returned "
+        f"<code>{_e(format_codes(first.statuses))}</code></p>"
+    ]
+    for run in doc.logs:
+        if run.first_failure and run.first_failure_function == first.function:
+            out.append(f"<p>In the zluda_trace log, <code>{_e(run.first_failure)}</code></p>")
+            break
+    for r in doc.verdict.reasons if doc.verdict else ():
+        if r.code == "first_failure":
+            remedy = f" Remedy: {_e(r.remedy)}" if r.remedy else ""
+            out.append(f"<p>{_e(r.message)}.{remedy}</p>")
+            break
+    return out
+
+
+def render_failing(doc: Report) -> list[str]:
+    """The "Failing calls" section: the first one, what the log says of it, and every call that returned an error."""
+    if not doc.failing:
+        return []
+    out = ['<section id="failing"><h2>Failing calls</h2>']
+    if doc.first_failure is not None:
+        out.extend(_first_failure(doc, doc.first_failure))
+    table = _table(
+        "failing-table",
+        ("function", "first call (s)", "calls", "failed", "return codes", "callers"),
+        [
             [
-                [
-                    _Cell(_e(e.family.value)),
-                    _Cell(_link(e), e.function),
-                    _Cell(_status(e), e.status.value if e.status else ""),
-                    _Cell(", ".join(f"<code>{_e(h)}</code>" for h in e.zluda.hip) if e.zluda else ""),
-                    _Cell(f'<span class="nobr">{_e(e.zluda.since or "")}</span>' if e.zluda else ""),
-                    _Cell(_e(e.evidence.value)),
-                    _num(e.calls),
-                    _num(e.failed_calls if e.calls is not None else None),
-                    _Cell(_w(format_codes(e.statuses))),
-                    _Cell(_w(", ".join(e.libraries))),
-                ]
-                for e in doc.entries
-            ],
-            row_ids=[e.anchor for e in doc.entries],
-        )
+                _Cell(_link(e), e.function),
+                _num(e.first_call_s),
+                _num(e.calls),
+                _num(e.failed_calls),
+                _Cell(_w(format_codes(e.statuses))),
+                _Cell(_w(format_codes(e.callers))),
+            ]
+            for e in doc.failing
+        ],
     )
-    out.append("</section>")
+    return [*out, table, "</section>"]
 
-    if doc.gpu:
-        out.append('<section id="gpu"><h2>GPU code</h2>')
+
+def render_lookups(doc: Report) -> list[str]:
+    """The "Lookups by name" section: cuGetProcAddress lookups that found nothing, and cuGetExportTable requests."""
+    if not (doc.missing_lookups or doc.export_tables):
+        return []
+    out = ['<section id="lookups"><h2>Lookups by name</h2>']
+    if doc.missing_lookups:
         out.append(
             _table(
-                "gpu-table",
-                ("binary", "images", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
+                "lookup-table",
+                ("symbol", "via", "CUDA version", "count"),
                 [
                     [
-                        _Cell(_w(g.binary)),
-                        _num(g.images),
-                        _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-")),
-                        _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-")),
-                        _Cell(_e(g.static_runtime or "-")),
-                        _Cell(_e(g.gpu_code.summary())),
+                        _Cell(f"<code>{_w(shown_name(p.symbol))}</code>", p.symbol),
+                        _Cell(_e(p.via)),
+                        _num(p.cuda_version),
+                        _num(p.count),
                     ]
-                    for g in doc.gpu
+                    for p in doc.missing_lookups
                 ],
             )
         )
-        out.append("</section>")
-    if doc.libraries:
-        out.append('<section id="libraries"><h2>CUDA libraries</h2><p>')
+    if doc.export_tables:
         out.append(
-            ", ".join(f"<code>{_e(x.name)}</code> ({_e(x.family.value)}, {_e(x.how.value)})" for x in doc.libraries)
-        )
-        out.append("</p></section>")
-    if doc.runs:
-        out.append('<section id="runs"><h2>Runs</h2><ul>')
-        for run in doc.runs:
-            out.append(
-                f"<li><code>{_e(' '.join(run.command))}</code>: {_e(run.outcome)}, {run.calls} CUDA calls in "
-                f"{run.duration_s:.1f} s on {_e(run.platform or '?')}</li>"
+            _table(
+                "export-table",
+                ("export table", "name", "count", "status"),
+                [
+                    [
+                        _Cell(f"<code>{_e(x.uuid)}</code>"),
+                        _Cell(_e(x.name or "?")),
+                        _num(x.count),
+                        _Cell(_e(x.status or "-")),
+                    ]
+                    for x in doc.export_tables
+                ],
             )
-        out.append("</ul></section>")
-    if doc.environment:
-        out.append('<section id="environment"><h2>Environment</h2><table>')
-        out.extend(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in doc.environment)
-        out.append("</table></section>")
-    if doc.errors:
-        out.append(
-            f'<section id="errors"><h2>Files not fully read</h2><details><summary>{len(doc.errors)} files</summary><ul>'
         )
-        out.extend(f"<li>{_e(err)}</li>" for err in doc.errors)
-        out.append("</ul></details></section>")
-    return "\n".join(out)
+    out.append("</section>")
+    return out
 
 
-def _aggregate_body(doc: Aggregate) -> str:
-    out: list[str] = []
+def render_entry_points(doc: Report) -> list[str]:
+    """Every entry point and what ZLUDA does with it, with a filter box."""
+    headers = ("family", "function", "ZLUDA", "HIP/ROCm", "since", "evidence", "calls", "failed", "return codes")
+    table = _table(
+        "entries",
+        (*headers, "library"),
+        [
+            [
+                _Cell(_e(e.family.value)),
+                _Cell(_link(e), e.function),
+                _Cell(_status(e), e.status.value if e.status else ""),
+                _Cell(", ".join(f"<code>{_e(h)}</code>" for h in e.zluda.hip) if e.zluda else ""),
+                _Cell(f'<span class="nobr">{_e(e.zluda.since or "")}</span>' if e.zluda else ""),
+                _Cell(_e(e.evidence.value)),
+                _num(e.calls),
+                _num(e.failed_calls if e.calls is not None else None),
+                _Cell(_w(format_codes(e.statuses))),
+                _Cell(_w(", ".join(e.libraries))),
+            ]
+            for e in doc.entries
+        ],
+        row_ids=[e.anchor for e in doc.entries],
+    )
+    return [
+        '<section id="entry-points"><h2>Every entry point and what ZLUDA does with it</h2>',
+        '<p><input id="entry-filter" type="search" placeholder="filter entry points" aria-label="filter"></p>',
+        table,
+        "</section>",
+    ]
+
+
+def render_gpu(doc: Report) -> list[str]:
+    """The "GPU code" section: per binary, its PTX and SASS architectures and what ZLUDA can do with them."""
+    if not doc.gpu:
+        return []
+    table = _table(
+        "gpu-table",
+        ("binary", "images", "PTX", "SASS", "static runtime", "what ZLUDA can do"),
+        [
+            [
+                _Cell(_w(g.binary)),
+                _num(g.images),
+                _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-")),
+                _Cell(_e(", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-")),
+                _Cell(_e(g.static_runtime or "-")),
+                _Cell(_e(g.gpu_code.summary())),
+            ]
+            for g in doc.gpu
+        ],
+    )
+    return ['<section id="gpu"><h2>GPU code</h2>', table, "</section>"]
+
+
+def render_libraries(doc: Report) -> list[str]:
+    """The "CUDA libraries" section: each with its family and how it is reached."""
+    if not doc.libraries:
+        return []
+    names = ", ".join(f"<code>{_e(x.name)}</code> ({_e(x.family.value)}, {_e(x.how.value)})" for x in doc.libraries)
+    return ['<section id="libraries"><h2>CUDA libraries</h2><p>', names, "</p></section>"]
+
+
+def render_runs(doc: Report) -> list[str]:
+    """The "Runs" section: each traced command, how it ended, how many calls, how long, where."""
+    if not doc.runs:
+        return []
+    items = [
+        f"<li><code>{_e(' '.join(run.command))}</code>: {_e(run.outcome)}, {run.calls} CUDA calls in "
+        f"{run.duration_s:.1f} s on {_e(run.platform or '?')}</li>"
+        for run in doc.runs
+    ]
+    return ['<section id="runs"><h2>Runs</h2><ul>', *items, "</ul></section>"]
+
+
+def render_environment(doc: Report) -> list[str]:
+    """The "Environment" section: the facts given with --env or read from the runs."""
+    if not doc.environment:
+        return []
+    rows = [f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in doc.environment]
+    return ['<section id="environment"><h2>Environment</h2><table>', *rows, "</table></section>"]
+
+
+def render_errors(doc: Report) -> list[str]:
+    """The "Files not fully read" section, folded."""
+    if not doc.errors:
+        return []
+    return [
+        f'<section id="errors"><h2>Files not fully read</h2><details><summary>{len(doc.errors)} files</summary><ul>',
+        *(f"<li>{_e(err)}</li>" for err in doc.errors),
+        "</ul></details></section>",
+    ]
+
+
+_VERDICT_SECTIONS = (render_header, render_reasons, render_remedies)
+"""The sections of every report; a program without CUDA has only these."""
+_CUDA_SECTIONS = (
+    render_charts,
+    render_families,
+    render_blocking,
+    render_failing,
+    render_lookups,
+    render_entry_points,
+    render_gpu,
+    render_libraries,
+    render_runs,
+    render_environment,
+    render_errors,
+)
+"""The sections of a report of a program that uses CUDA, after the verdict's, in page order."""
+
+
+def _report_body(doc: Report) -> str:
+    sections = _VERDICT_SECTIONS + _CUDA_SECTIONS if doc.uses_cuda else _VERDICT_SECTIONS
+    return "\n".join(line for section in sections for line in section(doc))
+
+
+def render_aggregate_header(doc: Aggregate) -> list[str]:
+    """The release, how many programs, how many are blocked and by how many entry points."""
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
-    out.append(f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>")
-    out.append(
+    return [
+        f"<header><h1>ZLUDA {_e(doc.release)}: what blocks the most programs</h1>",
         f'<div class="sub">{len(doc.programs)} programs{_e(doc.logs_words)} · {blocked} blocked · '
         f"{len(doc.blockers)} blocking entry points"
         + (f" · {plural(doc.without_cuda, 'program')} without CUDA left out" if doc.without_cuda else "")
         + "</div>"
-        "</header>"
+        "</header>",
+    ]
+
+
+def render_aggregate_charts(doc: Aggregate) -> list[str]:
+    """The "At a glance" section: programs blocked per entry point, and per family."""
+    if not doc.blockers:
+        return []
+    top = doc.blockers[:TOP_N]
+    svg = bar_chart(
+        "chart-blockers",
+        "Programs blocked per entry point",
+        [(b.function, len(b.programs), b.status.value) for b in top],
+        links=[b.anchor for b in top],
     )
-    if doc.blockers:
-        top = doc.blockers[:TOP_N]
-        out.append('<section id="charts"><h2>At a glance</h2><div class="charts">')
-        svg = bar_chart(
-            "chart-blockers",
-            "Programs blocked per entry point",
-            [(b.function, len(b.programs), b.status.value) for b in top],
-            links=[b.anchor for b in top],
-        )
-        out.append(f"<figure><figcaption>Programs blocked per entry point (top {len(top)})</figcaption>{svg}</figure>")
-        fam = stacked_bars(
-            "chart-families",
-            "Programs per family",
-            [
-                (
-                    f.family.value,
-                    [
-                        Segment("absent", f.programs_blocked, "reach a stub/absent entry point of it"),
-                        Segment("translated", f.programs_using - f.programs_blocked, "do not"),
-                    ],
-                )
-                for f in doc.families
-            ],
-        )
-        out.append(
-            f"<figure><figcaption>Programs using each family, and how many reach a stub or absent entry point of it"
-            f"</figcaption>{fam}</figure>"
-        )
-        out.append("</div></section>")
-    compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
-    if compared:
-        out.append('<section id="releases"><h2>Per ZLUDA release (same programs)</h2>')
-        chart = stacked_bars(
-            "chart-releases",
-            "Verdicts per release",
-            [
-                (
-                    r.release,
-                    [
-                        Segment("translated", r.runs, "runs"),
-                        Segment("stub", r.at_risk, "at risk"),
-                        Segment("absent", r.blocked, "blocked"),
-                    ],
-                )
-                for r in doc.releases
-            ],
-        )
-        out.append(f"<figure><figcaption>Programs per verdict</figcaption>{chart}</figure>")
-        out.append(
-            _table(
-                "release-table",
-                ("release", "runs", "at risk", "blocked", "blocking entry points"),
+    fam = stacked_bars(
+        "chart-families",
+        "Programs per family",
+        [
+            (
+                f.family.value,
                 [
-                    [
-                        _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
-                        _num(r.runs),
-                        _num(r.at_risk),
-                        _num(r.blocked),
-                        _num(r.blockers),
-                    ]
-                    for r in doc.releases
+                    Segment("absent", f.programs_blocked, "reach a stub/absent entry point of it"),
+                    Segment("translated", f.programs_using - f.programs_blocked, "do not"),
                 ],
             )
-        )
-        out.append("</section>")
-    unlock = doc.unlockable
-    out.append('<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>')
-    if unlock:
+            for f in doc.families
+        ],
+    )
+    return [
+        '<section id="charts"><h2>At a glance</h2><div class="charts">',
+        f"<figure><figcaption>Programs blocked per entry point (top {len(top)})</figcaption>{svg}</figure>",
+        f"<figure><figcaption>Programs using each family, and how many reach a stub or absent entry point of it"
+        f"</figcaption>{fam}</figure>",
+        "</div></section>",
+    ]
+
+
+def _compared(doc: Aggregate) -> list[str]:
+    """The releases an aggregate compares; none when it judges one."""
+    return [r.release for r in doc.releases] if len(doc.releases) > 1 else []
+
+
+def render_releases(doc: Aggregate) -> list[str]:
+    """The "Per ZLUDA release" section of an aggregate that compares releases: verdicts per release."""
+    if not _compared(doc):
+        return []
+    chart = stacked_bars(
+        "chart-releases",
+        "Verdicts per release",
+        [
+            (
+                r.release,
+                [
+                    Segment(VERDICT_LABELS[status].chart, n, VERDICT_LABELS[status].word)
+                    for status, n in zip(VerdictStatus, (r.runs, r.at_risk, r.blocked), strict=True)
+                ],
+            )
+            for r in doc.releases
+        ],
+    )
+    table = _table(
+        "release-table",
+        ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
+        [
+            [
+                _Cell(f'<span class="nobr">{_e(r.release)}</span>', r.release),
+                *map(_num, (r.runs, r.at_risk, r.blocked, r.blockers)),
+            ]
+            for r in doc.releases
+        ],
+    )
+    return [
+        '<section id="releases"><h2>Per ZLUDA release (same programs)</h2>',
+        f"<figure><figcaption>Programs per verdict</figcaption>{chart}</figure>",
+        table,
+        "</section>",
+    ]
+
+
+def render_unlock(doc: Aggregate) -> list[str]:
+    """The entry points that are the last blocker of some programs, and which."""
+    out = ['<section id="unlock"><h2>Implement one entry point, and these programs lose their last blocker</h2>']
+    if doc.unlockable:
         out.append(
             _table(
                 "unlock-table",
@@ -566,75 +629,95 @@ def _aggregate_body(doc: Aggregate) -> str:
                         _num(len(b.unlocks)),
                         _Cell(_e(", ".join(b.unlocks))),
                     ]
-                    for b in unlock
+                    for b in doc.unlockable
                 ],
             )
         )
     else:
         out.append("<p>No program is blocked by a single entry point alone.</p>")
     out.append("</section>")
-    out.append('<section id="entry-points"><h2>Blocking entry points</h2>')
-    out.append(
-        _table(
-            "entries",
-            ("family", "function", "ZLUDA", "programs", "calls", "unlocks", *(f"in {r}" for r in compared), "which"),
+    return out
+
+
+def render_blockers(doc: Aggregate) -> list[str]:
+    """The "Blocking entry points" section: each with the programs it blocks (per release when compared)."""
+    compared = _compared(doc)
+    table = _table(
+        "entries",
+        ("family", "function", "ZLUDA", "programs", "calls", "unlocks", *(f"in {r}" for r in compared), "which"),
+        [
             [
-                [
-                    _Cell(_e(b.family.value)),
-                    _Cell(f"<code>{_e(b.function)}</code>", b.function),
-                    _Cell(
-                        f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
-                        b.status.value,
-                    ),
-                    _num(len(b.programs)),
-                    _num(b.calls),
-                    _num(len(b.unlocks)),
-                    *(_num(n) for _, n in (b.by_release if compared else ())),
-                    _Cell(_e(", ".join(b.programs))),
-                ]
-                for b in doc.blockers
-            ],
-            row_ids=[b.anchor for b in doc.blockers],
-        )
+                _Cell(_e(b.family.value)),
+                _Cell(f"<code>{_e(b.function)}</code>", b.function),
+                _Cell(
+                    f'<span class="st st-{b.status.value}">{_e(b.status.value.replace("_", " "))}</span>',
+                    b.status.value,
+                ),
+                _num(len(b.programs)),
+                _num(b.calls),
+                _num(len(b.unlocks)),
+                *(_num(n) for _, n in (b.by_release if compared else ())),
+                _Cell(_e(", ".join(b.programs))),
+            ]
+            for b in doc.blockers
+        ],
+        row_ids=[b.anchor for b in doc.blockers],
     )
-    out.append("</section>")
-    out.append('<section id="families"><h2>Per family</h2>')
-    out.append(
-        _table(
-            "family-table",
-            ("family", "programs using", "programs with a blocker", "blocking entry points", "blocked calls"),
+    return ['<section id="entry-points"><h2>Blocking entry points</h2>', table, "</section>"]
+
+
+def render_aggregate_families(doc: Aggregate) -> list[str]:
+    """The "Per family" section: programs using each family, and those it blocks."""
+    table = _table(
+        "family-table",
+        ("family", "programs using", "programs with a blocker", "blocking entry points", "blocked calls"),
+        [
+            [_Cell(_e(f.family.value)), *map(_num, (f.programs_using, f.programs_blocked, f.blockers, f.blocked_calls))]
+            for f in doc.families
+        ],
+    )
+    return ['<section id="families"><h2>Per family</h2>', table, "</section>"]
+
+
+def render_programs(doc: Aggregate) -> list[str]:
+    """The "Programs" section: each program's verdict and what blocks it."""
+    table = _table(
+        "program-table",
+        ("program", "verdict", "evidence", "blocking", "blocked by"),
+        [
             [
-                [
-                    _Cell(_e(f.family.value)),
-                    _num(f.programs_using),
-                    _num(f.programs_blocked),
-                    _num(f.blockers),
-                    _num(f.blocked_calls),
-                ]
-                for f in doc.families
-            ],
-        )
+                _Cell(_e(p.program)),
+                _Cell(
+                    _e(
+                        VERDICT_LABELS[p.verdict].word
+                        if p.verdict
+                        else ("no CUDA" if not p.uses_cuda else "unclassified")
+                    )
+                ),
+                _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
+                _num(len(p.blockers)),
+                _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
+            ]
+            for p in doc.programs
+        ],
     )
-    out.append("</section>")
-    out.append('<section id="programs"><h2>Programs</h2>')
-    out.append(
-        _table(
-            "program-table",
-            ("program", "verdict", "evidence", "blocking", "blocked by"),
-            [
-                [
-                    _Cell(_e(p.program)),
-                    _Cell(_e(p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified"))),
-                    _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
-                    _num(len(p.blockers)),
-                    _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
-                ]
-                for p in doc.programs
-            ],
-        )
-    )
-    out.append("</section>")
-    return "\n".join(out)
+    return ['<section id="programs"><h2>Programs</h2>', table, "</section>"]
+
+
+_AGGREGATE_SECTIONS = (
+    render_aggregate_header,
+    render_aggregate_charts,
+    render_releases,
+    render_unlock,
+    render_blockers,
+    render_aggregate_families,
+    render_programs,
+)
+"""The sections of an aggregate's page, in order."""
+
+
+def _aggregate_body(doc: Aggregate) -> str:
+    return "\n".join(line for section in _AGGREGATE_SECTIONS for line in section(doc))
 
 
 def render_html(doc: Report | Aggregate) -> str:

@@ -14,18 +14,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from cudatrace.model import Severity, VerdictStatus
+from cudatrace.model import Reason, Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
+from cudatrace.reports.labels import VERDICT_LABELS
 
 SHOWN = 10
 REASONS_SHOWN = 6
 # Emphasis, code, links, tables, strikethrough, headings/issue links and @mentions; the rest is inert in GFM.
 _MD_PUNCT = re.compile(r"([\\`*_\[\]|~#@])")
-VERDICT_WORDS = {
-    VerdictStatus.RUNS: "runs (nothing found that ZLUDA cannot serve)",
-    VerdictStatus.AT_RISK: "at risk",
-    VerdictStatus.BLOCKED: "blocked",
-}
 
 
 def md_escape(text: object) -> str:
@@ -69,21 +65,30 @@ def _env(doc: Report, *keys: str) -> str | None:
     return None
 
 
-def _report_md(doc: Report) -> str:
-    out: list[str] = []
-    status = doc.verdict.status if doc.verdict else None
-    out += ["### ZLUDA version", "", md_escape(doc.release), ""]
+def render_platform(doc: Report) -> list[str]:
+    """The issue form's first fields: ZLUDA version, operating system, GPU (a hint to fill in when unknown)."""
     os_name = _env(doc, "os", "operating system") or next((r.platform for r in doc.runs if r.platform), None)
-    out += ["### Operating System", "", md_escape(os_name) if os_name else "(fill in, e.g. Ubuntu 24.04 LTS)", ""]
     gpu = _env(doc, "gpu")
-    out += ["### GPU", "", md_escape(gpu) if gpu else "(fill in, e.g. AMD Radeon RX 7900 XTX)", ""]
+    return [
+        *("### ZLUDA version", "", md_escape(doc.release), ""),
+        *("### Operating System", "", md_escape(os_name) if os_name else "(fill in, e.g. Ubuntu 24.04 LTS)", ""),
+        *("### GPU", "", md_escape(gpu) if gpu else "(fill in, e.g. AMD Radeon RX 7900 XTX)", ""),
+    ]
 
-    out += ["### Description", ""]
+
+def _reason_lines(reasons: Sequence[Reason]) -> list[str]:
+    return [f"- **{r.severity.value}**: {md_escape(r.message)}" for r in reasons]
+
+
+def render_description(doc: Report) -> list[str]:
+    """The verdict in one sentence, the notes, and the reasons (the informational ones folded)."""
+    out = ["### Description", ""]
+    status = doc.verdict.status if doc.verdict else None
     if status is not None:
         out.append(
-            f"**{md_escape(doc.program)}** is **{VERDICT_WORDS[status]}** under ZLUDA {md_escape(doc.release)} "
-            f"according to cudatrace ({doc.evidence.value} evidence: {plural(len(doc.binaries), 'binary', 'binaries')} "
-            f"scanned, {plural(len(doc.runs), 'run')} traced)."
+            f"**{md_escape(doc.program)}** is **{VERDICT_LABELS[status].in_issue}** under ZLUDA "
+            f"{md_escape(doc.release)} according to cudatrace ({doc.evidence.value} evidence: "
+            f"{plural(len(doc.binaries), 'binary', 'binaries')} scanned, {plural(len(doc.runs), 'run')} traced)."
         )
     else:
         out.append(f"**{md_escape(doc.program)}**: no verdict ({doc.evidence.value} evidence).")
@@ -94,92 +99,109 @@ def _report_md(doc: Report) -> str:
     reasons = list(doc.verdict.reasons) if doc.verdict else []
     shown = [r for r in reasons if r.severity is not Severity.INFO][:REASONS_SHOWN]
     folded = [r for r in reasons if r not in shown]
-    out += [f"- **{r.severity.value}**: {md_escape(r.message)}" for r in shown]
+    out += _reason_lines(shown)
     if folded:
         out += ["", f"<details><summary>{plural(len(folded), 'more note')}</summary>", ""]
-        out += [f"- **{r.severity.value}**: {md_escape(r.message)}" for r in folded]
+        out += _reason_lines(folded)
         out += ["", "</details>"]
     if reasons:
         out.append("")
+    return out
 
-    out += ["### Steps to reproduce", ""]
-    if doc.runs:
-        for i, run in enumerate(doc.runs, 1):
-            if run.log is not None:
-                out.append(
-                    f"{i}. Run {md_escape(' '.join(run.command))} under zluda\\_trace (ZLUDA\\_LOG\\_DIR set, or "
-                    f"zluda.exe --zluda-trace): it {md_escape(run.outcome)}. Log: {md_escape(run.log)}"
-                )
-                continue
-            where = f" with ZLUDA from {md_escape(run.zluda_dir)}" if run.zluda_dir else " (traced without ZLUDA)"
-            out.append(f"{i}. Run {md_escape(' '.join(run.command))}{where}: it {md_escape(run.outcome)}.")
-    else:
+
+def render_steps(doc: Report) -> list[str]:
+    """Steps to reproduce: each traced run (or imported log), else a hint to describe them."""
+    out = ["### Steps to reproduce", ""]
+    for i, run in enumerate(doc.runs, 1):
+        if run.log is not None:
+            out.append(
+                f"{i}. Run {md_escape(' '.join(run.command))} under zluda\\_trace (ZLUDA\\_LOG\\_DIR set, or "
+                f"zluda.exe --zluda-trace): it {md_escape(run.outcome)}. Log: {md_escape(run.log)}"
+            )
+            continue
+        where = f" with ZLUDA from {md_escape(run.zluda_dir)}" if run.zluda_dir else " (traced without ZLUDA)"
+        out.append(f"{i}. Run {md_escape(' '.join(run.command))}{where}: it {md_escape(run.outcome)}.")
+    if not doc.runs:
         out.append("1. (describe how to get and start the program; it was only scanned, never run under the tracer)")
     out.append("")
+    return out
 
-    if doc.uses_cuda:
-        out += ["### Failing calls", ""]
-        first = doc.first_failure
-        if first is not None:
-            when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
-            out += [
-                f"**First failing call:** {md_escape(first.function)} ({first.family.value}){when} returned "
-                f"{md_escape(format_codes(first.statuses))}",
-                "",
-            ]
-            out += _first_failure_md(doc, first)
-        headers = ("function", "family", "ZLUDA", "calls", "failed", "return codes")
-        if doc.failing:
-            out += _folded(headers, [_entry_row(e) for e in doc.failing], "failing calls")
-        else:
-            out.append("No traced call returned an error." if doc.traced else "No run was traced.")
-        out.append("")
-        blocking = doc.blocking
-        out += ["### Entry points ZLUDA does not implement (stub or absent)", ""]
-        if blocking:
-            out += _folded(headers, [_entry_row(e) for e in blocking], "entry points")
-        else:
-            out.append("None reached for sure.")
-        unresolved = doc.unresolved
-        if unresolved:
-            names = ", ".join(md_escape(e.function) for e in unresolved)
-            out += [
-                "",
-                f"<details><summary>{len(unresolved)} more stub or absent entry points are only looked up by name "
-                "(they matter if called)</summary>",
-                "",
-                names,
-                "",
-                "</details>",
-            ]
-        inner = doc.inner_only
-        if inner:
-            names = ", ".join(f"{md_escape(e.function)} x{e.calls}" for e in inner)
-            out += [
-                "",
-                f"<details><summary>{len(inner)} stub or absent entry points were called only from inside CUDA "
-                "libraries ZLUDA replaces (not blocking)</summary>",
-                "",
-                names,
-                "",
-                "</details>",
-            ]
-        out.append("")
-        if doc.missing_lookups:
-            looks = ", ".join(f"{md_escape(shown_name(p.symbol))} x{p.count}" for p in doc.missing_lookups)
-            out += [f"Lookups by name that found nothing: {looks}", ""]
-        if doc.gpu:
-            out += ["### GPU code", ""]
-            out += [f"- {md_escape(g.binary)}: {md_escape(g.gpu_code.summary())}" for g in doc.gpu]
-            out.append("")
-        fam_rows = [
-            [f.family.value, str(f.used), str(f.called), str(f.translated), str(f.stub), str(f.absent)]
-            for f in doc.families
+
+_ENTRY_HEADERS = ("function", "family", "ZLUDA", "calls", "failed", "return codes")
+
+
+def render_failing(doc: Report) -> list[str]:
+    """The failing calls: the first one with what the log and the verdict say of it, then every one."""
+    out = ["### Failing calls", ""]
+    first = doc.first_failure
+    if first is not None:
+        when = f" at {first.first_call_s:.3f} s" if first.first_call_s is not None else ""
+        out += [
+            f"**First failing call:** {md_escape(first.function)} ({first.family.value}){when} returned "
+            f"{md_escape(format_codes(first.statuses))}",
+            "",
         ]
-        out += ["<details><summary>Entry points per family</summary>", ""]
-        out += _table(("family", "used", "called", "translated", "stub", "absent"), fam_rows)
-        out += ["", "</details>", ""]
-    out += ["### Environment", ""]
+        out += _first_failure_md(doc, first)
+    if doc.failing:
+        out += _folded(_ENTRY_HEADERS, [_entry_row(e) for e in doc.failing], "failing calls")
+    else:
+        out.append("No traced call returned an error." if doc.traced else "No run was traced.")
+    out.append("")
+    return out
+
+
+def _names_folded(summary: str, names: str) -> list[str]:
+    return ["", f"<details><summary>{summary}</summary>", "", names, "", "</details>"]
+
+
+def render_blocking(doc: Report) -> list[str]:
+    """The stub or absent entry points reached for sure, then those only looked up by name and those called
+    only inside libraries ZLUDA replaces (folded), then the lookups by name that found nothing."""
+    out = ["### Entry points ZLUDA does not implement (stub or absent)", ""]
+    if doc.blocking:
+        out += _folded(_ENTRY_HEADERS, [_entry_row(e) for e in doc.blocking], "entry points")
+    else:
+        out.append("None reached for sure.")
+    unresolved = doc.unresolved
+    if unresolved:
+        out += _names_folded(
+            f"{len(unresolved)} more stub or absent entry points are only looked up by name (they matter if called)",
+            ", ".join(md_escape(e.function) for e in unresolved),
+        )
+    inner = doc.inner_only
+    if inner:
+        out += _names_folded(
+            f"{len(inner)} stub or absent entry points were called only from inside CUDA libraries ZLUDA replaces "
+            "(not blocking)",
+            ", ".join(f"{md_escape(e.function)} x{e.calls}" for e in inner),
+        )
+    out.append("")
+    if doc.missing_lookups:
+        looks = ", ".join(f"{md_escape(shown_name(p.symbol))} x{p.count}" for p in doc.missing_lookups)
+        out += [f"Lookups by name that found nothing: {looks}", ""]
+    return out
+
+
+def render_gpu(doc: Report) -> list[str]:
+    """GPU code per binary, and the entry points per family (folded)."""
+    out: list[str] = []
+    if doc.gpu:
+        out += ["### GPU code", ""]
+        out += [f"- {md_escape(g.binary)}: {md_escape(g.gpu_code.summary())}" for g in doc.gpu]
+        out.append("")
+    fam_rows = [
+        [f.family.value, str(f.used), str(f.called), str(f.translated), str(f.stub), str(f.absent)]
+        for f in doc.families
+    ]
+    out += ["<details><summary>Entry points per family</summary>", ""]
+    out += _table(("family", "used", "called", "translated", "stub", "absent"), fam_rows)
+    out += ["", "</details>", ""]
+    return out
+
+
+def render_environment(doc: Report) -> list[str]:
+    """The environment facts (folded), and what cudatrace suggests."""
+    out = ["### Environment", ""]
     env_rows = [[md_escape(k), md_escape(v)] for k, v in doc.environment]
     if env_rows:
         out += ["<details><summary>Environment</summary>", ""]
@@ -191,16 +213,28 @@ def _report_md(doc: Report) -> str:
         out += ["### What cudatrace suggests", ""]
         out += [f"{i}. {md_escape(r)}" for i, r in enumerate(doc.remedies, 1)]
         out.append("")
-    out += _logs_md(doc)
+    return out
+
+
+def render_footer(doc: Report) -> list[str]:
+    """Which cudatrace made it, and what to attach by hand."""
     tool = f" {md_escape(doc.tool_version)}" if doc.tool_version else ""
     if doc.logs:
-        out.append(
+        return [
             f"<sub>Generated by cudatrace{tool} from the zluda\\_trace log; attach log.txt (and any module\\_\\*.log "
             "beside it) to the issue.</sub>"
-        )
-    else:
-        out.append(f"<sub>Generated by cudatrace{tool}; attach the zluda\\_dump logs by hand.</sub>")
-    return "\n".join(out) + "\n"
+        ]
+    return [f"<sub>Generated by cudatrace{tool}; attach the zluda\\_dump logs by hand.</sub>"]
+
+
+_CUDA_SECTIONS = (render_failing, render_blocking, render_gpu)
+"""The sections of a report of a program that uses CUDA only."""
+
+
+def _report_md(doc: Report) -> str:
+    cuda = _CUDA_SECTIONS if doc.uses_cuda else ()
+    sections = (render_platform, render_description, render_steps, *cuda, render_environment, _logs_md, render_footer)
+    return "\n".join(line for section in sections for line in section(doc)) + "\n"
 
 
 def _first_failure_md(doc: Report, first: ReportEntry) -> list[str]:
@@ -249,7 +283,7 @@ def _aggregate_md(doc: Aggregate) -> str:
     if compared:
         out += ["### Per ZLUDA release (same programs)", ""]
         out += _table(
-            ("release", "runs", "at risk", "blocked", "blocking entry points"),
+            ("release", *(label.word for label in VERDICT_LABELS.values()), "blocking entry points"),
             [
                 [md_escape(r.release), str(r.runs), str(r.at_risk), str(r.blocked), str(r.blockers)]
                 for r in doc.releases

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from cudatrace.model import PartRole, Program, ScanResult
 from cudatrace.reports.document import printable
-from cudatrace.reports.terminal import VERDICT_STYLE
+from cudatrace.reports.labels import VERDICT_LABELS
 
 MAX_REASONS = 3
 MAX_PARTS = 8
@@ -46,7 +46,8 @@ def program_lines(program: Program) -> list[Text]:
     if v is not None:
         line = Text("  verdict ")
         line.append_text(_t(f"(ZLUDA {v.release}): "))
-        line.append_text(_t(v.status.value.upper().replace("_", " "), VERDICT_STYLE[v.status]))
+        label = VERDICT_LABELS[v.status]
+        line.append_text(_t(label.shout, label.style))
         lines.append(line)
         shown = [r for r in v.reasons if r.code != "release_fixing"][:MAX_REASONS]
         for r in shown:
@@ -94,7 +95,7 @@ def rollup_lines(result: ScanResult) -> list[Text]:
     real = [p for p in result.programs if not p.is_nvidia]
     counts: dict[str, int] = {}
     for p in real:
-        key = p.verdict.status.value.replace("_", " ") if p.verdict else "not judged"
+        key = VERDICT_LABELS[p.verdict.status].word if p.verdict else "not judged"
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     nvidia = len(result.programs) - len(real)

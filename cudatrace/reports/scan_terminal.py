@@ -18,7 +18,8 @@ from rich.text import Text
 
 from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
-from cudatrace.reports.terminal import STATUS_STYLE, VERDICT_STYLE, console_text, string_console
+from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
+from cudatrace.reports.terminal import console_text, string_console
 
 MAX_REASONS = 3
 _LIB_HOW = {
@@ -60,7 +61,8 @@ def _verdict_lines(binary: BinaryScan, all_reasons: bool = False) -> list[Text]:
     if verdict is not None:
         line = Text("  verdict ")
         line.append_text(_t(f"(ZLUDA {verdict.release}): "))
-        line.append_text(_t(verdict.status.value.upper().replace("_", " "), VERDICT_STYLE[verdict.status]))
+        label = VERDICT_LABELS[verdict.status]
+        line.append_text(_t(label.shout, label.style))
         lines.append(line)
         shown = verdict.reasons if all_reasons else verdict.reasons[:MAX_REASONS]
         for reason in shown:

@@ -8,32 +8,18 @@ terminal escape sequence cannot drive the reader's terminal).
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import VerdictStatus, ZludaStatus
+from cudatrace.model import VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
+from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
 
-VERDICT_STYLE = {
-    VerdictStatus.RUNS: "bold green",
-    VerdictStatus.AT_RISK: "bold yellow",
-    VerdictStatus.BLOCKED: "bold red",
-}
-STATUS_STYLE = {
-    ZludaStatus.TRANSLATED: "green",
-    ZludaStatus.STUB: "yellow",
-    ZludaStatus.ABSENT: "red",
-    ZludaStatus.NOT_REPLACED: "magenta",
-    ZludaStatus.NVIDIA_OWN: "cyan",
-}
-VERDICT_WORDS = {
-    VerdictStatus.RUNS: "RUNS: nothing found that ZLUDA cannot serve",
-    VerdictStatus.AT_RISK: "AT RISK: it may start, some paths reach entry points ZLUDA lacks",
-    VerdictStatus.BLOCKED: "BLOCKED: it needs entry points or code ZLUDA cannot serve",
-}
 MAX_ROWS = 40
+MAX_NAMES = 12
 NUMERIC_COLUMNS = frozenset(
     {"images", "used", "called", "translated", "stub", "absent", "other", "blocking", "blocked", "calls", "failed"}
     | {"programs", "runs", "at risk", "with a blocker"}
@@ -87,26 +73,44 @@ def console_text(console: Console) -> str:
     return out.getvalue()
 
 
-def _report_parts(doc: Report, rows: int = MAX_ROWS, names_shown: int = 12) -> list[RenderableType]:
-    parts: list[RenderableType] = []
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """How much of a long list is shown: table rows, and names on one line."""
+
+    rows: int = MAX_ROWS
+    names: int = MAX_NAMES
+
+
+ALL = _Limits(1 << 30, 1 << 30)
+"""Every row and name (``-v``)."""
+
+
+def _more(shown: int, total: int) -> str:
+    return f" and {total - shown} more" if total > shown else ""
+
+
+def render_verdict(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """The program, the release and the evidence; the verdict and its reasons; the notes."""
     head = Text()
     head.append("cudatrace report: ", style="bold")
     head.append(printable(doc.program), style="bold")
     head.append(f"  (ZLUDA {printable(doc.release)}, evidence: {doc.evidence.value})")
-    parts.append(head)
+    parts: list[RenderableType] = [head]
     if doc.verdict is not None:
-        parts.append(Text("VERDICT  " + VERDICT_WORDS[doc.verdict.status], style=VERDICT_STYLE[doc.verdict.status]))
+        label = VERDICT_LABELS[doc.verdict.status]
+        parts.append(Text("VERDICT  " + label.headline, style=label.style))
         for r in doc.verdict.reasons:
             line = Text(f"  [{r.severity.value}] ", style="bold" if r.severity.value == "blocker" else "")
             line.append(printable(r.message))
             if r.calls:
                 line.append(f" ({r.calls} calls)")
             parts.append(line)
-    for note in doc.notes:
-        parts.append(Text("NOTE  " + printable(note), style="bold"))
-    if not doc.uses_cuda:
-        return parts
+    parts.extend(Text("NOTE  " + printable(note), style="bold") for note in doc.notes)
+    return parts
 
+
+def render_families(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """Entry points per family: used, called, and what ZLUDA does with them."""
     fam = _table(
         "Entry points per family", "family", "used", "called", "translated", "stub", "absent", "other", "blocking"
     )
@@ -121,55 +125,57 @@ def _report_parts(doc: Report, rows: int = MAX_ROWS, names_shown: int = 12) -> l
             str(f.not_replaced + f.nvidia_own + f.unknown),
             _t(f.blocking, "bold red" if f.blocking else ""),
         )
-    parts.extend((Text(""), fam))
+    return [Text(""), fam]
 
+
+def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """The blocking calls, then those only looked up by name and those called only inside replaced libraries."""
+    parts: list[RenderableType] = []
     blocking = doc.blocking
     if blocking:
         tab = _table(
             "Blocking calls (stub or absent in ZLUDA, imported or called)",
-            "family",
-            "function",
-            "ZLUDA",
-            "calls",
-            "failed",
-            "return codes",
-            "seen as",
+            *("family", "function", "ZLUDA", "calls", "failed", "return codes", "seen as"),
         )
-        for e in blocking[:rows]:
-            status = e.status.value if e.status else "?"
+        for e in blocking[: limits.rows]:
             tab.add_row(
                 e.family.value,
                 _t(e.function, "bold"),
-                _t(status, STATUS_STYLE.get(e.status, "") if e.status else ""),
+                _t(e.status.value if e.status else "?", STATUS_STYLE.get(e.status, "") if e.status else ""),
                 str(e.calls) if e.calls is not None else "-",
                 str(e.failed_calls) if e.calls is not None else "-",
                 _t(format_codes(e.statuses) or "-"),
                 _t(", ".join(h.value for h in e.static_how) or "called"),
             )
         parts.extend((Text(""), tab))
-        if len(blocking) > rows:
-            parts.append(Text(f"  ... and {len(blocking) - rows} more (-v lists them all; or --format html or csv)"))
+        if len(blocking) > limits.rows:
+            hidden = len(blocking) - limits.rows
+            parts.append(Text(f"  ... and {hidden} more (-v lists them all; or --format html or csv)"))
     elif doc.verdict is not None:
         parts.append(Text("Blocking calls: none", style="green"))
     unresolved = doc.unresolved
     if unresolved:
-        names = ", ".join(printable(e.function) for e in unresolved[:names_shown])
-        more = f" and {len(unresolved) - names_shown} more" if len(unresolved) > names_shown else ""
+        names = ", ".join(printable(e.function) for e in unresolved[: limits.names])
         parts.append(
             Text(
                 f"{plural(len(unresolved), 'stub/absent entry point')} {'is' if len(unresolved) == 1 else 'are'} "
                 "only looked up by name (they matter if called): "
-                f"{names}{more}",
+                f"{names}{_more(limits.names, len(unresolved))}",
                 style="yellow",
             )
         )
-
     inner = doc.inner_only
     if inner:
-        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[:names_shown])
-        more = f" and {len(inner) - names_shown} more" if len(inner) > names_shown else ""
+        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[: limits.names])
+        more = _more(limits.names, len(inner))
         parts.append(Text(f"Called only inside libraries ZLUDA replaces (not blocking): {names}{more}", style="dim"))
+    return parts
 
+
+def render_failing(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """The first failing call (with what the log and the verdict say of it), the other failed calls, and the
+    lookups by name that found nothing."""
+    parts: list[RenderableType] = []
     first = doc.first_failure
     if first is not None:
         line = Text("First failing call: ", style="bold")
@@ -189,44 +195,67 @@ def _report_parts(doc: Report, rows: int = MAX_ROWS, names_shown: int = 12) -> l
     failing = [e for e in doc.failing if not e.is_blocker]
     if failing:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
-        for e in failing[:rows]:
+        for e in failing[: limits.rows]:
             tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
         parts.extend((Text(""), tab))
     if doc.missing_lookups:
-        names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[:names_shown])
+        names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[: limits.names])
         parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
+    return parts
 
-    if doc.gpu:
-        tab = _table("GPU code", "binary", "images", "PTX", "SASS", "runtime", "what ZLUDA can do")
-        for g in doc.gpu:
-            ptx = ", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-"
-            sass = ", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-"
-            style = "red" if g.gpu_code.sass_only else ""
-            tab.add_row(
-                _t(g.binary),
-                str(g.images),
-                _t(ptx),
-                _t(sass),
-                _t(g.static_runtime or "-"),
-                _t(g.gpu_code.summary(), style),
-            )
-        parts.extend((Text(""), tab))
+
+def render_gpu(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """GPU code per binary: PTX and SASS architectures, a static runtime, what ZLUDA can do with it."""
+    if not doc.gpu:
+        return []
+    tab = _table("GPU code", "binary", "images", "PTX", "SASS", "runtime", "what ZLUDA can do")
+    for g in doc.gpu:
+        ptx = ", ".join(sorted({i.arch for i in g.gpu_code.ptx})) or "-"
+        sass = ", ".join(sorted({i.arch for i in g.gpu_code.sass})) or "-"
+        style = "red" if g.gpu_code.sass_only else ""
+        tab.add_row(
+            _t(g.binary),
+            str(g.images),
+            _t(ptx),
+            _t(sass),
+            _t(g.static_runtime or "-"),
+            _t(g.gpu_code.summary(), style),
+        )
+    return [Text(""), tab]
+
+
+def render_runs(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """One line per traced run: the command, how it ended, how many calls in how long."""
+    parts: list[RenderableType] = []
     for run in doc.runs:
         style = "bold red" if run.crashed else ""
         cmd = printable(" ".join(run.command))[:160]
         parts.append(Text(f"Run: {cmd} -> {run.outcome}, {run.calls} CUDA calls in {run.duration_s:.1f} s", style))
-    if doc.remedies:
-        parts.append(Text("What to do", style="bold"))
-        for i, remedy in enumerate(doc.remedies, 1):
-            parts.append(Text(f"  {i}. {printable(remedy)}"))
-    if doc.errors:
-        parts.append(Text(f"{plural(len(doc.errors), 'file')} could not be read fully:", style="yellow"))
-        for err in doc.errors[:10]:
-            parts.append(Text("  " + printable(err)))
     return parts
 
 
-def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableType]:
+def render_remedies(doc: Report, limits: _Limits) -> list[RenderableType]:
+    """What to do, numbered; then the files that could not be read fully."""
+    parts: list[RenderableType] = []
+    if doc.remedies:
+        parts.append(Text("What to do", style="bold"))
+        parts.extend(Text(f"  {i}. {printable(remedy)}") for i, remedy in enumerate(doc.remedies, 1))
+    if doc.errors:
+        parts.append(Text(f"{plural(len(doc.errors), 'file')} could not be read fully:", style="yellow"))
+        parts.extend(Text("  " + printable(err)) for err in doc.errors[:10])
+    return parts
+
+
+_CUDA_SECTIONS = (render_families, render_blocking, render_failing, render_gpu, render_runs, render_remedies)
+"""The sections after the verdict of a report of a program that uses CUDA, in order."""
+
+
+def _report_parts(doc: Report, limits: _Limits) -> list[RenderableType]:
+    sections = (render_verdict, *_CUDA_SECTIONS) if doc.uses_cuda else (render_verdict,)
+    return [part for section in sections for part in section(doc, limits)]
+
+
+def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
     parts: list[RenderableType] = []
     blocked = sum(1 for p in doc.programs if p.verdict is VerdictStatus.BLOCKED)
     parts.append(
@@ -244,7 +273,8 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     )
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
     if compared:
-        tab = _table("Per ZLUDA release (same programs)", "release", "runs", "at risk", "blocked", "blocking")
+        words = (label.word for label in VERDICT_LABELS.values())
+        tab = _table("Per ZLUDA release (same programs)", "release", *words, "blocking")
         for r in doc.releases:
             tab.add_row(
                 _t(r.release), str(r.runs), str(r.at_risk), _t(r.blocked, "red" if r.blocked else ""), str(r.blockers)
@@ -253,7 +283,7 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     if doc.blockers:
         cols = ["family", "function", "ZLUDA", "programs", "calls", *(f"in {printable(r)}" for r in compared)]
         tab = _table("Entry points that block the most programs", *cols)
-        for b in doc.blockers[:rows]:
+        for b in doc.blockers[: limits.rows]:
             tab.add_row(
                 b.family.value,
                 _t(b.function, "bold"),
@@ -266,7 +296,7 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     unlock = doc.unlockable
     if unlock:
         tab = _table("Implement one entry point, and these programs lose their last blocker", "function", "programs")
-        for b in unlock[:rows]:
+        for b in unlock[: limits.rows]:
             tab.add_row(_t(b.function, "bold"), _t(", ".join(b.unlocks)))
         parts.extend((Text(""), tab))
     if doc.families:
@@ -279,9 +309,10 @@ def _aggregate_parts(doc: Aggregate, rows: int = MAX_ROWS) -> list[RenderableTyp
     if doc.programs:
         tab = _table("Programs", "program", "verdict", "evidence", "blocking", "blocked by")
         for p in doc.programs:
-            verdict = p.verdict.value if p.verdict else ("no CUDA" if not p.uses_cuda else "unclassified")
+            label = VERDICT_LABELS[p.verdict] if p.verdict else None
+            verdict = label.word if label else ("no CUDA" if not p.uses_cuda else "unclassified")
             why = ", ".join([*p.blockers[:6], *p.other_blockers]) + (" ..." if len(p.blockers) > 6 else "")
-            style = VERDICT_STYLE.get(p.verdict, "") if p.verdict else ""
+            style = label.style if label else ""
             tab.add_row(
                 _t(p.program),
                 _t(verdict + (" (crashed)" if p.crashed else ""), style),
@@ -297,7 +328,7 @@ def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int 
     """The report as terminal text; ANSI colours only with ``color=True``; ``verbose`` lists every row and name
     instead of the first ones and a count."""
     console = string_console(color, width, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
-    rows, names = (1 << 30, 1 << 30) if verbose else (MAX_ROWS, 12)
-    parts = _report_parts(doc, rows, names) if isinstance(doc, Report) else _aggregate_parts(doc, rows)
+    limits = ALL if verbose else _Limits()
+    parts = _report_parts(doc, limits) if isinstance(doc, Report) else _aggregate_parts(doc, limits)
     console.print(Group(*parts))
     return console_text(console)

@@ -17,7 +17,8 @@ from rich.text import Text
 
 from cudatrace.model import EntryPointUse, TraceResult
 from cudatrace.reports.document import printable
-from cudatrace.reports.terminal import VERDICT_STYLE, console_text, string_console
+from cudatrace.reports.labels import VERDICT_LABELS
+from cudatrace.reports.terminal import console_text, string_console
 
 TOP = 15
 
@@ -88,11 +89,8 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         con.print(Text.assemble(("CUDA libraries loaded: ", "bold"), _t(libs)))
     if trace.verdict is not None:
         v = trace.verdict
-        con.print(
-            Text.assemble(
-                ("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(v.status.value, VERDICT_STYLE.get(v.status, ""))
-            )
-        )
+        label = VERDICT_LABELS[v.status]
+        con.print(Text.assemble(("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(label.word, label.style)))
         for r in v.reasons[:3]:
             con.print(_t(f"  {r.severity.value}: {r.message}" + (f" ({r.remedy})" if r.remedy else "")))
     total = sum(c.calls or 0 for c in trace.calls)

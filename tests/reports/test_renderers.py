@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from cudatrace.commands._common import dump_json
+from cudatrace.model import TraceResult
 from cudatrace.reports.csv_report import REPORT_COLUMNS, csv_cell, render_csv
 from cudatrace.reports.document import Aggregate, Report, build_aggregate, build_report, compare_releases
 from cudatrace.reports.html import embed_json, render_html
 from cudatrace.reports.markdown import md_escape, render_markdown
+from cudatrace.reports.render import Format, RenderOptions, render
 from cudatrace.reports.terminal import render_terminal
 from tests import samples
 from tests.samples import RELEASE
@@ -47,7 +49,24 @@ def _documents() -> dict[str, Doc]:
         "releases": compare_releases(
             [build_aggregate(agg_programs, RELEASE), build_aggregate(_newer(agg_programs), NEWER)]
         ),
+        "log": build_report([], [_log_trace("trace_v6_linux.log")], RELEASE),
+        "inner_only": build_report(
+            [samples.mixed_scan()], [samples.hostile_trace()], RELEASE, replaced_caller=lambda module: True
+        ),
     }
+
+
+def _log_trace(name: str) -> TraceResult:
+    """A zluda_trace log from tests/data, classified, named by its file name alone (the golden files do not
+    depend on where the clone is)."""
+    from dataclasses import replace
+
+    from cudatrace.coverage_db.verdict import annotate_trace
+    from cudatrace.tracer.zluda_log import read_log
+
+    trace = read_log(str(Path(__file__).parents[1] / "data" / "zluda_logs" / name))
+    assert trace.source is not None
+    return annotate_trace(replace(trace, source=replace(trace.source, path=name)), RELEASE)
 
 
 NEWER = "v7-preview.9"
@@ -86,13 +105,14 @@ def _newer(programs):  # type: ignore[no-untyped-def]
 
 
 DOCS = _documents()
+# through the one entry point the commands use
 RENDERERS: dict[str, tuple[str, Callable[[Doc], str]]] = {
-    "terminal": ("txt", lambda d: render_terminal(d)),
-    "color": ("ansi", lambda d: render_terminal(d, color=True)),
-    "html": ("html", render_html),
-    "markdown": ("md", render_markdown),
-    "json": ("json", lambda d: dump_json(d.to_dict())),
-    "csv": ("csv", render_csv),
+    "terminal": ("txt", lambda d: render(d, Format.TERMINAL)),
+    "color": ("ansi", lambda d: render(d, Format.TERMINAL, RenderOptions(color=True))),
+    "html": ("html", lambda d: render(d, Format.HTML)),
+    "markdown": ("md", lambda d: render(d, Format.MARKDOWN)),
+    "json": ("json", lambda d: render(d, Format.JSON)),
+    "csv": ("csv", lambda d: render(d, Format.CSV)),
 }
 
 

@@ -1,0 +1,82 @@
+"""What each verdict and each ZLUDA status is called and how it looks, defined once for every renderer.
+
+The terminal renderers read the rich style and the shouted word, HTML the title of its badge and the colour of
+its chart segments, Markdown the words of its sentence; a new verdict value needs one row here, and the test
+that every value has a row fails until it has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from cudatrace.model import VerdictStatus, ZludaStatus
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictLabel:
+    """How one verdict value is shown."""
+
+    word: str
+    """In a sentence or a table heading: ``at risk``."""
+    meaning: str
+    """What it means for the program, after the word in a headline."""
+    style: str
+    """The rich style of the verdict in terminal output."""
+    chart: str
+    """The ZLUDA status whose colour the verdict takes in HTML charts."""
+    in_issue: str
+    """The words of the Markdown issue text: ``**PROGRAM** is **<in_issue>** under ZLUDA``."""
+
+    @property
+    def title(self) -> str:
+        """Capitalized, as on the HTML badge: ``At risk``."""
+        return self.word[:1].upper() + self.word[1:]
+
+    @property
+    def shout(self) -> str:
+        """Upper case, as in terminal output: ``AT RISK``."""
+        return self.word.upper()
+
+    @property
+    def headline(self) -> str:
+        """The terminal report's verdict line: ``AT RISK: it may start, ...``."""
+        return f"{self.shout}: {self.meaning}"
+
+
+VERDICT_LABELS: MappingProxyType[VerdictStatus, VerdictLabel] = MappingProxyType(
+    {
+        VerdictStatus.RUNS: VerdictLabel(
+            "runs",
+            "nothing found that ZLUDA cannot serve",
+            "bold green",
+            "translated",
+            "runs (nothing found that ZLUDA cannot serve)",
+        ),
+        VerdictStatus.AT_RISK: VerdictLabel(
+            "at risk",
+            "it may start, some paths reach entry points ZLUDA lacks",
+            "bold yellow",
+            "stub",
+            "at risk",
+        ),
+        VerdictStatus.BLOCKED: VerdictLabel(
+            "blocked",
+            "it needs entry points or code ZLUDA cannot serve",
+            "bold red",
+            "absent",
+            "blocked",
+        ),
+    }
+)
+
+STATUS_STYLE: MappingProxyType[ZludaStatus, str] = MappingProxyType(
+    {
+        ZludaStatus.TRANSLATED: "green",
+        ZludaStatus.STUB: "yellow",
+        ZludaStatus.ABSENT: "red",
+        ZludaStatus.NOT_REPLACED: "magenta",
+        ZludaStatus.NVIDIA_OWN: "cyan",
+    }
+)
+"""The rich style of each ZLUDA status in terminal output."""

@@ -1,0 +1,49 @@
+"""One table of verdict labels for every renderer: each verdict value has a label, and no renderer shows the
+internal name of a verdict (``at_risk``) where its words belong."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from cudatrace.model import Verdict, VerdictStatus, ZludaStatus
+from cudatrace.reports.document import build_aggregate
+from cudatrace.reports.html import render_html
+from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
+from cudatrace.reports.markdown import render_markdown
+from cudatrace.reports.terminal import render_terminal
+from cudatrace.reports.trace_terminal import render_trace_terminal
+from tests import samples
+from tests.samples import RELEASE
+
+
+def test_every_verdict_and_status_has_a_label() -> None:
+    assert set(VERDICT_LABELS) == set(VerdictStatus)
+    assert set(STATUS_STYLE) == set(ZludaStatus)
+    assert [label.word for label in VERDICT_LABELS.values()] == ["runs", "at risk", "blocked"]
+    assert {label.chart for label in VERDICT_LABELS.values()} <= {s.value for s in ZludaStatus}
+
+
+def test_the_label_forms() -> None:
+    label = VERDICT_LABELS[VerdictStatus.AT_RISK]
+    assert (label.title, label.shout) == ("At risk", "AT RISK")
+    assert label.headline == "AT RISK: it may start, some paths reach entry points ZLUDA lacks"
+
+
+def test_a_traced_run_at_risk_is_shown_in_words() -> None:
+    trace = replace(samples.crashed_trace(), verdict=Verdict(RELEASE, VerdictStatus.AT_RISK))
+    text = render_trace_terminal(trace, width=200)
+    assert f"ZLUDA {RELEASE}: at risk" in text
+    assert "at_risk" not in text
+
+
+@pytest.mark.parametrize("render", [render_terminal, render_markdown, render_html])
+def test_an_aggregate_with_a_program_at_risk_names_it_in_words(render) -> None:  # type: ignore[no-untyped-def]
+    agg = build_aggregate([("vecadd", [samples.runs_scan()], [])], RELEASE)
+    agg = replace(agg, programs=tuple(replace(p, verdict=VerdictStatus.AT_RISK) for p in agg.programs))
+    text = render(agg)
+    if render is render_html:  # only the page's text: CSS class names and the embedded JSON keep the value
+        text = re.sub(r"<[^>]*>", "", text.split("<body>", 1)[1].split('<script type="application/json"', 1)[0])
+    assert "at_risk" not in text
