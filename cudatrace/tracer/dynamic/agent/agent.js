@@ -28,10 +28,19 @@ let nowNs = null;
 const IS_X64 = Process.arch === 'x64';
 const PAGE = Process.pageSize;
 
-const DETAIL_SIZE = 912;
-const D_FIRST = 0, D_TIME = 8, D_CALLS = 16, D_N_CODES = 24, D_N_CALLERS = 28, D_CODES = 32, D_CODE_COUNTS = 64,
-  D_OTHER_CODES = 128, D_CALLERS = 136, D_CALLER_COUNTS = 520, D_OTHER_CALLERS = 904;
-const N_STATUSES = 8, N_CALLERS = 48;
+// The detail record's layout is detail.c's (struct CtDetail), read from its cudatrace_detail_layout table once
+// the CModule is built (readDetailLayout): defined once, in C.
+let DETAIL_SIZE = 0;
+let D_FIRST = 0, D_TIME = 0, D_CALLS = 0, D_N_CODES = 0, D_N_CALLERS = 0, D_CODES = 0, D_CODE_COUNTS = 0,
+  D_OTHER_CODES = 0, D_CALLERS = 0, D_CALLER_COUNTS = 0, D_OTHER_CALLERS = 0;
+let N_STATUSES = 0, N_CALLERS = 0;
+
+function readDetailLayout(table) {
+  const v = [];
+  for (let i = 0; i < 14; i++) v.push(table.add(8 * i).readU64().toNumber());
+  [DETAIL_SIZE, D_FIRST, D_TIME, D_CALLS, D_N_CODES, D_N_CALLERS, D_CODES, D_CODE_COUNTS, D_OTHER_CODES, D_CALLERS,
+    D_CALLER_COUNTS, D_OTHER_CALLERS, N_STATUSES, N_CALLERS] = v;
+}
 
 const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
 const lastSent = []; // id -> calls at last send
@@ -1480,6 +1489,7 @@ rpc.exports = {
     const cg = Module.findGlobalExportByName('clock_gettime');
     if (cg !== null) symbols.clock_gettime = cg;
     cm = new CModule(config.detailSource, symbols);
+    readDetailLayout(cm.cudatrace_detail_layout);
     const nowFn = new NativeFunction(cm.cudatrace_now_ns, 'uint64', []);
     nowNs = () => nowFn().toNumber();
     counterCap = config.counterCapacity;

@@ -5,7 +5,8 @@
  * calls through a small stub with this listener attached. The listener records, per entry point, the return
  * codes other than success, the calling return addresses (turned into module names by the agent), the time of
  * the first call and the time spent. Everything is lock-free: TinyCC has no __atomic builtins, and of glib's g_atomic_* only the
- * add operations are there (aligned plain loads and stores are atomic on the CPUs Frida supports). The layout of CtDetail is mirrored in agent.js (DETAIL_* offsets): change both together.
+ * add operations are there (aligned plain loads and stores are atomic on the CPUs Frida supports). The layout of
+ * CtDetail is defined here only: agent.js reads its size, offsets and capacities from cudatrace_detail_layout.
  */
 #include <gum/guminterceptor.h>
 
@@ -27,6 +28,15 @@ struct _CtDetail
   gsize caller_counts[CT_CALLERS]; /* 520 */
   gsize other_callers;         /* 904 */
 };                             /* 912 bytes */
+
+#define CT_OFFSET(field) ((gsize) & ((CtDetail *) 0)->field)
+
+/* Read by agent.js (readDetailLayout), in this order. */
+const gsize cudatrace_detail_layout[14] = {
+  sizeof (CtDetail), CT_OFFSET (first_ns), CT_OFFSET (time_ns), CT_OFFSET (calls), CT_OFFSET (n_codes),
+  CT_OFFSET (n_callers), CT_OFFSET (codes), CT_OFFSET (code_counts), CT_OFFSET (other_codes), CT_OFFSET (callers),
+  CT_OFFSET (caller_counts), CT_OFFSET (other_callers), CT_STATUSES, CT_CALLERS,
+};
 
 typedef struct _CtState CtState;
 struct _CtState
