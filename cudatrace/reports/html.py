@@ -30,7 +30,7 @@ from cudatrace.reports.document import (
     printable,
     shown_name,
 )
-from cudatrace.reports.labels import VERDICT_LABELS
+from cudatrace.reports.labels import LIBRARY_HOW_WORDS, VERDICT_LABELS, hows_in_words, status_word
 
 TOP_N = 15
 _EVIDENCE_ORDER = (Evidence.STATIC, Evidence.BOTH, Evidence.DYNAMIC)
@@ -106,7 +106,7 @@ def _table(
 def _status(e: ReportEntry) -> str:
     if e.status is None:
         return '<span class="st">unclassified</span>'
-    return f'<span class="st st-{e.status.value}">{_e(e.status.value.replace("_", " "))}</span>'
+    return f'<span class="st st-{e.status.value}">{_e(status_word(e.status))}</span>'
 
 
 def zluda_summary(e: ReportEntry) -> str:
@@ -297,7 +297,7 @@ def render_blocking(doc: Report) -> list[str]:
                         _num(e.calls),
                         _num(e.failed_calls if e.calls is not None else None),
                         _Cell(_w(format_codes(e.statuses) or "-")),
-                        _Cell(_e(", ".join(h.value for h in e.static_how) or "called")),
+                        _Cell(_e(hows_in_words(e.static_how))),
                     ]
                     for e in doc.blocking
                 ],
@@ -467,7 +467,10 @@ def render_libraries(doc: Report) -> list[str]:
     """The "CUDA libraries" section: each with its family and how it is reached."""
     if not doc.libraries:
         return []
-    names = ", ".join(f"<code>{_e(x.name)}</code> ({_e(x.family.value)}, {_e(x.how.value)})" for x in doc.libraries)
+    names = ", ".join(
+        f"<code>{_e(x.name)}</code> ({_e(x.family.value)}, {_e(LIBRARY_HOW_WORDS.get(x.how, x.how.value))})"
+        for x in doc.libraries
+    )
     return ['<section id="libraries"><h2>CUDA libraries</h2><p>', names, "</p></section>"]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cudatrace.model import VerdictStatus, ZludaStatus
+from cudatrace.model import EntryHow, LibraryHow, VerdictStatus, ZludaStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +80,46 @@ STATUS_STYLE: MappingProxyType[ZludaStatus, str] = MappingProxyType(
     }
 )
 """The rich style of each ZLUDA status in terminal output."""
+
+STATUS_WORDS: MappingProxyType[ZludaStatus, str] = MappingProxyType(
+    {
+        ZludaStatus.TRANSLATED: "translated",
+        ZludaStatus.STUB: "stub",
+        ZludaStatus.ABSENT: "absent",
+        ZludaStatus.NOT_REPLACED: "not replaced",
+        ZludaStatus.NVIDIA_OWN: "NVIDIA's own",
+    }
+)
+"""What each ZLUDA status is called in terminal, HTML and Markdown text."""
+
+ENTRY_HOW_WORDS: MappingProxyType[EntryHow, str] = MappingProxyType(
+    {
+        EntryHow.IMPORT: "imported",
+        EntryHow.DELAY_IMPORT: "delay-loaded import",
+        EntryHow.SYMBOL: "linked symbol",
+        EntryHow.PROC_STRING: "resolved by name",
+        EntryHow.CALLED: "called",
+    }
+)
+"""How a binary reaches an entry point, in words."""
+
+LIBRARY_HOW_WORDS: MappingProxyType[LibraryHow, str] = MappingProxyType(
+    {
+        LibraryHow.IMPORT: "imported",
+        LibraryHow.DELAY_IMPORT: "delay-loaded",
+        LibraryHow.NEEDED: "needed",
+        LibraryHow.DLOPEN_STRING: "loaded by name",
+        LibraryHow.LOADED: "loaded",
+    }
+)
+"""How a binary reaches a library, in words."""
+
+
+def status_word(status: ZludaStatus | None) -> str:
+    """A ZLUDA status in words (``?`` when unknown)."""
+    return STATUS_WORDS.get(status, status.value.replace("_", " ")) if status is not None else "?"
+
+
+def hows_in_words(hows: tuple[EntryHow, ...]) -> str:
+    """How a binary reaches an entry point, every way in words (``called`` when only seen called)."""
+    return ", ".join(ENTRY_HOW_WORDS.get(h, h.value) for h in hows) or "called"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from cudatrace.model import Reason, Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
-from cudatrace.reports.labels import VERDICT_LABELS
+from cudatrace.reports.labels import VERDICT_LABELS, status_word
 
 SHOWN = 10
 REASONS_SHOWN = 6
@@ -50,7 +50,7 @@ def _entry_row(e: ReportEntry) -> list[str]:
     return [
         md_escape(e.function),
         e.family.value,
-        e.status.value if e.status else "?",
+        status_word(e.status),
         str(e.calls) if e.calls is not None else "-",
         str(e.failed_calls) if e.calls is not None else "-",
         md_escape(format_codes(e.statuses)) or "-",
@@ -294,7 +294,7 @@ def _aggregate_md(doc: Aggregate) -> str:
         [
             md_escape(b.function),
             b.family.value,
-            b.status.value,
+            status_word(b.status),
             str(len(b.programs)),
             str(b.calls),
             str(len(b.unlocks)),

@@ -16,19 +16,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import BinaryScan, EntryHow, GpuCode, LibraryHow, ScanResult, ZludaStatus
+from cudatrace.model import BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
-from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
+from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
 
 MAX_REASONS = 3
-_LIB_HOW = {
-    LibraryHow.IMPORT: "imported",
-    LibraryHow.DELAY_IMPORT: "delay-loaded",
-    LibraryHow.NEEDED: "needed",
-    LibraryHow.DLOPEN_STRING: "loaded by name",
-    LibraryHow.LOADED: "loaded",
-}
 _ENTRY_COLUMNS = (
     (EntryHow.IMPORT, "import"),
     (EntryHow.DELAY_IMPORT, "delay"),
@@ -93,7 +86,7 @@ def _library_lines(binary: BinaryScan) -> list[Text]:
             line.append("; ")
         line.append_text(_t(lib.name, "bold"))
         version = f" v{lib.version}" if lib.version else ""
-        line.append_text(_t(f" ({lib.family.value}{version}, {_LIB_HOW.get(lib.how, lib.how.value)})"))
+        line.append_text(_t(f" ({lib.family.value}{version}, {LIBRARY_HOW_WORDS.get(lib.how, lib.how.value)})"))
     return [line]
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from cudatrace.model import VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
-from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS
+from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS, hows_in_words, status_word
 
 MAX_ROWS = 40
 MAX_NAMES = 12
@@ -141,11 +141,11 @@ def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
             tab.add_row(
                 e.family.value,
                 _t(e.function, "bold"),
-                _t(e.status.value if e.status else "?", STATUS_STYLE.get(e.status, "") if e.status else ""),
+                _t(status_word(e.status), STATUS_STYLE.get(e.status, "") if e.status else ""),
                 str(e.calls) if e.calls is not None else "-",
                 str(e.failed_calls) if e.calls is not None else "-",
                 _t(format_codes(e.statuses) or "-"),
-                _t(", ".join(h.value for h in e.static_how) or "called"),
+                _t(hows_in_words(e.static_how)),
             )
         parts.extend((Text(""), tab))
         if len(blocking) > limits.rows:
@@ -287,7 +287,7 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
             tab.add_row(
                 b.family.value,
                 _t(b.function, "bold"),
-                _t(b.status.value, STATUS_STYLE[b.status]),
+                _t(status_word(b.status), STATUS_STYLE[b.status]),
                 str(len(b.programs)),
                 str(b.calls),
                 *(str(n) for _, n in (b.by_release if compared else ())),

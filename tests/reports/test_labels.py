@@ -47,3 +47,28 @@ def test_an_aggregate_with_a_program_at_risk_names_it_in_words(render) -> None: 
     if render is render_html:  # only the page's text: CSS class names and the embedded JSON keep the value
         text = re.sub(r"<[^>]*>", "", text.split("<body>", 1)[1].split('<script type="application/json"', 1)[0])
     assert "at_risk" not in text
+
+
+INTERNAL = ("at_risk", "not_replaced", "nvidia_own", "delay_import", "dlopen_string", "proc_string")
+
+
+@pytest.mark.parametrize("render", [render_terminal, render_markdown, render_html])
+def test_reports_speak_in_words_not_internal_names(render) -> None:  # type: ignore[no-untyped-def]
+    # Statuses, how a binary reaches an entry point or a library: words in the text a person reads.
+    from cudatrace.reports.document import build_report
+
+    scan = samples.mixed_scan()
+    statuses = (ZludaStatus.NOT_REPLACED, ZludaStatus.NVIDIA_OWN)
+    doc = build_report([scan], [samples.crashed_trace()], RELEASE)
+    doc = replace(
+        doc,
+        entries=tuple(
+            replace(e, zluda=replace(e.zluda, status=statuses[i % 2])) if e.zluda is not None and i < 2 else e
+            for i, e in enumerate(doc.entries)
+        ),
+    )
+    text = render(doc)
+    if render is render_html:
+        text = re.sub(r"<[^>]*>", "", text.split("<body>", 1)[1].split('<script type="application/json"', 1)[0])
+    found = [name for name in INTERNAL if name in text]
+    assert not found, found
