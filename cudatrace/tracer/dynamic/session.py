@@ -538,7 +538,8 @@ class Collector:
             methods = max((p.methods for p in procs), key=lambda m: sum(m.values()), default={})
             how = ", ".join(f"{k} {v}" for k, v in sorted(methods.items()) if v)
             notes.append(
-                f"hooked {hooked} entry points in {libs} CUDA libraries ({declined} left alone; {how or 'none inline'})"
+                f"hooked {hooked} entry point{'s' * (hooked != 1)} in {libs} CUDA librar{'y' if libs == 1 else 'ies'} "
+                f"({declined} left alone; {how or 'none inline'})"
             )
             notes.extend(_hooking_cost(procs))
         for p in procs:
