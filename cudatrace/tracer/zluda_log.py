@@ -54,6 +54,7 @@ MAX_DEPTH = 64  # nesting kept on the caller stack; deeper calls count at this d
 MAX_ENTRY_POINTS = 20_000  # distinct names kept; calls to further names are counted in a note
 MAX_CODES = 64  # distinct return codes (and callers) kept per entry point
 MAX_FAST = 4 * MAX_ENTRY_POINTS  # (name, result) pairs the inline path knows
+MAX_KINDS, MAX_KIND_LINE = 4096, 512  # message lines remembered with their kind, and the longest one remembered
 MAX_SEQUENCE = 2_000  # application calls kept in order for ``diff``
 MAX_KEPT = 200  # messages of one kind kept verbatim (saved modules, parser logs, other messages)
 MAX_MODULE_FILES = 10_000
@@ -239,6 +240,7 @@ class LogReader:
         self._fast: dict[tuple[bytes, bytes], tuple[_Name, int]] = {}
         self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
         self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
+        self._kinds: dict[bytes, str] = {}  # a message line as printed -> its kind, for the messages only counted
 
     # -- lines --------------------------------------------------------------------------------------------------
 
@@ -268,7 +270,14 @@ class LogReader:
         depth = indent >> 2
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
-        if not self._call(stripped, depth, complete, indent) and not self._message(stripped, depth):
+        if complete and (depth or self.stack):
+            kind = self._kinds.get(stripped)
+            if kind is not None:  # a message seen before, neither a call nor one of the messages read for facts
+                self.messages_total += 1
+                if kind in self.messages:  # (one left out once is left out for good: the table was full)
+                    self.messages[kind] += 1
+                return
+        if not self._call(stripped, depth, complete, indent) and not self._message(stripped, depth, complete):
             self.unparsed += 1
             if len(self.unparsed_examples) < 3:
                 self.unparsed_examples.append(stripped[:120].decode("utf-8", "replace"))
@@ -333,7 +342,7 @@ class LogReader:
             codes[result_b] = code
         return code
 
-    def _message(self, body: bytes, depth: int) -> bool:
+    def _message(self, body: bytes, depth: int, complete: bool = True) -> bool:
         if depth == 0 and not self.stack:
             return False
         text = body.decode("utf-8", "replace").rstrip()
@@ -363,6 +372,8 @@ class LogReader:
             if kind in self.messages or len(self.messages) < MAX_KEPT:
                 self.messages[kind] = self.messages.get(kind, 0) + 1
                 self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+            if complete and len(body) <= MAX_KIND_LINE and len(self._kinds) < MAX_KINDS:
+                self._kinds[body] = kind
         return True
 
     def _parent(self, depth: int) -> _Frame | None:
@@ -648,6 +659,7 @@ class LogReader:
         self._names = {}
         self._fast = {}
         self._special_seen = {}
+        self._kinds = {}
         self.stack = []
 
     def merge(self, other: LogReader) -> None:
