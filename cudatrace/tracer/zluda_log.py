@@ -348,8 +348,9 @@ class LogReader:
         text = body.decode("utf-8", "replace").rstrip()
         parent = self._parent(depth)
         self.messages_total += 1
-        if text.startswith("Created trace directory "):
-            self.trace_dir = text[len("Created trace directory ") :].strip()
+        if text.startswith(("Created trace directory ", "Created dump directory ")):
+            # "dump" in zluda_dump up to v3 at least (zluda_dump/src/log.rs at v3), "trace" since
+            self.trace_dir = text.split(" ", 3)[3].strip()
             if "\\" in self.trace_dir or re.match(r"^[A-Za-z]:", self.trace_dir):
                 self.platform_hint = "windows"
             elif self.trace_dir.startswith("/"):
