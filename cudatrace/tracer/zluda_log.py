@@ -14,9 +14,11 @@ call, the first application calls in order (for ``diff``) and bounded lists of m
 :data:`MAX_LINE` is counted and skipped; a log whose last line has no newline was cut while being written (the
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
 
-Speed: each distinct name and each (name, result) pair is judged once, the common line (a known name that did
-not fail) takes an inline path, and a log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU,
-each a range starting at a top-level call, merged in file order (:meth:`LogReader.merge`).
+Speed: each distinct name and each (name, result) pair is judged once; the common line (a call of a known entry
+point or dark-API function that did not fail) takes an inline path that costs two partitions of the line and one
+look-up of (indentation and name, result); a message seen before that is only counted is looked up whole; and a
+log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level
+call, merged in file order (:meth:`LogReader.merge`).
 """
 
 from __future__ import annotations
