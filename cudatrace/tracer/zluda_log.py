@@ -454,6 +454,7 @@ class LogReader:
         plen = len(prefix)
         group, failed = self.group, self._failed  # emptied in place by _close_group
         max_codes, max_sequence, application = MAX_CODES, MAX_SEQUENCE, APPLICATION
+        room = len(sequence) < max_sequence  # the call sequence still takes calls
         for line in lines:
             raw = line
             if plen:
@@ -478,6 +479,7 @@ class LogReader:
                         self.lines, self.seq, self.calls_total = n_lines, seq, seq
                         self.feed(line)
                         n_lines, seq = self.lines, self.seq
+                        room = len(sequence) < max_sequence
                         continue
                     dark[name] = count + 1
                     callers = None
@@ -487,10 +489,11 @@ class LogReader:
                     if group or failed:
                         self._close_group()
                     caller = application
-                    if len(sequence) < max_sequence:
+                    if room:
                         text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
                         result = result_b.decode("utf-8", "replace")
                         sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
+                        room = len(sequence) < max_sequence
                 else:
                     while stack and stack[-1][0] >= depth:
                         stack.pop()
@@ -507,6 +510,7 @@ class LogReader:
             self.lines, self.seq, self.calls_total = n_lines, seq, seq
             self.feed(line)
             n_lines, seq = self.lines, self.seq
+            room = len(sequence) < max_sequence
             prefix = self._prefix()
             plen = len(prefix)
             win = 1 if self.platform_hint == "windows" else 0
