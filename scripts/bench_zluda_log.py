@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Throughput and memory of ``import-log`` on a big synthetic zluda_trace log, side by side with plain reads.
 
-    python3 scripts/bench_zluda_log.py [--mb 1024] [--rounds 3] [--keep PATH]
+    python3 scripts/bench_zluda_log.py [--mb 1024] [--rounds 3] [--keep PATH] [--baseline DIR]
 
 Writes two logs of about ``--mb`` MB each:
 
@@ -16,7 +16,9 @@ then, for each, interleaved ``--rounds`` times, each in a fresh process so its p
 * ``split lines``: the same blocks split into lines (the floor of any line-oriented reader in Python);
 * ``read_log 1``: cudatrace's reader in one process, the whole document built;
 * ``read_log N``: the same log read by N processes (one per CPU, at most 8), each a range of the file, merged
-  (the default for logs of 64 MB and more).
+  (the default for logs of 64 MB and more);
+* with ``--baseline DIR`` (a source tree of another revision, e.g. ``git archive main | tar -x -C DIR``), that
+  revision's reader in one process too, in the same rounds, so a change to the reader is measured side by side.
 
 Prints the median MB/s of each, its share of the plain read's speed, each one's peak RSS (for the parallel
 reader, that of the parent process; each worker's is about the serial reader's) and the CPU seconds it used,
@@ -122,9 +124,9 @@ def write_log(path: Path, mb: int, workload: str) -> int:
     return path.stat().st_size
 
 
-def _child(mode: str, path: Path) -> dict[str, float]:
+def _child(mode: str, path: Path, root: Path = ROOT) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, mode, str(path), str(ROOT)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", _CHILD, mode, str(path), str(root)], check=True, capture_output=True, text=True
     )
     return dict(json.loads(out.stdout))
 
@@ -141,7 +143,9 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=1024, help="log size in MB (default 1024)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", metavar="PATH", help="write the log here and keep it")
+    ap.add_argument("--baseline", metavar="DIR", type=Path, help="also measure the reader of this source tree")
     args = ap.parse_args()
+    baseline: Path | None = args.baseline.resolve() if args.baseline else None
     with tempfile.TemporaryDirectory() as tmp:
         for workload in ("loop", "shapes"):
             folder = Path(args.keep) / workload if args.keep else Path(tmp) / workload
@@ -153,14 +157,20 @@ def main() -> int:
             cold = _child("blocks", log)
             print(f"first read (cache as the write left it): {size / 1e6 / cold['s']:,.0f} MB/s")
             results: dict[str, list[dict[str, float]]] = {"blocks": [], "lines": [], "serial": [], "parallel": []}
+            if baseline is not None:
+                results["baseline"] = []
             for _ in range(args.rounds):
                 for mode in results:
-                    results[mode].append(_child(mode, log))
+                    if mode == "baseline" and baseline is not None:
+                        results[mode].append(_child("serial", log, baseline))
+                    else:
+                        results[mode].append(_child(mode, log))
             base = statistics.median(r["s"] for r in results["blocks"])
             print(f"{'':12} {'MB/s':>8} {'vs read':>8} {'peak RSS':>10} {'CPU s':>7}")
             labels = (
                 ("blocks", "read blocks"),
                 ("lines", "split lines"),
+                *((("baseline", "baseline 1"),) if baseline is not None else ()),
                 ("serial", "read_log 1"),
                 ("parallel", f"read_log {_workers()}"),
             )
@@ -172,6 +182,14 @@ def main() -> int:
             calls = int(results["serial"][0]["n"])
             if int(results["parallel"][0]["n"]) != calls:
                 raise SystemExit("the parallel reader counted other calls than the serial one")
+            if baseline is not None:
+                if int(results["baseline"][0]["n"]) != calls:
+                    raise SystemExit("the baseline reader counted other calls than this one")
+                old = statistics.median(r["s"] for r in results["baseline"])
+                new = statistics.median(r["s"] for r in results["serial"])
+                old_cpu = statistics.median(r["cpu"] for r in results["baseline"])
+                new_cpu = statistics.median(r["cpu"] for r in results["serial"])
+                print(f"read_log 1 against the baseline: {old / new:.2f}x wall clock, {old_cpu / new_cpu:.2f}x CPU")
             lines = int(results["lines"][0]["n"])
             for mode in ("serial", "parallel"):
                 s = statistics.median(r["s"] for r in results[mode])

@@ -5,6 +5,10 @@ of ZLUDA's history where the format differs:
 
 * ``dump_v5``: zluda_dump (v5-preview.78 or older): every line prefixed ``[ZLUDA_DUMP] ``, the export table
   ``UNKNOWN_CHECKS`` by its old name, program output interleaved on stderr.
+* ``dump_v3``: zluda_dump of v3 (the AMD release off the mainline), from its ``zluda_dump/src/log.rs``: the
+  message texts of that release (``Created dump directory``, ``Could not resolve CUDA function``, ``Unknown
+  export table function``, ``Export table length mismatch. Expected: 7, observed: 9``, ``Observed wrapped
+  context``, ``Unknown module``), calls at depth 0 only.
 * ``trace_v6_linux``: zluda_trace ``log.txt`` from a Linux run under ZLUDA: every NAME form but NvAPI, every
   value form (strings holding ``", "``, ``)`` and `` -> ``, structs, arrays, GUIDs, LUIDs, NULL, floats,
   enums, unknown enum numbers), every RESULT form, every message text, nesting three deep, a failing call
@@ -47,6 +51,8 @@ PTX_PARSER_LOG = _text("ptx_parser.log")
 NVIDIA_STDERR = _text("nvidia_stderr.txt")
 # zluda_dump (v5-preview.78 or older) on stderr, with the program's own output in between.
 DUMP_V5 = _text("dump_v5_stderr.txt")
+# zluda_dump of v3 on stderr, with that release's message texts.
+DUMP_V3 = _text("dump_v3_stderr.txt")
 # Windows, zluda.exe --zluda-trace at v7-preview.2 or newer (NvAPI traced); written with CRLF line ends.
 TRACE_V7_WINDOWS = _text("trace_v7_windows.log").replace("\n", "\r\n")
 CUT = _text("cut.log")  # no newline at the end: cut while the last line was written

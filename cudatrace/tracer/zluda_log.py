@@ -14,9 +14,11 @@ call, the first application calls in order (for ``diff``) and bounded lists of m
 :data:`MAX_LINE` is counted and skipped; a log whose last line has no newline was cut while being written (the
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
 
-Speed: each distinct name and each (name, result) pair is judged once, the common line (a known name that did
-not fail) takes an inline path, and a log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU,
-each a range starting at a top-level call, merged in file order (:meth:`LogReader.merge`).
+Speed: each distinct name and each (name, result) pair is judged once; the common line (a call of a known entry
+point or dark-API function that did not fail) takes an inline path that costs two partitions of the line and one
+look-up of (indentation and name, result); a message seen before that is only counted is looked up whole; and a
+log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level
+call, merged in file order (:meth:`LogReader.merge`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ MAX_LINE = 1024 * 1024  # a longer line is counted and skipped, never held
 MAX_DEPTH = 64  # nesting kept on the caller stack; deeper calls count at this depth
 MAX_ENTRY_POINTS = 20_000  # distinct names kept; calls to further names are counted in a note
 MAX_CODES = 64  # distinct return codes (and callers) kept per entry point
+MAX_FAST = 4 * MAX_ENTRY_POINTS  # (name, result) pairs the inline path knows
+MAX_KINDS, MAX_KIND_LINE = 4096, 512  # message lines remembered with their kind, and the longest one remembered
 MAX_SEQUENCE = 2_000  # application calls kept in order for ``diff``
 MAX_KEPT = 200  # messages of one kind kept verbatim (saved modules, parser logs, other messages)
 MAX_MODULE_FILES = 10_000
@@ -232,8 +236,13 @@ class LogReader:
         self.calls_total = 0
         self.messages_total = 0
         self._names: dict[bytes, _Name] = {}
+        # (indentation and name, result) as printed -> the name and the depth, for the calls of a known name that
+        # did not fail: the inline path of feed_lines (entry points and dark-API calls only; lookups and the like
+        # read their arguments)
+        self._fast: dict[tuple[bytes, bytes], tuple[_Name, int]] = {}
         self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
         self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
+        self._kinds: dict[bytes, str] = {}  # a message line as printed -> its kind, for the messages only counted
 
     # -- lines --------------------------------------------------------------------------------------------------
 
@@ -259,17 +268,25 @@ class LogReader:
         stripped = body.lstrip(b" ")
         if not stripped or stripped.isspace():
             return
-        depth = (len(body) - len(stripped)) >> 2
+        indent = len(body) - len(stripped)
+        depth = indent >> 2
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
-        if not self._call(stripped, depth, complete) and not self._message(stripped, depth):
+        if complete and (depth or self.stack):
+            kind = self._kinds.get(stripped)
+            if kind is not None:  # a message seen before, neither a call nor one of the messages read for facts
+                self.messages_total += 1
+                if kind in self.messages:  # (one left out once is left out for good: the table was full)
+                    self.messages[kind] += 1
+                return
+        if not self._call(stripped, depth, complete, indent) and not self._message(stripped, depth, complete):
             self.unparsed += 1
             if len(self.unparsed_examples) < 3:
                 self.unparsed_examples.append(stripped[:120].decode("utf-8", "replace"))
         elif self.tool is None:
             self.tool = "zluda_trace"
 
-    def _call(self, body: bytes, depth: int, complete: bool) -> bool:
+    def _call(self, body: bytes, depth: int, complete: bool, indent: int) -> bool:
         paren = body.find(b"(")
         if paren <= 0:
             return False
@@ -288,7 +305,7 @@ class LogReader:
             result_b = b""
         if info is None:
             info = self._name(name_b)
-        self._record(info, name_b, body, paren, arrow, result_b, depth)
+        self._record(info, name_b, body, paren, arrow, result_b, depth, indent)
         return True
 
     def _name(self, name_b: bytes) -> _Name:
@@ -327,14 +344,15 @@ class LogReader:
             codes[result_b] = code
         return code
 
-    def _message(self, body: bytes, depth: int) -> bool:
+    def _message(self, body: bytes, depth: int, complete: bool = True) -> bool:
         if depth == 0 and not self.stack:
             return False
         text = body.decode("utf-8", "replace").rstrip()
         parent = self._parent(depth)
         self.messages_total += 1
-        if text.startswith("Created trace directory "):
-            self.trace_dir = text[len("Created trace directory ") :].strip()
+        if text.startswith(("Created trace directory ", "Created dump directory ")):
+            # "dump" in zluda_dump up to v3 at least (zluda_dump/src/log.rs at v3), "trace" since
+            self.trace_dir = text.split(" ", 3)[3].strip()
             if "\\" in self.trace_dir or re.match(r"^[A-Za-z]:", self.trace_dir):
                 self.platform_hint = "windows"
             elif self.trace_dir.startswith("/"):
@@ -357,6 +375,8 @@ class LogReader:
             if kind in self.messages or len(self.messages) < MAX_KEPT:
                 self.messages[kind] = self.messages.get(kind, 0) + 1
                 self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+            if complete and len(body) <= MAX_KIND_LINE and len(self._kinds) < MAX_KINDS:
+                self._kinds[body] = kind
         return True
 
     def _parent(self, depth: int) -> _Frame | None:
@@ -368,7 +388,7 @@ class LogReader:
     # -- calls --------------------------------------------------------------------------------------------------
 
     def _record(
-        self, info: _Name, name_b: bytes, body: bytes, paren: int, arrow: int, result_b: bytes, depth: int
+        self, info: _Name, name_b: bytes, body: bytes, paren: int, arrow: int, result_b: bytes, depth: int, indent: int
     ) -> None:
         stack = self.stack
         while stack and stack[-1][0] >= depth:
@@ -381,6 +401,11 @@ class LogReader:
         self.calls_total += 1
         kind = info.kind
         code = self._code(info, result_b) if result_b else None
+        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
+            # the next such line (same indentation, name and result) takes the inline path of feed_lines
+            fast = self._fast
+            if len(fast) < MAX_FAST and self._names.get(name_b) is info:
+                fast[(b" " * indent + name_b, result_b)] = (info, depth)
         if kind in (_K_DARK, _K_OTHER):
             name = info.name
             if name in self.dark or len(self.dark) < MAX_ENTRY_POINTS:
@@ -414,16 +439,22 @@ class LogReader:
     def feed_lines(self, lines: list[bytes]) -> None:
         """Complete lines (without their newlines), in order.
 
-        The common line (a call to a name seen before that did not fail, at any depth, in a log.txt) takes the
-        inline path below, with the counters in locals; anything else goes through :meth:`feed`.
+        The common line (a call that did not fail, to an entry point or a dark-API function seen before with the
+        same result, in a log.txt or after the log's prefix) takes the inline path below: one dictionary look-up
+        of its (name, result) pair in :attr:`_fast`, the counters in locals. Anything else goes through
+        :meth:`feed`.
         """
-        names = self._names
+        fast = self._fast
         stack = self.stack
         sequence = self.sequence
-        win = self.platform_hint == "windows"
-        n_lines, seq, calls = self.lines, self.seq, self.calls_total
+        dark = self.dark
+        win = 1 if self.platform_hint == "windows" else 0
+        n_lines, seq = self.lines, self.seq
         prefix = self._prefix()
         plen = len(prefix)
+        group, failed = self.group, self._failed  # emptied in place by _close_group
+        max_codes, max_sequence, application = MAX_CODES, MAX_SEQUENCE, APPLICATION
+        room = len(sequence) < max_sequence  # the call sequence still takes calls
         for line in lines:
             raw = line
             if plen:
@@ -432,45 +463,58 @@ class LogReader:
                 raw = raw[plen:]
             if raw[-1:] == b"\r":
                 raw = raw[:-1]
-            stripped = raw.lstrip(b" ")
-            paren = stripped.find(b"(")
-            info = names.get(stripped[:paren]) if paren > 0 else None
-            if info is not None and info.kind == _K_ENTRY:
-                arrow = stripped.rfind(b" -> ")
-                result_b = stripped[arrow + 4 :]
-                if arrow > paren and stripped[arrow - 1] == 41 and info.codes.get(result_b, 1) is None:
-                    depth = (len(raw) - len(stripped)) >> 2
-                    if depth > MAX_DEPTH:
-                        depth = MAX_DEPTH
-                    n_lines += 1
-                    while stack and stack[-1][0] >= depth:
-                        stack.pop()
-                    if depth == 0 and (self.group or self._failed):
+            head, _, rest = raw.partition(b"(")
+            _, sep, result_b = rest.rpartition(b") -> ")
+            hit = fast.get((head, result_b)) if sep else None
+            if hit is not None:
+                info, depth = hit
+                acc = info.acc
+                if acc is not None:  # an entry point (one in _fast always has its counts)
+                    acc.calls += 1
+                    callers = acc.callers
+                else:  # a dark-API call
+                    name = info.name
+                    count = dark.get(name)
+                    if count is None:
+                        self.lines, self.seq, self.calls_total = n_lines, seq, seq
+                        self.feed(line)
+                        n_lines, seq = self.lines, self.seq
+                        room = len(sequence) < max_sequence
+                        continue
+                    dark[name] = count + 1
+                    callers = None
+                n_lines += 1
+                if depth == 0:
+                    stack.clear()
+                    if group or failed:
                         self._close_group()
-                    acc = info.acc
-                    if acc is not None:
-                        acc.calls += 1
-                        caller = stack[-1][1].caller(win) if stack else APPLICATION
-                        callers = acc.callers
-                        if caller in callers:
-                            callers[caller] += 1
-                        elif len(callers) < MAX_CODES:
-                            callers[caller] = 1
-                    stack.append((depth, info, seq, n_lines, stripped))
-                    if depth == 0 and len(sequence) < MAX_SEQUENCE:
-                        text = stripped[:200].decode("utf-8", "replace")
+                    caller = application
+                    if room:
+                        text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
                         result = result_b.decode("utf-8", "replace")
                         sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
-                    seq += 1
-                    calls += 1
-                    continue
-            self.lines, self.seq, self.calls_total = n_lines, seq, calls
+                        room = len(sequence) < max_sequence
+                else:
+                    while stack and stack[-1][0] >= depth:
+                        stack.pop()
+                    caller = stack[-1][1]._callers[win] if stack else application
+                if callers is not None:
+                    count = callers.get(caller)
+                    if count is not None:
+                        callers[caller] = count + 1
+                    elif len(callers) < max_codes:
+                        callers[caller] = 1
+                stack.append((depth, info, seq, n_lines, raw))
+                seq += 1
+                continue
+            self.lines, self.seq, self.calls_total = n_lines, seq, seq
             self.feed(line)
-            n_lines, seq, calls = self.lines, self.seq, self.calls_total
+            n_lines, seq = self.lines, self.seq
+            room = len(sequence) < max_sequence
             prefix = self._prefix()
             plen = len(prefix)
-            win = self.platform_hint == "windows"
-        self.lines, self.seq, self.calls_total = n_lines, seq, calls
+            win = 1 if self.platform_hint == "windows" else 0
+        self.lines, self.seq, self.calls_total = n_lines, seq, seq
 
     def _prefix(self) -> bytes:
         """The prefix every trace line carries in this log (none in log.txt); undecided before the first line."""
@@ -545,7 +589,7 @@ class LogReader:
         depth, seq = frame[0], frame[2]
         below = [f for f in self.stack if f[2] < seq and f[0] < depth]
         caller = below[-1][1].name if below and depth > 0 else None
-        text = frame[4][:TEXT_CHARS].decode("utf-8", "replace")
+        text = frame[4].lstrip(b" ")[:TEXT_CHARS].decode("utf-8", "replace")  # feed_lines keeps the indentation
         call = LoggedCall(seq, frame[3], depth, info.name, info.family, result, True, caller, text)
         self.group.append(_Failure(call, tuple(f[2] for f in below)))
 
@@ -561,7 +605,7 @@ class LogReader:
                 if best.call.seq in f.ancestors:
                     best = f
             self.first_failure = best.call
-        self.group = []
+        self.group.clear()
         self._failed.clear()
 
     def _special(self, name: str, args: str, result: str) -> tuple[str, object]:
@@ -620,7 +664,9 @@ class LogReader:
         """Close the last top-level call and drop the caches, before the reader is sent back to be merged."""
         self._close_group()
         self._names = {}
+        self._fast = {}
         self._special_seen = {}
+        self._kinds = {}
         self.stack = []
 
     def merge(self, other: LogReader) -> None:
@@ -812,7 +858,7 @@ def iter_blocks(fh: object, reader: LogReader, limit: int | None = None) -> Iter
         data = rest + block if rest else block
         parts = data.split(b"\n")
         rest = parts.pop()
-        if any(len(p) > MAX_LINE for p in parts):
+        if parts and max(map(len, parts)) > MAX_LINE:
             reader.overlong += sum(1 for p in parts if len(p) > MAX_LINE)
             reader.lines += sum(1 for p in parts if len(p) > MAX_LINE)
             parts = [p for p in parts if len(p) <= MAX_LINE]

@@ -107,6 +107,21 @@ def test_caps_bound_the_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert sum(1 for n in trace.notes if n.startswith("message x")) <= 20
 
 
+def test_the_inline_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables behind the inline path (calls seen, message lines seen) stop growing at their caps."""
+    monkeypatch.setattr(zluda_log, "MAX_FAST", 40)
+    monkeypatch.setattr(zluda_log, "MAX_KINDS", 30)
+    lines = [b"cuInit(Flags: 0) -> CUDA_SUCCESS"]
+    for i in range(500):
+        lines.append(b"    " * (i % 60) + b"cuMemFree_v2(dptr: 0x1) -> CUDA_SUCCESS")
+        lines.append(b"    Odd message number %d with text" % i)
+        lines.append(b"    " + b"x" * 600 + b" a long message line")
+    reader = LogReader("caps.log")
+    reader.feed_lines(lines)
+    assert len(reader._fast) == 40 and len(reader._kinds) == 30
+    assert reader.calls_total == 501 and reader.messages_total == 1000
+
+
 def _peak(path: Path) -> tuple[int, TraceResult]:
     tracemalloc.start()
     try:

@@ -178,6 +178,24 @@ def test_zluda_dump_stderr_dates_the_release(tmp_path: Path) -> None:
     assert "it is a stub" in first.message and "no release up to" in first.message
 
 
+def test_zluda_dump_v3_messages(tmp_path: Path) -> None:
+    f = tmp_path / "stderr.txt"
+    f.write_text(z.DUMP_V3)
+    trace = _load(f)
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.lines) == ("zluda_dump", "stderr", 17)
+    # v3 wrote "Created dump directory": the program's name comes from it as from "Created trace directory"
+    assert trace.command == ("v3app",) and trace.platform == "linux"
+    ff = trace.first_failure
+    assert ff is not None and (ff.function, ff.result, ff.line) == ("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND", 15)
+    # zluda_dump's own failure to resolve a function it traces is a message, not a failure of the program
+    assert _call(trace, "cuGetProcAddress").statuses == ()
+    assert dict(trace.dark_api_calls) == {"{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}::6": 1}
+    for text in ("Could not resolve CUDA function cuMemAllocAsync", "Observed wrapped context", "Unknown module"):
+        assert any(text in n for n in trace.notes)
+    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+
+
 def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     trace = _load(z.write_folder(tmp_path, "crasher", z.CUT))
     src = trace.source
