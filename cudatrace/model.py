@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from cudatrace.codec import Record
+
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
 REPORT_SCHEMA = "cudatrace.report/1"
@@ -118,7 +120,7 @@ _SEVERITY_ORDER = (Severity.BLOCKER, Severity.RISK, Severity.INFO)
 
 
 @dataclass(frozen=True, slots=True)
-class CudaLibrary:
+class CudaLibrary(Record):
     """A CUDA library a binary needs (statically) or a process loaded (dynamically).
 
     ``name`` is the file name as the binary spells it (``cublas64_12.dll``, ``libcublas.so.12``); ``version`` is
@@ -129,15 +131,6 @@ class CudaLibrary:
     family: Family
     how: LibraryHow
     version: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"name": self.name, "family": self.family.value, "how": self.how.value, "version": self.version}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CudaLibrary:
-        """Read the JSON form back."""
-        return cls(d["name"], Family(d["family"]), LibraryHow(d["how"]), d.get("version"))
 
 
 @dataclass(frozen=True, slots=True)
