@@ -142,6 +142,8 @@ def _from_json(hint: Any, value: Any) -> Any:
         if not value and isinstance(inner, type) and (dataclasses.is_dataclass(inner) or issubclass(inner, Enum)):
             return None
         return _from_json(inner, value)
+    if value is None:
+        return None
     origin = typing.get_origin(hint)
     if origin is tuple:
         args = typing.get_args(hint)
