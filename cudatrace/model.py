@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import Record
+from cudatrace.codec import Record, spec
 
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
@@ -134,27 +134,14 @@ class CudaLibrary(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ZludaInfo:
+class ZludaInfo(Record):
     """One entry point's fate under one ZLUDA release."""
 
     release: str
     status: ZludaStatus
     hip: tuple[str, ...] = ()
     since: str | None = None
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {"release": self.release, "status": self.status.value, "hip": list(self.hip)}
-        d["since"] = self.since
-        if self.note:
-            d["note"] = self.note
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ZludaInfo:
-        """Read the JSON form back."""
-        return cls(d["release"], ZludaStatus(d["status"]), tuple(d.get("hip", ())), d.get("since"), d.get("note"))
+    note: str | None = field(default=None, metadata=spec(omit="falsy"))
 
 
 def _pairs(d: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
