@@ -156,8 +156,14 @@ def _from_json(hint: Any, value: Any) -> Any:
     if isinstance(hint, type):
         if dataclasses.is_dataclass(hint) and hasattr(hint, "from_dict"):
             return hint.from_dict(value or {})
-        if issubclass(hint, Enum | bool | int | float | str):
+        if issubclass(hint, Enum | bool):
             return hint(value)
+        if hint is str and not isinstance(value, str):
+            raise TypeError(f"{value!r} is not a string")
+        if hint is int and not isinstance(value, int):
+            return int(value)
+        if hint is float and not isinstance(value, int | float):
+            return float(value)  # an int stays one, so the document reads back as it was written
     return value
 
 
