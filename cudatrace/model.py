@@ -148,8 +148,17 @@ def _pairs(d: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
 
 
+def _counts(**kw: Any) -> dict[str, Any]:
+    """Field metadata for counts by name, kept as sorted pairs and written as a JSON object."""
+    return spec(encode=dict, decode=_pairs, **kw)
+
+
+def _static(e: EntryPointUse) -> bool:
+    return e.calls is None
+
+
 @dataclass(frozen=True, slots=True)
-class EntryPointUse:
+class EntryPointUse(Record):
     """One entry point of one library family, seen how, and (for dynamic evidence) how often.
 
     Static evidence leaves ``calls`` at None. ``statuses`` holds the non-success return codes by name with
@@ -160,57 +169,20 @@ class EntryPointUse:
     family: Family
     library: str
     function: str
-    how: EntryHow
-    ordinal: int | None = None
-    calls: int | None = None
-    statuses: tuple[tuple[str, int], ...] = ()
-    callers: tuple[tuple[str, int], ...] = ()
-    first_call_s: float | None = None
-    time_ns: int | None = None
-    zluda: ZludaInfo | None = None
+    how: EntryHow = field(metadata=spec(missing=EntryHow.CALLED.value))
+    ordinal: int | None = field(default=None, metadata=spec(omit="none"))
+    calls: int | None = field(default=None, metadata=spec(omit="none"))
+    # The counts of a call come with it: static evidence carries none of them.
+    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_static))
+    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_static))
+    first_call_s: float | None = field(default=None, metadata=spec(omit=_static))
+    time_ns: int | None = field(default=None, metadata=spec(omit="none"))
+    zluda: ZludaInfo | None = field(default=None, metadata=spec(omit="none"))
 
     @property
     def key(self) -> tuple[Family, str]:
         """The identity used for coverage arithmetic: (family, function)."""
         return (self.family, self.function)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (scan ``imports`` rows and trace ``calls`` rows share it)."""
-        d: dict[str, Any] = {
-            "family": self.family.value,
-            "library": self.library,
-            "function": self.function,
-            "how": self.how.value,
-        }
-        if self.ordinal is not None:
-            d["ordinal"] = self.ordinal
-        if self.calls is not None:
-            d["calls"] = self.calls
-            d["statuses"] = dict(self.statuses)
-            d["callers"] = dict(self.callers)
-            d["first_call_s"] = self.first_call_s
-        if self.time_ns is not None:
-            d["time_ns"] = self.time_ns
-        if self.zluda is not None:
-            d["zluda"] = self.zluda.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EntryPointUse:
-        """Read the JSON form back."""
-        return cls(
-            family=Family(d["family"]),
-            library=d["library"],
-            function=d["function"],
-            how=EntryHow(d.get("how", "called")),
-            ordinal=d.get("ordinal"),
-            calls=d.get("calls"),
-            statuses=_pairs(d.get("statuses")),
-            callers=_pairs(d.get("callers")),
-            first_call_s=d.get("first_call_s"),
-            time_ns=d.get("time_ns"),
-            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
-        )
 
 
 @dataclass(frozen=True, slots=True)
