@@ -186,7 +186,7 @@ class EntryPointUse(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class GpuImage:
+class GpuImage(Record):
     """One image in a fatbin container: PTX text or a SASS cubin for one architecture."""
 
     kind: ImageKind
@@ -205,37 +205,6 @@ class GpuImage:
         """Numeric architecture (80 for sm_80, 90 for sm_90a); 0 when unknown."""
         digits = "".join(ch for ch in self.arch.removeprefix("sm_").removeprefix("compute_") if ch.isdigit())
         return int(digits) if digits else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "kind": self.kind.value,
-            "arch": self.arch,
-            "compressed": self.compressed,
-            "size": self.size,
-            "compression": self.compression,
-            "uncompressed_size": self.uncompressed_size,
-            "ptx_version": self.ptx_version,
-            "ptx_target": self.ptx_target,
-            "container": self.container,
-            "relocatable": self.relocatable,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GpuImage:
-        """Read the JSON form back."""
-        return cls(
-            kind=ImageKind(d["kind"]),
-            arch=d["arch"],
-            compressed=bool(d["compressed"]),
-            size=int(d["size"]),
-            compression=d.get("compression"),
-            uncompressed_size=d.get("uncompressed_size"),
-            ptx_version=d.get("ptx_version"),
-            ptx_target=d.get("ptx_target"),
-            container=d.get("container"),
-            relocatable=bool(d.get("relocatable", False)),
-        )
 
 
 @dataclass(frozen=True, slots=True)
