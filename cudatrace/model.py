@@ -308,21 +308,12 @@ class StaticRuntime:
 
 
 @dataclass(frozen=True, slots=True)
-class FileError:
+class FileError(Record):
     """A per-file failure recorded inside a result instead of ending the whole job."""
 
     path: str
     kind: str  # "corrupt" | "unreadable" | "too_large" | "unsupported" | "internal"
     message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"path": self.path, "kind": self.kind, "message": self.message}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FileError:
-        """Read the JSON form back."""
-        return cls(d["path"], d["kind"], d["message"])
 
 
 @dataclass(frozen=True, slots=True)
