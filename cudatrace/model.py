@@ -317,7 +317,7 @@ class FileError(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Reason:
+class Reason(Record):
     """One ranked reason behind a verdict, with what to do about it."""
 
     severity: Severity
@@ -327,31 +327,6 @@ class Reason:
     family: Family | None = None
     functions: tuple[str, ...] = ()
     calls: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "severity": self.severity.value,
-            "code": self.code,
-            "message": self.message,
-            "remedy": self.remedy,
-            "family": self.family.value if self.family else None,
-            "functions": list(self.functions),
-            "calls": self.calls,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Reason:
-        """Read the JSON form back."""
-        return cls(
-            Severity(d["severity"]),
-            d["code"],
-            d["message"],
-            d.get("remedy"),
-            Family(d["family"]) if d.get("family") else None,
-            tuple(d.get("functions", ())),
-            d.get("calls"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
