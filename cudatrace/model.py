@@ -330,21 +330,12 @@ class Reason(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Record):
     """Runs / at risk / blocked for one program under one ZLUDA release, with ranked reasons."""
 
     release: str
     status: VerdictStatus
     reasons: tuple[Reason, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"release": self.release, "status": self.status.value, "reasons": [r.to_dict() for r in self.reasons]}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
-        """Read the JSON form back."""
-        return cls(d["release"], VerdictStatus(d["status"]), tuple(Reason.from_dict(r) for r in d.get("reasons", ())))
 
 
 # ---------------------------------------------------------------------------------------------------------------
