@@ -781,21 +781,12 @@ class LogSource:
 
 
 @dataclass(frozen=True, slots=True)
-class ExitInfo:
+class ExitInfo(Record):
     """How the traced program ended: an exit code, a signal, or a stop by the user."""
 
     code: int | None = None
     signal: str | None = None
     detached_reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"code": self.code, "signal": self.signal, "detached_reason": self.detached_reason}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExitInfo:
-        """Read the JSON form back."""
-        return cls(d.get("code"), d.get("signal"), d.get("detached_reason"))
 
 
 @dataclass(frozen=True, slots=True)
