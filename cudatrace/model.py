@@ -588,7 +588,7 @@ class ScanResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessInfo:
+class ProcessInfo(Record):
     """One process of a traced process tree."""
 
     pid: int
@@ -597,29 +597,6 @@ class ProcessInfo:
     exit_code: int | None = None
     signal: str | None = None
     libraries: tuple[str, ...] = ()  # CUDA libraries seen loaded (paths)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "pid": self.pid,
-            "parent": self.parent,
-            "argv": list(self.argv),
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "libraries": list(self.libraries),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
-        """Read the JSON form back."""
-        return cls(
-            int(d["pid"]),
-            d.get("parent"),
-            tuple(d.get("argv", ())),
-            d.get("exit_code"),
-            d.get("signal"),
-            tuple(d.get("libraries", ())),
-        )
 
 
 @dataclass(frozen=True, slots=True)
