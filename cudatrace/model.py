@@ -278,33 +278,16 @@ class GpuCode:
 
 
 @dataclass(frozen=True, slots=True)
-class StaticRuntime:
+class StaticRuntime(Record):
     """A CUDA runtime linked statically into the binary (nvcc's default): it reaches the driver by name."""
 
     version: str | None  # "13.0" when it could be read, else None
-    evidence: str  # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+    # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+    evidence: str = field(metadata=spec(missing=""))
     # The runtime API functions the program's own code calls (read from its call instructions), or None when the
     # file does not say (no symbol table): then only a traced run can tell.
     calls: tuple[str, ...] | None = None
     calls_how: str = ""  # how ``calls`` was found, or why it could not be
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {"version": self.version, "evidence": self.evidence}
-        d["calls"] = list(self.calls) if self.calls is not None else None
-        d["calls_how"] = self.calls_how
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StaticRuntime:
-        """Read the JSON form back."""
-        calls = d.get("calls")
-        return cls(
-            d.get("version"),
-            d.get("evidence", ""),
-            tuple(str(c) for c in calls) if isinstance(calls, list) else None,
-            str(d.get("calls_how") or ""),
-        )
 
 
 @dataclass(frozen=True, slots=True)
