@@ -416,35 +416,14 @@ class PartRole(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class ProgramPart:
+class ProgramPart(Record):
     """One binary of a program: its role, why it has that role, the feature it serves, its own verdict."""
 
     path: str
     role: PartRole
-    why: str
+    why: str = field(metadata=spec(missing=""))
     feature: str | None = None
     status: VerdictStatus | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "role": self.role.value,
-            "why": self.why,
-            "feature": self.feature,
-            "status": self.status.value if self.status else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProgramPart:
-        """Read the JSON form back."""
-        return cls(
-            str(d["path"]),
-            PartRole(d["role"]),
-            str(d.get("why", "")),
-            d.get("feature"),
-            VerdictStatus(d["status"]) if d.get("status") else None,
-        )
 
 
 @dataclass(frozen=True, slots=True)
