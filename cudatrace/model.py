@@ -427,21 +427,13 @@ class ProgramPart(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class MissingLibrary:
+class MissingLibrary(Record):
     """A library a program loads (at start-up or by name) that neither the program, ZLUDA nor the scan provides."""
 
     name: str
-    wanted_by: tuple[str, ...]
-    how: str  # "needed" (linked at load time) | "by_name" (loaded at run time)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"name": self.name, "wanted_by": list(self.wanted_by), "how": self.how}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MissingLibrary:
-        """Read the JSON form back."""
-        return cls(str(d["name"]), tuple(str(x) for x in d.get("wanted_by", ())), str(d.get("how", "by_name")))
+    wanted_by: tuple[str, ...] = field(metadata=spec(missing=()))
+    # "needed" (linked at load time) | "by_name" (loaded at run time)
+    how: str = field(metadata=spec(missing="by_name"))
 
 
 @dataclass(frozen=True, slots=True)
