@@ -554,38 +554,15 @@ class ProcessInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ProcLookup:
+class ProcLookup(Record):
     """A driver entry point requested by name through cuGetProcAddress (or dlsym/GetProcAddress)."""
 
     symbol: str
     cuda_version: int | None
     flags: int | None
-    found: bool
+    found: bool = field(metadata=spec(missing=False))
     count: int = 1
     via: str = "cuGetProcAddress_v2"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "symbol": self.symbol,
-            "cuda_version": self.cuda_version,
-            "flags": self.flags,
-            "found": self.found,
-            "count": self.count,
-            "via": self.via,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProcLookup:
-        """Read the JSON form back."""
-        return cls(
-            d["symbol"],
-            d.get("cuda_version"),
-            d.get("flags"),
-            bool(d.get("found")),
-            int(d.get("count", 1)),
-            d.get("via", "cuGetProcAddress_v2"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
