@@ -566,22 +566,13 @@ class ProcLookup(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ExportTableRequest:
+class ExportTableRequest(Record):
     """A cuGetExportTable request: an undocumented driver export table, by UUID."""
 
     uuid: str
     name: str | None
-    count: int
+    count: int = field(metadata=spec(missing=1))
     status: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"uuid": self.uuid, "name": self.name, "count": self.count, "status": self.status}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExportTableRequest:
-        """Read the JSON form back."""
-        return cls(d["uuid"], d.get("name"), int(d.get("count", 1)), d.get("status"))
 
 
 @dataclass(frozen=True, slots=True)
