@@ -576,47 +576,18 @@ class ExportTableRequest(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class LoggedCall:
+class LoggedCall(Record):
     """One call as an imported zluda_trace log shows it: where it stands, how deep, what it returned."""
 
     seq: int  # 0-based number of the call among every call of the log
     line: int  # 1-based line number in the log file
-    depth: int  # 0: made by the application; n: made inside the call n levels up
+    depth: int = field(metadata=spec(missing=0))  # 0: made by the application; n: made inside the call n levels up
     function: str  # entry point, ``{TABLE}::slot`` of an export table, or ``nvapi:0x...``
     family: Family | None
-    result: str  # the result as printed: a status name, UNKNOWN, a number, a pointer
+    result: str = field(metadata=spec(missing=""))  # the result as printed: a status name, UNKNOWN, a number, a pointer
     failed: bool = False
     caller: str | None = None  # the enclosing call's function (None at depth 0)
     text: str = ""  # the log line itself, cut to a few hundred characters
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "seq": self.seq,
-            "line": self.line,
-            "depth": self.depth,
-            "function": self.function,
-            "family": self.family.value if self.family else None,
-            "result": self.result,
-            "failed": self.failed,
-            "caller": self.caller,
-            "text": self.text,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LoggedCall:
-        """Read the JSON form back."""
-        return cls(
-            int(d["seq"]),
-            int(d["line"]),
-            int(d.get("depth", 0)),
-            str(d["function"]),
-            Family(d["family"]) if d.get("family") else None,
-            str(d.get("result", "")),
-            bool(d.get("failed", False)),
-            d.get("caller"),
-            str(d.get("text", "")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
