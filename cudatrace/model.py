@@ -660,11 +660,13 @@ class ExitInfo(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class LoadFailure:
+class LoadFailure(Record):
     """A library the program could not load, or a symbol the loader could not resolve, in a traced run."""
 
-    kind: str  # "missing_library" | "undefined_symbol" | "missing_version" | "other"
-    message: str  # the loader's own words, as dlerror() or the fatal message gives them
+    # "missing_library" | "undefined_symbol" | "missing_version" | "other"
+    kind: str = field(metadata=spec(missing="other"))
+    # the loader's own words, as dlerror() or the fatal message gives them
+    message: str = field(metadata=spec(missing=""))
     library: str | None = None  # the library that could not be loaded, or the one that lacks the symbol
     symbol: str | None = None
     needed_by: str | None = None  # the object that asked for it
@@ -673,37 +675,6 @@ class LoadFailure:
     cuda: bool = False  # it concerns a CUDA library or entry point
     pid: int | None = None
     source: str = "traced"  # "traced": raised while the agent watched; "diagnosed": read from ld.so afterwards
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "library": self.library,
-            "symbol": self.symbol,
-            "needed_by": self.needed_by,
-            "fatal": self.fatal,
-            "count": self.count,
-            "cuda": self.cuda,
-            "pid": self.pid,
-            "source": self.source,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LoadFailure:
-        """Read the JSON form back."""
-        return cls(
-            kind=str(d.get("kind", "other")),
-            message=str(d.get("message", "")),
-            library=d.get("library"),
-            symbol=d.get("symbol"),
-            needed_by=d.get("needed_by"),
-            fatal=bool(d.get("fatal", False)),
-            count=int(d.get("count", 1)),
-            cuda=bool(d.get("cuda", False)),
-            pid=d.get("pid"),
-            source=str(d.get("source", "traced")),
-        )
 
 
 @dataclass(frozen=True, slots=True)
