@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import Record, spec
+from cudatrace.codec import Record, encode, spec
 
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
@@ -208,11 +208,13 @@ class GpuImage(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class GpuCode:
+class GpuCode(Record):
     """The GPU code inventory of one binary."""
 
     images: tuple[GpuImage, ...] = ()
     containers: int = 0
+
+    json_order = ("containers",)
 
     @property
     def loaded_images(self) -> tuple[GpuImage, ...]:
@@ -262,19 +264,13 @@ class GpuCode:
         return f"PTX for {archs}: ZLUDA can recompile"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
+        """JSON form, with what the images add up to (for readers of the JSON; not read back)."""
         return {
-            "containers": self.containers,
-            "images": [i.to_dict() for i in self.images],
+            **encode(self),
             "has_ptx": bool(self.ptx),
             "min_ptx_arch": f"sm_{self.min_ptx_sm}" if self.min_ptx_sm else None,
             "summary": self.summary(),
         }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GpuCode:
-        """Read the JSON form back."""
-        return cls(tuple(GpuImage.from_dict(i) for i in d.get("images", ())), int(d.get("containers", 0)))
 
 
 @dataclass(frozen=True, slots=True)
