@@ -322,7 +322,7 @@ class Verdict(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class BinaryScan:
+class BinaryScan(Record):
     """Everything ``scan`` learned about one binary file."""
 
     path: str
@@ -335,11 +335,17 @@ class BinaryScan:
     gpu_code: GpuCode = field(default_factory=GpuCode)
     static_runtime: StaticRuntime | None = None
     errors: tuple[str, ...] = ()  # partial failures inside this binary (e.g. one corrupt fatbin)
-    verdict: Verdict | None = None
+    verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
     # Facts about every library, CUDA or not, used to group binaries into programs (cudatrace.programs).
     soname: str | None = None  # ELF DT_SONAME / PE export directory name
     needed: tuple[str, ...] = ()  # every DT_NEEDED / imported / delay-imported library name
     named_libraries: tuple[str, ...] = ()  # every library file name found in strings (loaded by name at run time)
+
+    # The key order of saved documents, which predates the field order.
+    json_order = (
+        *("path", "format", "machine", "size", "sha256", "cuda_libraries", "imports", "gpu_code", "static_runtime"),
+        *("errors", "soname", "needed", "named_libraries", "verdict"),
+    )
 
     @property
     def name(self) -> str:
@@ -350,47 +356,6 @@ class BinaryScan:
     def uses_cuda(self) -> bool:
         """True when the binary shows any CUDA evidence at all."""
         return bool(self.cuda_libraries or self.imports or self.gpu_code.images or self.static_runtime)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {
-            "path": self.path,
-            "format": self.format.value,
-            "machine": self.machine,
-            "size": self.size,
-            "sha256": self.sha256,
-            "cuda_libraries": [lib.to_dict() for lib in self.cuda_libraries],
-            "imports": [e.to_dict() for e in self.imports],
-            "gpu_code": self.gpu_code.to_dict(),
-            "static_runtime": self.static_runtime.to_dict() if self.static_runtime else None,
-            "errors": list(self.errors),
-            "soname": self.soname,
-            "needed": list(self.needed),
-            "named_libraries": list(self.named_libraries),
-        }
-        if self.verdict is not None:
-            d["verdict"] = self.verdict.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BinaryScan:
-        """Read the JSON form back."""
-        return cls(
-            path=d["path"],
-            format=BinaryFormat(d["format"]),
-            size=int(d["size"]),
-            sha256=d["sha256"],
-            machine=d.get("machine", ""),
-            cuda_libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("cuda_libraries", ())),
-            imports=tuple(EntryPointUse.from_dict(x) for x in d.get("imports", ())),
-            gpu_code=GpuCode.from_dict(d.get("gpu_code") or {}),
-            static_runtime=StaticRuntime.from_dict(d["static_runtime"]) if d.get("static_runtime") else None,
-            errors=tuple(d.get("errors", ())),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            soname=d.get("soname"),
-            needed=tuple(str(x) for x in d.get("needed", ())),
-            named_libraries=tuple(str(x) for x in d.get("named_libraries", ())),
-        )
 
 
 class ProgramKind(str, Enum):
