@@ -398,7 +398,7 @@ class MissingLibrary(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Program:
+class Program(Record):
     """The binaries of one program (a wheel, an application folder, an executable), judged as a whole.
 
     ``binaries`` are the start-up parts (their paths), ``on_demand`` the parts loaded at run time;
@@ -407,8 +407,8 @@ class Program:
 
     name: str
     version: str | None
-    root: str
-    kind: ProgramKind
+    root: str = field(metadata=spec(missing=""))
+    kind: ProgramKind = field(metadata=spec(missing=ProgramKind.LIBRARY.value))
     binaries: tuple[str, ...] = ()
     on_demand: tuple[ProgramPart, ...] = ()
     parts: tuple[ProgramPart, ...] = ()  # every binary with its role (start-up ones included)
@@ -417,43 +417,12 @@ class Program:
     verdict: Verdict | None = None
     fixed_in: str | None = None  # the first release in which every blocker is translated, if any
 
+    json_order = ("name", "version", "root", "kind", "platform", "verdict", "fixed_in")
+
     @property
     def is_nvidia(self) -> bool:
         """True for NVIDIA's own libraries, which are never counted as a blocked program."""
         return self.kind is ProgramKind.NVIDIA
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "name": self.name,
-            "version": self.version,
-            "root": self.root,
-            "kind": self.kind.value,
-            "platform": self.platform,
-            "verdict": self.verdict.to_dict() if self.verdict else None,
-            "fixed_in": self.fixed_in,
-            "binaries": list(self.binaries),
-            "on_demand": [p.to_dict() for p in self.on_demand],
-            "parts": [p.to_dict() for p in self.parts],
-            "missing": [m.to_dict() for m in self.missing],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Program:
-        """Read the JSON form back."""
-        return cls(
-            name=str(d["name"]),
-            version=d.get("version"),
-            root=str(d.get("root", "")),
-            kind=ProgramKind(d.get("kind", "library")),
-            binaries=tuple(str(x) for x in d.get("binaries", ())),
-            on_demand=tuple(ProgramPart.from_dict(x) for x in d.get("on_demand", ())),
-            parts=tuple(ProgramPart.from_dict(x) for x in d.get("parts", ())),
-            missing=tuple(MissingLibrary.from_dict(x) for x in d.get("missing", ())),
-            platform=str(d.get("platform", "")),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            fixed_in=d.get("fixed_in"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
