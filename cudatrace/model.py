@@ -426,7 +426,7 @@ class Program(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ScanResult:
+class ScanResult(Record):
     """The ``cudatrace.scan/1`` document: every binary scanned, files skipped, files that failed."""
 
     binaries: tuple[BinaryScan, ...] = ()
@@ -438,33 +438,11 @@ class ScanResult:
     programs: tuple[Program, ...] = ()  # the binaries grouped into programs (cudatrace.programs); added in 0.2
     notes: tuple[str, ...] = ()  # what was passed over and why (dangling symlinks), one line each
 
+    json_order = ("tool_version", "roots", "zluda_release", "programs", "binaries", "failed", "skipped")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        return {
-            "schema": SCAN_SCHEMA,
-            "tool_version": self.tool_version,
-            "roots": list(self.roots),
-            "zluda_release": self.zluda_release,
-            "programs": [p.to_dict() for p in self.programs],
-            "binaries": [b.to_dict() for b in self.binaries],
-            "failed": [f.to_dict() for f in self.failed],
-            "skipped": self.skipped,
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ScanResult:
-        """Read the JSON form back."""
-        return cls(
-            binaries=tuple(BinaryScan.from_dict(b) for b in d.get("binaries", ())),
-            failed=tuple(FileError.from_dict(f) for f in d.get("failed", ())),
-            skipped=int(d.get("skipped", 0)),
-            roots=tuple(d.get("roots", ())),
-            tool_version=d.get("tool_version", ""),
-            zluda_release=d.get("zluda_release"),
-            programs=tuple(Program.from_dict(p) for p in d.get("programs", ())),
-            notes=tuple(d.get("notes", ())),
-        )
+        return {"schema": SCAN_SCHEMA, **encode(self)}
 
 
 # ---------------------------------------------------------------------------------------------------------------
