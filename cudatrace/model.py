@@ -498,8 +498,14 @@ class LoggedCall(Record):
     text: str = ""  # the log line itself, cut to a few hundred characters
 
 
+def _release_range(v: Any) -> tuple[str | None, str | None]:
+    """Oldest and newest release, from a list that may be short (or null) in a hand-edited document."""
+    rel = [*list(v or ())[:2], None, None]
+    return (rel[0], rel[1])
+
+
 @dataclass(frozen=True, slots=True)
-class LogSource:
+class LogSource(Record):
     """Where an imported zluda_trace (or older zluda_dump) log came from and how reading it went."""
 
     path: str
@@ -512,50 +518,11 @@ class LogSource:
     backend: str | None = None  # "zluda" | "nvidia": whose driver answered, from the device name; None unknown
     device: str | None = None  # the device name the log shows
     markers: tuple[str, ...] = ()  # what in the log dates it: "tool:zluda_dump", "nvapi", "table:CONTEXT_CHECKS"
-    releases: tuple[str | None, str | None] = (None, None)  # oldest and newest ZLUDA release the log fits
+    # oldest and newest ZLUDA release the log fits
+    releases: tuple[str | None, str | None] = field(default=(None, None), metadata=spec(decode=_release_range))
     release_evidence: tuple[str, ...] = ()  # what bounds the release, in words
     modules: tuple[str, ...] = ()  # saved module files read beside the log
     ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "tool": self.tool,
-            "form": self.form,
-            "lines": self.lines,
-            "bytes_read": self.bytes_read,
-            "truncated": self.truncated,
-            "unparsed": self.unparsed,
-            "backend": self.backend,
-            "device": self.device,
-            "markers": list(self.markers),
-            "releases": list(self.releases),
-            "release_evidence": list(self.release_evidence),
-            "modules": list(self.modules),
-            "ptx_errors": [list(p) for p in self.ptx_errors],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LogSource:
-        """Read the JSON form back."""
-        rel = [*list(d.get("releases") or (None, None))[:2], None, None]
-        return cls(
-            path=str(d["path"]),
-            tool=str(d.get("tool", "zluda_trace")),
-            form=str(d.get("form", "log.txt")),
-            lines=int(d.get("lines", 0)),
-            bytes_read=int(d.get("bytes_read", 0)),
-            truncated=bool(d.get("truncated", False)),
-            unparsed=int(d.get("unparsed", 0)),
-            backend=d.get("backend"),
-            device=d.get("device"),
-            markers=tuple(d.get("markers", ())),
-            releases=(rel[0], rel[1]),
-            release_evidence=tuple(d.get("release_evidence", ())),
-            modules=tuple(d.get("modules", ())),
-            ptx_errors=tuple((str(p[0]), str(p[1])) for p in d.get("ptx_errors", ())),
-        )
 
 
 @dataclass(frozen=True, slots=True)
