@@ -552,12 +552,17 @@ class LoadFailure(Record):
     source: str = "traced"  # "traced": raised while the agent watched; "diagnosed": read from ld.so afterwards
 
 
+def _traced(t: TraceResult) -> bool:
+    """True for a traced run, whose document leaves out what only an imported log has."""
+    return t.source is None
+
+
 @dataclass(frozen=True, slots=True)
-class TraceResult:
+class TraceResult(Record):
     """The ``cudatrace.trace/1`` document: what a program really called."""
 
-    command: tuple[str, ...]
-    exit: ExitInfo
+    command: tuple[str, ...] = field(metadata=spec(missing=()))
+    exit: ExitInfo = field(metadata=spec(missing={}))
     processes: tuple[ProcessInfo, ...] = ()
     calls: tuple[EntryPointUse, ...] = ()
     proc_lookups: tuple[ProcLookup, ...] = ()
@@ -568,16 +573,26 @@ class TraceResult:
     platform: str = ""
     zluda_dir: str | None = None
     # Imported logs (``cudatrace import-log``); a traced run leaves these empty.
-    source: LogSource | None = None
-    first_failure: LoggedCall | None = None
-    sequence: tuple[LoggedCall, ...] = ()  # the first calls made by the application, in order
-    gpu_code: GpuCode | None = None  # the modules the log saved, scanned as GPU code
-    zluda_release: str | None = None  # the ZLUDA release the evidence names, when it names one
-    dark_api_calls: tuple[tuple[str, int], ...] = ()  # calls through export-table slots, by name, with counts
+    source: LogSource | None = field(default=None, metadata=spec(omit="none"))
+    first_failure: LoggedCall | None = field(default=None, metadata=spec(omit=_traced))
+    # the first calls made by the application, in order
+    sequence: tuple[LoggedCall, ...] = field(default=(), metadata=spec(omit=_traced))
+    # the modules the log saved, scanned as GPU code
+    gpu_code: GpuCode | None = field(default=None, metadata=spec(omit="none"))
+    # the ZLUDA release the evidence names, when it names one
+    zluda_release: str | None = field(default=None, metadata=spec(omit="none"))
+    # calls through export-table slots, by name, with counts
+    dark_api_calls: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_traced))
     tool_version: str = ""
     notes: tuple[str, ...] = ()
-    verdict: Verdict | None = None
+    verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
     load_failures: tuple[LoadFailure, ...] = ()
+
+    json_order = (
+        *("tool_version", "command", "exit", "duration_s", "mode", "platform", "zluda_dir", "processes", "libraries"),
+        *("calls", "proc_lookups", "export_tables", "load_failures", "notes", "verdict", "source", "first_failure"),
+        *("sequence", "dark_api_calls", "gpu_code", "zluda_release"),
+    )
 
     @property
     def uses_cuda(self) -> bool:
@@ -590,59 +605,4 @@ class TraceResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        d: dict[str, Any] = {
-            "schema": TRACE_SCHEMA,
-            "tool_version": self.tool_version,
-            "command": list(self.command),
-            "exit": self.exit.to_dict(),
-            "duration_s": self.duration_s,
-            "mode": self.mode,
-            "platform": self.platform,
-            "zluda_dir": self.zluda_dir,
-            "processes": [p.to_dict() for p in self.processes],
-            "libraries": [lib.to_dict() for lib in self.libraries],
-            "calls": [c.to_dict() for c in self.calls],
-            "proc_lookups": [p.to_dict() for p in self.proc_lookups],
-            "export_tables": [e.to_dict() for e in self.export_tables],
-            "load_failures": [f.to_dict() for f in self.load_failures],
-            "notes": list(self.notes),
-        }
-        if self.verdict is not None:
-            d["verdict"] = self.verdict.to_dict()
-        if self.source is not None:
-            d["source"] = self.source.to_dict()
-            d["first_failure"] = self.first_failure.to_dict() if self.first_failure else None
-            d["sequence"] = [c.to_dict() for c in self.sequence]
-            d["dark_api_calls"] = dict(self.dark_api_calls)
-        if self.gpu_code is not None:
-            d["gpu_code"] = self.gpu_code.to_dict()
-        if self.zluda_release is not None:
-            d["zluda_release"] = self.zluda_release
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TraceResult:
-        """Read the JSON form back."""
-        return cls(
-            command=tuple(d.get("command", ())),
-            exit=ExitInfo.from_dict(d.get("exit") or {}),
-            processes=tuple(ProcessInfo.from_dict(p) for p in d.get("processes", ())),
-            calls=tuple(EntryPointUse.from_dict(c) for c in d.get("calls", ())),
-            proc_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("proc_lookups", ())),
-            export_tables=tuple(ExportTableRequest.from_dict(e) for e in d.get("export_tables", ())),
-            libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
-            duration_s=float(d.get("duration_s", 0.0)),
-            mode=d.get("mode", "count"),
-            platform=d.get("platform", ""),
-            zluda_dir=d.get("zluda_dir"),
-            source=LogSource.from_dict(d["source"]) if d.get("source") else None,
-            first_failure=LoggedCall.from_dict(d["first_failure"]) if d.get("first_failure") else None,
-            sequence=tuple(LoggedCall.from_dict(c) for c in d.get("sequence", ())),
-            gpu_code=GpuCode.from_dict(d["gpu_code"]) if d.get("gpu_code") else None,
-            zluda_release=d.get("zluda_release"),
-            dark_api_calls=_pairs(d.get("dark_api_calls")),
-            tool_version=d.get("tool_version", ""),
-            notes=tuple(d.get("notes", ())),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            load_failures=tuple(LoadFailure.from_dict(f) for f in d.get("load_failures", ())),
-        )
+        return {"schema": TRACE_SCHEMA, **encode(self)}
