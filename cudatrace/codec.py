@@ -24,6 +24,14 @@ _SPEC = "cudatrace.codec"
 _ABSENT: Any = object()  # no ``missing`` value declared
 
 
+class MissingFieldError(KeyError):
+    """A document lacks the key of a field that has neither a default nor a ``missing`` value."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Spec:
     key: str | None = None
@@ -182,6 +190,6 @@ def decode(cls: type[T], d: Mapping[str, Any]) -> T:
             if _is_optional(hint)[0]:
                 kwargs[f.name] = None
                 continue
-            raise KeyError(key)
+            raise MissingFieldError(key)
         kwargs[f.name] = s.decode(value) if s.decode else _from_json(hint, value)
     return cls(**kwargs)
