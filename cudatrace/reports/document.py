@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from cudatrace.codec import MissingFieldError, Record
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -251,7 +252,7 @@ class ReportEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class FamilyCounts:
+class FamilyCounts(Record):
     """How many entry points of one family the program uses, and what ZLUDA does with them."""
 
     family: Family
@@ -264,38 +265,6 @@ class FamilyCounts:
     nvidia_own: int = 0
     unknown: int = 0
     blocking: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "used": self.used,
-            "called": self.called,
-            "translated": self.translated,
-            "stub": self.stub,
-            "absent": self.absent,
-            "not_replaced": self.not_replaced,
-            "nvidia_own": self.nvidia_own,
-            "unknown": self.unknown,
-            "blocking": self.blocking,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FamilyCounts:
-        """Read the JSON form back."""
-        n = {k: int(d.get(k, 0)) for k in ("used", "called", "translated", "stub", "absent", "not_replaced")}
-        return cls(
-            Family(_req(d, "family")),
-            used=n["used"],
-            called=n["called"],
-            translated=n["translated"],
-            stub=n["stub"],
-            absent=n["absent"],
-            not_replaced=n["not_replaced"],
-            nvidia_own=int(d.get("nvidia_own", 0)),
-            unknown=int(d.get("unknown", 0)),
-            blocking=int(d.get("blocking", 0)),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,6 +665,8 @@ class Report:
             )
         except ReportError:
             raise
+        except MissingFieldError as exc:
+            raise ReportError(f"report document lacks the field {exc.key!r}") from None
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise ReportError(f"damaged {REPORT_SCHEMA} document: {type(exc).__name__}: {exc}") from None
 
@@ -1188,6 +1159,8 @@ class Aggregate:
             )
         except ReportError:
             raise
+        except MissingFieldError as exc:
+            raise ReportError(f"report document lacks the field {exc.key!r}") from None
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise ReportError(f"damaged {AGGREGATE_SCHEMA} document: {type(exc).__name__}: {exc}") from None
 
