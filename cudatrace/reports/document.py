@@ -16,11 +16,11 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import MissingFieldError, Record
+from cudatrace.codec import MissingFieldError, Record, spec
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -130,6 +130,9 @@ def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...])
     for k, v in (*a, *b):
         out[k] += v
     return tuple(sorted(out.items()))
+
+
+_ZERO = spec(missing=0)  # a count that a document lacks reads as none
 
 
 def _req(d: Mapping[str, Any], key: str) -> Any:
@@ -973,38 +976,15 @@ class AggregateBlocker:
 
 
 @dataclass(frozen=True, slots=True)
-class ReleaseLine:
+class ReleaseLine(Record):
     """How one ZLUDA release fares over the same programs: verdict counts and blocking entry points."""
 
     release: str
-    runs: int
-    at_risk: int
-    blocked: int
-    unclassified: int
-    blockers: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "release": self.release,
-            "runs": self.runs,
-            "at_risk": self.at_risk,
-            "blocked": self.blocked,
-            "unclassified": self.unclassified,
-            "blockers": self.blockers,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReleaseLine:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "release")),
-            int(d.get("runs", 0)),
-            int(d.get("at_risk", 0)),
-            int(d.get("blocked", 0)),
-            int(d.get("unclassified", 0)),
-            int(d.get("blockers", 0)),
-        )
+    runs: int = field(metadata=_ZERO)
+    at_risk: int = field(metadata=_ZERO)
+    blocked: int = field(metadata=_ZERO)
+    unclassified: int = field(metadata=_ZERO)
+    blockers: int = field(metadata=_ZERO)
 
 
 @dataclass(frozen=True, slots=True)
