@@ -988,35 +988,14 @@ class ReleaseLine(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class AggregateFamily:
+class AggregateFamily(Record):
     """One family across programs: how many use it, how many it blocks, through how many entry points."""
 
     family: Family
-    programs_using: int
-    programs_blocked: int
-    blockers: int
-    blocked_calls: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "programs_using": self.programs_using,
-            "programs_blocked": self.programs_blocked,
-            "blockers": self.blockers,
-            "blocked_calls": self.blocked_calls,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AggregateFamily:
-        """Read the JSON form back."""
-        return cls(
-            Family(_req(d, "family")),
-            int(d.get("programs_using", 0)),
-            int(d.get("programs_blocked", 0)),
-            int(d.get("blockers", 0)),
-            int(d.get("blocked_calls", 0)),
-        )
+    programs_using: int = field(metadata=_ZERO)
+    programs_blocked: int = field(metadata=_ZERO)
+    blockers: int = field(metadata=_ZERO)
+    blocked_calls: int = field(metadata=_ZERO)
 
 
 @dataclass(frozen=True, slots=True)
