@@ -271,7 +271,7 @@ class FamilyCounts(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class BinaryGpu:
+class BinaryGpu(Record):
     """The GPU code one scanned binary carries (one image per kind and architecture), and a static runtime.
 
     A large binary holds thousands of images (one per kernel file and architecture); the report keeps one per
@@ -279,7 +279,7 @@ class BinaryGpu:
     """
 
     binary: str
-    gpu_code: GpuCode
+    gpu_code: GpuCode = field(metadata=spec(missing={}))
     static_runtime: str | None = None  # the runtime version ("13.0"), "unknown" when present but unversioned
     images: int = 0
 
@@ -302,25 +302,6 @@ class BinaryGpu:
                 )
             )
         return cls(binary, GpuCode(tuple(merged), code.containers), static_runtime, len(code.images))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "binary": self.binary,
-            "gpu_code": self.gpu_code.to_dict(),
-            "static_runtime": self.static_runtime,
-            "images": self.images,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BinaryGpu:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "binary")),
-            GpuCode.from_dict(d.get("gpu_code") or {}),
-            d.get("static_runtime"),
-            int(d.get("images", 0)),
-        )
 
 
 def signal_name(sig: str | None) -> str | None:
