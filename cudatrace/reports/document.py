@@ -980,46 +980,18 @@ class AggregateFamily(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class ProgramLine:
+class ProgramLine(Record):
     """One program in an aggregate: its verdict and how many entry points block it."""
 
     program: str
     verdict: VerdictStatus | None
-    evidence: Evidence
-    uses_cuda: bool
-    crashed: bool
-    blockers: tuple[str, ...]  # blocking entry point names
+    evidence: Evidence = field(metadata=spec(missing=Evidence.NONE.value))
+    uses_cuda: bool = field(metadata=spec(missing=False))
+    crashed: bool = field(metadata=spec(missing=False))
+    # blocking entry point names
+    blockers: tuple[str, ...] = field(metadata=spec(missing=()))
     other_blockers: tuple[str, ...] = ()  # blocker reasons not tied to an entry point (e.g. SASS-only kernels)
-    logs: int = 0  # runs of it imported from zluda_trace logs
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``logs`` only when some run came from a log)."""
-        d: dict[str, Any] = {
-            "program": self.program,
-            "verdict": self.verdict.value if self.verdict else None,
-            "evidence": self.evidence.value,
-            "uses_cuda": self.uses_cuda,
-            "crashed": self.crashed,
-            "blockers": list(self.blockers),
-            "other_blockers": list(self.other_blockers),
-        }
-        if self.logs:
-            d["logs"] = self.logs
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProgramLine:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "program")),
-            VerdictStatus(d["verdict"]) if d.get("verdict") else None,
-            Evidence(d.get("evidence", "none")),
-            bool(d.get("uses_cuda")),
-            bool(d.get("crashed")),
-            tuple(d.get("blockers", ())),
-            tuple(d.get("other_blockers", ())),
-            int(d.get("logs", 0)),
-        )
+    logs: int = field(default=0, metadata=spec(omit="falsy"))  # runs of it imported from zluda_trace logs
 
 
 @dataclass(frozen=True, slots=True)
