@@ -906,54 +906,37 @@ def build_report(
 # Across programs
 
 
+def _release_counts_json(pairs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+    return [{"release": r, "programs": n} for r, n in pairs]
+
+
+def _release_counts(rows: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
+    return tuple((str(x["release"]), int(x["programs"])) for x in rows)
+
+
 @dataclass(frozen=True, slots=True)
-class AggregateBlocker:
+class AggregateBlocker(Record):
     """One stub or absent entry point and the programs it blocks."""
 
     family: Family
     function: str
     status: ZludaStatus
-    programs: tuple[str, ...]
-    calls: int  # calls seen across every traced program (made by the program side, not inside replaced libraries)
+    programs: tuple[str, ...] = field(metadata=spec(missing=()))
+    calls: int = field(
+        metadata=_ZERO
+    )  # calls seen across every traced program (made by the program side, not inside replaced libraries)
     unlocks: tuple[str, ...] = ()  # programs whose only blocker this is
     hip: tuple[str, ...] = ()
     since: str | None = None
     # (release, programs it blocks there) for every compared release, oldest first; empty without a comparison
-    by_release: tuple[tuple[str, int], ...] = ()
+    by_release: tuple[tuple[str, int], ...] = field(
+        default=(), metadata=spec(encode=_release_counts_json, decode=_release_counts)
+    )
 
     @property
     def anchor(self) -> str:
         """HTML id of this entry point."""
         return anchor_id(self.family, self.function)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "status": self.status.value,
-            "programs": list(self.programs),
-            "calls": self.calls,
-            "unlocks": list(self.unlocks),
-            "hip": list(self.hip),
-            "since": self.since,
-            "by_release": [{"release": r, "programs": n} for r, n in self.by_release],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AggregateBlocker:
-        """Read the JSON form back."""
-        return cls(
-            Family(_req(d, "family")),
-            str(_req(d, "function")),
-            ZludaStatus(_req(d, "status")),
-            tuple(d.get("programs", ())),
-            int(d.get("calls", 0)),
-            tuple(d.get("unlocks", ())),
-            tuple(d.get("hip", ())),
-            d.get("since"),
-            tuple((str(x["release"]), int(x["programs"])) for x in d.get("by_release", ())),
-        )
 
 
 @dataclass(frozen=True, slots=True)
