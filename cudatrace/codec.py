@@ -64,7 +64,8 @@ class Record:
 
     __slots__ = ()
 
-    json_order: ClassVar[tuple[str, ...]] = ()  # fields whose keys come first, in this order
+    # Keys that come first, in this order: fields, or properties whose values are written but never read back.
+    json_order: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -76,12 +77,22 @@ class Record:
         return decode(cls, d)
 
 
+def counts(**kw: Any) -> dict[str, Any]:
+    """Field metadata for counts by name: sorted ``(name, count)`` pairs in the record, a JSON object outside."""
+    return spec(encode=dict, decode=_sorted_counts, **kw)
+
+
+def _sorted_counts(d: Mapping[str, Any] | None) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
+
+
 def _spec(f: dataclasses.Field[Any]) -> _Spec:
     s = f.metadata.get(_SPEC)
     return s if isinstance(s, _Spec) else _Spec()
 
 
-_Layout = tuple[tuple[dataclasses.Field[Any], _Spec, Any], ...]
+# (key name, the field or None for a derived value, its spec, its type hint)
+_Layout = tuple[tuple[str, dataclasses.Field[Any] | None, _Spec, Any], ...]
 _LAYOUTS: dict[type, _Layout] = {}
 
 
@@ -97,7 +108,7 @@ def _layout(cls: type) -> _Layout:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     order: tuple[str, ...] = getattr(cls, "json_order", ())
     names = [*order, *(n for n in fields if n not in order)]
-    return tuple((fields[n], _spec(fields[n]), hints[n]) for n in names)
+    return tuple((n, fields[n], _spec(fields[n]), hints[n]) if n in fields else (n, None, _Spec(), None) for n in names)
 
 
 def _to_json(value: Any) -> Any:
@@ -125,11 +136,11 @@ def _omitted(rule: Omit | None, value: Any, obj: Any) -> bool:
 def encode(obj: Any) -> dict[str, Any]:
     """The JSON form of a dataclass record, field by field."""
     d: dict[str, Any] = {}
-    for f, s, _ in _fields(type(obj)):
-        value = getattr(obj, f.name)
+    for name, _, s, _ in _fields(type(obj)):
+        value = getattr(obj, name)
         if _omitted(s.omit, value, obj):
             continue
-        d[s.key or f.name] = s.encode(value) if s.encode else _to_json(value)
+        d[s.key or name] = s.encode(value) if s.encode else _to_json(value)
     return d
 
 
@@ -178,7 +189,9 @@ def _from_json(hint: Any, value: Any) -> Any:
 def decode(cls: type[T], d: Mapping[str, Any]) -> T:
     """Read a dataclass record back from its JSON form; a missing key (or a null one) takes the default."""
     kwargs: dict[str, Any] = {}
-    for f, s, hint in _fields(cls):
+    for _, f, s, hint in _fields(cls):
+        if f is None:
+            continue  # a derived value, written for readers of the JSON
         key = s.key or f.name
         value = d.get(key)
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING

@@ -9,12 +9,11 @@ rendered again later.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import Record, encode, spec
+from cudatrace.codec import Record, counts, encode, spec
 
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
@@ -144,15 +143,6 @@ class ZludaInfo(Record):
     note: str | None = field(default=None, metadata=spec(omit="falsy"))
 
 
-def _pairs(d: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
-
-
-def _counts(**kw: Any) -> dict[str, Any]:
-    """Field metadata for counts by name, kept as sorted pairs and written as a JSON object."""
-    return spec(encode=dict, decode=_pairs, **kw)
-
-
 def _static(e: EntryPointUse) -> bool:
     return e.calls is None
 
@@ -173,8 +163,8 @@ class EntryPointUse(Record):
     ordinal: int | None = field(default=None, metadata=spec(omit="none"))
     calls: int | None = field(default=None, metadata=spec(omit="none"))
     # The counts of a call come with it: static evidence carries none of them.
-    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_static))
-    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_static))
+    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_static))
+    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_static))
     first_call_s: float | None = field(default=None, metadata=spec(omit=_static))
     time_ns: int | None = field(default=None, metadata=spec(omit="none"))
     zluda: ZludaInfo | None = field(default=None, metadata=spec(omit="none"))
@@ -582,7 +572,7 @@ class TraceResult(Record):
     # the ZLUDA release the evidence names, when it names one
     zluda_release: str | None = field(default=None, metadata=spec(omit="none"))
     # calls through export-table slots, by name, with counts
-    dark_api_calls: tuple[tuple[str, int], ...] = field(default=(), metadata=_counts(omit=_traced))
+    dark_api_calls: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_traced))
     tool_version: str = ""
     notes: tuple[str, ...] = ()
     verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
