@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import MissingFieldError, Record, spec
+from cudatrace.codec import MissingFieldError, Record, counts, spec
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -147,7 +147,7 @@ def _req(d: Mapping[str, Any], key: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class ReportEntry:
+class ReportEntry(Record):
     """One entry point of one family, with static and dynamic evidence merged and ZLUDA's answer for it."""
 
     family: Family
@@ -156,13 +156,18 @@ class ReportEntry:
     static_how: tuple[EntryHow, ...] = ()  # how binaries reach it (empty: only seen called)
     binaries: tuple[str, ...] = ()  # file names of the binaries that reach it statically
     calls: int | None = None  # None: never traced; 0: traced but not called
-    statuses: tuple[tuple[str, int], ...] = ()  # non-success return codes with counts
-    callers: tuple[tuple[str, int], ...] = ()
+    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())  # non-success codes with counts
+    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
     first_call_s: float | None = None
     time_ns: int | None = None
     zluda: ZludaInfo | None = None
     ordinal: int | None = None
     inner_calls: int = 0  # calls made from inside CUDA libraries ZLUDA replaces: they do not happen under ZLUDA
+
+    json_order = (
+        *("family", "function", "libraries", "static_how", "binaries", "ordinal", "evidence", "calls", "statuses"),
+        *("callers", "first_call_s", "time_ns", "inner_calls", "zluda"),
+    )
 
     @property
     def used_statically(self) -> bool:
@@ -214,44 +219,6 @@ class ReportEntry:
         count: under ZLUDA its own library runs instead (:attr:`Report.inner_only`).
         """
         return self.status in BLOCKING_STATUSES and (self.program_calls > 0 or self.linked)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "libraries": list(self.libraries),
-            "static_how": [h.value for h in self.static_how],
-            "binaries": list(self.binaries),
-            "ordinal": self.ordinal,
-            "evidence": self.evidence.value,
-            "calls": self.calls,
-            "statuses": _pairs_dict(self.statuses),
-            "callers": _pairs_dict(self.callers),
-            "first_call_s": self.first_call_s,
-            "time_ns": self.time_ns,
-            "inner_calls": self.inner_calls,
-            "zluda": self.zluda.to_dict() if self.zluda else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReportEntry:
-        """Read the JSON form back."""
-        return cls(
-            family=Family(_req(d, "family")),
-            function=str(_req(d, "function")),
-            libraries=tuple(d.get("libraries", ())),
-            static_how=tuple(EntryHow(h) for h in d.get("static_how", ())),
-            binaries=tuple(d.get("binaries", ())),
-            calls=d.get("calls"),
-            statuses=tuple(sorted((str(k), int(v)) for k, v in (d.get("statuses") or {}).items())),
-            callers=tuple(sorted((str(k), int(v)) for k, v in (d.get("callers") or {}).items())),
-            first_call_s=d.get("first_call_s"),
-            time_ns=d.get("time_ns"),
-            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
-            ordinal=d.get("ordinal"),
-            inner_calls=int(d.get("inner_calls", 0)),
-        )
 
 
 @dataclass(frozen=True, slots=True)
