@@ -283,24 +283,32 @@ def signal_name(sig: str | None) -> str | None:
     return s if s.startswith("SIG") else f"SIG{s}"
 
 
+def _traced_run(r: RunSummary) -> bool:
+    return r.log is None
+
+
 @dataclass(frozen=True, slots=True)
-class RunSummary:
+class RunSummary(Record):
     """How one traced run went: command, exit, and whether it crashed."""
 
-    command: tuple[str, ...]
+    command: tuple[str, ...] = field(metadata=spec(missing=()))
     exit_code: int | None
     signal: str | None
     detached_reason: str | None
-    duration_s: float
-    platform: str
+    duration_s: float = field(metadata=spec(missing=0.0))
+    platform: str = field(metadata=spec(missing=""))
     zluda_dir: str | None
-    processes: int
-    calls: int
+    processes: int = field(metadata=_ZERO)
+    calls: int = field(metadata=_ZERO)
     notes: tuple[str, ...] = ()
-    log: str | None = None  # the zluda_trace log this run was imported from
-    log_cut: bool = False  # that log ends mid-line
-    first_failure: str | None = None  # the first failing call as the log shows it: "line 15: cuX(...) -> CODE"
-    first_failure_function: str | None = None
+    # The log fields are written only for a run imported from a log.
+    log: str | None = field(default=None, metadata=spec(omit="none"))  # the zluda_trace log it was imported from
+    log_cut: bool = field(default=False, metadata=spec(omit=_traced_run))  # that log ends mid-line
+    # the first failing call as the log shows it: "line 15: cuX(...) -> CODE"
+    first_failure: str | None = field(default=None, metadata=spec(omit=_traced_run))
+    first_failure_function: str | None = field(default=None, metadata=spec(omit=_traced_run))
+
+    json_order = ("command", "exit_code", "signal", "detached_reason", "crashed", "outcome")
 
     @property
     def crashed(self) -> bool:
@@ -334,49 +342,6 @@ class RunSummary:
         if self.exit_code is None:
             return f"detached ({self.detached_reason})" if self.detached_reason else "no exit status recorded"
         return "exited normally (code 0)" if self.exit_code == 0 else f"exited with code {self.exit_code}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the log fields only for a run imported from a log)."""
-        d = {
-            "command": list(self.command),
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "detached_reason": self.detached_reason,
-            "crashed": self.crashed,
-            "outcome": self.outcome,
-            "duration_s": self.duration_s,
-            "platform": self.platform,
-            "zluda_dir": self.zluda_dir,
-            "processes": self.processes,
-            "calls": self.calls,
-            "notes": list(self.notes),
-        }
-        if self.log is not None:
-            d["log"] = self.log
-            d["log_cut"] = self.log_cut
-            d["first_failure"] = self.first_failure
-            d["first_failure_function"] = self.first_failure_function
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunSummary:
-        """Read the JSON form back."""
-        return cls(
-            command=tuple(d.get("command", ())),
-            exit_code=d.get("exit_code"),
-            signal=d.get("signal"),
-            detached_reason=d.get("detached_reason"),
-            duration_s=float(d.get("duration_s", 0.0)),
-            platform=str(d.get("platform", "")),
-            zluda_dir=d.get("zluda_dir"),
-            processes=int(d.get("processes", 0)),
-            calls=int(d.get("calls", 0)),
-            notes=tuple(d.get("notes", ())),
-            log=d.get("log"),
-            log_cut=bool(d.get("log_cut", False)),
-            first_failure=d.get("first_failure"),
-            first_failure_function=d.get("first_failure_function"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
