@@ -18,9 +18,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
-from cudatrace.codec import MissingFieldError, Record, counts, spec
+from cudatrace.codec import MissingFieldError, Record, counts, decode, encode, spec
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -846,6 +846,23 @@ def _release_counts(rows: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int],
     return tuple((str(x["release"]), int(x["programs"])) for x in rows)
 
 
+_Doc = TypeVar("_Doc", bound=Record)
+
+
+def _read(cls: type[_Doc], schema: str, d: Mapping[str, Any]) -> _Doc:
+    """A versioned document read back; a foreign or damaged one is a :class:`ReportError`."""
+    if d.get("schema") != schema:
+        raise ReportError(f"not a {schema} document (schema {d.get('schema')!r})")
+    try:
+        return decode(cls, d)
+    except ReportError:
+        raise
+    except MissingFieldError as exc:
+        raise ReportError(f"report document lacks the field {exc.key!r}") from None
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise ReportError(f"damaged {schema} document: {type(exc).__name__}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class AggregateBlocker(Record):
     """One stub or absent entry point and the programs it blocks."""
@@ -910,7 +927,7 @@ class ProgramLine(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Aggregate:
+class Aggregate(Record):
     """The ``cudatrace.aggregate/1`` document: which missing entry points matter most, for one ZLUDA release."""
 
     release: str
@@ -920,7 +937,10 @@ class Aggregate:
     tool_version: str = ""
     without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
     releases: tuple[ReleaseLine, ...] = ()  # every compared release, oldest first (see compare_releases)
-    nvidia_libraries: int = 0  # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
+    # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
+    nvidia_libraries: int = field(default=0, metadata=spec(omit="falsy"))
+
+    json_order = ("tool_version",)
 
     @property
     def release_line(self) -> ReleaseLine:
@@ -954,42 +974,12 @@ class Aggregate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document); ``nvidia_libraries`` only when there are any."""
-        d: dict[str, Any] = {
-            "schema": AGGREGATE_SCHEMA,
-            "tool_version": self.tool_version,
-            "release": self.release,
-            "programs": [p.to_dict() for p in self.programs],
-            "blockers": [b.to_dict() for b in self.blockers],
-            "families": [f.to_dict() for f in self.families],
-            "without_cuda": self.without_cuda,
-            "releases": [r.to_dict() for r in self.releases],
-        }
-        if self.nvidia_libraries:
-            d["nvidia_libraries"] = self.nvidia_libraries
-        return d
+        return {"schema": AGGREGATE_SCHEMA, **encode(self)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:
         """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
-        if d.get("schema") != AGGREGATE_SCHEMA:
-            raise ReportError(f"not a {AGGREGATE_SCHEMA} document (schema {d.get('schema')!r})")
-        try:
-            return cls(
-                release=str(_req(d, "release")),
-                programs=tuple(ProgramLine.from_dict(p) for p in d.get("programs", ())),
-                blockers=tuple(AggregateBlocker.from_dict(b) for b in d.get("blockers", ())),
-                families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
-                tool_version=str(d.get("tool_version", "")),
-                without_cuda=int(d.get("without_cuda", 0)),
-                nvidia_libraries=int(d.get("nvidia_libraries", 0)),
-                releases=tuple(ReleaseLine.from_dict(r) for r in d.get("releases", ())),
-            )
-        except ReportError:
-            raise
-        except MissingFieldError as exc:
-            raise ReportError(f"report document lacks the field {exc.key!r}") from None
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise ReportError(f"damaged {AGGREGATE_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+        return _read(cls, AGGREGATE_SCHEMA, d)
 
 
 def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:
