@@ -121,10 +121,6 @@ def format_codes(pairs: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def _pairs_dict(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    return {k: v for k, v in pairs}
-
-
 def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
     out: dict[str, int] = defaultdict(int)
     for k, v in (*a, *b):
@@ -133,13 +129,6 @@ def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...])
 
 
 _ZERO = spec(missing=0)  # a count that a document lacks reads as none
-
-
-def _req(d: Mapping[str, Any], key: str) -> Any:
-    try:
-        return d[key]
-    except KeyError:
-        raise ReportError(f"report document lacks the field {key!r}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -344,8 +333,12 @@ class RunSummary(Record):
         return "exited normally (code 0)" if self.exit_code == 0 else f"exited with code {self.exit_code}"
 
 
+def _env_pairs(d: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in d.items())
+
+
 @dataclass(frozen=True, slots=True)
-class Report:
+class Report(Record):
     """The ``cudatrace.report/1`` document: one program under one ZLUDA release.
 
     The stored fields are the merged evidence; counts, blockers, the first failing call and the plain-language
@@ -362,7 +355,7 @@ class Report:
     runs: tuple[RunSummary, ...] = ()
     missing_lookups: tuple[ProcLookup, ...] = ()  # cuGetProcAddress/dlsym lookups that found nothing
     export_tables: tuple[ExportTableRequest, ...] = ()
-    environment: tuple[tuple[str, str], ...] = ()
+    environment: tuple[tuple[str, str], ...] = field(default=(), metadata=spec(decode=_env_pairs))
     errors: tuple[str, ...] = ()  # files that could not be read, partial failures inside binaries
     tool_version: str = ""
 
@@ -560,31 +553,11 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Report:
-        """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
-        if d.get("schema") != REPORT_SCHEMA:
-            raise ReportError(f"not a {REPORT_SCHEMA} document (schema {d.get('schema')!r})")
-        try:
-            return cls(
-                program=str(_req(d, "program")),
-                release=str(_req(d, "release")),
-                entries=tuple(ReportEntry.from_dict(e) for e in d.get("entries", ())),
-                verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-                libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
-                gpu=tuple(BinaryGpu.from_dict(g) for g in d.get("gpu", ())),
-                binaries=tuple(d.get("binaries", ())),
-                runs=tuple(RunSummary.from_dict(r) for r in d.get("runs", ())),
-                missing_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("missing_lookups", ())),
-                export_tables=tuple(ExportTableRequest.from_dict(x) for x in d.get("export_tables", ())),
-                environment=tuple((str(k), str(v)) for k, v in (d.get("environment") or {}).items()),
-                errors=tuple(d.get("errors", ())),
-                tool_version=str(d.get("tool_version", "")),
-            )
-        except ReportError:
-            raise
-        except MissingFieldError as exc:
-            raise ReportError(f"report document lacks the field {exc.key!r}") from None
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise ReportError(f"damaged {REPORT_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+        """Read the JSON form back (the stored fields; the derived ones are computed again).
+
+        Raises :class:`ReportError` on a foreign or damaged document.
+        """
+        return _read(cls, REPORT_SCHEMA, d)
 
 
 # ---------------------------------------------------------------------------------------------------------------
