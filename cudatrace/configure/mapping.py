@@ -12,11 +12,12 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from cudatrace.codec import Record, spec
 from cudatrace.configure.evidence import ProgramEvidence
 from cudatrace.configure.gpu import hsa_override
 from cudatrace.configure.layout import COMPONENT_NAMES, HipLayout, ZludaLayout, component_of
@@ -134,22 +135,13 @@ class LibraryMapping:
 
 
 @dataclass(frozen=True, slots=True)
-class EnvVar:
+class EnvVar(Record):
     """One environment variable the launcher sets; ``prepend`` keeps the existing value after it (search paths)."""
 
     name: str
     value: str
-    reason: str
+    reason: str = field(metadata=spec(missing=""))
     prepend: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        return {"name": self.name, "value": self.value, "reason": self.reason, "prepend": self.prepend}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EnvVar:
-        """Read the mapping-file form back."""
-        return cls(str(d["name"]), str(d["value"]), str(d.get("reason", "")), bool(d.get("prepend", False)))
 
 
 @dataclass(frozen=True, slots=True)
