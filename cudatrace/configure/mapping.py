@@ -145,21 +145,12 @@ class EnvVar(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class NvidiaOwn:
+class NvidiaOwn(Record):
     """A CUDA library that stays NVIDIA's own file: ZLUDA does not replace it."""
 
     library: str
     family: Family
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        return {"library": self.library, "family": self.family.value, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NvidiaOwn:
-        """Read the mapping-file form back."""
-        return cls(str(d["library"]), Family(d["family"]), str(d.get("reason", "")))
+    reason: str = field(metadata=spec(missing=""))
 
 
 @dataclass(frozen=True, slots=True)
