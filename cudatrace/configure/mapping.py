@@ -154,37 +154,16 @@ class NvidiaOwn(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Unserved:
+class Unserved(Record):
     """Something ZLUDA cannot serve: with a remedy, or a plain "cannot run" and the reason."""
 
     what: str  # the library or "GPU code"
     family: Family
-    reason: str
-    remedy: str | None = None
+    reason: str = field(metadata=spec(missing=""))
+    remedy: str | None = field(default=None, metadata=spec(omit="falsy"))
     cannot_run: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        d: dict[str, Any] = {
-            "what": self.what,
-            "family": self.family.value,
-            "reason": self.reason,
-            "cannot_run": self.cannot_run,
-        }
-        if self.remedy:
-            d["remedy"] = self.remedy
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Unserved:
-        """Read the mapping-file form back."""
-        return cls(
-            str(d["what"]),
-            Family(d["family"]),
-            str(d.get("reason", "")),
-            d.get("remedy"),
-            bool(d.get("cannot_run", False)),
-        )
+    json_order = ("what", "family", "reason", "cannot_run")
 
 
 @dataclass(frozen=True, slots=True)
