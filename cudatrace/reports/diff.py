@@ -13,9 +13,10 @@ The renderers (terminal, Markdown, JSON) read the :class:`TraceDiff` and nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cudatrace.codec import Record, counts
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
@@ -26,28 +27,16 @@ MIN_DELTA = 2  # and an absolute one: 1 vs 2 calls is not a difference worth a l
 
 
 @dataclass(frozen=True, slots=True)
-class DiffEntry:
+class DiffEntry(Record):
     """One entry point as the two runs saw it."""
 
     family: Family
     function: str
     calls_a: int
     calls_b: int
-    statuses_a: tuple[tuple[str, int], ...] = ()
-    statuses_b: tuple[tuple[str, int], ...] = ()
+    statuses_a: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
+    statuses_b: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
     zluda: str | None = None  # what the release the runs were judged against does with it, when known
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "calls_a": self.calls_a,
-            "calls_b": self.calls_b,
-            "statuses_a": dict(self.statuses_a),
-            "statuses_b": dict(self.statuses_b),
-            "zluda": self.zluda,
-        }
 
 
 @dataclass(frozen=True, slots=True)
