@@ -40,7 +40,7 @@ class DiffEntry(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class Divergence:
+class Divergence(Record):
     """The first place where the two runs part: step ``index`` of the basis, and what each side did there."""
 
     index: int
@@ -52,20 +52,6 @@ class Divergence:
     a_line: int | None = None
     b_line: int | None = None
     same_before: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "index": self.index,
-            "basis": self.basis,
-            "a": self.a,
-            "b": self.b,
-            "a_result": self.a_result,
-            "b_result": self.b_result,
-            "a_line": self.a_line,
-            "b_line": self.b_line,
-            "same_before": self.same_before,
-        }
 
 
 @dataclass(frozen=True, slots=True)
