@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cudatrace.codec import Record, counts
+from cudatrace.codec import Record, counts, encode
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
@@ -55,7 +55,7 @@ class Divergence(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class TraceDiff:
+class TraceDiff(Record):
     """The ``cudatrace.diff/1`` document."""
 
     a: str
@@ -77,25 +77,11 @@ class TraceDiff:
         """True when nothing differs."""
         return not (self.only_a or self.only_b or self.statuses or self.counts or self.divergence)
 
+    json_order = ("a", "b", "a_backend", "b_backend", "release", "same", "common", "inner_only")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        return {
-            "schema": DIFF_SCHEMA,
-            "a": self.a,
-            "b": self.b,
-            "a_backend": self.a_backend,
-            "b_backend": self.b_backend,
-            "release": self.release,
-            "same": self.same,
-            "common": self.common,
-            "inner_only": self.inner_only,
-            "only_a": [e.to_dict() for e in self.only_a],
-            "only_b": [e.to_dict() for e in self.only_b],
-            "statuses": [e.to_dict() for e in self.statuses],
-            "counts": [e.to_dict() for e in self.counts],
-            "divergence": self.divergence.to_dict() if self.divergence else None,
-            "notes": list(self.notes),
-        }
+        return {"schema": DIFF_SCHEMA, **encode(self)}
 
 
 _Step = tuple[str, str | None, int | None]  # (function, result, log line) of one step of a run
