@@ -55,15 +55,11 @@ class Finding(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class HipRuntimeFile:
+class HipRuntimeFile(Record):
     """A HIP runtime library found on the search path."""
 
     major: int
     path: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"major": self.major, "path": self.path}
 
 
 @dataclass(frozen=True, slots=True)
