@@ -66,6 +66,7 @@ class Record:
 
     # Keys that come first, in this order: fields, or properties whose values are written but never read back.
     json_order: ClassVar[tuple[str, ...]] = ()
+    json_extra: ClassVar[tuple[str, ...]] = ()  # properties written after the fields, never read back
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -107,7 +108,8 @@ def _layout(cls: type) -> _Layout:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     order: tuple[str, ...] = getattr(cls, "json_order", ())
-    names = [*order, *(n for n in fields if n not in order)]
+    extra: tuple[str, ...] = getattr(cls, "json_extra", ())
+    names = [*order, *(n for n in fields if n not in order), *extra]
     return tuple((n, fields[n], _spec(fields[n]), hints[n]) if n in fields else (n, None, _Spec(), None) for n in names)
 
 
