@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cudatrace.codec import Record
 from cudatrace.configure.evidence import sha256_of
 from cudatrace.configure.launcher import render_launcher
 from cudatrace.configure.mapping import MappingPlan, Placement, check_plan, plan_to_toml
@@ -33,7 +34,7 @@ MAX_MANIFEST_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class FileProof:
+class FileProof(Record):
     """One file of a stage or restore: where, the hash it must have, the hash it has."""
 
     path: str
@@ -41,20 +42,12 @@ class FileProof:
     expected_sha256: str | None
     actual_sha256: str | None
 
+    json_extra = ("ok",)
+
     @property
     def ok(self) -> bool:
         """True when the file has the hash it must have (or is gone when it must be)."""
         return self.expected_sha256 == self.actual_sha256
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "action": self.action,
-            "expected_sha256": self.expected_sha256,
-            "actual_sha256": self.actual_sha256,
-            "ok": self.ok,
-        }
 
 
 @dataclass(frozen=True, slots=True)
