@@ -51,7 +51,7 @@ class FileProof(Record):
 
 
 @dataclass(frozen=True, slots=True)
-class StageReport:
+class StageReport(Record):
     """What ``--apply`` or ``--restore`` did, file by file."""
 
     program: str
@@ -59,20 +59,12 @@ class StageReport:
     launcher: str | None
     files: tuple[FileProof, ...]
 
+    json_order = ("program", "staging_dir", "launcher", "ok")
+
     @property
     def ok(self) -> bool:
         """True when every file proof holds."""
         return all(f.ok for f in self.files)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "program": self.program,
-            "staging_dir": self.staging_dir,
-            "launcher": self.launcher,
-            "ok": self.ok,
-            "files": [f.to_dict() for f in self.files],
-        }
 
 
 def staging_dir_of(program: str | os.PathLike[str]) -> Path:
