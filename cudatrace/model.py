@@ -9,10 +9,11 @@ rendered again later.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from cudatrace.codec import Record, counts, encode, spec
 
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
@@ -118,7 +119,7 @@ _SEVERITY_ORDER = (Severity.BLOCKER, Severity.RISK, Severity.INFO)
 
 
 @dataclass(frozen=True, slots=True)
-class CudaLibrary:
+class CudaLibrary(Record):
     """A CUDA library a binary needs (statically) or a process loaded (dynamically).
 
     ``name`` is the file name as the binary spells it (``cublas64_12.dll``, ``libcublas.so.12``); ``version`` is
@@ -130,46 +131,24 @@ class CudaLibrary:
     how: LibraryHow
     version: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"name": self.name, "family": self.family.value, "how": self.how.value, "version": self.version}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CudaLibrary:
-        """Read the JSON form back."""
-        return cls(d["name"], Family(d["family"]), LibraryHow(d["how"]), d.get("version"))
-
 
 @dataclass(frozen=True, slots=True)
-class ZludaInfo:
+class ZludaInfo(Record):
     """One entry point's fate under one ZLUDA release."""
 
     release: str
     status: ZludaStatus
     hip: tuple[str, ...] = ()
     since: str | None = None
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {"release": self.release, "status": self.status.value, "hip": list(self.hip)}
-        d["since"] = self.since
-        if self.note:
-            d["note"] = self.note
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ZludaInfo:
-        """Read the JSON form back."""
-        return cls(d["release"], ZludaStatus(d["status"]), tuple(d.get("hip", ())), d.get("since"), d.get("note"))
+    note: str | None = field(default=None, metadata=spec(omit="falsy"))
 
 
-def _pairs(d: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
+def _static(e: EntryPointUse) -> bool:
+    return e.calls is None
 
 
 @dataclass(frozen=True, slots=True)
-class EntryPointUse:
+class EntryPointUse(Record):
     """One entry point of one library family, seen how, and (for dynamic evidence) how often.
 
     Static evidence leaves ``calls`` at None. ``statuses`` holds the non-success return codes by name with
@@ -180,61 +159,24 @@ class EntryPointUse:
     family: Family
     library: str
     function: str
-    how: EntryHow
-    ordinal: int | None = None
-    calls: int | None = None
-    statuses: tuple[tuple[str, int], ...] = ()
-    callers: tuple[tuple[str, int], ...] = ()
-    first_call_s: float | None = None
-    time_ns: int | None = None
-    zluda: ZludaInfo | None = None
+    how: EntryHow = field(metadata=spec(missing=EntryHow.CALLED.value))
+    ordinal: int | None = field(default=None, metadata=spec(omit="none"))
+    calls: int | None = field(default=None, metadata=spec(omit="none"))
+    # The counts of a call come with it: static evidence carries none of them.
+    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_static))
+    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_static))
+    first_call_s: float | None = field(default=None, metadata=spec(omit=_static))
+    time_ns: int | None = field(default=None, metadata=spec(omit="none"))
+    zluda: ZludaInfo | None = field(default=None, metadata=spec(omit="none"))
 
     @property
     def key(self) -> tuple[Family, str]:
         """The identity used for coverage arithmetic: (family, function)."""
         return (self.family, self.function)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (scan ``imports`` rows and trace ``calls`` rows share it)."""
-        d: dict[str, Any] = {
-            "family": self.family.value,
-            "library": self.library,
-            "function": self.function,
-            "how": self.how.value,
-        }
-        if self.ordinal is not None:
-            d["ordinal"] = self.ordinal
-        if self.calls is not None:
-            d["calls"] = self.calls
-            d["statuses"] = dict(self.statuses)
-            d["callers"] = dict(self.callers)
-            d["first_call_s"] = self.first_call_s
-        if self.time_ns is not None:
-            d["time_ns"] = self.time_ns
-        if self.zluda is not None:
-            d["zluda"] = self.zluda.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EntryPointUse:
-        """Read the JSON form back."""
-        return cls(
-            family=Family(d["family"]),
-            library=d["library"],
-            function=d["function"],
-            how=EntryHow(d.get("how", "called")),
-            ordinal=d.get("ordinal"),
-            calls=d.get("calls"),
-            statuses=_pairs(d.get("statuses")),
-            callers=_pairs(d.get("callers")),
-            first_call_s=d.get("first_call_s"),
-            time_ns=d.get("time_ns"),
-            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class GpuImage:
+class GpuImage(Record):
     """One image in a fatbin container: PTX text or a SASS cubin for one architecture."""
 
     kind: ImageKind
@@ -254,44 +196,15 @@ class GpuImage:
         digits = "".join(ch for ch in self.arch.removeprefix("sm_").removeprefix("compute_") if ch.isdigit())
         return int(digits) if digits else 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "kind": self.kind.value,
-            "arch": self.arch,
-            "compressed": self.compressed,
-            "size": self.size,
-            "compression": self.compression,
-            "uncompressed_size": self.uncompressed_size,
-            "ptx_version": self.ptx_version,
-            "ptx_target": self.ptx_target,
-            "container": self.container,
-            "relocatable": self.relocatable,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GpuImage:
-        """Read the JSON form back."""
-        return cls(
-            kind=ImageKind(d["kind"]),
-            arch=d["arch"],
-            compressed=bool(d["compressed"]),
-            size=int(d["size"]),
-            compression=d.get("compression"),
-            uncompressed_size=d.get("uncompressed_size"),
-            ptx_version=d.get("ptx_version"),
-            ptx_target=d.get("ptx_target"),
-            container=d.get("container"),
-            relocatable=bool(d.get("relocatable", False)),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class GpuCode:
+class GpuCode(Record):
     """The GPU code inventory of one binary."""
 
     images: tuple[GpuImage, ...] = ()
     containers: int = 0
+
+    json_order = ("containers",)
 
     @property
     def loaded_images(self) -> tuple[GpuImage, ...]:
@@ -341,71 +254,39 @@ class GpuCode:
         return f"PTX for {archs}: ZLUDA can recompile"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
+        """JSON form, with what the images add up to (for readers of the JSON; not read back)."""
         return {
-            "containers": self.containers,
-            "images": [i.to_dict() for i in self.images],
+            **encode(self),
             "has_ptx": bool(self.ptx),
             "min_ptx_arch": f"sm_{self.min_ptx_sm}" if self.min_ptx_sm else None,
             "summary": self.summary(),
         }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GpuCode:
-        """Read the JSON form back."""
-        return cls(tuple(GpuImage.from_dict(i) for i in d.get("images", ())), int(d.get("containers", 0)))
-
 
 @dataclass(frozen=True, slots=True)
-class StaticRuntime:
+class StaticRuntime(Record):
     """A CUDA runtime linked statically into the binary (nvcc's default): it reaches the driver by name."""
 
     version: str | None  # "13.0" when it could be read, else None
-    evidence: str  # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+    # what gave it away, e.g. "cudart version string" or "__cudaRegisterFatBinary + cuGetProcAddress"
+    evidence: str = field(metadata=spec(missing=""))
     # The runtime API functions the program's own code calls (read from its call instructions), or None when the
     # file does not say (no symbol table): then only a traced run can tell.
     calls: tuple[str, ...] | None = None
     calls_how: str = ""  # how ``calls`` was found, or why it could not be
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {"version": self.version, "evidence": self.evidence}
-        d["calls"] = list(self.calls) if self.calls is not None else None
-        d["calls_how"] = self.calls_how
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> StaticRuntime:
-        """Read the JSON form back."""
-        calls = d.get("calls")
-        return cls(
-            d.get("version"),
-            d.get("evidence", ""),
-            tuple(str(c) for c in calls) if isinstance(calls, list) else None,
-            str(d.get("calls_how") or ""),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class FileError:
+class FileError(Record):
     """A per-file failure recorded inside a result instead of ending the whole job."""
 
     path: str
     kind: str  # "corrupt" | "unreadable" | "too_large" | "unsupported" | "internal"
     message: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"path": self.path, "kind": self.kind, "message": self.message}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FileError:
-        """Read the JSON form back."""
-        return cls(d["path"], d["kind"], d["message"])
-
 
 @dataclass(frozen=True, slots=True)
-class Reason:
+class Reason(Record):
     """One ranked reason behind a verdict, with what to do about it."""
 
     severity: Severity
@@ -416,48 +297,14 @@ class Reason:
     functions: tuple[str, ...] = ()
     calls: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "severity": self.severity.value,
-            "code": self.code,
-            "message": self.message,
-            "remedy": self.remedy,
-            "family": self.family.value if self.family else None,
-            "functions": list(self.functions),
-            "calls": self.calls,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Reason:
-        """Read the JSON form back."""
-        return cls(
-            Severity(d["severity"]),
-            d["code"],
-            d["message"],
-            d.get("remedy"),
-            Family(d["family"]) if d.get("family") else None,
-            tuple(d.get("functions", ())),
-            d.get("calls"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Record):
     """Runs / at risk / blocked for one program under one ZLUDA release, with ranked reasons."""
 
     release: str
     status: VerdictStatus
     reasons: tuple[Reason, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"release": self.release, "status": self.status.value, "reasons": [r.to_dict() for r in self.reasons]}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
-        """Read the JSON form back."""
-        return cls(d["release"], VerdictStatus(d["status"]), tuple(Reason.from_dict(r) for r in d.get("reasons", ())))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -465,7 +312,7 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
-class BinaryScan:
+class BinaryScan(Record):
     """Everything ``scan`` learned about one binary file."""
 
     path: str
@@ -478,11 +325,17 @@ class BinaryScan:
     gpu_code: GpuCode = field(default_factory=GpuCode)
     static_runtime: StaticRuntime | None = None
     errors: tuple[str, ...] = ()  # partial failures inside this binary (e.g. one corrupt fatbin)
-    verdict: Verdict | None = None
+    verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
     # Facts about every library, CUDA or not, used to group binaries into programs (cudatrace.programs).
     soname: str | None = None  # ELF DT_SONAME / PE export directory name
     needed: tuple[str, ...] = ()  # every DT_NEEDED / imported / delay-imported library name
     named_libraries: tuple[str, ...] = ()  # every library file name found in strings (loaded by name at run time)
+
+    # The key order of saved documents, which predates the field order.
+    json_order = (
+        *("path", "format", "machine", "size", "sha256", "cuda_libraries", "imports", "gpu_code", "static_runtime"),
+        *("errors", "soname", "needed", "named_libraries", "verdict"),
+    )
 
     @property
     def name(self) -> str:
@@ -493,47 +346,6 @@ class BinaryScan:
     def uses_cuda(self) -> bool:
         """True when the binary shows any CUDA evidence at all."""
         return bool(self.cuda_libraries or self.imports or self.gpu_code.images or self.static_runtime)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        d: dict[str, Any] = {
-            "path": self.path,
-            "format": self.format.value,
-            "machine": self.machine,
-            "size": self.size,
-            "sha256": self.sha256,
-            "cuda_libraries": [lib.to_dict() for lib in self.cuda_libraries],
-            "imports": [e.to_dict() for e in self.imports],
-            "gpu_code": self.gpu_code.to_dict(),
-            "static_runtime": self.static_runtime.to_dict() if self.static_runtime else None,
-            "errors": list(self.errors),
-            "soname": self.soname,
-            "needed": list(self.needed),
-            "named_libraries": list(self.named_libraries),
-        }
-        if self.verdict is not None:
-            d["verdict"] = self.verdict.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BinaryScan:
-        """Read the JSON form back."""
-        return cls(
-            path=d["path"],
-            format=BinaryFormat(d["format"]),
-            size=int(d["size"]),
-            sha256=d["sha256"],
-            machine=d.get("machine", ""),
-            cuda_libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("cuda_libraries", ())),
-            imports=tuple(EntryPointUse.from_dict(x) for x in d.get("imports", ())),
-            gpu_code=GpuCode.from_dict(d.get("gpu_code") or {}),
-            static_runtime=StaticRuntime.from_dict(d["static_runtime"]) if d.get("static_runtime") else None,
-            errors=tuple(d.get("errors", ())),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            soname=d.get("soname"),
-            needed=tuple(str(x) for x in d.get("needed", ())),
-            named_libraries=tuple(str(x) for x in d.get("named_libraries", ())),
-        )
 
 
 class ProgramKind(str, Enum):
@@ -555,57 +367,28 @@ class PartRole(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class ProgramPart:
+class ProgramPart(Record):
     """One binary of a program: its role, why it has that role, the feature it serves, its own verdict."""
 
     path: str
     role: PartRole
-    why: str
+    why: str = field(metadata=spec(missing=""))
     feature: str | None = None
     status: VerdictStatus | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "role": self.role.value,
-            "why": self.why,
-            "feature": self.feature,
-            "status": self.status.value if self.status else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProgramPart:
-        """Read the JSON form back."""
-        return cls(
-            str(d["path"]),
-            PartRole(d["role"]),
-            str(d.get("why", "")),
-            d.get("feature"),
-            VerdictStatus(d["status"]) if d.get("status") else None,
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class MissingLibrary:
+class MissingLibrary(Record):
     """A library a program loads (at start-up or by name) that neither the program, ZLUDA nor the scan provides."""
 
     name: str
-    wanted_by: tuple[str, ...]
-    how: str  # "needed" (linked at load time) | "by_name" (loaded at run time)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"name": self.name, "wanted_by": list(self.wanted_by), "how": self.how}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MissingLibrary:
-        """Read the JSON form back."""
-        return cls(str(d["name"]), tuple(str(x) for x in d.get("wanted_by", ())), str(d.get("how", "by_name")))
+    wanted_by: tuple[str, ...] = field(metadata=spec(missing=()))
+    # "needed" (linked at load time) | "by_name" (loaded at run time)
+    how: str = field(metadata=spec(missing="by_name"))
 
 
 @dataclass(frozen=True, slots=True)
-class Program:
+class Program(Record):
     """The binaries of one program (a wheel, an application folder, an executable), judged as a whole.
 
     ``binaries`` are the start-up parts (their paths), ``on_demand`` the parts loaded at run time;
@@ -614,8 +397,8 @@ class Program:
 
     name: str
     version: str | None
-    root: str
-    kind: ProgramKind
+    root: str = field(metadata=spec(missing=""))
+    kind: ProgramKind = field(metadata=spec(missing=ProgramKind.LIBRARY.value))
     binaries: tuple[str, ...] = ()
     on_demand: tuple[ProgramPart, ...] = ()
     parts: tuple[ProgramPart, ...] = ()  # every binary with its role (start-up ones included)
@@ -624,47 +407,16 @@ class Program:
     verdict: Verdict | None = None
     fixed_in: str | None = None  # the first release in which every blocker is translated, if any
 
+    json_order = ("name", "version", "root", "kind", "platform", "verdict", "fixed_in")
+
     @property
     def is_nvidia(self) -> bool:
         """True for NVIDIA's own libraries, which are never counted as a blocked program."""
         return self.kind is ProgramKind.NVIDIA
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "name": self.name,
-            "version": self.version,
-            "root": self.root,
-            "kind": self.kind.value,
-            "platform": self.platform,
-            "verdict": self.verdict.to_dict() if self.verdict else None,
-            "fixed_in": self.fixed_in,
-            "binaries": list(self.binaries),
-            "on_demand": [p.to_dict() for p in self.on_demand],
-            "parts": [p.to_dict() for p in self.parts],
-            "missing": [m.to_dict() for m in self.missing],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Program:
-        """Read the JSON form back."""
-        return cls(
-            name=str(d["name"]),
-            version=d.get("version"),
-            root=str(d.get("root", "")),
-            kind=ProgramKind(d.get("kind", "library")),
-            binaries=tuple(str(x) for x in d.get("binaries", ())),
-            on_demand=tuple(ProgramPart.from_dict(x) for x in d.get("on_demand", ())),
-            parts=tuple(ProgramPart.from_dict(x) for x in d.get("parts", ())),
-            missing=tuple(MissingLibrary.from_dict(x) for x in d.get("missing", ())),
-            platform=str(d.get("platform", "")),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            fixed_in=d.get("fixed_in"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ScanResult:
+class ScanResult(Record):
     """The ``cudatrace.scan/1`` document: every binary scanned, files skipped, files that failed."""
 
     binaries: tuple[BinaryScan, ...] = ()
@@ -676,33 +428,11 @@ class ScanResult:
     programs: tuple[Program, ...] = ()  # the binaries grouped into programs (cudatrace.programs); added in 0.2
     notes: tuple[str, ...] = ()  # what was passed over and why (dangling symlinks), one line each
 
+    json_order = ("tool_version", "roots", "zluda_release", "programs", "binaries", "failed", "skipped")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        return {
-            "schema": SCAN_SCHEMA,
-            "tool_version": self.tool_version,
-            "roots": list(self.roots),
-            "zluda_release": self.zluda_release,
-            "programs": [p.to_dict() for p in self.programs],
-            "binaries": [b.to_dict() for b in self.binaries],
-            "failed": [f.to_dict() for f in self.failed],
-            "skipped": self.skipped,
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ScanResult:
-        """Read the JSON form back."""
-        return cls(
-            binaries=tuple(BinaryScan.from_dict(b) for b in d.get("binaries", ())),
-            failed=tuple(FileError.from_dict(f) for f in d.get("failed", ())),
-            skipped=int(d.get("skipped", 0)),
-            roots=tuple(d.get("roots", ())),
-            tool_version=d.get("tool_version", ""),
-            zluda_release=d.get("zluda_release"),
-            programs=tuple(Program.from_dict(p) for p in d.get("programs", ())),
-            notes=tuple(d.get("notes", ())),
-        )
+        return {"schema": SCAN_SCHEMA, **encode(self)}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -710,7 +440,7 @@ class ScanResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessInfo:
+class ProcessInfo(Record):
     """One process of a traced process tree."""
 
     pid: int
@@ -720,130 +450,52 @@ class ProcessInfo:
     signal: str | None = None
     libraries: tuple[str, ...] = ()  # CUDA libraries seen loaded (paths)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "pid": self.pid,
-            "parent": self.parent,
-            "argv": list(self.argv),
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "libraries": list(self.libraries),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProcessInfo:
-        """Read the JSON form back."""
-        return cls(
-            int(d["pid"]),
-            d.get("parent"),
-            tuple(d.get("argv", ())),
-            d.get("exit_code"),
-            d.get("signal"),
-            tuple(d.get("libraries", ())),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ProcLookup:
+class ProcLookup(Record):
     """A driver entry point requested by name through cuGetProcAddress (or dlsym/GetProcAddress)."""
 
     symbol: str
     cuda_version: int | None
     flags: int | None
-    found: bool
+    found: bool = field(metadata=spec(missing=False))
     count: int = 1
     via: str = "cuGetProcAddress_v2"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "symbol": self.symbol,
-            "cuda_version": self.cuda_version,
-            "flags": self.flags,
-            "found": self.found,
-            "count": self.count,
-            "via": self.via,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProcLookup:
-        """Read the JSON form back."""
-        return cls(
-            d["symbol"],
-            d.get("cuda_version"),
-            d.get("flags"),
-            bool(d.get("found")),
-            int(d.get("count", 1)),
-            d.get("via", "cuGetProcAddress_v2"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ExportTableRequest:
+class ExportTableRequest(Record):
     """A cuGetExportTable request: an undocumented driver export table, by UUID."""
 
     uuid: str
     name: str | None
-    count: int
+    count: int = field(metadata=spec(missing=1))
     status: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"uuid": self.uuid, "name": self.name, "count": self.count, "status": self.status}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExportTableRequest:
-        """Read the JSON form back."""
-        return cls(d["uuid"], d.get("name"), int(d.get("count", 1)), d.get("status"))
 
 
 @dataclass(frozen=True, slots=True)
-class LoggedCall:
+class LoggedCall(Record):
     """One call as an imported zluda_trace log shows it: where it stands, how deep, what it returned."""
 
     seq: int  # 0-based number of the call among every call of the log
     line: int  # 1-based line number in the log file
-    depth: int  # 0: made by the application; n: made inside the call n levels up
+    depth: int = field(metadata=spec(missing=0))  # 0: made by the application; n: made inside the call n levels up
     function: str  # entry point, ``{TABLE}::slot`` of an export table, or ``nvapi:0x...``
     family: Family | None
-    result: str  # the result as printed: a status name, UNKNOWN, a number, a pointer
+    result: str = field(metadata=spec(missing=""))  # the result as printed: a status name, UNKNOWN, a number, a pointer
     failed: bool = False
     caller: str | None = None  # the enclosing call's function (None at depth 0)
     text: str = ""  # the log line itself, cut to a few hundred characters
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "seq": self.seq,
-            "line": self.line,
-            "depth": self.depth,
-            "function": self.function,
-            "family": self.family.value if self.family else None,
-            "result": self.result,
-            "failed": self.failed,
-            "caller": self.caller,
-            "text": self.text,
-        }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LoggedCall:
-        """Read the JSON form back."""
-        return cls(
-            int(d["seq"]),
-            int(d["line"]),
-            int(d.get("depth", 0)),
-            str(d["function"]),
-            Family(d["family"]) if d.get("family") else None,
-            str(d.get("result", "")),
-            bool(d.get("failed", False)),
-            d.get("caller"),
-            str(d.get("text", "")),
-        )
+def _release_range(v: Any) -> tuple[str | None, str | None]:
+    """Oldest and newest release, from a list that may be short (or null) in a hand-edited document."""
+    rel = [*list(v or ())[:2], None, None]
+    return (rel[0], rel[1])
 
 
 @dataclass(frozen=True, slots=True)
-class LogSource:
+class LogSource(Record):
     """Where an imported zluda_trace (or older zluda_dump) log came from and how reading it went."""
 
     path: str
@@ -856,76 +508,30 @@ class LogSource:
     backend: str | None = None  # "zluda" | "nvidia": whose driver answered, from the device name; None unknown
     device: str | None = None  # the device name the log shows
     markers: tuple[str, ...] = ()  # what in the log dates it: "tool:zluda_dump", "nvapi", "table:CONTEXT_CHECKS"
-    releases: tuple[str | None, str | None] = (None, None)  # oldest and newest ZLUDA release the log fits
+    # oldest and newest ZLUDA release the log fits
+    releases: tuple[str | None, str | None] = field(default=(None, None), metadata=spec(decode=_release_range))
     release_evidence: tuple[str, ...] = ()  # what bounds the release, in words
     modules: tuple[str, ...] = ()  # saved module files read beside the log
     ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "tool": self.tool,
-            "form": self.form,
-            "lines": self.lines,
-            "bytes_read": self.bytes_read,
-            "truncated": self.truncated,
-            "unparsed": self.unparsed,
-            "backend": self.backend,
-            "device": self.device,
-            "markers": list(self.markers),
-            "releases": list(self.releases),
-            "release_evidence": list(self.release_evidence),
-            "modules": list(self.modules),
-            "ptx_errors": [list(p) for p in self.ptx_errors],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LogSource:
-        """Read the JSON form back."""
-        rel = [*list(d.get("releases") or (None, None))[:2], None, None]
-        return cls(
-            path=str(d["path"]),
-            tool=str(d.get("tool", "zluda_trace")),
-            form=str(d.get("form", "log.txt")),
-            lines=int(d.get("lines", 0)),
-            bytes_read=int(d.get("bytes_read", 0)),
-            truncated=bool(d.get("truncated", False)),
-            unparsed=int(d.get("unparsed", 0)),
-            backend=d.get("backend"),
-            device=d.get("device"),
-            markers=tuple(d.get("markers", ())),
-            releases=(rel[0], rel[1]),
-            release_evidence=tuple(d.get("release_evidence", ())),
-            modules=tuple(d.get("modules", ())),
-            ptx_errors=tuple((str(p[0]), str(p[1])) for p in d.get("ptx_errors", ())),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ExitInfo:
+class ExitInfo(Record):
     """How the traced program ended: an exit code, a signal, or a stop by the user."""
 
     code: int | None = None
     signal: str | None = None
     detached_reason: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"code": self.code, "signal": self.signal, "detached_reason": self.detached_reason}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ExitInfo:
-        """Read the JSON form back."""
-        return cls(d.get("code"), d.get("signal"), d.get("detached_reason"))
-
 
 @dataclass(frozen=True, slots=True)
-class LoadFailure:
+class LoadFailure(Record):
     """A library the program could not load, or a symbol the loader could not resolve, in a traced run."""
 
-    kind: str  # "missing_library" | "undefined_symbol" | "missing_version" | "other"
-    message: str  # the loader's own words, as dlerror() or the fatal message gives them
+    # "missing_library" | "undefined_symbol" | "missing_version" | "other"
+    kind: str = field(metadata=spec(missing="other"))
+    # the loader's own words, as dlerror() or the fatal message gives them
+    message: str = field(metadata=spec(missing=""))
     library: str | None = None  # the library that could not be loaded, or the one that lacks the symbol
     symbol: str | None = None
     needed_by: str | None = None  # the object that asked for it
@@ -935,44 +541,18 @@ class LoadFailure:
     pid: int | None = None
     source: str = "traced"  # "traced": raised while the agent watched; "diagnosed": read from ld.so afterwards
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "library": self.library,
-            "symbol": self.symbol,
-            "needed_by": self.needed_by,
-            "fatal": self.fatal,
-            "count": self.count,
-            "cuda": self.cuda,
-            "pid": self.pid,
-            "source": self.source,
-        }
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LoadFailure:
-        """Read the JSON form back."""
-        return cls(
-            kind=str(d.get("kind", "other")),
-            message=str(d.get("message", "")),
-            library=d.get("library"),
-            symbol=d.get("symbol"),
-            needed_by=d.get("needed_by"),
-            fatal=bool(d.get("fatal", False)),
-            count=int(d.get("count", 1)),
-            cuda=bool(d.get("cuda", False)),
-            pid=d.get("pid"),
-            source=str(d.get("source", "traced")),
-        )
+def _traced(t: TraceResult) -> bool:
+    """True for a traced run, whose document leaves out what only an imported log has."""
+    return t.source is None
 
 
 @dataclass(frozen=True, slots=True)
-class TraceResult:
+class TraceResult(Record):
     """The ``cudatrace.trace/1`` document: what a program really called."""
 
-    command: tuple[str, ...]
-    exit: ExitInfo
+    command: tuple[str, ...] = field(metadata=spec(missing=()))
+    exit: ExitInfo = field(metadata=spec(missing={}))
     processes: tuple[ProcessInfo, ...] = ()
     calls: tuple[EntryPointUse, ...] = ()
     proc_lookups: tuple[ProcLookup, ...] = ()
@@ -983,16 +563,26 @@ class TraceResult:
     platform: str = ""
     zluda_dir: str | None = None
     # Imported logs (``cudatrace import-log``); a traced run leaves these empty.
-    source: LogSource | None = None
-    first_failure: LoggedCall | None = None
-    sequence: tuple[LoggedCall, ...] = ()  # the first calls made by the application, in order
-    gpu_code: GpuCode | None = None  # the modules the log saved, scanned as GPU code
-    zluda_release: str | None = None  # the ZLUDA release the evidence names, when it names one
-    dark_api_calls: tuple[tuple[str, int], ...] = ()  # calls through export-table slots, by name, with counts
+    source: LogSource | None = field(default=None, metadata=spec(omit="none"))
+    first_failure: LoggedCall | None = field(default=None, metadata=spec(omit=_traced))
+    # the first calls made by the application, in order
+    sequence: tuple[LoggedCall, ...] = field(default=(), metadata=spec(omit=_traced))
+    # the modules the log saved, scanned as GPU code
+    gpu_code: GpuCode | None = field(default=None, metadata=spec(omit="none"))
+    # the ZLUDA release the evidence names, when it names one
+    zluda_release: str | None = field(default=None, metadata=spec(omit="none"))
+    # calls through export-table slots, by name, with counts
+    dark_api_calls: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_traced))
     tool_version: str = ""
     notes: tuple[str, ...] = ()
-    verdict: Verdict | None = None
+    verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
     load_failures: tuple[LoadFailure, ...] = ()
+
+    json_order = (
+        *("tool_version", "command", "exit", "duration_s", "mode", "platform", "zluda_dir", "processes", "libraries"),
+        *("calls", "proc_lookups", "export_tables", "load_failures", "notes", "verdict", "source", "first_failure"),
+        *("sequence", "dark_api_calls", "gpu_code", "zluda_release"),
+    )
 
     @property
     def uses_cuda(self) -> bool:
@@ -1005,59 +595,4 @@ class TraceResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        d: dict[str, Any] = {
-            "schema": TRACE_SCHEMA,
-            "tool_version": self.tool_version,
-            "command": list(self.command),
-            "exit": self.exit.to_dict(),
-            "duration_s": self.duration_s,
-            "mode": self.mode,
-            "platform": self.platform,
-            "zluda_dir": self.zluda_dir,
-            "processes": [p.to_dict() for p in self.processes],
-            "libraries": [lib.to_dict() for lib in self.libraries],
-            "calls": [c.to_dict() for c in self.calls],
-            "proc_lookups": [p.to_dict() for p in self.proc_lookups],
-            "export_tables": [e.to_dict() for e in self.export_tables],
-            "load_failures": [f.to_dict() for f in self.load_failures],
-            "notes": list(self.notes),
-        }
-        if self.verdict is not None:
-            d["verdict"] = self.verdict.to_dict()
-        if self.source is not None:
-            d["source"] = self.source.to_dict()
-            d["first_failure"] = self.first_failure.to_dict() if self.first_failure else None
-            d["sequence"] = [c.to_dict() for c in self.sequence]
-            d["dark_api_calls"] = dict(self.dark_api_calls)
-        if self.gpu_code is not None:
-            d["gpu_code"] = self.gpu_code.to_dict()
-        if self.zluda_release is not None:
-            d["zluda_release"] = self.zluda_release
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TraceResult:
-        """Read the JSON form back."""
-        return cls(
-            command=tuple(d.get("command", ())),
-            exit=ExitInfo.from_dict(d.get("exit") or {}),
-            processes=tuple(ProcessInfo.from_dict(p) for p in d.get("processes", ())),
-            calls=tuple(EntryPointUse.from_dict(c) for c in d.get("calls", ())),
-            proc_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("proc_lookups", ())),
-            export_tables=tuple(ExportTableRequest.from_dict(e) for e in d.get("export_tables", ())),
-            libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
-            duration_s=float(d.get("duration_s", 0.0)),
-            mode=d.get("mode", "count"),
-            platform=d.get("platform", ""),
-            zluda_dir=d.get("zluda_dir"),
-            source=LogSource.from_dict(d["source"]) if d.get("source") else None,
-            first_failure=LoggedCall.from_dict(d["first_failure"]) if d.get("first_failure") else None,
-            sequence=tuple(LoggedCall.from_dict(c) for c in d.get("sequence", ())),
-            gpu_code=GpuCode.from_dict(d["gpu_code"]) if d.get("gpu_code") else None,
-            zluda_release=d.get("zluda_release"),
-            dark_api_calls=_pairs(d.get("dark_api_calls")),
-            tool_version=d.get("tool_version", ""),
-            notes=tuple(d.get("notes", ())),
-            verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-            load_failures=tuple(LoadFailure.from_dict(f) for f in d.get("load_failures", ())),
-        )
+        return {"schema": TRACE_SCHEMA, **encode(self)}

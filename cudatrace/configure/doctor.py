@@ -18,6 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from cudatrace.codec import Record
 from cudatrace.configure.evidence import ProgramEvidence
 from cudatrace.configure.gpu import (
     KNOWN_GFX,
@@ -45,28 +46,20 @@ class Level(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(Record):
     """One line of the diagnosis."""
 
     level: Level
     topic: str  # "hip runtime", "gpu", "zluda", "hip sdk", "program"
     message: str
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"level": self.level.value, "topic": self.topic, "message": self.message}
-
 
 @dataclass(frozen=True, slots=True)
-class HipRuntimeFile:
+class HipRuntimeFile(Record):
     """A HIP runtime library found on the search path."""
 
     major: int
     path: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"major": self.major, "path": self.path}
 
 
 @dataclass(frozen=True, slots=True)

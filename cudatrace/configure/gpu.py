@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudatrace.codec import Record
+
 # Marketing name -> gfx id. Longest names are matched first, so "RX 7900 XTX" wins over "RX 7900 XT".
 MARKETING_GFX: dict[str, str] = {
     "Radeon RX 9070 XT": "gfx1201",
@@ -140,16 +142,12 @@ KNOWN_GFX: frozenset[str] = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class GpuInfo:
+class GpuInfo(Record):
     """One AMD GPU agent: its architecture and marketing name, and where that came from."""
 
     gfx: str
     name: str | None
     source: str  # "rocminfo", "hipInfo", "kfd topology", "marketing name", "--gpu"
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON form."""
-        return {"gfx": self.gfx, "name": self.name, "source": self.source}
 
 
 def normalize_gfx(text: str) -> str | None:

@@ -12,11 +12,12 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from cudatrace.codec import Record, spec
 from cudatrace.configure.evidence import ProgramEvidence
 from cudatrace.configure.gpu import hsa_override
 from cudatrace.configure.layout import COMPONENT_NAMES, HipLayout, ZludaLayout, component_of
@@ -134,74 +135,35 @@ class LibraryMapping:
 
 
 @dataclass(frozen=True, slots=True)
-class EnvVar:
+class EnvVar(Record):
     """One environment variable the launcher sets; ``prepend`` keeps the existing value after it (search paths)."""
 
     name: str
     value: str
-    reason: str
+    reason: str = field(metadata=spec(missing=""))
     prepend: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        return {"name": self.name, "value": self.value, "reason": self.reason, "prepend": self.prepend}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EnvVar:
-        """Read the mapping-file form back."""
-        return cls(str(d["name"]), str(d["value"]), str(d.get("reason", "")), bool(d.get("prepend", False)))
 
 
 @dataclass(frozen=True, slots=True)
-class NvidiaOwn:
+class NvidiaOwn(Record):
     """A CUDA library that stays NVIDIA's own file: ZLUDA does not replace it."""
 
     library: str
     family: Family
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        return {"library": self.library, "family": self.family.value, "reason": self.reason}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NvidiaOwn:
-        """Read the mapping-file form back."""
-        return cls(str(d["library"]), Family(d["family"]), str(d.get("reason", "")))
+    reason: str = field(metadata=spec(missing=""))
 
 
 @dataclass(frozen=True, slots=True)
-class Unserved:
+class Unserved(Record):
     """Something ZLUDA cannot serve: with a remedy, or a plain "cannot run" and the reason."""
 
     what: str  # the library or "GPU code"
     family: Family
-    reason: str
-    remedy: str | None = None
+    reason: str = field(metadata=spec(missing=""))
+    remedy: str | None = field(default=None, metadata=spec(omit="falsy"))
     cannot_run: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        d: dict[str, Any] = {
-            "what": self.what,
-            "family": self.family.value,
-            "reason": self.reason,
-            "cannot_run": self.cannot_run,
-        }
-        if self.remedy:
-            d["remedy"] = self.remedy
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Unserved:
-        """Read the mapping-file form back."""
-        return cls(
-            str(d["what"]),
-            Family(d["family"]),
-            str(d.get("reason", "")),
-            d.get("remedy"),
-            bool(d.get("cannot_run", False)),
-        )
+    json_order = ("what", "family", "reason", "cannot_run")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cudatrace.codec import Record
 from cudatrace.configure.evidence import sha256_of
 from cudatrace.configure.launcher import render_launcher
 from cudatrace.configure.mapping import MappingPlan, Placement, check_plan, plan_to_toml
@@ -33,7 +34,7 @@ MAX_MANIFEST_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class FileProof:
+class FileProof(Record):
     """One file of a stage or restore: where, the hash it must have, the hash it has."""
 
     path: str
@@ -41,24 +42,16 @@ class FileProof:
     expected_sha256: str | None
     actual_sha256: str | None
 
+    json_extra = ("ok",)
+
     @property
     def ok(self) -> bool:
         """True when the file has the hash it must have (or is gone when it must be)."""
         return self.expected_sha256 == self.actual_sha256
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "action": self.action,
-            "expected_sha256": self.expected_sha256,
-            "actual_sha256": self.actual_sha256,
-            "ok": self.ok,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class StageReport:
+class StageReport(Record):
     """What ``--apply`` or ``--restore`` did, file by file."""
 
     program: str
@@ -66,20 +59,12 @@ class StageReport:
     launcher: str | None
     files: tuple[FileProof, ...]
 
+    json_order = ("program", "staging_dir", "launcher", "ok")
+
     @property
     def ok(self) -> bool:
         """True when every file proof holds."""
         return all(f.ok for f in self.files)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "program": self.program,
-            "staging_dir": self.staging_dir,
-            "launcher": self.launcher,
-            "ok": self.ok,
-            "files": [f.to_dict() for f in self.files],
-        }
 
 
 def staging_dir_of(program: str | os.PathLike[str]) -> Path:

@@ -39,6 +39,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from cudatrace.codec import Record
 from cudatrace.errors import CatalogError
 from cudatrace.model import Family, ZludaInfo, ZludaStatus
 
@@ -160,7 +161,7 @@ class HistoryRun:
 
 
 @dataclass(frozen=True, slots=True)
-class LibraryCoverage:
+class LibraryCoverage(Record):
     """Counts for one ZLUDA library under one release."""
 
     library: str
@@ -171,23 +172,12 @@ class LibraryCoverage:
     not_exported: int
     panicking: int = 0  # listed as implemented but the body is todo!()
 
+    json_order = ("library", "title")
+
     @property
     def title(self) -> str:
         """Human name (``cuDNN 9``)."""
         return LIBRARY_TITLES.get(self.library, self.library)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "library": self.library,
-            "title": self.title,
-            "family": self.family.value,
-            "declared": self.declared,
-            "implemented": self.implemented,
-            "stub": self.stub,
-            "not_exported": self.not_exported,
-            "panicking": self.panicking,
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ The renderers (terminal, Markdown, JSON) read the :class:`TraceDiff` and nothing
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cudatrace.codec import Record, counts, encode
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
@@ -26,32 +27,20 @@ MIN_DELTA = 2  # and an absolute one: 1 vs 2 calls is not a difference worth a l
 
 
 @dataclass(frozen=True, slots=True)
-class DiffEntry:
+class DiffEntry(Record):
     """One entry point as the two runs saw it."""
 
     family: Family
     function: str
     calls_a: int
     calls_b: int
-    statuses_a: tuple[tuple[str, int], ...] = ()
-    statuses_b: tuple[tuple[str, int], ...] = ()
+    statuses_a: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
+    statuses_b: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
     zluda: str | None = None  # what the release the runs were judged against does with it, when known
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "calls_a": self.calls_a,
-            "calls_b": self.calls_b,
-            "statuses_a": dict(self.statuses_a),
-            "statuses_b": dict(self.statuses_b),
-            "zluda": self.zluda,
-        }
 
 
 @dataclass(frozen=True, slots=True)
-class Divergence:
+class Divergence(Record):
     """The first place where the two runs part: step ``index`` of the basis, and what each side did there."""
 
     index: int
@@ -64,23 +53,9 @@ class Divergence:
     b_line: int | None = None
     same_before: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "index": self.index,
-            "basis": self.basis,
-            "a": self.a,
-            "b": self.b,
-            "a_result": self.a_result,
-            "b_result": self.b_result,
-            "a_line": self.a_line,
-            "b_line": self.b_line,
-            "same_before": self.same_before,
-        }
-
 
 @dataclass(frozen=True, slots=True)
-class TraceDiff:
+class TraceDiff(Record):
     """The ``cudatrace.diff/1`` document."""
 
     a: str
@@ -102,25 +77,11 @@ class TraceDiff:
         """True when nothing differs."""
         return not (self.only_a or self.only_b or self.statuses or self.counts or self.divergence)
 
+    json_order = ("a", "b", "a_backend", "b_backend", "release", "same", "common", "inner_only")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document)."""
-        return {
-            "schema": DIFF_SCHEMA,
-            "a": self.a,
-            "b": self.b,
-            "a_backend": self.a_backend,
-            "b_backend": self.b_backend,
-            "release": self.release,
-            "same": self.same,
-            "common": self.common,
-            "inner_only": self.inner_only,
-            "only_a": [e.to_dict() for e in self.only_a],
-            "only_b": [e.to_dict() for e in self.only_b],
-            "statuses": [e.to_dict() for e in self.statuses],
-            "counts": [e.to_dict() for e in self.counts],
-            "divergence": self.divergence.to_dict() if self.divergence else None,
-            "notes": list(self.notes),
-        }
+        return {"schema": DIFF_SCHEMA, **encode(self)}
 
 
 _Step = tuple[str, str | None, int | None]  # (function, result, log line) of one step of a run

@@ -16,10 +16,11 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
+from cudatrace.codec import MissingFieldError, Record, counts, decode, encode, spec
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -120,10 +121,6 @@ def format_codes(pairs: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(pairs, key=lambda kv: (-kv[1], kv[0])))
 
 
-def _pairs_dict(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
-    return {k: v for k, v in pairs}
-
-
 def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
     out: dict[str, int] = defaultdict(int)
     for k, v in (*a, *b):
@@ -131,11 +128,7 @@ def _merge_pairs(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...])
     return tuple(sorted(out.items()))
 
 
-def _req(d: Mapping[str, Any], key: str) -> Any:
-    try:
-        return d[key]
-    except KeyError:
-        raise ReportError(f"report document lacks the field {key!r}") from None
+_ZERO = spec(missing=0)  # a count that a document lacks reads as none
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -143,7 +136,7 @@ def _req(d: Mapping[str, Any], key: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class ReportEntry:
+class ReportEntry(Record):
     """One entry point of one family, with static and dynamic evidence merged and ZLUDA's answer for it."""
 
     family: Family
@@ -152,13 +145,18 @@ class ReportEntry:
     static_how: tuple[EntryHow, ...] = ()  # how binaries reach it (empty: only seen called)
     binaries: tuple[str, ...] = ()  # file names of the binaries that reach it statically
     calls: int | None = None  # None: never traced; 0: traced but not called
-    statuses: tuple[tuple[str, int], ...] = ()  # non-success return codes with counts
-    callers: tuple[tuple[str, int], ...] = ()
+    statuses: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())  # non-success codes with counts
+    callers: tuple[tuple[str, int], ...] = field(default=(), metadata=counts())
     first_call_s: float | None = None
     time_ns: int | None = None
     zluda: ZludaInfo | None = None
     ordinal: int | None = None
     inner_calls: int = 0  # calls made from inside CUDA libraries ZLUDA replaces: they do not happen under ZLUDA
+
+    json_order = (
+        *("family", "function", "libraries", "static_how", "binaries", "ordinal", "evidence", "calls", "statuses"),
+        *("callers", "first_call_s", "time_ns", "inner_calls", "zluda"),
+    )
 
     @property
     def used_statically(self) -> bool:
@@ -211,47 +209,9 @@ class ReportEntry:
         """
         return self.status in BLOCKING_STATUSES and (self.program_calls > 0 or self.linked)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "libraries": list(self.libraries),
-            "static_how": [h.value for h in self.static_how],
-            "binaries": list(self.binaries),
-            "ordinal": self.ordinal,
-            "evidence": self.evidence.value,
-            "calls": self.calls,
-            "statuses": _pairs_dict(self.statuses),
-            "callers": _pairs_dict(self.callers),
-            "first_call_s": self.first_call_s,
-            "time_ns": self.time_ns,
-            "inner_calls": self.inner_calls,
-            "zluda": self.zluda.to_dict() if self.zluda else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReportEntry:
-        """Read the JSON form back."""
-        return cls(
-            family=Family(_req(d, "family")),
-            function=str(_req(d, "function")),
-            libraries=tuple(d.get("libraries", ())),
-            static_how=tuple(EntryHow(h) for h in d.get("static_how", ())),
-            binaries=tuple(d.get("binaries", ())),
-            calls=d.get("calls"),
-            statuses=tuple(sorted((str(k), int(v)) for k, v in (d.get("statuses") or {}).items())),
-            callers=tuple(sorted((str(k), int(v)) for k, v in (d.get("callers") or {}).items())),
-            first_call_s=d.get("first_call_s"),
-            time_ns=d.get("time_ns"),
-            zluda=ZludaInfo.from_dict(d["zluda"]) if d.get("zluda") else None,
-            ordinal=d.get("ordinal"),
-            inner_calls=int(d.get("inner_calls", 0)),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class FamilyCounts:
+class FamilyCounts(Record):
     """How many entry points of one family the program uses, and what ZLUDA does with them."""
 
     family: Family
@@ -265,41 +225,9 @@ class FamilyCounts:
     unknown: int = 0
     blocking: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "used": self.used,
-            "called": self.called,
-            "translated": self.translated,
-            "stub": self.stub,
-            "absent": self.absent,
-            "not_replaced": self.not_replaced,
-            "nvidia_own": self.nvidia_own,
-            "unknown": self.unknown,
-            "blocking": self.blocking,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FamilyCounts:
-        """Read the JSON form back."""
-        n = {k: int(d.get(k, 0)) for k in ("used", "called", "translated", "stub", "absent", "not_replaced")}
-        return cls(
-            Family(_req(d, "family")),
-            used=n["used"],
-            called=n["called"],
-            translated=n["translated"],
-            stub=n["stub"],
-            absent=n["absent"],
-            not_replaced=n["not_replaced"],
-            nvidia_own=int(d.get("nvidia_own", 0)),
-            unknown=int(d.get("unknown", 0)),
-            blocking=int(d.get("blocking", 0)),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class BinaryGpu:
+class BinaryGpu(Record):
     """The GPU code one scanned binary carries (one image per kind and architecture), and a static runtime.
 
     A large binary holds thousands of images (one per kernel file and architecture); the report keeps one per
@@ -307,7 +235,7 @@ class BinaryGpu:
     """
 
     binary: str
-    gpu_code: GpuCode
+    gpu_code: GpuCode = field(metadata=spec(missing={}))
     static_runtime: str | None = None  # the runtime version ("13.0"), "unknown" when present but unversioned
     images: int = 0
 
@@ -331,25 +259,6 @@ class BinaryGpu:
             )
         return cls(binary, GpuCode(tuple(merged), code.containers), static_runtime, len(code.images))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "binary": self.binary,
-            "gpu_code": self.gpu_code.to_dict(),
-            "static_runtime": self.static_runtime,
-            "images": self.images,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BinaryGpu:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "binary")),
-            GpuCode.from_dict(d.get("gpu_code") or {}),
-            d.get("static_runtime"),
-            int(d.get("images", 0)),
-        )
-
 
 def signal_name(sig: str | None) -> str | None:
     """``"11"``, ``"segv"`` or ``"SIGSEGV"`` -> ``"SIGSEGV"``; None when there was no signal."""
@@ -363,24 +272,32 @@ def signal_name(sig: str | None) -> str | None:
     return s if s.startswith("SIG") else f"SIG{s}"
 
 
+def _traced_run(r: RunSummary) -> bool:
+    return r.log is None
+
+
 @dataclass(frozen=True, slots=True)
-class RunSummary:
+class RunSummary(Record):
     """How one traced run went: command, exit, and whether it crashed."""
 
-    command: tuple[str, ...]
+    command: tuple[str, ...] = field(metadata=spec(missing=()))
     exit_code: int | None
     signal: str | None
     detached_reason: str | None
-    duration_s: float
-    platform: str
+    duration_s: float = field(metadata=spec(missing=0.0))
+    platform: str = field(metadata=spec(missing=""))
     zluda_dir: str | None
-    processes: int
-    calls: int
+    processes: int = field(metadata=_ZERO)
+    calls: int = field(metadata=_ZERO)
     notes: tuple[str, ...] = ()
-    log: str | None = None  # the zluda_trace log this run was imported from
-    log_cut: bool = False  # that log ends mid-line
-    first_failure: str | None = None  # the first failing call as the log shows it: "line 15: cuX(...) -> CODE"
-    first_failure_function: str | None = None
+    # The log fields are written only for a run imported from a log.
+    log: str | None = field(default=None, metadata=spec(omit="none"))  # the zluda_trace log it was imported from
+    log_cut: bool = field(default=False, metadata=spec(omit=_traced_run))  # that log ends mid-line
+    # the first failing call as the log shows it: "line 15: cuX(...) -> CODE"
+    first_failure: str | None = field(default=None, metadata=spec(omit=_traced_run))
+    first_failure_function: str | None = field(default=None, metadata=spec(omit=_traced_run))
+
+    json_order = ("command", "exit_code", "signal", "detached_reason", "crashed", "outcome")
 
     @property
     def crashed(self) -> bool:
@@ -415,52 +332,13 @@ class RunSummary:
             return f"detached ({self.detached_reason})" if self.detached_reason else "no exit status recorded"
         return "exited normally (code 0)" if self.exit_code == 0 else f"exited with code {self.exit_code}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the log fields only for a run imported from a log)."""
-        d = {
-            "command": list(self.command),
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "detached_reason": self.detached_reason,
-            "crashed": self.crashed,
-            "outcome": self.outcome,
-            "duration_s": self.duration_s,
-            "platform": self.platform,
-            "zluda_dir": self.zluda_dir,
-            "processes": self.processes,
-            "calls": self.calls,
-            "notes": list(self.notes),
-        }
-        if self.log is not None:
-            d["log"] = self.log
-            d["log_cut"] = self.log_cut
-            d["first_failure"] = self.first_failure
-            d["first_failure_function"] = self.first_failure_function
-        return d
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunSummary:
-        """Read the JSON form back."""
-        return cls(
-            command=tuple(d.get("command", ())),
-            exit_code=d.get("exit_code"),
-            signal=d.get("signal"),
-            detached_reason=d.get("detached_reason"),
-            duration_s=float(d.get("duration_s", 0.0)),
-            platform=str(d.get("platform", "")),
-            zluda_dir=d.get("zluda_dir"),
-            processes=int(d.get("processes", 0)),
-            calls=int(d.get("calls", 0)),
-            notes=tuple(d.get("notes", ())),
-            log=d.get("log"),
-            log_cut=bool(d.get("log_cut", False)),
-            first_failure=d.get("first_failure"),
-            first_failure_function=d.get("first_failure_function"),
-        )
+def _env_pairs(d: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), str(v)) for k, v in d.items())
 
 
 @dataclass(frozen=True, slots=True)
-class Report:
+class Report(Record):
     """The ``cudatrace.report/1`` document: one program under one ZLUDA release.
 
     The stored fields are the merged evidence; counts, blockers, the first failing call and the plain-language
@@ -477,7 +355,7 @@ class Report:
     runs: tuple[RunSummary, ...] = ()
     missing_lookups: tuple[ProcLookup, ...] = ()  # cuGetProcAddress/dlsym lookups that found nothing
     export_tables: tuple[ExportTableRequest, ...] = ()
-    environment: tuple[tuple[str, str], ...] = ()
+    environment: tuple[tuple[str, str], ...] = field(default=(), metadata=spec(decode=_env_pairs))
     errors: tuple[str, ...] = ()  # files that could not be read, partial failures inside binaries
     tool_version: str = ""
 
@@ -675,29 +553,11 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Report:
-        """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
-        if d.get("schema") != REPORT_SCHEMA:
-            raise ReportError(f"not a {REPORT_SCHEMA} document (schema {d.get('schema')!r})")
-        try:
-            return cls(
-                program=str(_req(d, "program")),
-                release=str(_req(d, "release")),
-                entries=tuple(ReportEntry.from_dict(e) for e in d.get("entries", ())),
-                verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") else None,
-                libraries=tuple(CudaLibrary.from_dict(x) for x in d.get("libraries", ())),
-                gpu=tuple(BinaryGpu.from_dict(g) for g in d.get("gpu", ())),
-                binaries=tuple(d.get("binaries", ())),
-                runs=tuple(RunSummary.from_dict(r) for r in d.get("runs", ())),
-                missing_lookups=tuple(ProcLookup.from_dict(p) for p in d.get("missing_lookups", ())),
-                export_tables=tuple(ExportTableRequest.from_dict(x) for x in d.get("export_tables", ())),
-                environment=tuple((str(k), str(v)) for k, v in (d.get("environment") or {}).items()),
-                errors=tuple(d.get("errors", ())),
-                tool_version=str(d.get("tool_version", "")),
-            )
-        except ReportError:
-            raise
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise ReportError(f"damaged {REPORT_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+        """Read the JSON form back (the stored fields; the derived ones are computed again).
+
+        Raises :class:`ReportError` on a foreign or damaged document.
+        """
+        return _read(cls, REPORT_SCHEMA, d)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -951,168 +811,96 @@ def build_report(
 # Across programs
 
 
+def _release_counts_json(pairs: tuple[tuple[str, int], ...]) -> list[dict[str, Any]]:
+    return [{"release": r, "programs": n} for r, n in pairs]
+
+
+def _release_counts(rows: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, int], ...]:
+    return tuple((str(x["release"]), int(x["programs"])) for x in rows)
+
+
+_Doc = TypeVar("_Doc", bound=Record)
+
+
+def _read(cls: type[_Doc], schema: str, d: Mapping[str, Any]) -> _Doc:
+    """A versioned document read back; a foreign or damaged one is a :class:`ReportError`."""
+    if d.get("schema") != schema:
+        raise ReportError(f"not a {schema} document (schema {d.get('schema')!r})")
+    try:
+        return decode(cls, d)
+    except ReportError:
+        raise
+    except MissingFieldError as exc:
+        raise ReportError(f"report document lacks the field {exc.key!r}") from None
+    except (KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise ReportError(f"damaged {schema} document: {type(exc).__name__}: {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
-class AggregateBlocker:
+class AggregateBlocker(Record):
     """One stub or absent entry point and the programs it blocks."""
 
     family: Family
     function: str
     status: ZludaStatus
-    programs: tuple[str, ...]
-    calls: int  # calls seen across every traced program (made by the program side, not inside replaced libraries)
+    programs: tuple[str, ...] = field(metadata=spec(missing=()))
+    calls: int = field(
+        metadata=_ZERO
+    )  # calls seen across every traced program (made by the program side, not inside replaced libraries)
     unlocks: tuple[str, ...] = ()  # programs whose only blocker this is
     hip: tuple[str, ...] = ()
     since: str | None = None
     # (release, programs it blocks there) for every compared release, oldest first; empty without a comparison
-    by_release: tuple[tuple[str, int], ...] = ()
+    by_release: tuple[tuple[str, int], ...] = field(
+        default=(), metadata=spec(encode=_release_counts_json, decode=_release_counts)
+    )
 
     @property
     def anchor(self) -> str:
         """HTML id of this entry point."""
         return anchor_id(self.family, self.function)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "function": self.function,
-            "status": self.status.value,
-            "programs": list(self.programs),
-            "calls": self.calls,
-            "unlocks": list(self.unlocks),
-            "hip": list(self.hip),
-            "since": self.since,
-            "by_release": [{"release": r, "programs": n} for r, n in self.by_release],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AggregateBlocker:
-        """Read the JSON form back."""
-        return cls(
-            Family(_req(d, "family")),
-            str(_req(d, "function")),
-            ZludaStatus(_req(d, "status")),
-            tuple(d.get("programs", ())),
-            int(d.get("calls", 0)),
-            tuple(d.get("unlocks", ())),
-            tuple(d.get("hip", ())),
-            d.get("since"),
-            tuple((str(x["release"]), int(x["programs"])) for x in d.get("by_release", ())),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class ReleaseLine:
+class ReleaseLine(Record):
     """How one ZLUDA release fares over the same programs: verdict counts and blocking entry points."""
 
     release: str
-    runs: int
-    at_risk: int
-    blocked: int
-    unclassified: int
-    blockers: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "release": self.release,
-            "runs": self.runs,
-            "at_risk": self.at_risk,
-            "blocked": self.blocked,
-            "unclassified": self.unclassified,
-            "blockers": self.blockers,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReleaseLine:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "release")),
-            int(d.get("runs", 0)),
-            int(d.get("at_risk", 0)),
-            int(d.get("blocked", 0)),
-            int(d.get("unclassified", 0)),
-            int(d.get("blockers", 0)),
-        )
+    runs: int = field(metadata=_ZERO)
+    at_risk: int = field(metadata=_ZERO)
+    blocked: int = field(metadata=_ZERO)
+    unclassified: int = field(metadata=_ZERO)
+    blockers: int = field(metadata=_ZERO)
 
 
 @dataclass(frozen=True, slots=True)
-class AggregateFamily:
+class AggregateFamily(Record):
     """One family across programs: how many use it, how many it blocks, through how many entry points."""
 
     family: Family
-    programs_using: int
-    programs_blocked: int
-    blockers: int
-    blocked_calls: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "family": self.family.value,
-            "programs_using": self.programs_using,
-            "programs_blocked": self.programs_blocked,
-            "blockers": self.blockers,
-            "blocked_calls": self.blocked_calls,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AggregateFamily:
-        """Read the JSON form back."""
-        return cls(
-            Family(_req(d, "family")),
-            int(d.get("programs_using", 0)),
-            int(d.get("programs_blocked", 0)),
-            int(d.get("blockers", 0)),
-            int(d.get("blocked_calls", 0)),
-        )
+    programs_using: int = field(metadata=_ZERO)
+    programs_blocked: int = field(metadata=_ZERO)
+    blockers: int = field(metadata=_ZERO)
+    blocked_calls: int = field(metadata=_ZERO)
 
 
 @dataclass(frozen=True, slots=True)
-class ProgramLine:
+class ProgramLine(Record):
     """One program in an aggregate: its verdict and how many entry points block it."""
 
     program: str
     verdict: VerdictStatus | None
-    evidence: Evidence
-    uses_cuda: bool
-    crashed: bool
-    blockers: tuple[str, ...]  # blocking entry point names
+    evidence: Evidence = field(metadata=spec(missing=Evidence.NONE.value))
+    uses_cuda: bool = field(metadata=spec(missing=False))
+    crashed: bool = field(metadata=spec(missing=False))
+    # blocking entry point names
+    blockers: tuple[str, ...] = field(metadata=spec(missing=()))
     other_blockers: tuple[str, ...] = ()  # blocker reasons not tied to an entry point (e.g. SASS-only kernels)
-    logs: int = 0  # runs of it imported from zluda_trace logs
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``logs`` only when some run came from a log)."""
-        d: dict[str, Any] = {
-            "program": self.program,
-            "verdict": self.verdict.value if self.verdict else None,
-            "evidence": self.evidence.value,
-            "uses_cuda": self.uses_cuda,
-            "crashed": self.crashed,
-            "blockers": list(self.blockers),
-            "other_blockers": list(self.other_blockers),
-        }
-        if self.logs:
-            d["logs"] = self.logs
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ProgramLine:
-        """Read the JSON form back."""
-        return cls(
-            str(_req(d, "program")),
-            VerdictStatus(d["verdict"]) if d.get("verdict") else None,
-            Evidence(d.get("evidence", "none")),
-            bool(d.get("uses_cuda")),
-            bool(d.get("crashed")),
-            tuple(d.get("blockers", ())),
-            tuple(d.get("other_blockers", ())),
-            int(d.get("logs", 0)),
-        )
+    logs: int = field(default=0, metadata=spec(omit="falsy"))  # runs of it imported from zluda_trace logs
 
 
 @dataclass(frozen=True, slots=True)
-class Aggregate:
+class Aggregate(Record):
     """The ``cudatrace.aggregate/1`` document: which missing entry points matter most, for one ZLUDA release."""
 
     release: str
@@ -1122,7 +910,10 @@ class Aggregate:
     tool_version: str = ""
     without_cuda: int = 0  # programs in the input with no CUDA evidence at all (left out of the lists)
     releases: tuple[ReleaseLine, ...] = ()  # every compared release, oldest first (see compare_releases)
-    nvidia_libraries: int = 0  # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
+    # NVIDIA's own libraries in the input (nvidia-* wheels ...): not programs, left out
+    nvidia_libraries: int = field(default=0, metadata=spec(omit="falsy"))
+
+    json_order = ("tool_version",)
 
     @property
     def release_line(self) -> ReleaseLine:
@@ -1156,40 +947,12 @@ class Aggregate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the versioned document); ``nvidia_libraries`` only when there are any."""
-        d: dict[str, Any] = {
-            "schema": AGGREGATE_SCHEMA,
-            "tool_version": self.tool_version,
-            "release": self.release,
-            "programs": [p.to_dict() for p in self.programs],
-            "blockers": [b.to_dict() for b in self.blockers],
-            "families": [f.to_dict() for f in self.families],
-            "without_cuda": self.without_cuda,
-            "releases": [r.to_dict() for r in self.releases],
-        }
-        if self.nvidia_libraries:
-            d["nvidia_libraries"] = self.nvidia_libraries
-        return d
+        return {"schema": AGGREGATE_SCHEMA, **encode(self)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:
         """Read the JSON form back; raises :class:`ReportError` on a foreign or damaged document."""
-        if d.get("schema") != AGGREGATE_SCHEMA:
-            raise ReportError(f"not a {AGGREGATE_SCHEMA} document (schema {d.get('schema')!r})")
-        try:
-            return cls(
-                release=str(_req(d, "release")),
-                programs=tuple(ProgramLine.from_dict(p) for p in d.get("programs", ())),
-                blockers=tuple(AggregateBlocker.from_dict(b) for b in d.get("blockers", ())),
-                families=tuple(AggregateFamily.from_dict(f) for f in d.get("families", ())),
-                tool_version=str(d.get("tool_version", "")),
-                without_cuda=int(d.get("without_cuda", 0)),
-                nvidia_libraries=int(d.get("nvidia_libraries", 0)),
-                releases=tuple(ReleaseLine.from_dict(r) for r in d.get("releases", ())),
-            )
-        except ReportError:
-            raise
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise ReportError(f"damaged {AGGREGATE_SCHEMA} document: {type(exc).__name__}: {exc}") from None
+        return _read(cls, AGGREGATE_SCHEMA, d)
 
 
 def aggregate_reports(reports: Sequence[Report], release: str) -> Aggregate:

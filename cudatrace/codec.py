@@ -1,0 +1,210 @@
+"""JSON forms of frozen dataclasses, declared by their fields instead of written out per class.
+
+A class that derives from :class:`Record` gets ``to_dict`` (the JSON form) and ``from_dict`` (read it back):
+str enums become their values, tuples lists, nested records dicts, ``tuple[X, ...]`` and ``X | None`` are read
+back through the type hints. Keys follow the field order unless the class names a ``json_order``. A field says
+what is special about it once, in its metadata (:func:`spec`): another key, a value left out of the JSON, its own
+converter. A key missing from a saved document reads as the field's default, so older documents stay readable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any, ClassVar, Literal, TypeVar, Union
+
+T = TypeVar("T", bound="Record")
+
+Omit = Literal["none", "falsy"] | Callable[[Any], bool]
+
+_SPEC = "cudatrace.codec"
+_ABSENT: Any = object()  # no ``missing`` value declared
+
+
+class MissingFieldError(KeyError):
+    """A document lacks the key of a field that has neither a default nor a ``missing`` value."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spec:
+    key: str | None = None
+    omit: Omit | None = None
+    encode: Callable[[Any], Any] | None = None
+    decode: Callable[[Any], Any] | None = None
+    missing: Any = _ABSENT
+
+
+def spec(
+    *,
+    key: str | None = None,
+    omit: Omit | None = None,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+    missing: Any = _ABSENT,
+) -> dict[str, Any]:
+    """Field metadata for what the codec cannot infer.
+
+    ``key``: the JSON key when it differs from the field name. ``omit``: leave the key out of the JSON when the
+    value is None (``"none"``), falsy (``"falsy"``), or when a predicate on the whole record says so.
+    ``encode`` / ``decode``: the field's own converters (the JSON value from the field's, and back).
+    ``missing``: the JSON value read when an older document lacks the key of a field without a default.
+    """
+    return {_SPEC: _Spec(key, omit, encode, decode, missing)}
+
+
+class Record:
+    """Mixin for frozen dataclasses whose JSON form follows their fields."""
+
+    __slots__ = ()
+
+    # Keys that come first, in this order: fields, or properties whose values are written but never read back.
+    json_order: ClassVar[tuple[str, ...]] = ()
+    json_extra: ClassVar[tuple[str, ...]] = ()  # properties written after the fields, never read back
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return encode(self)
+
+    @classmethod
+    def from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
+        """Read the JSON form back."""
+        return decode(cls, d)
+
+
+def counts(**kw: Any) -> dict[str, Any]:
+    """Field metadata for counts by name: sorted ``(name, count)`` pairs in the record, a JSON object outside."""
+    return spec(encode=dict, decode=_sorted_counts, **kw)
+
+
+def _sorted_counts(d: Mapping[str, Any] | None) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in (d or {}).items()))
+
+
+def _spec(f: dataclasses.Field[Any]) -> _Spec:
+    s = f.metadata.get(_SPEC)
+    return s if isinstance(s, _Spec) else _Spec()
+
+
+# (key name, the field or None for a derived value, its spec, its type hint)
+_Layout = tuple[tuple[str, dataclasses.Field[Any] | None, _Spec, Any], ...]
+_LAYOUTS: dict[type, _Layout] = {}
+
+
+def _fields(cls: type) -> _Layout:
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = _layout(cls)
+    return layout
+
+
+def _layout(cls: type) -> _Layout:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    order: tuple[str, ...] = getattr(cls, "json_order", ())
+    extra: tuple[str, ...] = getattr(cls, "json_extra", ())
+    names = [*order, *(n for n in fields if n not in order), *extra]
+    return tuple((n, fields[n], _spec(fields[n]), hints[n]) if n in fields else (n, None, _Spec(), None) for n in names)
+
+
+def _to_json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _to_json(v) for k, v in value.items()}
+    return value
+
+
+def _omitted(rule: Omit | None, value: Any, obj: Any) -> bool:
+    if rule is None:
+        return False
+    if rule == "none":
+        return value is None
+    if rule == "falsy":
+        return not value
+    return bool(rule(obj))  # type: ignore[operator]
+
+
+def encode(obj: Any) -> dict[str, Any]:
+    """The JSON form of a dataclass record, field by field."""
+    d: dict[str, Any] = {}
+    for name, _, s, _ in _fields(type(obj)):
+        value = getattr(obj, name)
+        if _omitted(s.omit, value, obj):
+            continue
+        d[s.key or name] = s.encode(value) if s.encode else _to_json(value)
+    return d
+
+
+def _is_optional(hint: Any) -> tuple[bool, Any]:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) < len(typing.get_args(hint)) and len(args) == 1:
+            return True, args[0]
+    return False, hint
+
+
+def _from_json(hint: Any, value: Any) -> Any:
+    optional, inner = _is_optional(hint)
+    if optional:
+        if value is None:
+            return None
+        # A nested record or an enum that is empty in the JSON ({} or "") was absent.
+        if not value and isinstance(inner, type) and (dataclasses.is_dataclass(inner) or issubclass(inner, Enum)):
+            return None
+        return _from_json(inner, value)
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_json(args[0], v) for v in value or ())
+        return tuple(_from_json(a, v) for a, v in zip(args, value, strict=True))
+    if origin is dict:
+        key_t, value_t = typing.get_args(hint)
+        return {_from_json(key_t, k): _from_json(value_t, v) for k, v in (value or {}).items()}
+    if isinstance(hint, type):
+        if dataclasses.is_dataclass(hint) and hasattr(hint, "from_dict"):
+            return hint.from_dict(value or {})
+        if issubclass(hint, Enum | bool):
+            return hint(value)
+        if hint is str and not isinstance(value, str):
+            raise TypeError(f"{value!r} is not a string")
+        if hint is int and not isinstance(value, int):
+            return int(value)
+        if hint is float and not isinstance(value, int | float):
+            return float(value)  # an int stays one, so the document reads back as it was written
+    return value
+
+
+def decode(cls: type[T], d: Mapping[str, Any]) -> T:
+    """Read a dataclass record back from its JSON form; a missing key (or a null one) takes the default."""
+    kwargs: dict[str, Any] = {}
+    for _, f, s, hint in _fields(cls):
+        if f is None:
+            continue  # a derived value, written for readers of the JSON
+        key = s.key or f.name
+        value = d.get(key)
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if key not in d and s.missing is not _ABSENT:
+            value = s.missing
+        elif key not in d or (value is None and has_default and not _is_optional(hint)[0]):
+            if has_default:
+                continue
+            if _is_optional(hint)[0]:
+                kwargs[f.name] = None
+                continue
+            raise MissingFieldError(key)
+        kwargs[f.name] = s.decode(value) if s.decode else _from_json(hint, value)
+    return cls(**kwargs)

@@ -1,0 +1,104 @@
+"""The field-driven JSON codec: what it writes, what it reads back, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pytest
+
+from cudatrace.codec import MissingFieldError, Record, counts, encode, spec
+
+
+class Colour(str, Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf(Record):
+    name: str
+    colour: Colour | None = None
+
+
+def _never_counted(t: Tree) -> bool:
+    return t.total is None
+
+
+@dataclass(frozen=True, slots=True)
+class Tree(Record):
+    root: Leaf
+    kind: Colour = field(metadata=spec(missing=Colour.BLUE.value))
+    leaves: tuple[Leaf, ...] = ()
+    span: tuple[str | None, str | None] = (None, None)
+    pairs: tuple[tuple[str, str], ...] = ()
+    total: int | None = field(default=None, metadata=spec(omit="none"))
+    by_name: tuple[tuple[str, int], ...] = field(default=(), metadata=counts(omit=_never_counted))
+    note: str = field(default="", metadata=spec(key="comment", omit="falsy"))
+    ratio: float = 0.0
+
+    json_order = ("kind", "size")
+    json_extra = ("big",)
+
+    @property
+    def size(self) -> int:
+        return len(self.leaves)
+
+    @property
+    def big(self) -> bool:
+        return self.size > 1
+
+
+def _tree() -> Tree:
+    return Tree(
+        Leaf("r", Colour.RED),
+        Colour.RED,
+        (Leaf("a"), Leaf("b", Colour.BLUE)),
+        ("v1", None),
+        (("x", "y"),),
+        total=3,
+        by_name=(("a", 1), ("b", 2)),
+        note="hi",
+        ratio=1,
+    )
+
+
+def test_fields_are_written_in_order_with_derived_values_and_renamed_keys() -> None:
+    d = _tree().to_dict()
+    assert list(d) == ["kind", "size", "root", "leaves", "span", "pairs", "total", "by_name", "comment", "ratio", "big"]
+    assert d["kind"] == "red" and d["root"] == {"name": "r", "colour": "red"}
+    assert d["leaves"] == [{"name": "a", "colour": None}, {"name": "b", "colour": "blue"}]
+    assert d["span"] == ["v1", None] and d["pairs"] == [["x", "y"]]
+    assert d["by_name"] == {"a": 1, "b": 2} and d["size"] == 2 and d["big"] is True
+    assert encode(_tree()) == d
+
+
+def test_round_trip_through_json_text_keeps_ints_where_floats_are_declared() -> None:
+    t = _tree()
+    text = json.dumps(t.to_dict())
+    back = Tree.from_dict(json.loads(text))
+    assert back == t
+    assert json.dumps(back.to_dict()) == text
+
+
+def test_omitted_values_and_missing_keys_read_as_defaults() -> None:
+    t = Tree(Leaf("r"), Colour.BLUE)
+    d = t.to_dict()
+    assert "total" not in d and "by_name" not in d and "comment" not in d
+    assert Tree.from_dict({"root": {"name": "r"}}) == Tree(Leaf("r"), Colour.BLUE)
+    assert Tree.from_dict({"root": {"name": "r"}, "kind": "blue", "leaves": None}) == t
+
+
+def test_empty_optional_enum_or_record_reads_as_none() -> None:
+    assert Leaf.from_dict({"name": "x", "colour": ""}) == Leaf("x")
+
+
+def test_damaged_documents_are_refused() -> None:
+    with pytest.raises(MissingFieldError) as exc:
+        Tree.from_dict({"kind": "red"})
+    assert exc.value.key == "root"
+    with pytest.raises(TypeError, match="not a string"):
+        Leaf.from_dict({"name": 2})
+    with pytest.raises(ValueError):
+        Leaf.from_dict({"name": "x", "colour": "green"})
