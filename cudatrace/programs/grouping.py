@@ -276,8 +276,14 @@ def _roles(group: _Group) -> list[ProgramPart]:
         group.kind is ProgramKind.WHEEL and group.dist is not None and any(f.endswith(".py") for f in group.dist.files)
     )
     if not entry and not python_loader:
+        # Who links whom, once: a folder of 900 libraries asked it 800,000 times.
+        linked_by: dict[str, set[str]] = {}  # lowercase name -> paths of the binaries that link it
+        for o in group.binaries:
+            for n in _needed(o):
+                linked_by.setdefault(n, set()).add(o.path)
         for b in group.binaries:
-            if b.path not in nvidia and not any(b.path != o.path and _names_of(b) & _needed(o) for o in group.binaries):
+            linkers = set().union(*(linked_by.get(n, ()) for n in _names_of(b)))
+            if b.path not in nvidia and not linkers - {b.path}:
                 entry[b.path] = "library that nothing in the program links"
     roles: dict[str, ProgramPart] = {}
     owners: list[str] = list(group.dist.top_level) if group.dist else []

@@ -649,6 +649,12 @@ def scan_paths(
         failed.extend(got.failed)
         skipped += got.skipped
     plain = [f for f in files if f not in named_zips]
+    if jobs > 1 or dask is not None:
+        # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
+        # files, 461 binaries in one), and sending each to a worker cost more than the workers saved.
+        candidates = [f for f in plain if _worth_scanning(f)]
+        skipped += len(plain) - len(candidates)
+        plain = candidates
     with contextlib.ExitStack() as stack:
         if dask is not None:
             from cudatrace.tracer.static.cluster import dask_outcomes
@@ -672,6 +678,19 @@ def scan_paths(
         tool_version=__version__,
         notes=notes,
     )
+
+
+def _worth_scanning(path: str) -> bool:
+    """False for a file :func:`scan_file` would pass over (not a regular file, empty, neither PE nor ELF); True
+    also when it cannot be read, so that its scan reports why."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return os.path.isdir(path)  # a folder that could not be listed: scan_one reports it
+        with open(path, "rb") as fh:
+            return _format_of(fh.read(4096)) is not None
+    except OSError:
+        return True
 
 
 def _link_target(path: str) -> str:
