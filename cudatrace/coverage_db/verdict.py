@@ -127,13 +127,13 @@ _ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
     ("absent", "static"): _EntryRule(
         Severity.BLOCKER,
         "absent_import",
-        "{n} imported {family} entry point(s) not exported by ZLUDA {release}: {names}; {effect}",
+        "{n} imported {family} {entry_points} not exported by ZLUDA {release}: {names}; {effect}",
         remedies.absent_remedy,
     ),
     ("absent", "called"): _EntryRule(
         Severity.BLOCKER,
         "absent_called",
-        "{n} {family} function(s) called {calls:,} time(s) are not exported by ZLUDA {release}: {names}",
+        "{n} {family} {functions} called {calls:,} {times} {are} not exported by ZLUDA {release}: {names}",
         remedies.upgrade_remedy,
         counted=True,
         remedy_order="calls_seen",
@@ -141,8 +141,8 @@ _ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
     ("stub", "called"): _EntryRule(
         Severity.RISK,
         "stub_called",
-        "{n} {family} function(s) called {calls:,} time(s) are stubs in ZLUDA {release} "
-        "(they return a not-supported status): {names}",
+        "{n} {family} {functions} called {calls:,} {times} {are} {stubs} in ZLUDA {release} "
+        "({they} a not-supported status): {names}",
         remedies.stub_remedy,
         counted=True,
         names_order="calls",
@@ -151,7 +151,7 @@ _ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
     ("panicking", "any"): _EntryRule(
         Severity.RISK,
         "panicking_called",
-        "{n} {family} function(s) are listed as implemented in ZLUDA {release} but their body is "
+        "{n} {family} {functions} {are} listed as implemented in ZLUDA {release} but {their} body is "
         "todo!(), so a call panics: {names}",
         remedies.upgrade_remedy,
         counted=True,
@@ -162,17 +162,23 @@ _ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
     ("stub", "static"): _EntryRule(
         Severity.RISK,
         "stub_imported",
-        "{n} imported {family} entry point(s) are stubs in ZLUDA {release}; a call returns a "
+        "{n} imported {family} {entry_points} {are} {stubs} in ZLUDA {release}; a call returns a "
         "not-supported status: {names}",
         remedies.stub_remedy,
     ),
     ("absent", "delay"): _EntryRule(
         Severity.RISK,
         "absent_delay_import",
-        "{n} delay-imported {family} entry point(s) are not exported by ZLUDA {release}; the first call fails: {names}",
+        "{n} delay-imported {family} {entry_points} {are} not exported by ZLUDA {release}; "
+        "the first call fails: {names}",
         remedies.upgrade_remedy,
     ),
 }
+
+
+def counted(n: int, word: str) -> str:
+    """``n`` and ``word`` in the number it takes: "1 entry point", "2,048 entry points"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _rule_key(status: ZludaStatus, how: EntryHow, panics: bool) -> tuple[str, str]:
@@ -212,8 +218,16 @@ def _entry_reason(
     if rule.uncalled_code and not total:
         code, total = rule.uncalled_code, None
     listed = _ordered(names, calls, rule.names_order)
+    one = len(names) == 1
     message = rule.message.format(
         n=len(names),
+        entry_points="entry point" if one else "entry points",
+        functions="function" if one else "functions",
+        are="is" if one else "are",
+        stubs="a stub" if one else "stubs",
+        they="it returns" if one else "they return",
+        their="its" if one else "their",
+        times="time" if total == 1 else "times",
         family=family.value,
         calls=total,
         release=rel,
@@ -428,7 +442,7 @@ def judge(
                     Severity.RISK,
                     "library_not_replaced",
                     f"{fam.value}: ZLUDA {rel} has no replacement; NVIDIA's library would run on ZLUDA's driver "
-                    f"and can work only if its GPU code carries PTX ({len(names)} entry point(s) used)",
+                    f"and can work only if its GPU code carries PTX ({counted(len(names), 'entry point')} used)",
                     remedies.FAMILY_ADVICE.get(fam),
                     fam,
                     tuple(sorted(names)),
@@ -443,7 +457,7 @@ def judge(
                 Reason(
                     Severity.RISK,
                     "export_table_unknown",
-                    f"export table {name} (requested {req.count} time(s)) is unknown to ZLUDA {rel}: "
+                    f"export table {name} (requested {counted(req.count, 'time')}) is unknown to ZLUDA {rel}: "
                     "cuGetExportTable returns CUDA_ERROR_INVALID_VALUE",
                     None,
                     Family.DRIVER,
@@ -522,7 +536,8 @@ def judge(
             Reason(
                 Severity.INFO,
                 "inner_calls_left_out",
-                f"{n:,} call(s) made inside CUDA libraries that ZLUDA {rel} replaces were left out (they do not "
+                f"{counted(n, 'call')} made inside CUDA libraries that ZLUDA {rel} replaces "
+                f"{'was' if n == 1 else 'were'} left out (they do not "
                 f"happen under ZLUDA): {remedies.name_list(sorted(inner_left_out, key=lambda f: -inner_left_out[f]))}",
                 None,
                 None,
@@ -546,7 +561,8 @@ def judge(
             Reason(
                 Severity.INFO,
                 "translated",
-                f"{translated} of {total} entry point(s) are translated by ZLUDA {rel}",
+                f"{translated} of {counted(total, 'entry point')} {'is' if translated == 1 else 'are'} translated "
+                f"by ZLUDA {rel}",
             )
         )
 
@@ -648,8 +664,8 @@ def runtime_reasons(
             Reason(
                 Severity.RISK if is_library else Severity.BLOCKER,
                 "runtime_call_unserved",
-                f"{who} {n_fns} runtime function(s) that the static CUDA runtime serves with driver entry points "
-                f"ZLUDA {rel} does not translate: {listed}; {effect}",
+                f"{who} {counted(n_fns, 'runtime function')} that the static CUDA runtime serves with driver entry "
+                f"points ZLUDA {rel} does not translate: {listed}; {effect}",
                 remedies.stub_remedy(cat, Family.DRIVER, names, rel, bits32=b32),
                 Family.DRIVER,
                 tuple(names),
@@ -672,7 +688,7 @@ def runtime_reasons(
             Reason(
                 Severity.INFO,
                 "runtime_calls_served",
-                f"the program's own code calls {len(runtime.calls)} runtime function(s) "
+                f"the program's own code calls {counted(len(runtime.calls), 'runtime function')} "
                 f"({remedies.name_list(sorted(runtime.calls), 6)}); every driver entry point they need is translated "
                 f"by ZLUDA {rel}, so the other names the static runtime resolves do not matter",
                 None,
@@ -741,7 +757,7 @@ def fixing_reason(
 def _library_reason(
     cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str], bits32: bool = False
 ) -> Reason:
-    used = f" ({len(names)} entry point(s) used)" if names else ""
+    used = f" ({counted(len(names), 'entry point')} used)" if names else ""
     linked = lib.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
     if lib.family is Family.TENSORRT:
         return Reason(
@@ -930,7 +946,8 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
             Reason(
                 Severity.RISK,
                 "ptx_rejected",
-                f"ZLUDA's PTX parser rejected {len(errs)} module(s) the program loaded: {shown}; their kernels do "
+                f"ZLUDA's PTX parser rejected {counted(len(errs), 'module')} the program loaded: {shown}; "
+                "their kernels do "
                 "not run under ZLUDA",
                 "rebuild the kernels with PTX for an older target (e.g. -gencode arch=compute_80,code=compute_80), "
                 "or report the instruction to ZLUDA with the module's .log",
@@ -1084,7 +1101,11 @@ def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog
             if info.status is ZludaStatus.STUB
             else "not exported: the lookup or the symbol binding fails"
         )
-        later = f"; {len(failing) - 1} more entry point(s) fail after it" if len(failing) > 1 else ""
+        later = (
+            f"; {counted(len(failing) - 1, 'more entry point')} {'fails' if len(failing) == 2 else 'fail'} after it"
+            if len(failing) > 1
+            else ""
+        )
         when = (
             f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} "
             "the program reached"
@@ -1096,7 +1117,7 @@ def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog
                 Severity.BLOCKER,
                 "first_failing_call",
                 f"the program's first call ZLUDA {rel} cannot serve is {c.function} ({c.family.value}), "
-                f"{gets}; {when}, from {caller}, {program_side_calls(c, rel, cat):,} call(s) in all{later}",
+                f"{gets}; {when}, from {caller}, {counted(program_side_calls(c, rel, cat), 'call')} in all{later}",
                 remedies.stub_remedy(cat, c.family, [x.function for x, _ in failing if x.family is c.family], rel),
                 c.family,
                 tuple(x.function for x, _ in failing),

@@ -186,7 +186,7 @@ def test_panicking_functions_imported_or_called() -> None:
         SEED,
     )
     text = (
-        "2 cublas function(s) are listed as implemented in ZLUDA v6-preview.69 but their body is todo!(), so a call "
+        "2 cublas functions are listed as implemented in ZLUDA v6-preview.69 but their body is todo!(), so a call "
         "panics: cublasGetCudartVersion, cublasXerbla"
     )
     for v, code, calls in ((imported, "panicking_imported", None), (called, "panicking_called", 10)):
@@ -205,7 +205,7 @@ def test_absent_delay_import_is_a_risk_not_a_blocker() -> None:
     assert v.status is VerdictStatus.AT_RISK and codes(v) == ["absent_delay_import"]
     r = v.reasons[0]
     assert r.message == (
-        "2 delay-imported driver entry point(s) are not exported by ZLUDA v5-preview.100; the first call fails: "
+        "2 delay-imported driver entry points are not exported by ZLUDA v5-preview.100; the first call fails: "
         "cuCtxGetDevice_v2, cuNoSuchThing"
     )
     assert (
@@ -524,3 +524,12 @@ def test_program_side_calls_scale_a_sampled_caller_share() -> None:
         callers=(("libcublas.so.13", 4), ("app", 6)),
     )
     assert program_side_calls(exact, SEED) == 6
+
+
+def test_reasons_count_in_words_one_and_many() -> None:
+    # "1 entry point is a stub", "2 entry points are stubs": never "entry point(s)" in a reason.
+    from cudatrace.coverage_db.verdict import counted
+
+    assert counted(1, "entry point") == "1 entry point"
+    assert counted(2048, "call") == "2,048 calls"
+    assert counted(0, "module") == "0 modules"
