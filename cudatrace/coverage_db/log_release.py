@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
 from cudatrace.model import TraceResult, ZludaStatus
+from cudatrace.wording import counted
 
 DUMP_LAST = "v5-preview.78"  # the last release whose tracer was zluda_dump
 TRACE_FIRST = "v5-preview.79"
@@ -115,7 +116,8 @@ def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     if served and release is not None:
         shown = ", ".join(served[:5]) + (f" and {len(served) - 5} more" if len(served) > 5 else "")
         words.append(
-            f"but {len(served)} entry point(s) returned success that ZLUDA {release} only stubs ({shown}): not "
+            f"but {counted(len(served), 'entry point')} returned success that ZLUDA {release} only stubs "
+            f"({shown}): not "
             "that release's ZLUDA; the calls went to NVIDIA's driver, or a newer build wrote the log "
             "(lshqqytiger/ZLUDA's fork kept zluda_dump); judged against --release or the newest release"
         )

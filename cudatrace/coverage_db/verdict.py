@@ -53,6 +53,7 @@ from cudatrace.model import (
     ZludaInfo,
     ZludaStatus,
 )
+from cudatrace.wording import counted
 
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
@@ -174,11 +175,6 @@ _ENTRY_RULES: dict[tuple[str, str], _EntryRule] = {
         remedies.upgrade_remedy,
     ),
 }
-
-
-def counted(n: int, word: str) -> str:
-    """``n`` and ``word`` in the number it takes: "1 entry point", "2,048 entry points"."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _rule_key(status: ZludaStatus, how: EntryHow, panics: bool) -> tuple[str, str]:

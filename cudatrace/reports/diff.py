@@ -20,6 +20,7 @@ from cudatrace.codec import Record, counts, encode
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
+from cudatrace.wording import agrees, counted
 
 DIFF_SCHEMA = "cudatrace.diff/1"
 NOISE = 0.10  # relative difference in call counts taken as run-to-run noise
@@ -248,7 +249,8 @@ def build_diff(
         )
     if inner:
         notes.append(
-            f"{inner} entry point(s) called only from inside CUDA libraries were left out (NVIDIA's and ZLUDA's "
+            f"{counted(inner, 'entry point')} called only from inside CUDA libraries "
+            f"{agrees(inner, 'was', 'were')} left out (NVIDIA's and ZLUDA's "
             "libraries make different inner calls by nature); --all-calls compares them too"
         )
     for t, label in ((a, label_a), (b, label_b)):
@@ -329,7 +331,7 @@ def render_diff_terminal(d: TraceDiff, limit: int = 30) -> str:
     out = [
         printable(f"A: {_side(d.a, d.a_backend)}"),
         printable(f"B: {_side(d.b, d.b_backend)}"),
-        printable(f"{d.common} entry point(s) called in both; " + _divergence_text(d)),
+        printable(f"{counted(d.common, 'entry point')} called in both; " + _divergence_text(d)),
     ]
     if d.same:
         out.append("No difference in the program's calls.")
@@ -354,7 +356,7 @@ def render_diff_markdown(d: TraceDiff) -> str:
         f"- **A**: {md_escape(_side(d.a, d.a_backend))}",
         f"- **B**: {md_escape(_side(d.b, d.b_backend))}",
         "",
-        md_escape(f"{d.common} entry point(s) called in both; " + _divergence_text(d)),
+        md_escape(f"{counted(d.common, 'entry point')} called in both; " + _divergence_text(d)),
         "",
     ]
     for title, rows, which in _rows(d):

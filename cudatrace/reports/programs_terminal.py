@@ -13,6 +13,7 @@ from rich.text import Text
 from cudatrace.model import PartRole, Program, ScanResult
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
+from cudatrace.wording import counted
 
 MAX_REASONS = 3
 MAX_PARTS = 8
@@ -99,8 +100,8 @@ def rollup_lines(result: ScanResult) -> list[Text]:
         counts[key] = counts.get(key, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     nvidia = len(result.programs) - len(real)
-    tail = f"; {nvidia} NVIDIA librar{'y' if nvidia == 1 else 'ies'} package(s) not counted" if nvidia else ""
-    out.append(_t(f"{len(real)} program(s): {summary or 'none'}{tail}", "bold"))
+    tail = f"; {counted(nvidia, 'NVIDIA library package')} not counted" if nvidia else ""
+    out.append(_t(f"{counted(len(real), 'program')}: {summary or 'none'}{tail}", "bold"))
     out.append(_t("binaries:", "bold"))
     out.append(Text(""))
     return out

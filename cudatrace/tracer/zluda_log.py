@@ -49,6 +49,7 @@ from cudatrace.model import (
 from cudatrace.tracer.dynamic.statuses import export_table_name, returns_status, status_name
 from cudatrace.tracer.static.fatbin import cubin_arch, extract_gpu_code, ptx_facts
 from cudatrace.tracer.static.libraries import family_of_function
+from cudatrace.wording import agrees, counted
 
 BLOCK = 4 * 1024 * 1024  # bytes read at a time
 MAX_LINE = 1024 * 1024  # a longer line is counted and skipped, never held
@@ -811,13 +812,21 @@ class LogReader:
             )
         if self.unparsed:
             ex = "; ".join(repr(e) for e in self.unparsed_examples)
-            out.append(f"{self.unparsed} line(s) are neither a call nor a message, e.g. {ex}")
+            out.append(
+                f"{counted(self.unparsed, 'line')} {agrees(self.unparsed, 'is', 'are')} neither a call nor a "
+                f"message, e.g. {ex}"
+            )
         if self.foreign:
-            out.append(f"{self.foreign} line(s) of the program's own output between the prefixed trace lines")
+            out.append(f"{counted(self.foreign, 'line')} of the program's own output between the prefixed trace lines")
         if self.overlong:
-            out.append(f"{self.overlong} line(s) longer than {MAX_LINE // 1024} KiB were skipped")
+            out.append(
+                f"{counted(self.overlong, 'line')} longer than {MAX_LINE // 1024} KiB "
+                f"{agrees(self.overlong, 'was', 'were')} skipped"
+            )
         if self.dropped_calls:
-            out.append(f"{self.dropped_calls} call(s) to entry points beyond the first {MAX_ENTRY_POINTS:,} not kept")
+            out.append(
+                f"{counted(self.dropped_calls, 'call')} to entry points beyond the first {MAX_ENTRY_POINTS:,} not kept"
+            )
         for kind, n in sorted(self.messages.items(), key=lambda kv: -kv[1])[:20]:
             out.append(f"message x{n}: {self.message_examples[kind]}")
         return out
@@ -1056,7 +1065,9 @@ def scan_modules(
         else:
             notes.append(f"{name}: {size} bytes, larger than {MAX_BIN_MODULE // (1024 * 1024)} MiB: not searched")
     if missing:
-        notes.append(f"{missing} saved module(s) named in the log are not in {folder}")
+        notes.append(
+            f"{counted(missing, 'saved module')} named in the log {agrees(missing, 'is', 'are')} not in {folder}"
+        )
     if not names:
         return None, (), notes, rejected
     return (
@@ -1145,7 +1156,8 @@ def read_log(
         gpu, modules, notes, rejected = scan_modules(folder, reader.saved)
     elif reader.saved:
         notes.append(
-            f"the log saved {len(reader.saved)} module(s) beside it; give the trace folder to scan them as GPU code"
+            f"the log saved {counted(len(reader.saved), 'module')} beside it; give the trace folder to scan "
+            f"them as GPU code"
         )
         notes.extend(
             f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]

@@ -528,7 +528,7 @@ def test_program_side_calls_scale_a_sampled_caller_share() -> None:
 
 def test_reasons_count_in_words_one_and_many() -> None:
     # "1 entry point is a stub", "2 entry points are stubs": never "entry point(s)" in a reason.
-    from cudatrace.coverage_db.verdict import counted
+    from cudatrace.wording import counted
 
     assert counted(1, "entry point") == "1 entry point"
     assert counted(2048, "call") == "2,048 calls"

@@ -171,7 +171,7 @@ def test_zluda_dump_stderr_dates_the_release(tmp_path: Path) -> None:
     # the newest release the format fits is the one judged against
     assert trace.zluda_release == "v5-preview.78"
     assert trace.verdict is not None and trace.verdict.release == "v5-preview.78"
-    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+    assert any("1 line of the program's own output" in n for n in trace.notes)
     ff = trace.first_failure
     assert ff is not None and ff.function == "cuMemAllocManaged"
     first = next(r for r in trace.verdict.reasons if r.code == "first_failure")
@@ -193,7 +193,7 @@ def test_zluda_dump_v3_messages(tmp_path: Path) -> None:
     assert dict(trace.dark_api_calls) == {"{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}::6": 1}
     for text in ("Could not resolve CUDA function cuMemAllocAsync", "Observed wrapped context", "Unknown module"):
         assert any(text in n for n in trace.notes)
-    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
+    assert any("1 line of the program's own output" in n for n in trace.notes)
 
 
 def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
@@ -387,8 +387,8 @@ def test_public_fragment_627_elision_and_saved_module() -> None:
     """The "..." a user put between quoted lines is program output, not a lost call; the indented message under
     the prefix is the module cuLibraryLoadData saved."""
     trace = _load(_public("vosen_627"))
-    assert any("1 line(s) of the program's own output" in n for n in trace.notes)
-    assert any("saved 1 module(s)" in n for n in trace.notes)
+    assert any("1 line of the program's own output" in n for n in trace.notes)
+    assert any("saved 1 module beside it" in n for n in trace.notes)
     assert _call(trace, "cuLibraryLoadData").statuses == ()
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.tracer.static.elf import _read_header, _read_sections
+from cudatrace.wording import counted
 
 _SHT_SYMTAB = 2
 _SHT_NOBITS = 8
@@ -140,7 +141,7 @@ def read_runtime_calls(buf: mmap.mmap | bytes, path: str, is_runtime_api: Callab
                 called.setdefault(name, sym.name)
     return RuntimeCalls(
         tuple(sorted(called)),
-        f"call instructions of {len(own)} own function(s) to the {len(api)} runtime API functions the symbol "
+        f"call instructions of {counted(len(own), 'own function')} to the {len(api)} runtime API functions the symbol "
         "table names",
         tuple(sorted(called.items())),
     )
