@@ -29,12 +29,22 @@ ScanOne = Callable[[str, str], "BinaryScan | FileError | None"]
 
 
 @dataclass(slots=True)
-class ArchiveScan:
-    """What the members of one archive gave: scans, error entries, and how many members were not binaries."""
+class ScanTally:
+    """What the scans of a set of files (an archive's members, a folder's files) gave: scans, error entries, and
+    how many were not binaries."""
 
     binaries: list[BinaryScan] = field(default_factory=list)
     failed: list[FileError] = field(default_factory=list)
     skipped: int = 0
+
+    def add(self, outcome: BinaryScan | FileError | None) -> None:
+        """Count one file's outcome: a scan, its error entry, or None for a file that is neither PE nor ELF."""
+        if outcome is None:
+            self.skipped += 1
+        elif isinstance(outcome, FileError):
+            self.failed.append(outcome)
+        else:
+            self.binaries.append(outcome)
 
 
 def _safe_name(member: str) -> str:
@@ -42,13 +52,13 @@ def _safe_name(member: str) -> str:
     return base if base not in ("", ".", "..") else "member"
 
 
-def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool]) -> ArchiveScan:
+def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool]) -> ScanTally:
     """Scan every PE or ELF member of the zip (or wheel) at ``path`` with ``scan_one(copy, shown_name)``.
 
     A damaged archive, an encrypted member or one over the limits becomes a :class:`FileError`; the members
     read before it are kept.
     """
-    out = ArchiveScan()
+    out = ScanTally()
     try:
         archive_size = os.path.getsize(path)
         zf = zipfile.ZipFile(path)
@@ -86,10 +96,5 @@ def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool
                 result = scan_one(copy, shown)
             finally:
                 os.unlink(copy)
-            if isinstance(result, FileError):
-                out.failed.append(result)
-            elif result is None:
-                out.skipped += 1
-            else:
-                out.binaries.append(result)
+            out.add(result)
     return out

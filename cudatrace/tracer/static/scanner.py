@@ -638,22 +638,20 @@ def scan_paths(
     dangling: list[str] = []
     files = plan_files(paths, dangling)
     named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
-    binaries: list[BinaryScan] = []
-    failed: list[FileError] = []
-    skipped = 0
-    for path in (f for f in files if f in named_zips):
-        from cudatrace.tracer.static.archive import scan_archive
+    from cudatrace.tracer.static.archive import ScanTally, scan_archive
 
+    tally = ScanTally()
+    for path in (f for f in files if f in named_zips):
         got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
-        binaries.extend(got.binaries)
-        failed.extend(got.failed)
-        skipped += got.skipped
+        tally.binaries.extend(got.binaries)
+        tally.failed.extend(got.failed)
+        tally.skipped += got.skipped
     plain = [f for f in files if f not in named_zips]
     if jobs > 1 or dask is not None:
         # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
         # files, 461 binaries in one), and sending each to a worker cost more than the workers saved.
         candidates = [f for f in plain if _worth_scanning(f)]
-        skipped += len(plain) - len(candidates)
+        tally.skipped += len(plain) - len(candidates)
         plain = candidates
     with contextlib.ExitStack() as stack:
         if dask is not None:
@@ -663,17 +661,12 @@ def scan_paths(
         else:
             outcomes = scan_outcomes(plain, jobs, progress or NullProgress())
         for _path, outcome in outcomes:
-            if outcome is None:
-                skipped += 1
-            elif isinstance(outcome, FileError):
-                failed.append(outcome)
-            else:
-                binaries.append(outcome)
+            tally.add(outcome)
     notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)
     return ScanResult(
-        binaries=tuple(binaries),
-        failed=tuple(failed),
-        skipped=skipped,
+        binaries=tuple(tally.binaries),
+        failed=tuple(tally.failed),
+        skipped=tally.skipped,
         roots=tuple(paths),
         tool_version=__version__,
         notes=notes,

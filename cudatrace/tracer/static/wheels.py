@@ -23,6 +23,7 @@ from pathlib import Path
 from cudatrace import __version__
 from cudatrace.errors import CudatraceError
 from cudatrace.model import BinaryScan, FileError, ScanResult
+from cudatrace.tracer.static.archive import ScanTally
 
 MEMORY_MEMBER_MAX = 2 * 1024 * 1024 * 1024  # larger members are decompressed into a temporary file
 MAX_MEMBER_BYTES = 16 * 1024 * 1024 * 1024  # larger declared sizes are refused
@@ -98,32 +99,22 @@ def scan_wheel(path: str) -> ScanResult:
 
     Never raises for bad input: an archive that cannot be read is one :class:`FileError` for ``path``.
     """
-    binaries: list[BinaryScan] = []
-    failed: list[FileError] = []
-    skipped = 0
+    tally = ScanTally()
     try:
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir() and i.file_size > 0]
             if len(infos) > MAX_MEMBERS:
                 raise zipfile.BadZipFile(f"{len(infos)} members, over the limit of {MAX_MEMBERS}")
             for info in sorted(infos, key=lambda i: i.filename):
-                outcome = _scan_member(zf, info, member_name(path, info.filename))
-                if outcome is None:
-                    skipped += 1
-                elif isinstance(outcome, FileError):
-                    failed.append(outcome)
-                else:
-                    binaries.append(outcome)
+                tally.add(_scan_member(zf, info, member_name(path, info.filename)))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, ValueError) as exc:
-        failed = [FileError(path, "corrupt", f"{path}: not a readable wheel: {exc}")]
-        binaries, skipped = [], 0
+        tally = ScanTally(failed=[FileError(path, "corrupt", f"{path}: not a readable wheel: {exc}")])
     except OSError as exc:
-        failed = [FileError(path, "unreadable", f"{path}: cannot read: {exc.strerror or exc}")]
-        binaries, skipped = [], 0
+        tally = ScanTally(failed=[FileError(path, "unreadable", f"{path}: cannot read: {exc.strerror or exc}")])
     return ScanResult(
-        binaries=tuple(binaries),
-        failed=tuple(failed),
-        skipped=skipped,
+        binaries=tuple(tally.binaries),
+        failed=tuple(tally.failed),
+        skipped=tally.skipped,
         roots=(path,),
         tool_version=__version__,
     )
