@@ -12,9 +12,9 @@ The renderers (terminal, Markdown, JSON) read the :class:`TraceDiff` and nothing
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cudatrace.codec import Record, counts, encode
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
@@ -129,48 +129,37 @@ def _first_call_order(t: TraceResult, keep: set[tuple[Family, str]]) -> list[_St
     return [(c.function, None, None) for c in rows]
 
 
+_T = TypeVar("_T")
+_Side = tuple[str | None, str | None, int | None]  # a step, or nothing where one run has ended
+
+
+def _divergence(
+    a: Sequence[_T], b: Sequence[_T], basis: str, step: Callable[[_T], _Side], same: Callable[[_T, _T], bool]
+) -> Divergence | None:
+    """The first step where ``same`` fails, or where the shorter run ends; None when the runs agree throughout."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if not same(x, y)), None)
+    if at is None:
+        if len(a) == len(b):
+            return None
+        at = min(len(a), len(b))
+    end: _Side = (None, None, None)
+    x = step(a[at]) if at < len(a) else end
+    y = step(b[at]) if at < len(b) else end
+    return Divergence(at, basis, x[0], y[0], x[1], y[1], x[2], y[2], at)
+
+
 def _call_divergence(a: Sequence[LoggedCall], b: Sequence[LoggedCall]) -> Divergence | None:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x.function != y.function or x.failed != y.failed:
-            return Divergence(i, "calls", x.function, y.function, x.result, y.result, x.line, y.line, i)
-    if len(a) == len(b):
-        return None
-    i = min(len(a), len(b))
-    xa = a[i] if i < len(a) else None
-    yb = b[i] if i < len(b) else None
-    return Divergence(
-        i,
+    return _divergence(
+        a,
+        b,
         "calls",
-        xa.function if xa else None,
-        yb.function if yb else None,
-        xa.result if xa else None,
-        yb.result if yb else None,
-        xa.line if xa else None,
-        yb.line if yb else None,
-        i,
+        lambda c: (c.function, c.result, c.line),
+        lambda x, y: (x.function, x.failed) == (y.function, y.failed),
     )
 
 
 def _order_divergence(a: Sequence[_Step], b: Sequence[_Step]) -> Divergence | None:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x[0] != y[0]:
-            return Divergence(i, "first_calls", x[0], y[0], x[1], y[1], x[2], y[2], i)
-    if len(a) == len(b):
-        return None
-    i = min(len(a), len(b))
-    xa = a[i] if i < len(a) else None
-    yb = b[i] if i < len(b) else None
-    return Divergence(
-        i,
-        "first_calls",
-        xa[0] if xa else None,
-        yb[0] if yb else None,
-        xa[1] if xa else None,
-        yb[1] if yb else None,
-        xa[2] if xa else None,
-        yb[2] if yb else None,
-        i,
-    )
+    return _divergence(a, b, "first_calls", lambda s: s, lambda x, y: x[0] == y[0])
 
 
 def _zluda_word(a: EntryPointUse | None, b: EntryPointUse | None) -> str | None:
