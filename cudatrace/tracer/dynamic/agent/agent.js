@@ -1090,10 +1090,10 @@ function baseName(path) {
   return path.split(/[\\/]/).pop();
 }
 
-// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
-// when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
 const hookTimes = {}; // module name -> [milliseconds spent hooking it, entry points hooked]
 
+// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
+// when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
 function scanModules(loaded) {
   const me = Process.getCurrentThreadId();
   if (scanning === me) return; // re-entered from a load the scan itself made
