@@ -316,3 +316,62 @@ def test_a_library_loading_a_sibling_by_name_finds_it_through_its_own_runpath(pa
     proc, _ = traced([str(prog), "libnothere.so"], tmp_path)
     assert proc.stdout == missing.stdout and "libnothere.so: cannot open shared object file" in proc.stdout
     assert proc.returncode == missing.returncode == 1
+
+
+# A function whose loop jumps back to its third byte: a 5-byte jump written over its start would be entered in
+# the middle. The agent's quick pre-check (any byte that could be a relative branch into the first bytes) must
+# send it to the decoding check, which keeps the prologue intact.
+LOOPY = """
+__asm__(".text\\n.globl cublasLoopy\\n.type cublasLoopy,@function\\ncublasLoopy:\\n"
+        "  xor %eax, %eax\\n"           /* 2 bytes */
+        "1: add %edi, %eax\\n"          /* the loop starts at byte 2 */
+        "  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n  nop\\n"
+        "  dec %esi\\n"                  /* past the 16 bytes a hook may move: the branch stays here */
+        "  JUMP 1b\\n"
+        "  ret\\n"
+        ".size cublasLoopy, .-cublasLoopy\\n");
+"""
+LOOPY_MAIN = """
+#include <dlfcn.h>
+#include <stdio.h>
+int cublasLoopy(int a, int n);
+int main(int argc, char **argv) {
+  int (*f)(int, int) = cublasLoopy;
+  if (argc > 1) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (h == NULL) { printf("%s\\n", dlerror()); return 1; }
+    f = (int (*)(int, int)) dlsym(h, "cublasLoopy");
+  }
+  printf("%d %d\\n", f(7, 6), f(3, 1000));
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("jump", ["jg", "{disp32} jg"], ids=["rel8", "rel32"])
+@pytest.mark.parametrize("load", ["linked", "dlopen"])
+def test_a_function_that_branches_back_into_its_first_bytes_still_computes(
+    jump: str, load: str, tmp_path: Path
+) -> None:
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    lib = tmp_path / "libcublas.so.12"
+    (tmp_path / "loopy.c").write_text(LOOPY.replace("JUMP", jump))
+    (tmp_path / "main.c").write_text(LOOPY_MAIN)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "loopy.c")], check=True)
+    prog = tmp_path / "loopy"
+    subprocess.run(
+        ["gcc", "-o", str(prog), str(tmp_path / "main.c"), str(lib), f"-Wl,-rpath,{tmp_path}", "-ldl"], check=True
+    )
+    args = [str(prog)] + ([str(lib)] if load == "dlopen" else [])
+    native = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert native.stdout == "42 3000\n" and native.returncode == 0
+    proc, trace = traced(args, tmp_path)
+    assert proc.stdout == native.stdout, proc.stderr
+    assert proc.returncode == 0
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[index, union-attr]
+    notes = " ".join(trace["notes"])  # type: ignore[arg-type]
+    # Counted through a hook that leaves the loop's target alone, or left alone and said so.
+    assert calls.get("cublasLoopy") == 2 or "cublasLoopy" in notes, (calls, notes)

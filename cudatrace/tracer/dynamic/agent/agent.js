@@ -248,13 +248,21 @@ function allocCounter() {
 // ---------------------------------------------------------------------------------------------------------
 // Machine code for the thunks (x86-64)
 
+// Hooking writes ~10 of these per entry point, thousands per process: two pointer operations each, not 24.
 function le64(bytes, value) {
-  const s = ptr(value);
-  for (let i = 0; i < 8; i++) bytes.push(s.shr(8 * i).and(0xff).toInt32());
+  const p = value instanceof NativePointer ? value : ptr(value);
+  const lo = p.toUInt32(), hi = p.shr(32).toUInt32();
+  bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24, hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff,
+    hi >>> 24);
 }
 
 function le32(bytes, v) {
-  for (let i = 0; i < 4; i++) bytes.push((v >>> (8 * i)) & 0xff);
+  bytes.push(v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff);
+}
+
+// Frida converts a plain array element by element (~1 µs a byte); a typed array's buffer goes in one copy.
+function writeBytes(at, bytes) {
+  at.writeByteArray(new Uint8Array(bytes).buffer);
 }
 
 // Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
@@ -285,7 +293,7 @@ function setupPerCpu() {
   const b = [0x64, 0x8b, 0x04, 0x25]; // mov eax, dword fs:[offset + 4]
   le32(b, offset + 4);
   b.push(0xc3);
-  probe.writeByteArray(b);
+  writeBytes(probe, b);
   const cpu = new NativeFunction(probe, 'uint32', [])();
   if (cpu >= cpus) return null;
   return { offset, cpus };
@@ -311,7 +319,7 @@ function newSequence(start, length, restart) {
   le32(b, RSEQ_SIG); // at abort_ip - 4
   b.push(0xff, 0x25, 0, 0, 0, 0); // abort: jmp [rip+0]
   le64(b, restart);
-  cs.writeByteArray(b);
+  writeBytes(cs, b);
   return cs;
 }
 
@@ -335,14 +343,15 @@ function countBytes(L, e) {
     b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
     const post = b.length;
     const cs = newSequence(L.thunk.add(start), post - start, L.thunk);
-    const a = ptr(cs.toString());
-    for (let i = 0; i < 8; i++) b[csAt + i] = a.shr(8 * i).and(0xff).toInt32();
+    const a = [];
+    le64(a, cs);
+    for (let i = 0; i < 8; i++) b[csAt + i] = a[i];
     // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
     const f = [0x49, 0xbb];
     le64(f, counters.add((rseq.cpus * counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
     f.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
     f.push(0xe9); le32(f, L.thunk.add(post).sub(L.fallback.add(f.length + 4)).toInt32()); // jmp back after the commit
-    L.fallback.writeByteArray(f);
+    writeBytes(L.fallback, f);
   } else {
     b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
     if (cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
@@ -363,7 +372,7 @@ function countBytes(L, e) {
 
 // One hook's block of code: the thunk, the detail stub, the per-CPU fallback and room for a whole copy of a short
 // function.
-const THUNK_SIZE = 224, STUB_SIZE = 32, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
+const THUNK_SIZE = 224, STUB_SIZE = 48, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
 const BLOCK_SIZE = THUNK_SIZE + STUB_SIZE + FALLBACK_SIZE + CLONE_SIZE;
 
 function blockAt(code) {
@@ -374,16 +383,24 @@ function blockAt(code) {
 function jumpTail(at, orig) {
   const b = [0xff, 0x25, 0, 0, 0, 0]; // jmp [rip+0]
   le64(b, orig);
-  at.writeByteArray(b);
+  writeBytes(at, b);
 }
 
 // The fastest tail: the function's first instructions, relocated right after the counting head, then a jump
 // back into the function. No trip through the Interceptor's trampoline, and the hot path stays in one or two
 // cache lines. Up to 16 bytes are taken (the Interceptor may overwrite that many; hookExport checks how many it
 // did). Returns the number of bytes relocated, or 0 when they do not relocate.
+let relocation = null; // {w, r}: one writer and relocator, reset for each function (creating them costs more)
+
 function relocatePrologue(fn, at, limit) {
-  const w = new X86Writer(at, { pc: at });
-  const r = new X86Relocator(fn, w);
+  if (relocation === null) {
+    const w = new X86Writer(at, { pc: at });
+    relocation = { w, r: new X86Relocator(fn, w) };
+  } else {
+    relocation.w.reset(at, { pc: at });
+    relocation.r.reset(fn, relocation.w);
+  }
+  const { w, r } = relocation;
   try {
     let n = 0;
     while (n < 16) {
@@ -399,19 +416,31 @@ function relocatePrologue(fn, at, limit) {
     return at.add(w.offset).compare(limit) <= 0 ? n : 0;
   } catch (_) {
     return 0;
-  } finally {
-    r.dispose();
-    w.dispose();
   }
 }
 
-// The safety check the Interceptor makes before overwriting a prologue, for the direct patch: no branch in the
-// function's first 256 bytes (a linear sweep until its end) lands inside the `n` bytes being replaced.
-function noBranchInto(fn, n) {
+// A quick conservative test first (detail.c, cudatrace_may_branch_into): most functions have no relative branch
+// that could land inside the `n` bytes, and only those with one are decoded here, ~0.1 ms a function (a third
+// of the hooking time before the test). `limit` is the end of the module: the test reads 262 bytes.
+let mayBranchFn = null;
+
+function mayBranchInto(fn, n, limit) {
+  if (limit === undefined || fn.add(262).compare(limit) > 0) return true;
+  if (mayBranchFn === null) mayBranchFn = new NativeFunction(cm.cudatrace_may_branch_into, 'int', ['pointer', 'int']);
+  return mayBranchFn(fn, n) !== 0;
+}
+
+// Before a prologue is overwritten: no branch in the function's first 256 bytes lands inside the `n` bytes
+// replaced (a jump written there would be entered in its middle). A linear sweep to the function's end (its
+// symbol's size; without one, the first `ret`).
+function noBranchInto(fn, n, limit, size) {
+  if (!mayBranchInto(fn, n, limit)) return true;
   const end = fn.add(n);
+  const sized = size !== undefined && size > 0;
+  const stop = sized ? Math.min(size, 256) : 256;
   let p = fn;
   try {
-    while (p.sub(fn).toInt32() < 256) {
+    while (p.sub(fn).toInt32() < stop) {
       const ins = Instruction.parse(p);
       const mn = ins.mnemonic;
       if (mn.startsWith('j') || mn.startsWith('loop') || mn === 'call') {
@@ -423,7 +452,7 @@ function noBranchInto(fn, n) {
           return false;
         }
       }
-      if (mn === 'ret' || mn === 'int3' || mn === 'hlt' || mn === 'ud2') break;
+      if (!sized && (mn === 'ret' || mn === 'int3' || mn === 'hlt' || mn === 'ud2')) break;
       p = ins.next;
     }
   } catch (_) {
@@ -440,11 +469,45 @@ function patchedExtent(fn, before) {
   return end;
 }
 
-function stubBytes(orig) {
-  // 16 bytes of NOPs give the Interceptor room to relocate, then an absolute jump to the original.
-  const b = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0, 0xff, 0x25, 0, 0, 0, 0];
+// 16 bytes of NOPs give the Interceptor room to relocate.
+const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0];
+
+// One detail listener for all entry points (x86-64): every detail stub loads its entry's record into r11 and
+// where it goes on into r10, then jumps here; the listener (detail.c) takes the record from r11, and the code
+// after the NOPs jumps to r10. One Interceptor.attach per process instead of one per entry point, which cost
+// ~0.15 ms each (0.6 s of a PyTorch process's start-up). r10 and r11 are scratch at a call in both x64
+// conventions, and the Interceptor gives the listener's code the registers it was entered with.
+let dispatch = null;
+
+function setupDispatch() {
+  if (!IS_X64 || cfg.detailCalls === 0 || cfg.events) return null; // events: a JavaScript listener per stub
+  const code = lastingAlloc(PAGE);
+  Memory.protect(code, PAGE, 'rwx');
+  writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
+  Interceptor.attach(code, cm);
+  Interceptor.flush();
+  return code;
+}
+
+// The stub the first calls go through: to the shared listener, or (no dispatch) its own NOPs for the
+// Interceptor and a jump to `orig`. Where it goes on can be changed later (setStubTarget).
+function stubBytes(orig, e) {
+  if (dispatch !== null) {
+    const b = [0x49, 0xbb]; // movabs r11, &detail
+    le64(b, e.detail);
+    b.push(0x49, 0xba); // movabs r10, orig
+    le64(b, orig);
+    b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
+    le64(b, dispatch);
+    return b;
+  }
+  const b = NOPS16.concat([0xff, 0x25, 0, 0, 0, 0]); // jmp [rip+0]
   le64(b, orig);
   return b;
+}
+
+function setStubTarget(stub, target) {
+  stub.add(dispatch !== null ? 12 : 22).writePointer(target);
 }
 
 function newDetail(_index) {
@@ -470,15 +533,15 @@ function newEntry(module, path, fn, aliases) {
 function writeThunk(code, e, orig) {
   const L = blockAt(code);
   const head = countBytes(L, e);
-  L.thunk.writeByteArray(head);
+  writeBytes(L.thunk, head);
   jumpTail(L.thunk.add(head.length), orig);
   writeStub(L.stub, e, orig);
   return L.thunk;
 }
 
 function writeStub(stub, e, orig) {
-  stub.writeByteArray(stubBytes(orig));
-  if (cfg.detailCalls !== 0) {
+  writeBytes(stub, stubBytes(orig, e));
+  if (cfg.detailCalls !== 0 && dispatch === null) {
     Interceptor.attach(stub, cm, e.detail);
     if (cfg.events) attachEvents(stub, e);
   }
@@ -493,7 +556,7 @@ function nearJumpTo(fn, target) {
 function buildThunk(fn, code, e) {
   const L = blockAt(code);
   const head = countBytes(L, e);
-  L.thunk.writeByteArray(head);
+  writeBytes(L.thunk, head);
   const tail = L.thunk.add(head.length);
   return { L, tail, own: relocatePrologue(fn, tail, L.stub) };
 }
@@ -506,19 +569,26 @@ function buildThunk(fn, code, e) {
 // writes the jumps itself with the other threads stopped (finishPending), once the Interceptor has committed the
 // module's detail stubs, and puts the original bytes back before the host detaches (release); without a stopped
 // world (not Linux) it writes them with one atomic store. Returns the method, or 'pending'.
-function hookExport(fn, code, e, next, pending) {
+function hookExport(fn, code, e, next, pending, limit, size) {
+  // A branch inside the function to its first 5 bytes would land in the middle of the jump written there: no
+  // hook that overwrites the start is safe (the Interceptor does not see every such loop, and a program whose
+  // function loops back to its second instruction crashed). A branch to later bytes of the relocated prologue
+  // is fine: those bytes stay as they were.
+  if (!noBranchInto(fn, 5, limit, size)) throw new Error('a branch inside it lands in its first 5 bytes');
   const before = new Uint8Array(fn.readByteArray(32));
   const { L, tail, own } = buildThunk(fn, code, e);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
   writeStub(L.stub, e, own !== 0 ? tail : fn);
-  const h = { fn, L, e, tail, own, before, next, how: 'inline' };
-  const direct = own !== 0 && noBranchInto(fn, own);
-  if (direct && lateScan && patchJump(fn, L.thunk, false)) return 'inline';
+  const h = { fn, L, e, tail, own, before, next, limit, size, how: 'inline' };
+  const direct = own !== 0;
+  // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
+  // the jump goes in directly, without the Interceptor's transaction per function.
+  if (direct && (lateScan || !livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
   if (!lateScan && livePatching && world !== null) {
     if (!direct) {
       if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
       jumpTail(tail, L.clone);
-      L.stub.add(22).writePointer(L.clone);
+      setStubTarget(L.stub, L.clone);
       h.how = 'clone';
     }
     pending.push(h);
@@ -540,7 +610,7 @@ function hookWithInterceptor(h) {
     // Frida declines functions too short to relocate; a short straight-line function can be copied whole.
     if (!buildClone(fn, L.clone, next)) throw err;
     jumpTail(tail, L.clone);
-    L.stub.add(22).writePointer(L.clone);
+    setStubTarget(L.stub, L.clone);
     if (!lateScan && livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
     if (!patchJump(fn, L.thunk, !lateScan && livePatching)) {
       throw new Error('too short to hook while the program runs (no atomic patch)');
@@ -548,10 +618,16 @@ function hookWithInterceptor(h) {
     return 'clone';
   }
   Interceptor.flush();
-  if (own !== 0 && nearJumpTo(fn, L.thunk) && patchedExtent(fn, before) <= own) return 'inline';
+  const extent = patchedExtent(fn, before);
+  if (extent > 5 && !noBranchInto(fn, extent, h.limit, h.size)) {
+    Interceptor.revert(fn);
+    Interceptor.flush();
+    throw new Error('a branch inside it lands in the first ' + extent + ' bytes the Interceptor overwrites');
+  }
+  if (own !== 0 && nearJumpTo(fn, L.thunk) && extent <= own) return 'inline';
   // The redirect covers more than the relocated prologue: go through Frida's trampoline.
   jumpTail(tail, orig);
-  L.stub.add(22).writePointer(orig);
+  setStubTarget(L.stub, orig);
   return 'trampoline';
 }
 
@@ -610,9 +686,9 @@ function farJump(thunk) {
   return b;
 }
 
-function hookFar(fn, code, e, pending) {
+function hookFar(fn, code, e, pending, limit, size) {
   const { L, tail, own } = buildThunk(fn, code, e);
-  if (own < 14 || !noBranchInto(fn, own)) throw new Error('no memory within branch range, prologue too short for a far jump');
+  if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
   writeStub(L.stub, e, tail);
   const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
   if (!lateScan && livePatching) {
@@ -621,7 +697,7 @@ function hookFar(fn, code, e, pending) {
     return 'pending';
   }
   const original = new Uint8Array(fn.readByteArray(14));
-  Memory.patchCode(fn, 14, c => c.writeByteArray(h.bytes));
+  Memory.patchCode(fn, 14, c => writeBytes(c, h.bytes));
   directPatches.push([fn, original]);
   return 'far';
 }
@@ -717,6 +793,7 @@ function hookModule(m) {
   const far = code.far === true;
   let i = 0;
   const pending = [];
+  const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
@@ -724,7 +801,10 @@ function hookModule(m) {
     const slot = code.add(i * per);
     i++;
     try {
-      const how = far ? hookFar(g.address, slot, e, pending) : hookExport(g.address, slot, e, nextStart(starts, g.address), pending);
+      const limit = codeEnd(codeRanges, g.address);
+      const size = sizes.get(g.address.toString());
+      const how = far ? hookFar(g.address, slot, e, pending, limit, size)
+        : hookExport(g.address, slot, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
       hookCounts[how]++;
       hookedAddrs.set(g.address.toString(), e.id);
@@ -797,8 +877,8 @@ function atomicWriters() {
     0x48, 0x08, 0xf0, 0x48, 0x0f, 0xc7, 0x0f, 0x0f, 0x94, 0xc0, 0x0f, 0xb6, 0xc0, 0x5b, 0xc3];
   // push rbx; mov r8, rdx; mov rax, [rsi]; mov rdx, [rsi+8]; mov rbx, [r8]; mov rcx, [r8+8];
   // lock cmpxchg16b [rdi]; sete al; movzx eax, al; pop rbx; ret
-  code.writeByteArray(copy8);
-  code.add(16).writeByteArray(cas16);
+  writeBytes(code, copy8);
+  writeBytes(code.add(16), cas16);
   atomics = {
     copy8: new NativeFunction(code, 'void', ['pointer', 'pointer']),
     cas16: new NativeFunction(code.add(16), 'int', ['pointer', 'pointer', 'pointer']),
@@ -836,7 +916,7 @@ function writeJump5(fn, bytes, live) {
     }
   }
   if (live) return false;
-  Memory.patchCode(fn, 5, code => code.writeByteArray(bytes));
+  Memory.patchCode(fn, 5, code => writeBytes(code, bytes));
   return true;
 }
 
@@ -866,7 +946,7 @@ function setupWorld() {
   h.push(0xeb, 0xf0); // jmp spin
   h.push(0xf0, 0x41, 0xff, 0x41, 0x08); // out: lock inc dword [r9 + 8]
   h.push(0xc3);
-  handler.writeByteArray(h);
+  writeBytes(handler, h);
   const act = Memory.alloc(152), old = Memory.alloc(152); // glibc's struct sigaction
   // A real-time signal nobody handles (SIG_DFL): from SIGRTMAX-2 down.
   for (let sig = 62; sig >= 40; sig--) {
@@ -906,7 +986,7 @@ function worldPatch(items) {
     const buf = Memory.alloc(32 * todo.length); // CtPatch: fn, 16 bytes, length, done
     todo.forEach((it, i) => {
       buf.add(32 * i).writePointer(it.fn);
-      buf.add(32 * i + 8).writeByteArray(Array.from(it.bytes));
+      writeBytes(buf.add(32 * i + 8), it.bytes);
       buf.add(32 * i + 24).writeS32(it.bytes.length);
     });
     world.patch(world.state, world.sig, buf, todo.length, 300, PAGE);
@@ -931,6 +1011,17 @@ function patchJump(fn, thunk, live) {
   if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
   directPatches.push([fn, original]);
   return true;
+}
+
+// The end of the executable memory holding addr (undefined when it is not executable), with the ranges met so
+// far (a module's exports mostly lie in one).
+function codeEnd(ranges, addr) {
+  for (const r of ranges) if (addr.compare(r.base) >= 0 && addr.compare(r.end) < 0) return r.end;
+  const found = Process.findRangeByAddress(addr);
+  if (found === null || found.protection.indexOf('x') < 0) return undefined;
+  const r = { base: found.base, end: found.base.add(found.size) };
+  ranges.push(r);
+  return r.end;
 }
 
 function nextStart(starts, addr) {
@@ -1056,9 +1147,9 @@ function thunkForPointer(p, symbol) {
   const slot = pool.base.add(pool.used * per);
   pool.used++;
   writeThunk(slot, e, p);
-  if (cfg.detailCalls !== 0) {
+  if (cfg.detailCalls !== 0 && dispatch === null) {
     const stub = blockAt(slot).stub;
-    pendingSpecials.push([stub, new Uint8Array(stubBytes(p).slice(0, 5))]);
+    pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
   }
   procThunks.set(k, slot);
   sendHooks(e.id);
@@ -1511,6 +1602,7 @@ rpc.exports = {
     installForkRestore();
     guardAgentDescriptors();
     world = setupWorld();
+    dispatch = setupDispatch();
     livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     scanModules();
     livePatching = true;
