@@ -590,6 +590,16 @@ def status_of(reasons: Iterable[Reason]) -> VerdictStatus:
     return VerdictStatus.RUNS
 
 
+def merge_verdicts(verdicts: Iterable[Verdict], release: str) -> Verdict | None:
+    """One verdict for many (every binary and run of one program): the worst status (:attr:`VerdictStatus.rank`)
+    and every distinct reason, ranked as every verdict ranks them (:func:`rank_reasons`); None for none."""
+    vs = list(verdicts)
+    if not vs:
+        return None
+    status = min((v.status for v in vs), key=lambda s: s.rank)
+    return Verdict(release, status, rank_reasons(r for v in vs for r in v.reasons))
+
+
 def runtime_reasons(
     cat: Catalog,
     rel: str,

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from cudatrace.coverage_db.catalog import load_catalog
-from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace, judge, program_side_calls, replaced_caller
+from cudatrace.coverage_db.verdict import (
+    annotate_scan,
+    annotate_trace,
+    judge,
+    merge_verdicts,
+    program_side_calls,
+    rank_reasons,
+    replaced_caller,
+)
 from cudatrace.errors import CatalogError
 from cudatrace.model import (
     BinaryFormat,
@@ -24,6 +32,7 @@ from cudatrace.model import (
     ImageKind,
     LibraryHow,
     ProcLookup,
+    Reason,
     ScanResult,
     Severity,
     StaticRuntime,
@@ -533,3 +542,28 @@ def test_reasons_count_in_words_one_and_many() -> None:
     assert counted(1, "entry point") == "1 entry point"
     assert counted(2048, "call") == "2,048 calls"
     assert counted(0, "module") == "0 modules"
+
+
+def test_merged_verdicts_take_the_worst_status_and_rank_reasons_as_every_verdict() -> None:
+    imported = Reason(Severity.RISK, "stub_imported", "cuMemAdvise is a stub", None, Family.DRIVER, ("cuMemAdvise",))
+    called = Reason(
+        Severity.RISK, "stub_called", "cuMemAdvise, called, is a stub", None, Family.DRIVER, ("cuMemAdvise",)
+    )
+    blocker = Reason(Severity.BLOCKER, "sass_only", "SASS only")
+    info = Reason(Severity.INFO, "translated", "1 of 2 entry points is translated")
+    scan = Verdict(RELEASE, VerdictStatus.AT_RISK, (imported, info))
+    run = Verdict(RELEASE, VerdictStatus.AT_RISK, (called, info))
+    # a called stub is more certain than an imported one: it comes first whatever order the evidence came in
+    merged = merge_verdicts([scan, run], RELEASE)
+    assert merged == Verdict(RELEASE, VerdictStatus.AT_RISK, (called, imported, info))
+    assert merged.reasons == rank_reasons(merged.reasons)
+    worst = merge_verdicts([run, Verdict(RELEASE, VerdictStatus.BLOCKED, (blocker, imported))], RELEASE)
+    assert (
+        worst is not None
+        and worst.status is VerdictStatus.BLOCKED
+        and worst.reasons == (blocker, called, imported, info)
+    )
+    assert merge_verdicts([Verdict(RELEASE, VerdictStatus.RUNS, (info,))] * 2, RELEASE) == Verdict(
+        RELEASE, VerdictStatus.RUNS, (info,)
+    )
+    assert merge_verdicts([], RELEASE) is None

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from cudatrace.coverage_db.store import open_store
+from cudatrace.coverage_db.verdict import rank_reasons
 from cudatrace.model import ScanResult, TraceResult, VerdictStatus
-from cudatrace.programs.judging import VERDICT_RANK, evidence_verdicts, judge_documents
+from cudatrace.programs.judging import judge_documents, judge_evidence
 from cudatrace.programs.lookup import find_file_programs
 from cudatrace.tracer.static.scanner import scan_paths
 from cudatrace.tracer.zluda_log import read_log
@@ -54,26 +55,30 @@ def test_documents_are_judged_again_for_the_release_asked() -> None:
 
 def test_no_documents_judge_to_nothing() -> None:
     assert judge_documents((), (), None) == ((), ())
-    assert evidence_verdicts((), (), None) == ()
+    assert judge_evidence((), (), None) is None
 
 
-def test_the_worst_verdict_of_the_evidence_comes_first() -> None:
+def test_the_evidence_judges_to_its_worst_verdict_with_every_reason_ranked() -> None:
     ptx, sass = _scan("saxpy_ptx"), _scan("saxpy_sass_only")
-    verdicts = evidence_verdicts((ptx, sass), (), "v6-preview.69")
-    assert [v.status for v in verdicts] == [VerdictStatus.BLOCKED, VerdictStatus.AT_RISK]
-    assert "sass_only" in [r.code for r in verdicts[0].reasons]
-    assert {v.release for v in verdicts} == {"v6-preview.69"}
-    # a run judges alongside the binaries; the order is by status only, stable among equals
-    with_run = evidence_verdicts((ptx, sass), (_trace(),), "v6-preview.69")
-    ranks = [VERDICT_RANK[v.status] for v in with_run]
-    assert ranks == sorted(ranks, reverse=True) and len(with_run) == 3
+    verdict = judge_evidence((ptx, sass), (), "v6-preview.69")
+    assert verdict is not None and verdict.status is VerdictStatus.BLOCKED and verdict.release == "v6-preview.69"
+    alone = {s: judge_evidence((s,), (), "v6-preview.69") for s in (ptx, sass)}
+    assert alone[ptx] is not None and alone[ptx].status is VerdictStatus.AT_RISK
+    # the SASS-only blocker first, and the PTX binary's risks kept below it
+    assert verdict.reasons[0].code == "sass_only"
+    assert set(alone[ptx].reasons) <= set(verdict.reasons)
+    # a run judges alongside the binaries: one verdict, reasons ranked as every verdict ranks them
+    with_run = judge_evidence((ptx, sass), (_trace(),), "v6-preview.69")
+    assert with_run is not None and with_run.status is VerdictStatus.BLOCKED
+    assert with_run.reasons == rank_reasons(with_run.reasons)
+    assert [r.severity.rank for r in with_run.reasons] == sorted(r.severity.rank for r in with_run.reasons)
 
 
 def test_an_unknown_release_is_refused() -> None:
     from cudatrace.errors import CatalogError
 
     with pytest.raises(CatalogError, match="unknown ZLUDA release"):
-        evidence_verdicts((_scan("saxpy_ptx"),), (), "v6-bogus")
+        judge_evidence((_scan("saxpy_ptx"),), (), "v6-bogus")
 
 
 def _sha256(path: Path) -> str:
