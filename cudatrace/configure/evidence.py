@@ -6,12 +6,12 @@ run of the program), or, when there is none, from scanning the program now.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudatrace.digest import sha256_of
 from cudatrace.errors import InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow, ScanResult, TraceResult
 
@@ -62,15 +62,6 @@ def platform_of(program: str | os.PathLike[str]) -> str:
     if head[:2] == b"#!":
         return "linux"  # a script (python launcher): the interpreter loads the CUDA libraries
     raise InputError("not a PE or ELF program", str(path))
-
-
-def sha256_of(path: str | os.PathLike[str]) -> str:
-    """The sha256 of a file, read in blocks."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def evidence_from_documents(

@@ -82,7 +82,7 @@ def test_an_unknown_release_is_refused() -> None:
 
 
 def _sha256(path: Path) -> str:
-    from cudatrace.configure.evidence import sha256_of
+    from cudatrace.digest import sha256_of
 
     return sha256_of(path)
 
