@@ -9,7 +9,7 @@ Where the store lives
     ``platformdirs.user_data_dir("cudatrace")``. ``open_store(db)`` takes an explicit path first (``--db``),
     creates the folder and the file when missing, and is used as a context manager::
 
-        with open_store(args.db) as store:
+        with open_store(path) as store:
             store.record_scan(result)
 
 What is recorded
