@@ -567,3 +567,28 @@ def test_merged_verdicts_take_the_worst_status_and_rank_reasons_as_every_verdict
         RELEASE, VerdictStatus.RUNS, (info,)
     )
     assert merge_verdicts([], RELEASE) is None
+
+
+def test_the_first_failing_call_of_a_committed_trace_is_placed_among_entry_points_not_numbered() -> None:
+    """docs/examples/ppo-trace.json: a PPO training loop traced on an NVIDIA H200 (docs/run.md). Under v5,
+    cuCtxGetDevice_v2 is not exported; the trace times each entry point's first call, so the reason places it
+    among the entry points the program reached and never writes a bare "#N" that reads as a call number."""
+    import json
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "examples" / "ppo-trace.json"
+    if not doc.is_file():
+        pytest.skip("docs/examples/ppo-trace.json is not in this checkout")
+    trace = TraceResult.from_dict(json.loads(doc.read_text()))
+    out = annotate_trace(trace, "v5")
+    assert out.verdict is not None
+    (first,) = [r for r in out.verdict.reasons if r.code == "first_failing_call"]
+    assert first.functions[0] == "cuCtxGetDevice_v2" and "#" not in first.message
+    # its rank, counted here from the document: the entry points the program itself reached, by first-call time
+    reached = [c for c in trace.calls if c.calls and program_side_calls(c, "v5") > 0]
+    failing = next(c for c in reached if c.function == "cuCtxGetDevice_v2")
+    assert failing.first_call_s is not None
+    rank = 1 + sum(1 for c in reached if c.first_call_s is not None and c.first_call_s < failing.first_call_s)
+    assert (rank, len(reached)) == (15, 87)
+    assert f"first called at {failing.first_call_s * 1000:.3f} ms, the 15th of 87 entry points the program reached" in (
+        first.message
+    )
