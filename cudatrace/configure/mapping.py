@@ -34,7 +34,7 @@ from cudatrace.configure.runtime_data import (
 )
 from cudatrace.coverage_db.catalog import LibraryPackage
 from cudatrace.errors import ConfigureError, InputError
-from cudatrace.model import CudaLibrary, Family, LibraryHow
+from cudatrace.model import CudaLibrary, Family, LibraryHow, VerdictStatus
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -269,7 +269,7 @@ class MappingPlan:
             hip_dir=d.get("hip_dir"),
             gpu=d.get("gpu"),
             notes=tuple(d.get("notes", ())),
-            verdict=d.get("verdict"),
+            verdict=VerdictStatus(d["verdict"]).value if d.get("verdict") else None,  # another value: damaged
             verdict_reasons=tuple(d.get("verdict_reasons", ())),
         )
 
