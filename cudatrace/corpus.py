@@ -25,7 +25,6 @@ wheel's sha256.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cudatrace import __version__
+from cudatrace.digest import sha256_of
 from cudatrace.errors import CudatraceError, InputError
 from cudatrace.model import (
     BinaryFormat,
@@ -148,14 +148,6 @@ class Journal:
     def close(self) -> None:
         """Close the journal file."""
         self._fh.close()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def pip_download(task: Task, dest: Path, options: PipOptions) -> Path:
@@ -347,7 +339,7 @@ def _round(
                     summary.failed.append(str(exc))
                     report(f"failed: {exc}")
                     continue
-                sha = _sha256(wheel)
+                sha = sha256_of(wheel)
                 journal.write(
                     {
                         "event": "downloaded",

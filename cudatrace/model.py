@@ -97,6 +97,15 @@ class VerdictStatus(str, Enum):
     AT_RISK = "at_risk"
     BLOCKED = "blocked"
 
+    @property
+    def rank(self) -> int:
+        """0 for the worst (blocked), then at risk, then runs: the one order of verdict statuses, worst first as
+        :attr:`Severity.rank` orders reasons."""
+        return _STATUS_ORDER.index(self)
+
+
+_STATUS_ORDER = (VerdictStatus.BLOCKED, VerdictStatus.AT_RISK, VerdictStatus.RUNS)
+
 
 class Severity(str, Enum):
     """How much a verdict reason weighs."""

@@ -12,3 +12,9 @@ def counted(n: int, word: str, many: str | None = None) -> str:
 def agrees(n: int, one: str, many: str) -> str:
     """The verb (or phrase) that agrees with a count of ``n``: ``agrees(1, "is", "are")`` -> "is"."""
     return one if n == 1 else many
+
+
+def ordinal(n: int) -> str:
+    """``n`` as a position: "1st", "2nd", "3rd", "11th", "22nd", "1,001st"."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"

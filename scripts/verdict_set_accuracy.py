@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cudatrace.model import VerdictStatus  # noqa: E402
 from tests import program_binaries as pb  # noqa: E402
 from tests.programs import test_platforms as tp  # noqa: E402
 
@@ -61,9 +62,6 @@ def _scan(package_root: Path, path: Path, release: str) -> dict[str, object]:
     return doc
 
 
-_RANK = {"runs": 0, "at_risk": 1, "blocked": 2}
-
-
 def _program_verdict(doc: dict[str, object]) -> tuple[str, str | None]:
     """The status and deciding reason of the (non-NVIDIA) program; without programs, the worst binary's."""
     programs = [p for p in doc.get("programs", []) if p.get("kind") != "nvidia"]  # type: ignore[attr-defined]
@@ -72,7 +70,7 @@ def _program_verdict(doc: dict[str, object]) -> tuple[str, str | None]:
         verdicts = [b["verdict"] for b in doc["binaries"] if b.get("verdict")]  # type: ignore[attr-defined]
     if not verdicts:
         return "none", None
-    worst = max(verdicts, key=lambda v: _RANK[v["status"]])
+    worst = min(verdicts, key=lambda v: VerdictStatus(v["status"]).rank)
     want = {"blocked": "blocker", "at_risk": "risk"}.get(worst["status"])
     code = next((r["code"] for r in worst["reasons"] if r["severity"] == want), None)
     return worst["status"], code

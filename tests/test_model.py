@@ -98,3 +98,12 @@ def test_relocatable_ptx_beside_linked_sass_does_not_count_as_recompilable() -> 
     assert GpuCode((rel_ptx, linked), 2).sass_only
     # An object file holds relocatable code only: that is what a later link will load.
     assert not GpuCode((rel_ptx,), 1).sass_only
+
+
+def test_verdict_statuses_rank_worst_first_as_severities_do() -> None:
+    assert sorted(VerdictStatus, key=lambda s: s.rank) == [
+        VerdictStatus.BLOCKED,
+        VerdictStatus.AT_RISK,
+        VerdictStatus.RUNS,
+    ]
+    assert [s.rank for s in (VerdictStatus.BLOCKED, VerdictStatus.AT_RISK, VerdictStatus.RUNS)] == [0, 1, 2]

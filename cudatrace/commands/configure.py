@@ -141,12 +141,13 @@ def _plan(args: argparse.Namespace) -> MappingPlan:
         return plan
     if not args.zluda:
         raise UsageError("configure needs --zluda DIR (or --mapping FILE, or --restore)")
-    from cudatrace.configure.evidence import gather_evidence, platform_of
+    from cudatrace.configure.evidence import evidence_of
+    from cudatrace.programs.evidence import gather_documents, platform_of
 
     platform_of(program)  # a missing or non-binary program fails before any folder is read
     zluda = detect_zluda(args.zluda)
     hip = detect_hip(args.hip) if args.hip else None
-    evidence = gather_evidence(program, documents=args.evidence, db=args.db, use_store=not args.no_store)
+    evidence = evidence_of(gather_documents(program, documents=args.evidence, db=args.db, use_store=not args.no_store))
     gpu = None
     if args.gpu:
         from cudatrace.configure.gpu import normalize_gfx

@@ -75,9 +75,11 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     evidence = None
     if args.program:
-        from cudatrace.configure.evidence import gather_evidence
+        from cudatrace.configure.evidence import evidence_of
+        from cudatrace.programs.evidence import gather_documents
 
-        evidence = gather_evidence(args.program, documents=args.evidence, db=args.db, use_store=not args.no_store)
+        documents = gather_documents(args.program, documents=args.evidence, db=args.db, use_store=not args.no_store)
+        evidence = evidence_of(documents)
     report = diagnose(
         zluda_dir=args.zluda,
         hip_dir=args.hip,

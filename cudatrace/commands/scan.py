@@ -16,7 +16,7 @@ from cudatrace.commands._common import (
     write_output,
 )
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
-from cudatrace.model import ScanResult
+from cudatrace.model import ScanResult, VerdictStatus
 from cudatrace.reports.render import RenderOptions, formats_for, render
 
 
@@ -103,8 +103,8 @@ def run_scan(args: argparse.Namespace) -> int:
     options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity)
     write_output(render(result, args.format, options), args.output)
     if args.fail_on:
-        bad = {"blocked"} if args.fail_on == "blocked" else {"blocked", "at_risk"}
+        threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]
-        if any(v and v.status.value in bad for v in judged):
+        if any(v and v.status.rank <= threshold for v in judged):
             return EXIT_VERDICT
     return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -15,11 +15,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from cudatrace.configure.evidence import platform_of
 from cudatrace.configure.layout import HipLayout, ZludaLayout, detect_hip, detect_zluda
 from cudatrace.configure.mapping import MappingPlan, read_mapping
 from cudatrace.configure.stage import MAPPING_NAME, staging_dir_of
 from cudatrace.errors import ConfigureError
+from cudatrace.programs.evidence import platform_of
 
 
 def plan_environment(plan: MappingPlan, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,19 +1,18 @@
-"""What a program needs from CUDA, gathered from its scan and run evidence, in the shape ``configure`` plans from.
+"""What a program needs from CUDA, merged from its scan and run documents, in the shape ``configure`` plans from.
 
-Evidence comes from saved documents given on the command line, from the coverage store (the newest scan and
-run of the program), or, when there is none, from scanning the program now.
+The documents come from :func:`cudatrace.programs.evidence.gather_documents`: saved documents, the coverage
+store (the newest scan and run of the program) or, when there is none, a scan of the program made now.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cudatrace.errors import InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow, ScanResult, TraceResult
+from cudatrace.programs.evidence import ProgramDocuments, platform_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,36 +40,6 @@ class ProgramEvidence:
     def uses(self, family: Family) -> bool:
         """True when the program names, loads or calls anything of this family."""
         return family in self.families or any(lib.family is family for lib in self.libraries)
-
-
-def platform_of(program: str | os.PathLike[str]) -> str:
-    """``windows`` for a PE file, ``linux`` for an ELF file, read from the first bytes; InputError otherwise."""
-    path = Path(program)
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4)
-    except FileNotFoundError:
-        raise InputError("program does not exist", str(path)) from None
-    except IsADirectoryError:
-        raise InputError("program is a folder, not an executable", str(path)) from None
-    except OSError as exc:
-        raise InputError(f"program is not readable: {exc.strerror or exc}", str(path)) from None
-    if head[:2] == b"MZ":
-        return "windows"
-    if head == b"\x7fELF":
-        return "linux"
-    if head[:2] == b"#!":
-        return "linux"  # a script (python launcher): the interpreter loads the CUDA libraries
-    raise InputError("not a PE or ELF program", str(path))
-
-
-def sha256_of(path: str | os.PathLike[str]) -> str:
-    """The sha256 of a file, read in blocks."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def evidence_from_documents(
@@ -151,45 +120,12 @@ def evidence_from_documents(
     )
 
 
-def gather_evidence(
-    program: str | os.PathLike[str],
-    *,
-    documents: Sequence[str] = (),
-    db: str | None = None,
-    use_store: bool = True,
-) -> ProgramEvidence:
-    """The program's needs: from ``documents`` when given, else the store's newest scan and run of this exact
-    file (same path and content), else a scan of the program made now."""
-    path = Path(program).resolve()
-    spellings = (str(path), os.path.abspath(program))  # the store keeps the absolute path as scanned
-    platform = platform_of(path)
-    if documents:
-        from cudatrace.programs.documents import load_evidence
-
-        scans, traces = load_evidence(tuple(documents))
-        return evidence_from_documents(path, scans, traces, platform=platform, sources=("saved documents",))
-    if use_store:
-        from cudatrace.coverage_db.store import open_store
-        from cudatrace.programs.lookup import find_file_programs
-
-        digest = sha256_of(path)
-        with open_store(db) as store:
-            for rec in find_file_programs(store, spellings, digest):
-                scans, traces = store.latest_documents(rec.id)
-                if scans or traces:
-                    return evidence_from_documents(
-                        path,
-                        scans,
-                        traces,
-                        platform=platform,
-                        sources=("the coverage store: newest scan and run of this file",),
-                    )
-    from cudatrace.tracer.static.scanner import scan_file
-
-    scanned = scan_file(str(path))
-    if scanned is None:
-        raise InputError("not a PE or ELF program", str(path))
-    result = ScanResult(binaries=(scanned,), roots=(str(path),))
+def evidence_of(documents: ProgramDocuments) -> ProgramEvidence:
+    """The needs of the program whose documents :func:`~cudatrace.programs.evidence.gather_documents` gathered."""
     return evidence_from_documents(
-        path, (result,), (), platform=platform, sources=("a scan made now (nothing in the store for this file)",)
+        documents.program,
+        documents.scans,
+        documents.traces,
+        platform=documents.platform,
+        sources=(documents.source,),
     )

@@ -34,7 +34,7 @@ from cudatrace.configure.runtime_data import (
 )
 from cudatrace.coverage_db.catalog import LibraryPackage
 from cudatrace.errors import ConfigureError, InputError
-from cudatrace.model import CudaLibrary, Family, LibraryHow
+from cudatrace.model import CudaLibrary, Family, LibraryHow, VerdictStatus
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -269,7 +269,7 @@ class MappingPlan:
             hip_dir=d.get("hip_dir"),
             gpu=d.get("gpu"),
             notes=tuple(d.get("notes", ())),
-            verdict=d.get("verdict"),
+            verdict=VerdictStatus(d["verdict"]).value if d.get("verdict") else None,  # another value: damaged
             verdict_reasons=tuple(d.get("verdict_reasons", ())),
         )
 
@@ -621,20 +621,17 @@ def evidence_verdict(evidence: ProgramEvidence, release: str, limit: int = 8) ->
     if not evidence.scans and not evidence.traces:
         return None, ()
     from cudatrace.model import Severity
-    from cudatrace.programs.judging import evidence_verdicts
+    from cudatrace.programs.judging import judge_evidence
 
-    verdicts = evidence_verdicts(evidence.scans, evidence.traces, release)
-    if not verdicts:
+    verdict = judge_evidence(evidence.scans, evidence.traces, release)
+    if verdict is None:
         return None, ()
-    reasons: list[str] = []
-    for v in verdicts:
-        for r in v.reasons:
-            if r.severity is Severity.INFO:
-                continue
-            text = f"{r.severity.value}: {r.message}" + (f" (remedy: {r.remedy})" if r.remedy else "")
-            if text not in reasons:
-                reasons.append(text)
-    return verdicts[0].status.value, tuple(reasons[:limit])
+    reasons = [
+        f"{r.severity.value}: {r.message}" + (f" (remedy: {r.remedy})" if r.remedy else "")
+        for r in verdict.reasons
+        if r.severity is not Severity.INFO
+    ]
+    return verdict.status.value, tuple(dict.fromkeys(reasons))[:limit]
 
 
 def _cc_default(release: str, data: RuntimeData) -> float:

@@ -12,7 +12,9 @@ from rich.text import Text
 from cudatrace.configure.doctor import DoctorReport, Level
 from cudatrace.configure.mapping import MappingPlan, Placement
 from cudatrace.configure.stage import StageReport
+from cudatrace.model import VerdictStatus
 from cudatrace.reports.document import printable
+from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
 
 _WIDTH = 120
@@ -75,9 +77,9 @@ def render_plan_terminal(
                 line.append(_t(f"; remedy: {u.remedy}"))
             con.print(line)
     if plan.verdict:
-        style = {"runs": "green", "at_risk": "yellow", "blocked": "bold red"}.get(plan.verdict, "")
+        label = VERDICT_LABELS[VerdictStatus(plan.verdict)]
         line = _t(f"Verdict under ZLUDA {plan.release}: ", "bold")
-        line.append(_t(plan.verdict.upper().replace("_", " "), style))
+        line.append(_t(label.shout, label.style))
         con.print(line)
         for reason in plan.verdict_reasons:
             con.print(_t(f"  {reason}"))

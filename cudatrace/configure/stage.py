@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from cudatrace.codec import Record
-from cudatrace.configure.evidence import sha256_of
 from cudatrace.configure.launcher import render_launcher
 from cudatrace.configure.mapping import MappingPlan, Placement, check_plan, plan_to_toml
+from cudatrace.digest import sha256_of
 from cudatrace.errors import ConfigureError
 
 MANIFEST_SCHEMA = "cudatrace.stage/1"

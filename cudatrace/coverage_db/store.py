@@ -9,7 +9,7 @@ Where the store lives
     ``platformdirs.user_data_dir("cudatrace")``. ``open_store(db)`` takes an explicit path first (``--db``),
     creates the folder and the file when missing, and is used as a context manager::
 
-        with open_store(args.db) as store:
+        with open_store(path) as store:
             store.record_scan(result)
 
 What is recorded
@@ -52,6 +52,7 @@ Safety
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -68,6 +69,7 @@ from types import TracebackType
 from typing import Any
 
 from cudatrace import __version__
+from cudatrace.digest import sha256_of
 from cudatrace.errors import StoreError
 from cudatrace.model import (
     SCAN_SCHEMA,
@@ -93,7 +95,6 @@ DEFAULT_FILE_NAME = "cudatrace.sqlite3"
 
 _MIN_SQLITE = (3, 25, 0)  # upsert (3.24) and window functions (3.25)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_HASH_CHUNK = 1 << 20
 
 
 class ResultKind(str, Enum):
@@ -273,17 +274,6 @@ def _stamp(when: datetime | None) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.astimezone(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _sha256_of(path: str) -> str | None:
-    try:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(_HASH_CHUNK):
-                h.update(chunk)
-        return h.hexdigest()
-    except OSError:
-        return None
 
 
 def _text(value: str) -> str:
@@ -679,7 +669,10 @@ class Store:
         imported = trace.source is not None
         # An imported log names an executable of another machine: never looked up or hashed here.
         path = command[0] if imported else _trace_program_path(command)
-        sha = _sha256_of(path) if not imported and os.path.isfile(path) else None
+        sha = None
+        if not imported and os.path.isfile(path):
+            with contextlib.suppress(OSError):  # an unreadable executable is joined by its path, without sha256
+                sha = sha256_of(path)
         release = trace.verdict.release if trace.verdict else None
         doc = trace.to_dict()
 

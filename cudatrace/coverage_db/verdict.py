@@ -53,7 +53,7 @@ from cudatrace.model import (
     ZludaInfo,
     ZludaStatus,
 )
-from cudatrace.wording import counted
+from cudatrace.wording import counted, ordinal
 
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
@@ -590,6 +590,16 @@ def status_of(reasons: Iterable[Reason]) -> VerdictStatus:
     return VerdictStatus.RUNS
 
 
+def merge_verdicts(verdicts: Iterable[Verdict], release: str) -> Verdict | None:
+    """One verdict for many (every binary and run of one program): the worst status (:attr:`VerdictStatus.rank`)
+    and every distinct reason, ranked as every verdict ranks them (:func:`rank_reasons`); None for none."""
+    vs = list(verdicts)
+    if not vs:
+        return None
+    status = min((v.status for v in vs), key=lambda s: s.rank)
+    return Verdict(release, status, rank_reasons(r for v in vs for r in v.reasons))
+
+
 def runtime_reasons(
     cat: Catalog,
     rel: str,
@@ -1061,14 +1071,23 @@ def first_failure_reason(
     )
 
 
+def _reached_as(position: int, reached: int) -> str:
+    """Where an entry point stands among those the program reached, in first-call order: "the 3rd of 5 entry
+    points the program reached". A trace times each entry point's first call; it does not number the calls."""
+    if reached == 1:
+        return "the only entry point the program reached"
+    return f"the {ordinal(position)} of {counted(reached, 'entry point')} the program reached"
+
+
 def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog) -> list[Reason]:
     """The program's first call that ``rel`` cannot serve, from a trace: a blocker with its time and caller.
 
     Only calls on the program's own path count (:func:`program_side_calls`: calls made inside libraries ZLUDA
     replaces never happen). A stub the called-stub table (data/called_stubs.json) lists as a tolerated probe is
     info: the program survives it. The position is the entry point's rank in first-call order among the
-    entry points the program reached (the tracer keeps first-call times per entry point, not a global call
-    sequence; ``cudatrace run --events`` has every call).
+    entry points the program reached, worded as such ("the 3rd of 5 entry points"), never as a call number: the
+    tracer keeps first-call times per entry point, not a global call sequence (``cudatrace run --events`` has
+    every call).
     """
     from cudatrace.coverage_db.runtime_map import stub_decision
 
@@ -1103,8 +1122,7 @@ def first_failing_reasons(calls: Sequence[EntryPointUse], rel: str, cat: Catalog
             else ""
         )
         when = (
-            f"first called at {c.first_call_s * 1000:.3f} ms as entry point #{position[c.key]} of {len(timed)} "
-            "the program reached"
+            f"first called at {c.first_call_s * 1000:.3f} ms, {_reached_as(position[c.key], len(timed))}"
             if c.first_call_s is not None
             else "its first-call time was not recorded"
         )

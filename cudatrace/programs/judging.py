@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
-from cudatrace.coverage_db.verdict import fixing_reason, rank_reasons, status_of
+from cudatrace.coverage_db.verdict import (
+    annotate_scan,
+    annotate_trace,
+    fixing_reason,
+    merge_verdicts,
+    rank_reasons,
+    status_of,
+)
 from cudatrace.model import (
     BinaryScan,
     Family,
@@ -181,26 +188,19 @@ def judge_programs(result: ScanResult, release: str | None, catalog: Catalog | N
     return replace(result, programs=programs)
 
 
-# The one order of verdict statuses, worst last.
-VERDICT_RANK = {VerdictStatus.RUNS: 0, VerdictStatus.AT_RISK: 1, VerdictStatus.BLOCKED: 2}
-
-
 def judge_documents(
     scans: Sequence[ScanResult], traces: Sequence[TraceResult], release: str | None
 ) -> tuple[tuple[ScanResult, ...], tuple[TraceResult, ...]]:
     """Scan and trace documents judged for ``release`` (None: the newest), in order: every import, call, binary,
     program and run carries its verdict for that release, whatever release they were judged for before."""
-    from cudatrace.coverage_db.verdict import annotate_scan, annotate_trace
-
     return tuple(annotate_scan(s, release) for s in scans), tuple(annotate_trace(t, release) for t in traces)
 
 
-def evidence_verdicts(
-    scans: Sequence[ScanResult], traces: Sequence[TraceResult], release: str | None
-) -> tuple[Verdict, ...]:
-    """The verdicts of every CUDA-using binary of ``scans`` and of every run of ``traces`` for ``release``, the
-    worst first (binaries before runs, in document order, among equals)."""
+def judge_evidence(scans: Sequence[ScanResult], traces: Sequence[TraceResult], release: str | None) -> Verdict | None:
+    """The one verdict of a program's scan and run documents for ``release`` (None: the newest): the verdicts of
+    every CUDA-using binary and every run merged (:func:`~cudatrace.coverage_db.verdict.merge_verdicts`); None
+    when no binary uses CUDA and no run was traced."""
     judged_scans, judged_traces = judge_documents(scans, traces, release)
     verdicts = [b.verdict for s in judged_scans for b in s.binaries if b.verdict is not None]
     verdicts.extend(t.verdict for t in judged_traces if t.verdict is not None)
-    return tuple(sorted(verdicts, key=lambda v: -VERDICT_RANK[v.status]))
+    return merge_verdicts(verdicts, verdicts[0].release) if verdicts else None

@@ -20,7 +20,7 @@ from cudatrace.codec import Record, counts, encode
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
-from cudatrace.wording import agrees, counted
+from cudatrace.wording import agrees, counted, ordinal
 
 DIFF_SCHEMA = "cudatrace.diff/1"
 NOISE = 0.10  # relative difference in call counts taken as run-to-run noise
@@ -278,7 +278,8 @@ def _divergence_text(d: TraceDiff) -> str:
         return "the runs do not diverge: the same calls in the same order" + (
             "" if not d.notes else " (as far as the order is known)"
         )
-    what = "call" if v.basis == "calls" else "first call of an entry point"
+    # a log numbers its calls; a traced run only orders entry points by their first calls
+    where = f"call {v.index + 1:,}" if v.basis == "calls" else f"the {ordinal(v.index + 1)} entry point by first call"
 
     def one(name: str | None, result: str | None, line: int | None) -> str:
         if name is None:
@@ -288,7 +289,7 @@ def _divergence_text(d: TraceDiff) -> str:
         return f"{name}{res}{at}"
 
     return (
-        f"they diverge at {what} #{v.index + 1} (after {v.same_before} the same): "
+        f"they diverge at {where} (after {v.same_before} the same): "
         f"A: {one(v.a, v.a_result, v.a_line)}; B: {one(v.b, v.b_result, v.b_line)}"
     )
 

@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from cudatrace.codec import MissingFieldError, Record, counts, decode, encode, spec
+from cudatrace.coverage_db.verdict import merge_verdicts
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
@@ -32,7 +33,6 @@ from cudatrace.model import (
     GpuCode,
     GpuImage,
     ProcLookup,
-    Reason,
     ScanResult,
     Severity,
     TraceResult,
@@ -63,7 +63,6 @@ _SIGNAL_NUMBERS = {
     "13": "SIGPIPE",
     "15": "SIGTERM",
 }
-_VERDICT_RANK = {VerdictStatus.RUNS: 0, VerdictStatus.AT_RISK: 1, VerdictStatus.BLOCKED: 2}
 _FAMILY_ORDER = {f: i for i, f in enumerate(Family)}
 
 
@@ -562,20 +561,6 @@ class Report(Record):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Building one report
-
-
-def merge_verdicts(verdicts: Iterable[Verdict], release: str) -> Verdict | None:
-    """The worst status of all, with every distinct reason ranked blocker, risk, info (stable otherwise)."""
-    vs = list(verdicts)
-    if not vs:
-        return None
-    status = max((v.status for v in vs), key=_VERDICT_RANK.__getitem__)
-    seen: dict[tuple[Any, ...], Reason] = {}
-    for v in vs:
-        for r in v.reasons:
-            seen.setdefault((r.severity, r.code, r.message, r.family, r.functions), r)
-    reasons = sorted(seen.values(), key=lambda r: r.severity.rank)
-    return Verdict(release, status, tuple(reasons))
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudatrace.cli import main
-from cudatrace.errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL
+from cudatrace.errors import EXIT_INPUT, EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT
 from cudatrace.model import (
     SCAN_SCHEMA,
     BinaryFormat,
@@ -267,3 +267,23 @@ def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, caps
     # --no-zluda with a release is a contradiction
     assert main([*base, "--no-zluda", "--release", "v6-preview.69", app]) == 2
     assert "cannot go with --release" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("sample", "fail_on", "code"),
+    [
+        ("saxpy_sass_only", "blocked", EXIT_VERDICT),
+        ("saxpy_sass_only", "at_risk", EXIT_VERDICT),  # blocked is worse than at risk
+        ("saxpy_ptx", "at_risk", EXIT_VERDICT),
+        ("saxpy_ptx", "blocked", EXIT_OK),
+    ],
+)
+def test_fail_on_fails_for_that_status_or_a_worse_one(
+    sample: str, fail_on: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / sample
+    if not path.is_file():
+        pytest.skip(f"examples/{sample} is not in this checkout")
+    args = ["scan", "--no-store", "--no-progress", "--release", "v6-preview.69", "--fail-on", fail_on, str(path)]
+    assert main(args) == code
+    capsys.readouterr()

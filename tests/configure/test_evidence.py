@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cudatrace.cli import main
-from cudatrace.configure.evidence import evidence_from_documents, gather_evidence, platform_of
+from cudatrace.configure.evidence import evidence_from_documents, evidence_of
 from cudatrace.errors import EXIT_INPUT, InputError, ReportError
 from cudatrace.model import (
     CudaLibrary,
@@ -25,6 +25,7 @@ from cudatrace.model import (
     VerdictStatus,
 )
 from cudatrace.programs.documents import load_evidence
+from cudatrace.programs.evidence import FROM_SCAN_NOW, FROM_STORE, gather_documents, platform_of
 from tests.configure.evidence_helpers import scan_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -92,11 +93,11 @@ def test_store_evidence_of_this_exact_file(tmp_path: Path, capsys: pytest.Captur
     db = str(tmp_path / "db.sqlite")
     assert main(["scan", str(program), "--db", db, "--release", "v6-preview.69", "--format", "json"]) == 0
     capsys.readouterr()
-    ev = gather_evidence(program, db=db)
-    assert ev.sources == ("the coverage store: newest scan and run of this file",)
+    ev = evidence_of(gather_documents(program, db=db))
+    assert ev.sources == (FROM_STORE,)
     assert ev.verdict_release == "v6-preview.69" and ev.sass_only
     # the same path with other bytes is another program: the stored scan no longer counts
     shutil.copy2(EXAMPLES / "saxpy_ptx", program)
-    ev = gather_evidence(program, db=db)
-    assert ev.sources == ("a scan made now (nothing in the store for this file)",)
+    ev = evidence_of(gather_documents(program, db=db))
+    assert ev.sources == (FROM_SCAN_NOW,)
     assert ev.verdict_release is None and not ev.sass_only

@@ -19,6 +19,7 @@ from cudatrace.configure.mapping import (
     plan_to_toml,
     read_mapping,
 )
+from cudatrace.configure.render import render_plan_terminal
 from cudatrace.errors import ConfigureError, InputError
 from cudatrace.model import Family
 from tests.configure.evidence_helpers import evidence_of
@@ -233,6 +234,10 @@ def test_mapping_file_round_trip_and_edit(tmp_path: Path) -> None:
     path.write_text(edited)
     back = read_mapping(path)
     assert _env(back)["ROCBLAS_TENSILE_LIBPATH"].startswith("X")
+    assert f"Verdict under ZLUDA {plan.release}: BLOCKED" in render_plan_terminal(back, "app.bat")
+    # a verdict that is none of runs / at_risk / blocked is a damaged file, not a crash of the renderer
+    with pytest.raises(InputError, match="damaged mapping"):
+        plan_from_toml(text.replace('verdict = "blocked"', 'verdict = "fine"'), "m.toml")
 
 
 def test_bad_mapping_files(tmp_path: Path) -> None:

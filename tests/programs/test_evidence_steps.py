@@ -1,5 +1,6 @@
 """The program-level steps run, doctor and configure share with scan and report: judging saved documents again for
-a release, the worst verdict of a program's evidence, and finding one file's programs in the coverage store.
+a release, the one verdict of a program's evidence, finding one file's programs in the coverage store, and
+gathering one program file's documents (saved files, the store, a scan made now).
 
 Real documents only: the committed samples in examples/ (saxpy_sass_only carries SASS only, which ZLUDA cannot
 run: ZLUDA's README says it compiles PTX for AMD GPUs; saxpy_ptx carries PTX) scanned here, and a zluda_trace log
@@ -8,6 +9,7 @@ written by zluda_trace v6-preview.48 or newer (tests/data/zluda_logs/README.md) 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,8 +17,11 @@ from pathlib import Path
 import pytest
 
 from cudatrace.coverage_db.store import open_store
+from cudatrace.coverage_db.verdict import rank_reasons
+from cudatrace.errors import InputError
 from cudatrace.model import ScanResult, TraceResult, VerdictStatus
-from cudatrace.programs.judging import VERDICT_RANK, evidence_verdicts, judge_documents
+from cudatrace.programs.evidence import FROM_DOCUMENTS, FROM_SCAN_NOW, FROM_STORE, gather_documents
+from cudatrace.programs.judging import judge_documents, judge_evidence
 from cudatrace.programs.lookup import find_file_programs
 from cudatrace.tracer.static.scanner import scan_paths
 from cudatrace.tracer.zluda_log import read_log
@@ -54,30 +59,34 @@ def test_documents_are_judged_again_for_the_release_asked() -> None:
 
 def test_no_documents_judge_to_nothing() -> None:
     assert judge_documents((), (), None) == ((), ())
-    assert evidence_verdicts((), (), None) == ()
+    assert judge_evidence((), (), None) is None
 
 
-def test_the_worst_verdict_of_the_evidence_comes_first() -> None:
+def test_the_evidence_judges_to_its_worst_verdict_with_every_reason_ranked() -> None:
     ptx, sass = _scan("saxpy_ptx"), _scan("saxpy_sass_only")
-    verdicts = evidence_verdicts((ptx, sass), (), "v6-preview.69")
-    assert [v.status for v in verdicts] == [VerdictStatus.BLOCKED, VerdictStatus.AT_RISK]
-    assert "sass_only" in [r.code for r in verdicts[0].reasons]
-    assert {v.release for v in verdicts} == {"v6-preview.69"}
-    # a run judges alongside the binaries; the order is by status only, stable among equals
-    with_run = evidence_verdicts((ptx, sass), (_trace(),), "v6-preview.69")
-    ranks = [VERDICT_RANK[v.status] for v in with_run]
-    assert ranks == sorted(ranks, reverse=True) and len(with_run) == 3
+    verdict = judge_evidence((ptx, sass), (), "v6-preview.69")
+    assert verdict is not None and verdict.status is VerdictStatus.BLOCKED and verdict.release == "v6-preview.69"
+    alone = {s: judge_evidence((s,), (), "v6-preview.69") for s in (ptx, sass)}
+    assert alone[ptx] is not None and alone[ptx].status is VerdictStatus.AT_RISK
+    # the SASS-only blocker first, and the PTX binary's risks kept below it
+    assert verdict.reasons[0].code == "sass_only"
+    assert set(alone[ptx].reasons) <= set(verdict.reasons)
+    # a run judges alongside the binaries: one verdict, reasons ranked as every verdict ranks them
+    with_run = judge_evidence((ptx, sass), (_trace(),), "v6-preview.69")
+    assert with_run is not None and with_run.status is VerdictStatus.BLOCKED
+    assert with_run.reasons == rank_reasons(with_run.reasons)
+    assert [r.severity.rank for r in with_run.reasons] == sorted(r.severity.rank for r in with_run.reasons)
 
 
 def test_an_unknown_release_is_refused() -> None:
     from cudatrace.errors import CatalogError
 
     with pytest.raises(CatalogError, match="unknown ZLUDA release"):
-        evidence_verdicts((_scan("saxpy_ptx"),), (), "v6-bogus")
+        judge_evidence((_scan("saxpy_ptx"),), (), "v6-bogus")
 
 
 def _sha256(path: Path) -> str:
-    from cudatrace.configure.evidence import sha256_of
+    from cudatrace.digest import sha256_of
 
     return sha256_of(path)
 
@@ -103,3 +112,35 @@ def test_a_file_is_found_in_the_store_by_path_and_content(tmp_path: Path) -> Non
         assert find_file_programs(store, (str(program),), _sha256(EXAMPLES / "saxpy_ptx")) == ()
         assert find_file_programs(store, (str(folder),), digest) == ()
         assert store.latest_documents(rec.id)[0]
+
+
+def test_a_program_files_documents_come_from_files_then_the_store_then_a_scan_now(tmp_path: Path) -> None:
+    if not (EXAMPLES / "saxpy_sass_only").is_file():
+        pytest.skip("examples/saxpy_sass_only is not in this checkout")
+    program = tmp_path / "saxpy"
+    shutil.copy2(EXAMPLES / "saxpy_sass_only", program)
+    db = str(tmp_path / "db.sqlite")
+    now = gather_documents(program, db=db)
+    assert (now.source, now.platform, now.program, len(now.scans), now.traces) == (
+        FROM_SCAN_NOW,
+        "linux",
+        program.resolve(),
+        1,
+        (),
+    )
+    with open_store(db) as store:
+        store.record_scan(scan_paths([str(program)]))
+    stored = gather_documents(os.path.relpath(program), db=db)  # any spelling of the same file
+    assert stored.source == FROM_STORE and stored.scans[0].binaries[0].path == str(program)
+    assert gather_documents(program, db=db, use_store=False).source == FROM_SCAN_NOW
+    saved = tmp_path / "scan.json"
+    saved.write_text(json.dumps(scan_paths([str(EXAMPLES / "saxpy_ptx")]).to_dict()))
+    given = gather_documents(program, documents=(str(saved),), db=db)
+    assert given.source == FROM_DOCUMENTS and given.scans[0].binaries[0].name == "saxpy_ptx"
+
+
+def test_a_missing_or_foreign_program_is_refused_before_any_document_is_read(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a program\n")
+    for path, words in ((tmp_path / "missing", "does not exist"), (tmp_path / "notes.txt", "not a PE or ELF")):
+        with pytest.raises(InputError, match=words):
+            gather_documents(path, documents=(str(tmp_path / "no-such.json"),))

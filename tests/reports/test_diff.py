@@ -53,7 +53,7 @@ def test_run_against_cut_log(tmp_path: Path) -> None:
     # cuInit, cuDeviceGetName, cuModuleLoadData in both; then NVIDIA gets the function, ZLUDA allocates
     assert (v.index, v.a, v.b, v.b_line) == (3, "cuModuleGetFunction", "cuMemAlloc_v2", 5)
     text = render_diff_terminal(d)
-    assert "first call of an entry point #4" in text and "the log is cut mid-line" in text
+    assert "they diverge at the 4th entry point by first call" in text and "the log is cut mid-line" in text
     assert "**called only in A (1)**" in render_diff_markdown(d)
 
 

@@ -31,7 +31,6 @@ from cudatrace.reports.document import (
     build_aggregate,
     build_report,
     compare_releases,
-    merge_verdicts,
     printable,
     signal_name,
 )
@@ -191,16 +190,6 @@ def test_json_round_trip_is_exact(mixed: Report) -> None:
 def test_damaged_report_documents_raise_report_error(doc: dict[str, object]) -> None:
     with pytest.raises(ReportError):
         Report.from_dict(doc)
-
-
-def test_merge_verdicts_takes_the_worst_and_dedups() -> None:
-    r1 = Reason(Severity.RISK, "a", "risky")
-    r2 = Reason(Severity.BLOCKER, "b", "blocked")
-    v = merge_verdicts(
-        [Verdict(RELEASE, VerdictStatus.AT_RISK, (r1,)), Verdict(RELEASE, VerdictStatus.BLOCKED, (r2, r1))], RELEASE
-    )
-    assert v is not None and v.status is VerdictStatus.BLOCKED and v.reasons == (r2, r1)
-    assert merge_verdicts([], RELEASE) is None
 
 
 def test_hostile_names_keep_safe_anchors_and_printable_text() -> None:
