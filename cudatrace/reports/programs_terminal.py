@@ -57,7 +57,7 @@ def program_lines(program: Program) -> list[Text]:
                 lines.append(_t(f"      remedy: {r.remedy}", "dim"))
         rest = len([r for r in v.reasons if r.code != "release_fixing"]) - len(shown)
         if rest > 0:
-            lines.append(_t(f"    ... and {rest} more reasons", "dim"))
+            lines.append(_t(f"    ... and {counted(rest, 'more reason')}", "dim"))
         fixing = next((r for r in v.reasons if r.code == "release_fixing"), None)
         if fixing is not None:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
