@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from cudatrace.commands._common import common_parent, dump_json, write_output
+from cudatrace.commands._common import NO_WRAP, common_parent, dump_json, output_width, write_output
 from cudatrace.errors import EXIT_OK, UsageError
 from cudatrace.model import TraceResult
 
@@ -72,6 +72,7 @@ def run_diff(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         text = render_diff_markdown(d)
     else:
-        text = render_diff_terminal(d)
+        width = output_width(args)
+        text = render_diff_terminal(d, width=None if width == NO_WRAP else width)
     write_output(text, args.output)
     return EXIT_OK

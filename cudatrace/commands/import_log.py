@@ -7,7 +7,14 @@ import re
 import sys
 from pathlib import Path
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_output_args,
+    common_parent,
+    dump_json,
+    output_width,
+    use_color,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import TraceResult
 
@@ -85,7 +92,7 @@ def run_import_log(args: argparse.Namespace) -> int:
     else:
         from cudatrace.reports.trace_terminal import render_trace_terminal
 
-        text = render_trace_terminal(trace, color=use_color(args))
+        text = render_trace_terminal(trace, color=use_color(args), width=output_width(args))
     write_output(text, args.output)
     return EXIT_OK
 

@@ -315,8 +315,8 @@ def _entry_text(e: DiffEntry, which: str) -> str:
     return f"{e.function} ({e.family.value}): A x{e.calls_a} ({sa}); B x{e.calls_b} ({sb}){z}"
 
 
-def render_diff_terminal(d: TraceDiff, limit: int = 30) -> str:
-    """Plain text for a terminal (every name escaped)."""
+def render_diff_terminal(d: TraceDiff, limit: int = 30, width: int | None = None) -> str:
+    """Plain text for a terminal (every name escaped), wrapped between words at ``width`` when given."""
     out = [
         printable(f"A: {_side(d.a, d.a_backend)}"),
         printable(f"B: {_side(d.b, d.b_backend)}"),
@@ -332,6 +332,10 @@ def render_diff_terminal(d: TraceDiff, limit: int = 30) -> str:
         if len(rows) > limit:
             out.append(f"  ... and {len(rows) - limit} more")
     out += [printable(f"note: {n}") for n in d.notes]
+    if width is not None:
+        from cudatrace.reports.fit import wrap_lines  # rich, only for a terminal
+
+        out = wrap_lines(out, width)
     return "\n".join(out) + "\n"
 
 
