@@ -172,18 +172,19 @@ def render_scan_terminal(
 ) -> str:
     """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100).
 
-    ``verbosity`` 0 (``-q``): failures and the summary line only; 1: every binary with CUDA, and only a count of
+    ``verbosity`` 0 (``-q``): each program that does not simply run with its verdict and the reasons that make it,
+    failures and the summary lines only; 1: every program, every binary with CUDA, and only a count of
     those without (the ``scan`` command's default); 2 (``-v``): those without listed too, and every reason of
     each verdict.
     """
     console = string_console(color, width or 100, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     with_cuda = [b for b in result.binaries if b.uses_cuda]
     without = [b for b in result.binaries if not b.uses_cuda]
-    if verbosity >= 1:
-        from cudatrace.reports.programs_terminal import rollup_lines
+    from cudatrace.reports.programs_terminal import rollup_lines
 
-        for line in rollup_lines(result):  # the programs first, the binaries below them
-            console.print(indented(line))
+    for line in rollup_lines(result, quiet=verbosity <= 0):  # the programs first, the binaries below them
+        console.print(indented(line))
+    if verbosity >= 1:
         for binary in with_cuda:
             for part in _binary_block(binary, all_reasons=verbosity >= 2):
                 console.print(indented(part))
