@@ -14,7 +14,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import VerdictStatus
+from cudatrace.model import Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
 from cudatrace.reports.fit import Fitted, hanging
 from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS, hows_in_words, status_word
@@ -86,10 +86,13 @@ class _Limits:
 
     rows: int = MAX_ROWS
     names: int = MAX_NAMES
+    quiet: bool = False
+    """Only the verdict, the reasons that make it and the blocking calls (``-q``)."""
 
 
 ALL = _Limits(1 << 30, 1 << 30)
 """Every row and name (``-v``)."""
+QUIET = _Limits(quiet=True)
 
 
 def _more(shown: int, total: int) -> str:
@@ -107,13 +110,16 @@ def render_verdict(doc: Report, limits: _Limits) -> list[RenderableType]:
         label = VERDICT_LABELS[doc.verdict.status]
         parts.append(Text("VERDICT  " + label.headline, style=label.style))
         for r in doc.verdict.reasons:
+            if limits.quiet and r.severity is Severity.INFO:
+                continue
             line = Text(printable(r.message))
             if r.calls:
                 line.append(f" ({counted(r.calls, 'call')})")
             parts.append(
                 hanging(Text(f"[{r.severity.value}]", style="bold" if r.severity.value == "blocker" else ""), line)
             )
-    parts.extend(Text("NOTE  " + printable(note), style="bold") for note in doc.notes)
+    if not limits.quiet:
+        parts.extend(Text("NOTE  " + printable(note), style="bold") for note in doc.notes)
     return parts
 
 
@@ -162,6 +168,8 @@ def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
     elif doc.verdict is not None:
         parts.append(Text("Blocking calls: none", style="green"))
     unresolved = doc.unresolved
+    if limits.quiet:
+        return parts
     if unresolved:
         names = ", ".join(printable(e.function) for e in unresolved[: limits.names])
         parts.append(
@@ -259,7 +267,8 @@ _CUDA_SECTIONS = (render_families, render_blocking, render_failing, render_gpu, 
 
 
 def _report_parts(doc: Report, limits: _Limits) -> list[RenderableType]:
-    sections = (render_verdict, *_CUDA_SECTIONS) if doc.uses_cuda else (render_verdict,)
+    cuda_sections = (render_blocking,) if limits.quiet else _CUDA_SECTIONS
+    sections = (render_verdict, *cuda_sections) if doc.uses_cuda else (render_verdict,)
     return [part for section in sections for part in section(doc, limits)]
 
 
@@ -280,7 +289,7 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
         )
     )
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
-    if compared:
+    if compared and not limits.quiet:
         words = (label.word for label in VERDICT_LABELS.values())
         tab = _table("Per ZLUDA release (same programs)", "release", *words, "blocking")
         for r in doc.releases:
@@ -302,6 +311,8 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
             )
         parts.extend((Text(""), Fitted(tab)))
     unlock = doc.unlockable
+    if limits.quiet:
+        return parts
     if unlock:
         tab = _table("Implement one entry point, and these programs lose their last blocker", "function", "programs")
         for b in unlock[: limits.rows]:
@@ -332,11 +343,13 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
     return parts
 
 
-def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110, verbose: bool = False) -> str:
-    """The report as terminal text; ANSI colours only with ``color=True``; ``verbose`` lists every row and name
-    instead of the first ones and a count."""
+def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110, verbosity: int = 1) -> str:
+    """The report as terminal text; ANSI colours only with ``color=True``. ``verbosity`` 0 (``-q``): the verdict,
+    the reasons that make it and the blocking calls only (of an aggregate: the entry points that block the most
+    programs); 1: every section, the first rows and names of each and a count of the rest; 2 (``-v``): every row
+    and name."""
     console = string_console(color, width, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
-    limits = ALL if verbose else _Limits()
+    limits = QUIET if verbosity <= 0 else ALL if verbosity >= 2 else _Limits()
     parts = _report_parts(doc, limits) if isinstance(doc, Report) else _aggregate_parts(doc, limits)
     console.print(Group(*parts))
     return console_text(console)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import EntryPointUse, TraceResult
+from cudatrace.model import EntryPointUse, Severity, TraceResult
 from cudatrace.reports.document import printable
 from cudatrace.reports.fit import Fitted, hanging
 from cudatrace.reports.labels import VERDICT_LABELS
@@ -71,8 +71,9 @@ def _log_header(con: Console, trace: TraceResult) -> None:
         con.print(Text.assemble(("GPU modules saved: ", "bold"), _t(trace.gpu_code.summary())))
 
 
-def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
-    """The terminal summary of a trace."""
+def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120, *, verbosity: int = 1) -> str:
+    """The terminal summary of a trace; with ``verbosity`` 0 (``-q``) only how it ended, its first failing call
+    and the verdict with the reasons that make it."""
     con = string_console(color, width)
     if trace.source is not None:
         _log_header(con, trace)
@@ -93,8 +94,11 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         v = trace.verdict
         label = VERDICT_LABELS[v.status]
         con.print(Text.assemble(("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(label.word, label.style)))
-        for r in v.reasons[:3]:
+        reasons = [r for r in v.reasons if r.severity is not Severity.INFO] if verbosity <= 0 else v.reasons[:3]
+        for r in reasons:
             con.print(hanging(f"{r.severity.value}:", _t(r.message + (f" ({r.remedy})" if r.remedy else ""))))
+    if verbosity <= 0:
+        return console_text(con)
     total = sum(c.calls or 0 for c in trace.calls)
     con.print(
         Text.assemble(
