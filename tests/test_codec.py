@@ -102,3 +102,18 @@ def test_damaged_documents_are_refused() -> None:
         Leaf.from_dict({"name": 2})
     with pytest.raises(ValueError):
         Leaf.from_dict({"name": "x", "colour": "green"})
+
+
+@dataclass(frozen=True, slots=True)
+class Alias(Record):
+    family: str
+    library: str = field(metadata=spec(fallback="family"))
+    cached: int = field(default=0, metadata=spec(omit="always"))
+
+
+def test_a_missing_key_may_read_another_and_a_program_value_is_never_written() -> None:
+    assert Alias("cublas", "cublaslt", cached=7).to_dict() == {"family": "cublas", "library": "cublaslt"}
+    assert Alias.from_dict({"family": "cublas"}) == Alias("cublas", "cublas")
+    assert Alias.from_dict({"family": "cublas", "library": "cublaslt"}).library == "cublaslt"
+    with pytest.raises(MissingFieldError):
+        Alias.from_dict({"library": "cublas"})
