@@ -74,6 +74,7 @@ class Record:
     # Keys that come first, in this order: fields, or properties whose values are written but never read back.
     json_order: ClassVar[tuple[str, ...]] = ()
     json_extra: ClassVar[tuple[str, ...]] = ()  # properties written after the fields, never read back
+    json_schema: ClassVar[str | None] = None  # a versioned document's schema, written first as "schema"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -146,7 +147,8 @@ def _omitted(rule: Omit | None, value: Any, obj: Any) -> bool:
 
 def encode(obj: Any) -> dict[str, Any]:
     """The JSON form of a dataclass record, field by field."""
-    d: dict[str, Any] = {}
+    schema = getattr(obj, "json_schema", None)
+    d: dict[str, Any] = {"schema": schema} if schema else {}
     for name, _, s, _ in _fields(type(obj)):
         value = getattr(obj, name)
         if _omitted(s.omit, value, obj):

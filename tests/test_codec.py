@@ -117,3 +117,17 @@ def test_a_missing_key_may_read_another_and_a_program_value_is_never_written() -
     assert Alias.from_dict({"family": "cublas", "library": "cublaslt"}).library == "cublaslt"
     with pytest.raises(MissingFieldError):
         Alias.from_dict({"library": "cublas"})
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned(Record):
+    name: str
+
+    json_schema = "cudatrace.test/1"
+
+
+def test_a_versioned_document_writes_its_schema_first_and_reads_past_it() -> None:
+    d = Versioned("x").to_dict()
+    assert list(d.items()) == [("schema", "cudatrace.test/1"), ("name", "x")]
+    assert Versioned.from_dict(d) == Versioned("x")
+    assert "schema" not in Leaf("x").to_dict()

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from cudatrace.codec import Record, counts, encode
+from cudatrace.codec import Record, counts
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
@@ -79,10 +79,7 @@ class TraceDiff(Record):
         return not (self.only_a or self.only_b or self.statuses or self.counts or self.divergence)
 
     json_order = ("a", "b", "a_backend", "b_backend", "release", "same", "common", "inner_only")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {"schema": DIFF_SCHEMA, **encode(self)}
+    json_schema = DIFF_SCHEMA
 
 
 _Step = tuple[str, str | None, int | None]  # (function, result, log line) of one step of a run
