@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from cudatrace.cli import build_parser
@@ -70,22 +72,25 @@ def test_render_is_the_format_s_renderer(doc: Report | Aggregate) -> None:
     assert render(doc, Format.TERMINAL, options) == render_terminal(doc, color=True, width=80, verbosity=2)
 
 
-def test_a_scan_renders_as_terminal_text_or_json_only() -> None:
-    scan = samples.mixed_scan()
+@pytest.mark.parametrize(
+    ("doc", "terminal", "refused"),
+    [
+        (samples.mixed_scan(), render_scan_terminal, "html"),
+        (samples.crashed_trace(), render_trace_terminal, "markdown"),
+    ],
+)
+def test_a_scan_or_a_trace_renders_as_terminal_text_or_json_only(
+    doc: ScanResult | TraceResult, terminal: Callable[..., str], refused: str
+) -> None:
     options = RenderOptions(width=90, verbosity=0)
-    assert render(scan, Format.TERMINAL, options) == render_scan_terminal(scan, False, 90, verbosity=0)
-    assert render(scan, Format.JSON) == dump_json(scan.to_dict())
-    with pytest.raises(ValueError, match="html"):
-        render(scan, Format.HTML)
+    assert render(doc, Format.TERMINAL, options) == terminal(doc, False, 90, verbosity=0)
+    assert render(doc, Format.JSON) == dump_json(doc.to_dict())
+    with pytest.raises(ValueError, match=f"{refused} does not render a {type(doc).__name__}"):
+        render(doc, refused)
 
 
-def test_a_trace_and_a_diff_render_through_the_same_entry() -> None:
+def test_a_diff_renders_as_terminal_text_markdown_or_json() -> None:
     trace = samples.crashed_trace()
-    options = RenderOptions(width=90, verbosity=0)
-    assert render(trace, Format.TERMINAL, options) == render_trace_terminal(trace, False, 90, verbosity=0)
-    assert render(trace, Format.JSON) == dump_json(trace.to_dict())
-    with pytest.raises(ValueError, match="markdown does not render a TraceResult"):
-        render(trace, Format.MARKDOWN)
     d = build_diff(trace, trace, "a.json", "b.json")
     assert render(d, Format.MARKDOWN) == render_diff_markdown(d)
     assert render(d, Format.TERMINAL, RenderOptions(width=60)) == render_diff_terminal(d, width=60)
