@@ -12,3 +12,19 @@ def counted(n: int, word: str, many: str | None = None) -> str:
 def agrees(n: int, one: str, many: str) -> str:
     """The verb (or phrase) that agrees with a count of ``n``: ``agrees(1, "is", "are")`` -> "is"."""
     return one if n == 1 else many
+
+
+BLOCKER_WORDS = {
+    "sass_only": "SASS-only GPU code",
+    "unknown_until_traced": "calls unknown until traced",
+    "library_missing": "a missing library",
+    "on_demand_blocked": "an on-demand part",
+    "ptx_recent_arch_only": "PTX for recent GPUs only",
+    "export_table_unknown": "an unknown export table",
+}
+"""What a blocker that is not an entry point is, by its reason code, as a sentence names it."""
+
+
+def blocker_words(code: str) -> str:
+    """A reason code in words: ``"sass_only"`` -> "SASS-only GPU code" (an unknown code with spaces for ``_``)."""
+    return BLOCKER_WORDS.get(code, code.replace("_", " "))

@@ -18,7 +18,7 @@ from cudatrace.model import Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
 from cudatrace.reports.fit import Fitted, hanging
 from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS, hows_in_words, status_word
-from cudatrace.wording import counted
+from cudatrace.wording import blocker_words, counted
 
 MAX_ROWS = 40
 MAX_NAMES = 12
@@ -330,7 +330,8 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
         for p in doc.programs:
             label = VERDICT_LABELS[p.verdict] if p.verdict else None
             verdict = label.word if label else ("no CUDA" if not p.uses_cuda else "unclassified")
-            why = ", ".join([*p.blockers[:6], *p.other_blockers]) + (" ..." if len(p.blockers) > 6 else "")
+            why = ", ".join([*p.blockers[:6], *map(blocker_words, p.other_blockers)])
+            why += " ..." if len(p.blockers) > 6 else ""
             style = label.style if label else ""
             tab.add_row(
                 _t(p.program),
