@@ -17,7 +17,7 @@ from rich.text import Text
 
 from cudatrace.model import EntryPointUse, Severity, TraceResult
 from cudatrace.reports.document import printable
-from cudatrace.reports.fit import Fitted, hanging
+from cudatrace.reports.fit import Fitted, hanging, indented
 from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
 from cudatrace.wording import counted
@@ -63,7 +63,7 @@ def _log_header(con: Console, trace: TraceResult) -> None:
         con.print(_t("the log is cut mid-line: the program stopped while writing it (read up to the cut)", "yellow"))
     first = trace.first_failure
     if first is not None:
-        con.print(Text.assemble(("First failing call: ", "bold"), _t(f"line {first.line}: {first.text}", "red")))
+        con.print(hanging(Text("First failing call:", style="bold"), _t(f"line {first.line}: {first.text}", "red"), 0))
         for r in trace.verdict.reasons if trace.verdict else ():
             if r.code == "first_failure":
                 con.print(hanging("", _t(r.message + (f"; remedy: {r.remedy}" if r.remedy else ""))))
@@ -126,7 +126,9 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         con.print(_t(f"Entry points that returned errors: {len(failing)}", "bold"))
         for c in failing:
             codes = ", ".join(f"{name} x{n:,}" for name, n in sorted(c.statuses, key=lambda kv: -kv[1]))
-            con.print(_t(f"  {c.function} ({c.family.value}, {counted(c.calls or 0, 'call')}): {codes}", "yellow"))
+            con.print(
+                indented(_t(f"  {c.function} ({c.family.value}, {counted(c.calls or 0, 'call')}): {codes}", "yellow"))
+            )
     else:
         con.print(_t("No entry point returned an error code.", "green"))
     if trace.proc_lookups:
@@ -139,7 +141,11 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
             )
         )
         for lk in missing[:20]:
-            con.print(_t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow"))
+            con.print(
+                indented(
+                    _t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow")
+                )
+            )
     if trace.export_tables:
         con.print(_t(f"cuGetExportTable: {len(trace.export_tables)} tables", "bold"))
         for t in trace.export_tables:
