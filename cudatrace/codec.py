@@ -4,7 +4,9 @@ A class that derives from :class:`Record` gets ``to_dict`` (the JSON form) and `
 str enums become their values, tuples lists, nested records dicts, ``tuple[X, ...]`` and ``X | None`` are read
 back through the type hints. Keys follow the field order unless the class names a ``json_order``. A field says
 what is special about it once, in its metadata (:func:`spec`): another key, a value left out of the JSON, its own
-converter. A key missing from a saved document reads as the field's default, so older documents stay readable.
+converter. A key missing from a saved document reads as the field's default (or another key's value, or a
+declared value), so older documents stay readable. A document that is only written (its encoding loses what
+reading needs) calls :func:`encode` from its own ``to_dict`` instead of deriving from :class:`Record`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeVar, Union
 
 T = TypeVar("T", bound="Record")
 
-Omit = Literal["none", "falsy"] | Callable[[Any], bool]
+Omit = Literal["none", "falsy", "always"] | Callable[[Any], bool]
 
 _SPEC = "cudatrace.codec"
 _ABSENT: Any = object()  # no ``missing`` value declared
@@ -39,6 +41,7 @@ class _Spec:
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
     missing: Any = _ABSENT
+    fallback: str | None = None
 
 
 def spec(
@@ -48,15 +51,19 @@ def spec(
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any], Any] | None = None,
     missing: Any = _ABSENT,
+    fallback: str | None = None,
 ) -> dict[str, Any]:
     """Field metadata for what the codec cannot infer.
 
     ``key``: the JSON key when it differs from the field name. ``omit``: leave the key out of the JSON when the
-    value is None (``"none"``), falsy (``"falsy"``), or when a predicate on the whole record says so.
+    value is None (``"none"``), falsy (``"falsy"``), always (``"always"``: a value for the program, never part of
+    the document), or when a predicate on the whole record says so.
     ``encode`` / ``decode``: the field's own converters (the JSON value from the field's, and back).
     ``missing``: the JSON value read when an older document lacks the key of a field without a default.
+    ``fallback``: the key whose value is read when a document lacks this field's own (a hand-edited file that
+    leaves out what another key already says).
     """
-    return {_SPEC: _Spec(key, omit, encode, decode, missing)}
+    return {_SPEC: _Spec(key, omit, encode, decode, missing, fallback)}
 
 
 class Record:
@@ -67,6 +74,7 @@ class Record:
     # Keys that come first, in this order: fields, or properties whose values are written but never read back.
     json_order: ClassVar[tuple[str, ...]] = ()
     json_extra: ClassVar[tuple[str, ...]] = ()  # properties written after the fields, never read back
+    json_schema: ClassVar[str | None] = None  # a versioned document's schema, written first as "schema"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -132,12 +140,15 @@ def _omitted(rule: Omit | None, value: Any, obj: Any) -> bool:
         return value is None
     if rule == "falsy":
         return not value
+    if rule == "always":
+        return True
     return bool(rule(obj))  # type: ignore[operator]
 
 
 def encode(obj: Any) -> dict[str, Any]:
     """The JSON form of a dataclass record, field by field."""
-    d: dict[str, Any] = {}
+    schema = getattr(obj, "json_schema", None)
+    d: dict[str, Any] = {"schema": schema} if schema else {}
     for name, _, s, _ in _fields(type(obj)):
         value = getattr(obj, name)
         if _omitted(s.omit, value, obj):
@@ -195,6 +206,8 @@ def decode(cls: type[T], d: Mapping[str, Any]) -> T:
         if f is None:
             continue  # a derived value, written for readers of the JSON
         key = s.key or f.name
+        if key not in d and s.fallback is not None and s.fallback in d:
+            key = s.fallback
         value = d.get(key)
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         if key not in d and s.missing is not _ABSENT:

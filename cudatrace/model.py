@@ -438,10 +438,7 @@ class ScanResult(Record):
     notes: tuple[str, ...] = ()  # what was passed over and why (dangling symlinks), one line each
 
     json_order = ("tool_version", "roots", "zluda_release", "programs", "binaries", "failed", "skipped")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {"schema": SCAN_SCHEMA, **encode(self)}
+    json_schema = SCAN_SCHEMA
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -592,6 +589,7 @@ class TraceResult(Record):
         *("calls", "proc_lookups", "export_tables", "load_failures", "notes", "verdict", "source", "first_failure"),
         *("sequence", "dark_api_calls", "gpu_code", "zluda_release"),
     )
+    json_schema = TRACE_SCHEMA
 
     @property
     def uses_cuda(self) -> bool:
@@ -601,7 +599,3 @@ class TraceResult(Record):
     def with_note(self, note: str) -> TraceResult:
         """The same trace with one more note."""
         return dataclasses.replace(self, notes=(*self.notes, note))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {"schema": TRACE_SCHEMA, **encode(self)}

@@ -18,3 +18,19 @@ def ordinal(n: int) -> str:
     """``n`` as a position: "1st", "2nd", "3rd", "11th", "22nd", "1,001st"."""
     suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n:,}{suffix}"
+
+
+BLOCKER_WORDS = {
+    "sass_only": "SASS-only GPU code",
+    "unknown_until_traced": "calls unknown until traced",
+    "library_missing": "a missing library",
+    "on_demand_blocked": "an on-demand part",
+    "ptx_recent_arch_only": "PTX for recent GPUs only",
+    "export_table_unknown": "an unknown export table",
+}
+"""What a blocker that is not an entry point is, by its reason code, as a sentence names it."""
+
+
+def blocker_words(code: str) -> str:
+    """A reason code in words: ``"sass_only"`` -> "SASS-only GPU code" (an unknown code with spaces for ``_``)."""
+    return BLOCKER_WORDS.get(code, code.replace("_", " "))

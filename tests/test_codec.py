@@ -102,3 +102,32 @@ def test_damaged_documents_are_refused() -> None:
         Leaf.from_dict({"name": 2})
     with pytest.raises(ValueError):
         Leaf.from_dict({"name": "x", "colour": "green"})
+
+
+@dataclass(frozen=True, slots=True)
+class Alias(Record):
+    family: str
+    library: str = field(metadata=spec(fallback="family"))
+    cached: int = field(default=0, metadata=spec(omit="always"))
+
+
+def test_a_missing_key_may_read_another_and_a_program_value_is_never_written() -> None:
+    assert Alias("cublas", "cublaslt", cached=7).to_dict() == {"family": "cublas", "library": "cublaslt"}
+    assert Alias.from_dict({"family": "cublas"}) == Alias("cublas", "cublas")
+    assert Alias.from_dict({"family": "cublas", "library": "cublaslt"}).library == "cublaslt"
+    with pytest.raises(MissingFieldError):
+        Alias.from_dict({"library": "cublas"})
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned(Record):
+    name: str
+
+    json_schema = "cudatrace.test/1"
+
+
+def test_a_versioned_document_writes_its_schema_first_and_reads_past_it() -> None:
+    d = Versioned("x").to_dict()
+    assert list(d.items()) == [("schema", "cudatrace.test/1"), ("name", "x")]
+    assert Versioned.from_dict(d) == Versioned("x")
+    assert "schema" not in Leaf("x").to_dict()

@@ -67,6 +67,24 @@ def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] = 
     parser.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
 
 
+QUIET_HELP = "terminal: only what matters (each verdict and its blockers, failures, the summary); no progress"
+
+
+def add_loudness_args(parser: argparse.ArgumentParser, verbose_help: str | None = None) -> None:
+    """``-q/--quiet``, meaning the same in every command that prints long terminal output (:data:`QUIET_HELP`),
+    and ``-v/--verbose`` where the command has more to show (``verbose_help`` says what); the two exclude each
+    other. Read them back with :func:`verbosity`."""
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    if verbose_help is not None:
+        loud.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """0 with ``-q``, 2 with ``-v``, else 1: :attr:`cudatrace.reports.render.RenderOptions.verbosity`."""
+    return 0 if getattr(args, "quiet", False) else 2 if getattr(args, "verbose", False) else 1
+
+
 class _ZludaOption(argparse.Action):
     """``--zluda DIR``: a ZLUDA folder, whose release is the one to judge against. The old spelling
     ``--zluda RELEASE`` (a value that is not a folder) still works for one version, with a deprecation note."""

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from cudatrace.commands._common import common_parent, dump_json, write_output
+from cudatrace.commands._common import (
+    NO_WRAP,
+    add_loudness_args,
+    add_output_args,
+    common_parent,
+    output_width,
+    verbosity,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK, UsageError
 from cudatrace.model import TraceResult
-
-FORMATS = ("terminal", "markdown", "json")
+from cudatrace.reports.diff import TraceDiff
+from cudatrace.reports.render import RenderOptions, formats_for, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,8 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("a", metavar="A", help="the reference run (e.g. `cudatrace run` on NVIDIA)")
     p.add_argument("b", metavar="B", help="the run to compare (e.g. a zluda_trace log under ZLUDA)")
-    p.add_argument("--format", choices=FORMATS, default="terminal", help="output format (default terminal)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
+    add_output_args(p, formats_for(TraceDiff))
+    add_loudness_args(p)
     p.add_argument("--release", "--zluda", dest="release", metavar="R", help="ZLUDA release for the status column")
     p.add_argument(
         "--noise",
@@ -41,14 +49,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run_diff)
 
 
-def load_run(path: str, release: str | None) -> TraceResult:
+def load_run(path: str, release: str | None, *, progress: bool = True) -> TraceResult:
     """A trace document, or a zluda_trace log read on the fly; classified against ``release`` when unclassified."""
     from cudatrace.commands.import_log import is_log_path, load_log
     from cudatrace.commands.report import load_document
     from cudatrace.coverage_db.verdict import annotate_trace
 
     if is_log_path(path):
-        trace = load_log(path)
+        trace = load_log(path, progress=progress)
         return annotate_trace(trace, release or trace.zluda_release)
     doc = load_document(path)
     if not isinstance(doc, TraceResult):
@@ -60,18 +68,14 @@ def load_run(path: str, release: str | None) -> TraceResult:
 
 def run_diff(args: argparse.Namespace) -> int:
     """Load both, compare, render, write."""
-    from cudatrace.reports.diff import build_diff, render_diff_markdown, render_diff_terminal
+    from cudatrace.reports.diff import build_diff
 
     if not 0 <= args.noise < 10:
         raise UsageError(f"--noise wants a fraction such as 0.1, got {args.noise}")
-    a = load_run(args.a, args.release)
-    b = load_run(args.b, args.release)
+    a = load_run(args.a, args.release, progress=not args.quiet)
+    b = load_run(args.b, args.release, progress=not args.quiet)
     d = build_diff(a, b, args.a, args.b, noise=args.noise, all_calls=args.all_calls)
-    if args.format == "json":
-        text = dump_json(d.to_dict())
-    elif args.format == "markdown":
-        text = render_diff_markdown(d)
-    else:
-        text = render_diff_terminal(d)
-    write_output(text, args.output)
+    width = output_width(args)  # diff's text is wrapped only for a terminal: it is plain text, not a rich layout
+    options = RenderOptions(width=None if width == NO_WRAP else width, verbosity=verbosity(args))
+    write_output(render(d, args.format, options), args.output)
     return EXIT_OK

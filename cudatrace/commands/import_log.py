@@ -7,9 +7,18 @@ import re
 import sys
 from pathlib import Path
 
-from cudatrace.commands._common import add_output_args, common_parent, dump_json, use_color, write_output
+from cudatrace.commands._common import (
+    add_loudness_args,
+    add_output_args,
+    common_parent,
+    output_width,
+    use_color,
+    verbosity,
+    write_output,
+)
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import TraceResult
+from cudatrace.reports.render import RenderOptions, formats_for, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "It is classified against a ZLUDA release and kept in the coverage store like a traced run.",
     )
     p.add_argument("path", metavar="DIR|FILE", help="a zluda_trace folder, a folder holding one, or a log file")
-    add_output_args(p)
+    add_output_args(p, formats_for(TraceResult))
+    add_loudness_args(p)
     p.add_argument(
         "--release",
         "--zluda",
@@ -54,12 +64,13 @@ def is_log_path(path: str) -> bool:
     return re.match(rb'\{\s*("|\})', head) is None
 
 
-def load_log(path: str, program: str | None = None) -> TraceResult:
-    """A zluda_trace log read and dated (its release bounds filled in), not yet classified."""
+def load_log(path: str, program: str | None = None, *, progress: bool = True) -> TraceResult:
+    """A zluda_trace log read and dated (its release bounds filled in), not yet classified; how much is read
+    shows on stderr when it is a terminal and ``progress`` is on."""
     from cudatrace.coverage_db.log_release import date_log
     from cudatrace.tracer.zluda_log import read_log
 
-    status = _Status() if sys.stderr.isatty() else None
+    status = _Status() if progress and sys.stderr.isatty() else None
     try:
         trace = read_log(path, program=program, progress=status.show if status else None)
     finally:
@@ -70,7 +81,7 @@ def load_log(path: str, program: str | None = None) -> TraceResult:
 
 def run_import_log(args: argparse.Namespace) -> int:
     """Read, date, classify, record, render, write."""
-    trace = load_log(args.path, args.program)
+    trace = load_log(args.path, args.program, progress=not args.quiet)
     if not args.no_zluda_verdict:
         from cudatrace.coverage_db.verdict import annotate_trace
 
@@ -80,13 +91,8 @@ def run_import_log(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_trace(trace)
-    if args.format == "json":
-        text = dump_json(trace.to_dict())
-    else:
-        from cudatrace.reports.trace_terminal import render_trace_terminal
-
-        text = render_trace_terminal(trace, color=use_color(args))
-    write_output(text, args.output)
+    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
+    write_output(render(trace, args.format, options), args.output)
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from cudatrace.commands._common import (
+    add_loudness_args,
     add_output_args,
     add_release_args,
     announce_release,
@@ -23,6 +24,7 @@ from cudatrace.commands._common import (
     output_width,
     release_of,
     use_color,
+    verbosity,
     write_output,
 )
 from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
@@ -80,9 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="with --program/--all: use every stored scan and run, not just the newest of each",
     )
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="terminal: every row and name instead of the first ones"
-    )
+    add_loudness_args(p, "terminal: every row and name instead of the first ones")
     p.set_defaults(handler=run_report)
 
 
@@ -96,11 +96,11 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _load(path: str) -> ScanResult | TraceResult | dict[str, Any]:
+def _load(path: str, progress: bool) -> ScanResult | TraceResult | dict[str, Any]:
     """A JSON document, or a zluda_trace log (a folder, or a file that is not JSON) read as by import-log."""
     from cudatrace.commands.import_log import is_log_path, load_log
 
-    return load_log(path) if is_log_path(path) else load_document(path)
+    return load_log(path, progress=progress) if is_log_path(path) else load_document(path)
 
 
 def _releases(args: argparse.Namespace) -> list[str]:
@@ -155,7 +155,7 @@ def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | N
 def _from_files(args: argparse.Namespace) -> Any:
     from cudatrace.reports.document import Aggregate, build_report
 
-    docs = [(f, _load(f)) for f in args.files]
+    docs = [(f, _load(f, progress=not args.quiet)) for f in args.files]
     saved = [(f, d) for f, d in docs if isinstance(d, dict)]
     if saved:
         if len(docs) > 1:
@@ -229,6 +229,6 @@ def run_report(args: argparse.Namespace) -> int:
     if args.all and args.name:
         raise UsageError("--name names one program; --all reports every program")
     doc = _from_files(args) if args.files else _from_store(args)
-    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=2 if args.verbose else 1)
+    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
     write_output(render(doc, args.format, options), args.output)
     return EXIT_OK

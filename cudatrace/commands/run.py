@@ -7,16 +7,19 @@ import os
 import sys
 
 from cudatrace.commands._common import (
+    add_loudness_args,
     add_output_args,
     announce_release,
     common_parent,
-    dump_json,
     int_at_least,
     output_width,
     use_color,
+    verbosity,
     write_output,
 )
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
+from cudatrace.model import TraceResult
+from cudatrace.reports.render import RenderOptions, formats_for, render
 from cudatrace.tracer.dynamic.protocol import CounterMode
 
 
@@ -32,7 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "point also record return codes, callers and times.",
     )
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS", help="the program to run")
-    add_output_args(p)
+    add_output_args(p, formats_for(TraceResult))
+    add_loudness_args(p)
     p.add_argument("--pid", type=int, metavar="N", help="attach to running process N instead of starting one")
     p.add_argument(
         "--timing", action="store_true", help="time spent per entry point (every call takes the detail path)"
@@ -141,7 +145,7 @@ def run_run(args: argparse.Namespace) -> int:
         counters=CounterMode(args.counters),
         grace_s=args.grace or None,
     )
-    sink = _StatusLine() if sys.stderr.isatty() else None
+    sink = _StatusLine() if sys.stderr.isatty() and not args.quiet else None
     # The program's output and cudatrace's never share a stream: with the JSON document on stdout the program
     # writes its standard output to stderr instead.
     to_stdout = args.output in (None, "-")
@@ -163,15 +167,10 @@ def run_run(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_trace(trace)
-    if args.format == "json":
-        text = dump_json(trace.to_dict())
-    else:
-        from cudatrace.reports.trace_terminal import render_trace_terminal
-
-        # the summary goes to stderr when it is not written to -o FILE
-        stream = sys.stderr if args.output in (None, "-") else None
-        color, width = use_color(args, stream), output_width(args, stream)
-        text = render_trace_terminal(trace, color=color, width=width)
+    # the terminal summary goes to stderr when it is not written to -o FILE
+    stream = sys.stderr if args.output in (None, "-") and args.format != "json" else None
+    shown = RenderOptions(use_color(args, stream), output_width(args, stream), verbosity(args))
+    text = render(trace, args.format, shown)
     if to_stdout and args.format != "json":
         sys.stderr.write(text)  # the summary follows the program's own output, on stderr as strace and time do
         sys.stderr.flush()

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 
 from cudatrace.commands._common import (
+    add_loudness_args,
     add_output_args,
     add_release_args,
     announce_release,
@@ -13,6 +14,7 @@ from cudatrace.commands._common import (
     output_width,
     release_of,
     use_color,
+    verbosity,
     write_output,
 )
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
@@ -52,14 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="send the work to the Dask scheduler at ADDRESS (tcp://host:8786), or 'local' for a local cluster "
         "of --jobs workers; needs the dask extra (pip install 'cudatrace[dask]')",
     )
-    loud = p.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", action="store_true", help="terminal: only failures and the summary line")
-    loud.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="terminal: list the binaries without CUDA too, and every reason of each verdict",
-    )
+    add_loudness_args(p, "terminal: list the binaries without CUDA too, and every reason of each verdict")
     p.set_defaults(handler=run_scan)
 
 
@@ -82,7 +77,7 @@ def run_scan(args: argparse.Namespace) -> int:
         raise UsageError("--no-zluda skips the classification: it cannot go with --release or --zluda")
     release = None if args.no_zluda else release_of(args)
 
-    with stderr_progress(enabled=not args.no_progress) as progress:
+    with stderr_progress(enabled=not (args.no_progress or args.quiet)) as progress:
         from cudatrace.tracer.static.parallel import default_jobs
 
         result = scan_paths(args.paths, progress=progress, jobs=args.jobs or default_jobs(), dask=args.dask)
@@ -99,8 +94,7 @@ def run_scan(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_scan(result)
-    verbosity = 0 if args.quiet else 2 if args.verbose else 1
-    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity)
+    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
     write_output(render(result, args.format, options), args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails

@@ -198,6 +198,7 @@ def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    from cudatrace.reports.fit import Fitted, hanging
     from cudatrace.reports.labels import STATUS_STYLE
     from cudatrace.reports.terminal import console_text, string_console
 
@@ -210,18 +211,17 @@ def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
     con.print(Text(title, style="bold"))
     for lib, info in doc["status"].items():
         status = ZludaStatus(info["status"])
-        line = Text(f"  {lib} in {doc['release']}: ")
-        line.append(status.value, style=STATUS_STYLE[status])
+        line = Text(status.value, style=STATUS_STYLE[status])
         if info.get("since"):
             line.append(f" since {info['since']}")
         if info.get("hip"):
             line.append(f" -> {', '.join(info['hip'])}")
         if info.get("note"):
             line.append(f" ({info['note']})")
-        con.print(line)
+        con.print(hanging(f"{lib} in {doc['release']}:", line))
     table = Table(title="history", title_justify="left")
     for col in ("library", "status", "first", "last", "macro / error", "hip"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("library", "status", "first", "last"))
     for run in doc["runs"]:
         status = ZludaStatus(run["status"])
         detail = run["error"] or run["macro"] or ""
@@ -235,7 +235,7 @@ def render_show(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> str:
             Text(detail),  # Text, not str: notes hold brackets that rich would read as markup
             Text(", ".join(run["hip"])),
         )
-    con.print(table)
+    con.print(Fitted(table))
     return console_text(con)
 
 
@@ -280,10 +280,12 @@ def render_coverage(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> st
     from rich.table import Table
     from rich.text import Text
 
+    from cudatrace.reports.fit import Fitted
     from cudatrace.reports.terminal import console_text, string_console
 
-    table = Table(title=f"ZLUDA {doc['release']}: entry points per library", title_justify="left")
-    for col in ("library", "declared", "implemented", "stub", "not exported", "panics", "implemented %"):
+    title = f"ZLUDA {doc['release']}: entry points per library (%: the share implemented)"
+    table = Table(title=title, title_justify="left")
+    for col in ("library", "declared", "implemented", "stub", "not exported", "panics", "%"):
         table.add_column(col, justify="left" if col == "library" else "right")
     for c in doc["libraries"]:
         pct = 100.0 * c["implemented"] / c["declared"] if c["declared"] else 0.0
@@ -297,7 +299,7 @@ def render_coverage(doc: dict[str, Any], color: bool, width: int = _WIDTH) -> st
             f"{pct:.1f}",
         )
     con = string_console(color, width)
-    con.print(table)
+    con.print(Fitted(table))
     return console_text(con)
 
 

@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from cudatrace.codec import Record
+from cudatrace.codec import Record, encode, spec
 from cudatrace.configure.evidence import ProgramEvidence
 from cudatrace.configure.gpu import (
     KNOWN_GFX,
@@ -74,27 +74,28 @@ class DoctorReport:
     zluda: ZludaLayout | None = None
     hip: HipLayout | None = None
     plan: MappingPlan | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, metadata=spec(omit="always"))
+
+    json_order = ("schema", "platform", "ok")
 
     @property
     def problems(self) -> tuple[Finding, ...]:
         """The findings that keep a ZLUDA program from running."""
         return tuple(f for f in self.findings if f.level is Level.PROBLEM)
 
+    @property
+    def schema(self) -> str:
+        """The document's schema, written first."""
+        return "cudatrace.doctor/1"
+
+    @property
+    def ok(self) -> bool:
+        """True when no finding is a problem."""
+        return not self.problems
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "schema": "cudatrace.doctor/1",
-            "platform": self.platform,
-            "ok": not self.problems,
-            "findings": [f.to_dict() for f in self.findings],
-            "hip_runtimes": [h.to_dict() for h in self.hip_runtimes],
-            "searched": list(self.searched),
-            "gpus": [g.to_dict() for g in self.gpus],
-            "zluda": self.zluda.to_dict() if self.zluda else None,
-            "hip": self.hip.to_dict() if self.hip else None,
-            "plan": self.plan.to_dict() if self.plan else None,
-        }
+        """JSON form (written only: the folders and the plan in it are read from disk, not from JSON)."""
+        return encode(self)
 
 
 def _ld_so_conf_dirs(conf: Path, root: Path, depth: int = 0) -> list[str]:

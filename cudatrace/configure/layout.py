@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudatrace.codec import encode, spec
 from cudatrace.configure.runtime_data import ZLUDA_LD_SINCE, RuntimeData, load_runtime_data
 from cudatrace.errors import ConfigureError
 
@@ -72,18 +73,28 @@ def _listdir(folder: Path) -> list[str]:
         raise ConfigureError("folder is not readable", str(folder)) from None
 
 
+def _disk_names(files: tuple[tuple[str, str], ...]) -> list[str]:
+    return [disk for _, disk in files]
+
+
+def _files_per_key(pairs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
+    return {k: [f for kk, f in pairs if kk == k] for k, _ in pairs}
+
+
 @dataclass(frozen=True, slots=True)
 class ZludaLayout:
     """A ZLUDA release folder as recognized by its files."""
 
     path: str
     platform: str  # "linux" | "windows"
-    files: tuple[tuple[str, str], ...]  # (normalized shim name, name on disk), sorted
-    ordinals: tuple[int, ...]  # releases whose package matches these files
+    files: tuple[tuple[str, str], ...] = field(metadata=spec(encode=_disk_names))  # (shim name, name on disk)
+    ordinals: tuple[int, ...] = field(metadata=spec(omit="always"))  # releases whose package matches these files
     exact: bool  # True when the files are exactly one package's set, False for a partial or mixed folder
     release_range: str  # "v6-preview.60 .. v7-preview.9"
     launchers: tuple[str, ...] = ()  # zluda.exe, zluda_redirect.dll, zluda_ld found in the folder
     foreign: tuple[str, ...] = ()  # shim names no matching release ships (files of another release)
+
+    json_order = ("path", "platform", "release_range", "exact", "files")
 
     def has(self, name: str) -> bool:
         """True when the folder holds this shim file (case-insensitive on Windows)."""
@@ -111,16 +122,8 @@ class ZludaLayout:
         return data.is_known(tag) and data.ordinal(tag) in self.ordinals
 
     def to_dict(self) -> dict[str, object]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "platform": self.platform,
-            "release_range": self.release_range,
-            "exact": self.exact,
-            "files": [disk for _, disk in self.files],
-            "launchers": list(self.launchers),
-            "foreign": list(self.foreign),
-        }
+        """JSON form (written only: ``doctor``)."""
+        return encode(self)
 
 
 def detect_zluda(folder: str | os.PathLike[str], data: RuntimeData | None = None) -> ZludaLayout:
@@ -193,13 +196,17 @@ class HipLayout:
 
     path: str
     platform: str  # "linux" | "windows"
-    libdir: str  # the folder holding the libraries: <root>/bin on Windows, <root>/lib on Linux
+    libdir: str = field(metadata=spec(omit="always"))  # the libraries' folder: <root>/bin on Windows, <root>/lib
     hip_majors: tuple[int, ...]  # HIP runtime majors present (amdhip64_6.dll -> 6, libamdhip64.so.7 -> 7)
-    components: tuple[tuple[str, str], ...]  # (component key, file name), sorted
-    tensile: tuple[tuple[str, str], ...] = ()  # (component key, Tensile library folder)
-    tensile_gfx: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (component key, gfx ids with kernels there)
+    components: tuple[tuple[str, str], ...] = field(metadata=spec(encode=_files_per_key))  # (key, file), sorted
+    tensile: tuple[tuple[str, str], ...] = field(default=(), metadata=spec(encode=dict))  # (key, Tensile folder)
+    tensile_gfx: tuple[tuple[str, tuple[str, ...]], ...] = field(  # (component key, gfx ids with kernels there)
+        default=(), metadata=spec(encode=lambda pairs: {k: list(v) for k, v in pairs})
+    )
     version: str | None = None
     tools: tuple[str, ...] = ()  # rocminfo / hipInfo paths found
+
+    json_order = ("path", "platform", "version", "hip_majors", "components")
 
     def has(self, component: str) -> bool:
         """True when the folder holds the component (``rocblas``, ``amdhip64``, ``miopen``, ...)."""
@@ -218,17 +225,8 @@ class HipLayout:
         return next((g for k, g in self.tensile_gfx if k == component), None)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON form."""
-        return {
-            "path": self.path,
-            "platform": self.platform,
-            "version": self.version,
-            "hip_majors": list(self.hip_majors),
-            "components": {k: [f for kk, f in self.components if kk == k] for k, _ in self.components},
-            "tensile": dict(self.tensile),
-            "tensile_gfx": {k: list(v) for k, v in self.tensile_gfx},
-            "tools": list(self.tools),
-        }
+        """JSON form (written only: ``doctor``)."""
+        return encode(self)
 
 
 _HIP_COMPONENT_PATTERNS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {

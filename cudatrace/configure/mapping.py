@@ -11,11 +11,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path, PureWindowsPath
-from typing import Any
 
 from cudatrace.codec import Record, spec
 from cudatrace.configure.evidence import ProgramEvidence
@@ -61,77 +59,36 @@ class Method(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class AmdDependency:
-    """An AMD library behind a ZLUDA shim, and whether the HIP SDK given holds it (None: no SDK given)."""
+class AmdDependency(Record):
+    """An AMD library behind a ZLUDA shim, and whether the HIP SDK given holds it (None: no SDK given).
+
+    Its mapping-file form leaves None values out (TOML has no null); a hand-written entry may leave out the name
+    (the component's key then stands for it)."""
 
     component: str  # "amdhip64", "rocblas", "hipblaslt", "rocsparse", "miopen", "rocm_smi64"
-    name: str
-    present: bool | None = None
-    required_major: int | None = None  # HIP runtime major the shim was linked against
+    name: str = field(metadata=spec(fallback="component"))
+    present: bool | None = field(default=None, metadata=spec(omit="none"))
+    required_major: int | None = field(default=None, metadata=spec(omit="none"))  # HIP major the shim needs
     files: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form (None values left out: TOML has no null)."""
-        d: dict[str, Any] = {"component": self.component, "name": self.name, "files": list(self.files)}
-        if self.present is not None:
-            d["present"] = self.present
-        if self.required_major is not None:
-            d["required_major"] = self.required_major
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AmdDependency:
-        """Read the mapping-file form back."""
-        return cls(
-            str(d["component"]),
-            str(d.get("name", d["component"])),
-            d.get("present"),
-            d.get("required_major"),
-            tuple(d.get("files", ())),
-        )
+    json_order = ("component", "name", "files")
 
 
 @dataclass(frozen=True, slots=True)
-class LibraryMapping:
-    """One CUDA library the program asks for, served by one ZLUDA file staged under the requested name."""
+class LibraryMapping(Record):
+    """One CUDA library the program asks for, served by one ZLUDA file staged under the requested name.
+
+    A hand-written mapping-file entry may leave out the shim (the family's name stands for it), the placement
+    (the staging folder) and whether the file is present (it is)."""
 
     requested: str  # the file name the program asks for: cublas64_11.dll, libcublas.so.12
     family: Family
-    zluda_library: str  # the ZLUDA shim: driver, cublas, cublaslt, cudnn9, ...
+    zluda_library: str = field(metadata=spec(fallback="family"))  # the ZLUDA shim: driver, cublas, cudnn9, ...
     source: str  # the file in the ZLUDA folder that serves it
-    placement: Placement
-    present: bool  # the source file is in the ZLUDA folder
+    placement: Placement = field(metadata=spec(missing=Placement.RUNTIME_DIR.value))
+    present: bool = field(metadata=spec(missing=True))  # the source file is in the ZLUDA folder
     amd: tuple[str, ...] = ()  # AMD component keys behind the shim
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Mapping-file form."""
-        d: dict[str, Any] = {
-            "requested": self.requested,
-            "family": self.family.value,
-            "zluda_library": self.zluda_library,
-            "source": self.source,
-            "placement": self.placement.value,
-            "present": self.present,
-            "amd": list(self.amd),
-        }
-        if self.note:
-            d["note"] = self.note
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> LibraryMapping:
-        """Read the mapping-file form back."""
-        return cls(
-            str(d["requested"]),
-            Family(d["family"]),
-            str(d.get("zluda_library", d["family"])),
-            str(d["source"]),
-            Placement(d.get("placement", Placement.RUNTIME_DIR.value)),
-            bool(d.get("present", True)),
-            tuple(d.get("amd", ())),
-            d.get("note"),
-        )
+    note: str | None = field(default=None, metadata=spec(omit="falsy"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,28 +123,45 @@ class Unserved(Record):
     json_order = ("what", "family", "reason", "cannot_run")
 
 
+def _unjudged(plan: MappingPlan) -> bool:
+    return not plan.verdict
+
+
 @dataclass(frozen=True, slots=True)
-class MappingPlan:
-    """Everything ``configure`` stages and the launcher sets for one program under one ZLUDA release."""
+class MappingPlan(Record):
+    """Everything ``configure`` stages and the launcher sets for one program under one ZLUDA release.
+
+    Its JSON form is the mapping document (TOML and JSON share it): the schema and the settings first, the
+    tables (``library``, one per CUDA library) after them, as a TOML file must have them."""
 
     program: str
     platform: str  # "linux" | "windows"
     release: str
-    release_range: str  # what the ZLUDA folder's files are consistent with
+    release_range: str = field(metadata=spec(fallback="release"))  # what the ZLUDA folder's files fit
     zluda_dir: str
     method: Method
     staging: str  # the staging folder's name, beside the program
-    libraries: tuple[LibraryMapping, ...] = ()
+    libraries: tuple[LibraryMapping, ...] = field(default=(), metadata=spec(key="library"))
     amd: tuple[AmdDependency, ...] = ()
     environment: tuple[EnvVar, ...] = ()
     nvidia_own: tuple[NvidiaOwn, ...] = ()
     unserved: tuple[Unserved, ...] = ()
     launcher_files: tuple[str, ...] = ()  # zluda.exe, zluda_redirect.dll or zluda_ld copied into the staging folder
-    hip_dir: str | None = None
-    gpu: str | None = None
+    hip_dir: str | None = field(default=None, metadata=spec(omit="falsy"))
+    gpu: str | None = field(default=None, metadata=spec(omit="falsy"))
     notes: tuple[str, ...] = ()
-    verdict: str | None = None  # the catalog's verdict for this release: runs / at_risk / blocked
-    verdict_reasons: tuple[str, ...] = ()  # its blocker and risk reasons, most certain first
+    verdict: str | None = field(default=None, metadata=spec(omit="falsy"))  # the catalog's: runs / at_risk / blocked
+    verdict_reasons: tuple[str, ...] = field(default=(), metadata=spec(omit=_unjudged))  # most certain first
+
+    json_order = (
+        "schema",
+        *("program", "platform", "release", "release_range", "zluda_dir", "method", "staging", "launcher_files"),
+        *("hip_dir", "gpu", "notes", "verdict", "verdict_reasons"),
+    )
+
+    def __post_init__(self) -> None:
+        if self.verdict:
+            VerdictStatus(self.verdict)  # another value: a damaged file (ValueError), not a crash of the renderer
 
     @property
     def program_dir(self) -> Path:
@@ -221,57 +195,10 @@ class MappingPlan:
         """AMD libraries the HIP SDK given does not hold."""
         return tuple(a for a in self.amd if a.present is False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The mapping document (TOML and JSON share it)."""
-        d: dict[str, Any] = {
-            "schema": MAPPING_SCHEMA,
-            "program": self.program,
-            "platform": self.platform,
-            "release": self.release,
-            "release_range": self.release_range,
-            "zluda_dir": self.zluda_dir,
-            "method": self.method.value,
-            "staging": self.staging,
-            "launcher_files": list(self.launcher_files),
-        }
-        if self.hip_dir:
-            d["hip_dir"] = self.hip_dir
-        if self.gpu:
-            d["gpu"] = self.gpu
-        d["notes"] = list(self.notes)
-        if self.verdict:
-            d["verdict"] = self.verdict
-            d["verdict_reasons"] = list(self.verdict_reasons)
-        d["library"] = [m.to_dict() for m in self.libraries]
-        d["amd"] = [a.to_dict() for a in self.amd]
-        d["environment"] = [e.to_dict() for e in self.environment]
-        d["nvidia_own"] = [n.to_dict() for n in self.nvidia_own]
-        d["unserved"] = [u.to_dict() for u in self.unserved]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MappingPlan:
-        """Read the mapping document back."""
-        return cls(
-            program=str(d["program"]),
-            platform=str(d["platform"]),
-            release=str(d["release"]),
-            release_range=str(d.get("release_range", d["release"])),
-            zluda_dir=str(d["zluda_dir"]),
-            method=Method(d["method"]),
-            staging=str(d["staging"]),
-            libraries=tuple(LibraryMapping.from_dict(x) for x in d.get("library", ())),
-            amd=tuple(AmdDependency.from_dict(x) for x in d.get("amd", ())),
-            environment=tuple(EnvVar.from_dict(x) for x in d.get("environment", ())),
-            nvidia_own=tuple(NvidiaOwn.from_dict(x) for x in d.get("nvidia_own", ())),
-            unserved=tuple(Unserved.from_dict(x) for x in d.get("unserved", ())),
-            launcher_files=tuple(d.get("launcher_files", ())),
-            hip_dir=d.get("hip_dir"),
-            gpu=d.get("gpu"),
-            notes=tuple(d.get("notes", ())),
-            verdict=VerdictStatus(d["verdict"]).value if d.get("verdict") else None,  # another value: damaged
-            verdict_reasons=tuple(d.get("verdict_reasons", ())),
-        )
+    @property
+    def schema(self) -> str:
+        """The mapping document's schema, written first."""
+        return MAPPING_SCHEMA
 
 
 # ---------------------------------------------------------------------------------------------------------------

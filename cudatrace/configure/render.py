@@ -14,6 +14,7 @@ from cudatrace.configure.mapping import MappingPlan, Placement
 from cudatrace.configure.stage import StageReport
 from cudatrace.model import VerdictStatus
 from cudatrace.reports.document import printable
+from cudatrace.reports.fit import Fitted, hanging
 from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
 
@@ -39,14 +40,14 @@ def render_plan_terminal(
     if plan.libraries:
         t = Table(title="CUDA libraries served by ZLUDA", title_justify="left", show_lines=False)
         for col in ("program asks for", "ZLUDA file", "where", "AMD libraries", "note"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=col in ("program asks for", "ZLUDA file"))
         for m in plan.libraries:
             where = "staging folder" if m.placement is Placement.RUNTIME_DIR else "beside the program"
             src = _t(m.source, "" if m.present else "bold red")
             if not m.present:
                 src.append(" (missing)")
             t.add_row(_t(m.requested), src, _t(where), _t(", ".join(m.amd) or "-"), _t(m.note or ""))
-        con.print(t)
+        con.print(Fitted(t))
     if plan.amd:
         t = Table(title="AMD libraries behind them", title_justify="left")
         for col in ("library", "in the HIP SDK", "files"):
@@ -55,39 +56,38 @@ def render_plan_terminal(
             state = "not checked" if a.present is None else ("yes" if a.present else "MISSING")
             major = f" (HIP {a.required_major})" if a.required_major else ""
             t.add_row(_t(a.name + major), _t(state, "red" if a.present is False else ""), _t(", ".join(a.files)))
-        con.print(t)
+        con.print(Fitted(t))
     if plan.environment:
         t = Table(title="Environment", title_justify="left")
         for col in ("variable", "value", "why"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=col != "why")
         for e in plan.environment:
             t.add_row(_t(e.name), _t(e.value + (" + existing" if e.prepend else "")), _t(e.reason))
-        con.print(t)
+        con.print(Fitted(t))
     if plan.nvidia_own:
         con.print(_t("Stays NVIDIA's own:", "bold"))
         for n in plan.nvidia_own:
-            con.print(_t(f"  {n.library}: {n.reason}"))
+            con.print(hanging(_t(f"{n.library}:"), _t(n.reason)))
     if plan.unserved:
         con.print(_t("ZLUDA cannot serve:", "bold"))
         for u in plan.unserved:
-            line = _t(f"  {u.what}: ")
-            line.append(_t("cannot run: " if u.cannot_run else "", "bold red"))
+            line = _t("cannot run: " if u.cannot_run else "", "bold red")
             line.append(_t(u.reason))
             if u.remedy:
                 line.append(_t(f"; remedy: {u.remedy}"))
-            con.print(line)
+            con.print(hanging(_t(f"{u.what}:"), line))
     if plan.verdict:
         label = VERDICT_LABELS[VerdictStatus(plan.verdict)]
         line = _t(f"Verdict under ZLUDA {plan.release}: ", "bold")
         line.append(_t(label.shout, label.style))
         con.print(line)
         for reason in plan.verdict_reasons:
-            con.print(_t(f"  {reason}"))
+            con.print(hanging("", _t(reason)))
     for note in plan.notes:
         con.print(_t(f"note: {note}", "dim"))
     con.print(_t(f"Launcher ({plan.launcher_name}):", "bold"))
     for text in launcher.replace("\r\n", "\n").rstrip("\n").split("\n"):  # each line escaped on its own
-        con.print(_t(text))
+        con.print(_t(text), soft_wrap=True)  # a script is copied as it is: the terminal may wrap it, never us
     if not applied:
         con.print(_t("Dry run: nothing was written. Add --apply to stage these files and the launcher.", "dim"))
     return console_text(con)
@@ -116,11 +116,9 @@ def render_doctor_terminal(report: DoctorReport, *, color: bool = False, width: 
     """The diagnosis, one finding per line."""
     con = string_console(color, width)
     for f in report.findings:
-        line = Text()
-        line.append(f"[{f.level.value}]".ljust(10), style=_LEVEL_STYLE[f.level])
-        line.append(f"{f.topic}: ", style="bold")
+        line = Text(f"{f.topic}: ", style="bold")
         line.append(f.message)
-        con.print(line)
+        con.print(hanging(Text(f"[{f.level.value}]".ljust(9), style=_LEVEL_STYLE[f.level]), line, indent=0))
     n = len(report.problems)
     summary = "no problems found" if not n else f"{n} problem{'s' if n != 1 else ''} found"
     con.print(_t(summary, "bold"))

@@ -34,12 +34,12 @@ import gzip
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from cudatrace.codec import Record
+from cudatrace.codec import Record, encode, spec
 from cudatrace.errors import CatalogError
 from cudatrace.model import Family, ZludaInfo, ZludaStatus
 
@@ -138,26 +138,14 @@ class HistoryRun:
     error: str | None
     first: str
     last: str
-    first_ordinal: int
-    last_ordinal: int
+    first_ordinal: int = field(metadata=spec(omit="always"))  # where the run lies in the catalog, for lookups
+    last_ordinal: int = field(metadata=spec(omit="always"))
     hip: tuple[str, ...] = ()
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "library": self.library,
-            "family": self.family.value,
-            "function": self.function,
-            "status": self.status.value,
-            "raw_status": self.raw_status,
-            "macro": self.macro,
-            "error": self.error,
-            "first": self.first,
-            "last": self.last,
-            "hip": list(self.hip),
-            "note": self.note,
-        }
+        """JSON form (written only: ``zluda show``)."""
+        return encode(self)
 
 
 @dataclass(frozen=True, slots=True)

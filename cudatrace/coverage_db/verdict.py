@@ -53,7 +53,7 @@ from cudatrace.model import (
     ZludaInfo,
     ZludaStatus,
 )
-from cudatrace.wording import counted, ordinal
+from cudatrace.wording import blocker_words, counted, ordinal
 
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
@@ -704,16 +704,6 @@ def runtime_reasons(
     return out
 
 
-_UNFIXABLE = {
-    "sass_only": "SASS-only GPU code",
-    "unknown_until_traced": "calls unknown until traced",
-    "library_missing": "a missing library",
-    "on_demand_blocked": "an on-demand part",
-    "ptx_recent_arch_only": "PTX for recent GPUs only",
-    "export_table_unknown": "an unknown export table",
-}
-
-
 def fixing_reason(
     cat: Catalog, rel: str, status: VerdictStatus, reasons: Sequence[Reason]
 ) -> tuple[str | None, Reason | None]:
@@ -738,7 +728,7 @@ def fixing_reason(
             (firsts.append(first) if first else never.append(lib))
             continue
         if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing"):
-            never.append(_UNFIXABLE.get(r.code, r.code.replace("_", " ")))
+            never.append(blocker_words(r.code))
             continue
         for fn in r.functions[:48]:
             first = cat.first_translated(r.family, fn, rel)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from cudatrace.codec import Record, counts, encode
+from cudatrace.codec import Record, counts
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
 from cudatrace.tracer.static.libraries import identify_library
@@ -79,10 +79,7 @@ class TraceDiff(Record):
         return not (self.only_a or self.only_b or self.statuses or self.counts or self.divergence)
 
     json_order = ("a", "b", "a_backend", "b_backend", "release", "same", "common", "inner_only")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document)."""
-        return {"schema": DIFF_SCHEMA, **encode(self)}
+    json_schema = DIFF_SCHEMA
 
 
 _Step = tuple[str, str | None, int | None]  # (function, result, log line) of one step of a run
@@ -298,14 +295,14 @@ def _rows(d: TraceDiff) -> list[tuple[str, list[DiffEntry], str]]:
     return [
         (f"called only in A ({len(d.only_a)})", list(d.only_a), "a"),
         (f"called only in B ({len(d.only_b)})", list(d.only_b), "b"),
-        (f"return codes differ ({len(d.statuses)})", list(d.statuses), "both"),
-        (f"call counts differ beyond noise ({len(d.counts)})", list(d.counts), "both"),
+        (f"return codes differ ({len(d.statuses)})", list(d.statuses), "statuses"),
+        (f"call counts differ beyond noise ({len(d.counts)})", list(d.counts), "counts"),
     ]
 
 
 def _entry_text(e: DiffEntry, which: str) -> str:
     z = f" [ZLUDA: {e.zluda}]" if e.zluda else ""
-    if which == "a":
+    if which == "a":  # else both sides: "statuses" or "counts"
         codes = f", {format_codes(e.statuses_a)}" if e.statuses_a else ""
         return f"{e.function} ({e.family.value}) x{e.calls_a}{codes}{z}"
     if which == "b":
@@ -316,8 +313,9 @@ def _entry_text(e: DiffEntry, which: str) -> str:
     return f"{e.function} ({e.family.value}): A x{e.calls_a} ({sa}); B x{e.calls_b} ({sb}){z}"
 
 
-def render_diff_terminal(d: TraceDiff, limit: int = 30) -> str:
-    """Plain text for a terminal (every name escaped)."""
+def render_diff_terminal(d: TraceDiff, limit: int = 30, width: int | None = None, *, verbosity: int = 1) -> str:
+    """Plain text for a terminal (every name escaped), wrapped between words at ``width`` when given. With
+    ``verbosity`` 0 (``-q``) only the return codes that differ are listed, and the other differences counted."""
     out = [
         printable(f"A: {_side(d.a, d.a_backend)}"),
         printable(f"B: {_side(d.b, d.b_backend)}"),
@@ -328,11 +326,18 @@ def render_diff_terminal(d: TraceDiff, limit: int = 30) -> str:
     for title, rows, which in _rows(d):
         if not rows:
             continue
+        if verbosity <= 0 and which != "statuses":
+            out.append(f"{title}, listed without -q")
+            continue
         out.append(f"{title}:")
         out += [printable(f"  {_entry_text(e, which)}") for e in rows[:limit]]
         if len(rows) > limit:
             out.append(f"  ... and {len(rows) - limit} more")
-    out += [printable(f"note: {n}") for n in d.notes]
+    out += [printable(f"note: {n}") for n in d.notes] if verbosity > 0 else []
+    if width is not None:
+        from cudatrace.reports.fit import wrap_lines  # rich, only for a terminal
+
+        out = wrap_lines(out, width)
     return "\n".join(out) + "\n"
 
 

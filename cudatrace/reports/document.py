@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, TypeVar
 
-from cudatrace.codec import MissingFieldError, Record, counts, decode, encode, spec
+from cudatrace.codec import MissingFieldError, Record, counts, decode, spec
 from cudatrace.coverage_db.verdict import merge_verdicts
 from cudatrace.errors import ReportError
 from cudatrace.model import (
@@ -899,6 +899,7 @@ class Aggregate(Record):
     nvidia_libraries: int = field(default=0, metadata=spec(omit="falsy"))
 
     json_order = ("tool_version",)
+    json_schema = AGGREGATE_SCHEMA
 
     @property
     def release_line(self) -> ReleaseLine:
@@ -929,10 +930,6 @@ class Aggregate(Record):
         """Blockers that alone stand between at least one program and a working run, most programs first."""
         rows = [b for b in self.blockers if b.unlocks]
         return tuple(sorted(rows, key=lambda b: (-len(b.unlocks), -b.calls, b.function)))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the versioned document); ``nvidia_libraries`` only when there are any."""
-        return {"schema": AGGREGATE_SCHEMA, **encode(self)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Aggregate:

@@ -31,6 +31,7 @@ from cudatrace.reports.document import (
     shown_name,
 )
 from cudatrace.reports.labels import LIBRARY_HOW_WORDS, VERDICT_LABELS, hows_in_words, status_word
+from cudatrace.wording import blocker_words
 
 TOP_N = 15
 _EVIDENCE_ORDER = (Evidence.STATIC, Evidence.BOTH, Evidence.DYNAMIC)
@@ -699,7 +700,7 @@ def render_programs(doc: Aggregate) -> list[str]:
                 ),
                 _Cell(_e(p.evidence.value + (", crashed" if p.crashed else ""))),
                 _num(len(p.blockers)),
-                _Cell(_e(", ".join([*p.blockers, *p.other_blockers]) or "-")),
+                _Cell(_e(", ".join([*p.blockers, *map(blocker_words, p.other_blockers)]) or "-")),
             ]
             for p in doc.programs
         ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from cudatrace.model import PartRole, Program, ScanResult
+from cudatrace.model import PartRole, Program, ScanResult, Severity, VerdictStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.wording import counted
@@ -28,8 +28,8 @@ def _name(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def program_lines(program: Program) -> list[Text]:
-    """The lines of one program's block."""
+def program_lines(program: Program, quiet: bool = False) -> list[Text]:
+    """The lines of one program's block; ``quiet``: its verdict and the reasons that make it, nothing else."""
     version = f" {program.version}" if program.version else ""
     head = _t(f"{program.name}{version}", "bold")
     head.append_text(_t(f"  ({program.kind.value}, {program.platform or '?'}, {program.root})", "dim"))
@@ -50,14 +50,17 @@ def program_lines(program: Program) -> list[Text]:
         label = VERDICT_LABELS[v.status]
         line.append_text(_t(label.shout, label.style))
         lines.append(line)
-        shown = [r for r in v.reasons if r.code != "release_fixing"][:MAX_REASONS]
+        shown = [r for r in v.reasons if r.code != "release_fixing"]
+        shown = [r for r in shown if r.severity is not Severity.INFO] if quiet else shown[:MAX_REASONS]
         for r in shown:
             lines.append(_t(f"    - [{r.severity.value}] {r.message}"))
             if r.remedy:
                 lines.append(_t(f"      remedy: {r.remedy}", "dim"))
         rest = len([r for r in v.reasons if r.code != "release_fixing"]) - len(shown)
+        if quiet:
+            return lines
         if rest > 0:
-            lines.append(_t(f"    ... and {rest} more reasons", "dim"))
+            lines.append(_t(f"    ... and {counted(rest, 'more reason')}", "dim"))
         fixing = next((r for r in v.reasons if r.code == "release_fixing"), None)
         if fixing is not None:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
@@ -85,13 +88,16 @@ def program_lines(program: Program) -> list[Text]:
     return lines
 
 
-def rollup_lines(result: ScanResult) -> list[Text]:
-    """Every program's block, then one summary line; empty when the scan has no programs."""
+def rollup_lines(result: ScanResult, quiet: bool = False) -> list[Text]:
+    """Every program's block, then one summary line; empty when the scan has no programs. ``quiet``: the
+    programs that do not simply run, each with its verdict and the reasons that make it, then the summary."""
     if not result.programs:
         return []
     out: list[Text] = []
     for program in result.programs:
-        out.extend(program_lines(program))
+        if quiet and (program.is_nvidia or program.verdict is None or program.verdict.status is VerdictStatus.RUNS):
+            continue
+        out.extend(program_lines(program, quiet))
         out.append(Text(""))
     real = [p for p in result.programs if not p.is_nvidia]
     counts: dict[str, int] = {}
@@ -102,6 +108,7 @@ def rollup_lines(result: ScanResult) -> list[Text]:
     nvidia = len(result.programs) - len(real)
     tail = f"; {counted(nvidia, 'NVIDIA library package')} not counted" if nvidia else ""
     out.append(_t(f"{counted(len(real), 'program')}: {summary or 'none'}{tail}", "bold"))
-    out.append(_t("binaries:", "bold"))
-    out.append(Text(""))
+    if not quiet:
+        out.append(_t("binaries:", "bold"))
+        out.append(Text(""))
     return out

@@ -1,24 +1,28 @@
 """One entry point for every output format: :func:`render` looks the format up in :data:`RENDERERS`.
 
-Each :class:`Format` has one :class:`Renderer` (the test suite checks that none is missing), which says which
-documents it renders: every format renders a report or an aggregate, and a scan result is rendered as terminal
-text or JSON. The commands take their ``--format`` choices from :func:`formats_for`, so a format is added here
-once. The renderer modules are imported when first used, so that ``cudatrace --help`` stays fast.
+Each :class:`Format` has one :class:`Renderer` (the test suite checks that none is missing), which holds one
+function per kind of document it renders: every format renders a report or an aggregate; a scan result and a
+trace (``run``, ``import-log``) are rendered as terminal text or JSON; a diff of two runs as terminal text,
+Markdown or JSON. The commands take their ``--format`` choices from :func:`formats_for`, so a format means the
+same in every command and is added here once. The renderer modules are imported when first used, so that
+``cudatrace --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from cudatrace.model import ScanResult
+from cudatrace.model import ScanResult, TraceResult
+from cudatrace.reports.diff import TraceDiff
 from cudatrace.reports.document import Aggregate, Report
 
-Document = Report | Aggregate | ScanResult
+Document = Report | Aggregate | ScanResult | TraceResult | TraceDiff
+DOCUMENTS: tuple[type[Any], ...] = (Report, Aggregate, ScanResult, TraceResult, TraceDiff)
 
 
 class Format(str, Enum):
@@ -37,9 +41,11 @@ class RenderOptions:
 
     color: bool = False
     width: int | None = None
-    """Columns; None: the renderer's default (110 for a report, 100 for a scan)."""
+    """Columns; None: the renderer's default (110 for a report, 100 for a scan, 120 for a trace; a diff is not
+    wrapped)."""
     verbosity: int = 1
-    """0: failures and the summary only (scan ``-q``); 1: the first rows; 2: every row and reason (``-v``)."""
+    """0 (``-q``): each verdict and its blockers, failures and the summary only; 1: the first rows; 2 (``-v``):
+    every row and reason."""
 
 
 def dump_json(doc: dict[str, Any]) -> str:
@@ -51,15 +57,34 @@ def _json(doc: Document, options: RenderOptions) -> str:
     return dump_json(doc.to_dict())
 
 
-def _terminal(doc: Document, options: RenderOptions) -> str:
-    if isinstance(doc, ScanResult):
-        from cudatrace.reports.scan_terminal import render_scan_terminal
+def _scan_terminal(doc: ScanResult, options: RenderOptions) -> str:
+    from cudatrace.reports.scan_terminal import render_scan_terminal
 
-        return render_scan_terminal(doc, options.color, options.width, verbosity=options.verbosity)
+    return render_scan_terminal(doc, options.color, options.width, verbosity=options.verbosity)
+
+
+def _trace_terminal(doc: TraceResult, options: RenderOptions) -> str:
+    from cudatrace.reports.trace_terminal import render_trace_terminal
+
+    return render_trace_terminal(doc, options.color, options.width or 120, verbosity=options.verbosity)
+
+
+def _diff_terminal(doc: TraceDiff, options: RenderOptions) -> str:
+    from cudatrace.reports.diff import render_diff_terminal
+
+    return render_diff_terminal(doc, width=options.width, verbosity=options.verbosity)
+
+
+def _diff_markdown(doc: TraceDiff, options: RenderOptions) -> str:
+    from cudatrace.reports.diff import render_diff_markdown
+
+    return render_diff_markdown(doc)
+
+
+def _terminal(doc: Report | Aggregate, options: RenderOptions) -> str:
     from cudatrace.reports.terminal import render_terminal
 
-    width = options.width or 110
-    return render_terminal(doc, color=options.color, width=width, verbose=options.verbosity >= 2)
+    return render_terminal(doc, color=options.color, width=options.width or 110, verbosity=options.verbosity)
 
 
 def _html(doc: Report | Aggregate, options: RenderOptions) -> str:
@@ -82,32 +107,42 @@ def _csv(doc: Report | Aggregate, options: RenderOptions) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Renderer:
-    """One format's renderer and the documents it renders."""
+    """One format's renderers: a function for each kind of document it renders."""
 
-    render: Callable[[Any, RenderOptions], str]
-    documents: tuple[type[Any], ...] = (Report, Aggregate)
+    by_document: Mapping[type[Any], Callable[[Any, RenderOptions], str]]
+
+    @property
+    def documents(self) -> tuple[type[Any], ...]:
+        """The kinds of document this format renders."""
+        return tuple(self.by_document)
+
+
+def _reports(render: Callable[[Any, RenderOptions], str]) -> dict[type[Any], Callable[[Any, RenderOptions], str]]:
+    return {Report: render, Aggregate: render}
 
 
 RENDERERS: MappingProxyType[Format, Renderer] = MappingProxyType(
     {
-        Format.TERMINAL: Renderer(_terminal, (Report, Aggregate, ScanResult)),
-        Format.HTML: Renderer(_html),
-        Format.MARKDOWN: Renderer(_markdown),
-        Format.JSON: Renderer(_json, (Report, Aggregate, ScanResult)),
-        Format.CSV: Renderer(_csv),
+        Format.TERMINAL: Renderer(
+            {**_reports(_terminal), ScanResult: _scan_terminal, TraceResult: _trace_terminal, TraceDiff: _diff_terminal}
+        ),
+        Format.HTML: Renderer(_reports(_html)),
+        Format.MARKDOWN: Renderer({**_reports(_markdown), TraceDiff: _diff_markdown}),
+        Format.JSON: Renderer(dict.fromkeys(DOCUMENTS, _json)),
+        Format.CSV: Renderer(_reports(_csv)),
     }
 )
 
 
 def formats_for(kind: type[Any]) -> tuple[str, ...]:
     """The formats that render documents of ``kind``, terminal first (the default)."""
-    return tuple(f.value for f in Format if issubclass(kind, RENDERERS[f].documents))
+    return tuple(f.value for f in Format if kind in RENDERERS[f].by_document)
 
 
 def render(doc: Document, fmt: Format | str, options: RenderOptions | None = None) -> str:
     """``doc`` as text in format ``fmt``. A format that does not render this kind of document is a bug of the
     caller (the commands offer only :func:`formats_for` it): ValueError."""
-    renderer = RENDERERS[Format(fmt)]
-    if not isinstance(doc, renderer.documents):
+    renderer = RENDERERS[Format(fmt)].by_document.get(type(doc))
+    if renderer is None:
         raise ValueError(f"--format {Format(fmt).value} does not render a {type(doc).__name__}")
-    return renderer.render(doc, options or RenderOptions())
+    return renderer(doc, options or RenderOptions())

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from cudatrace.model import BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
+from cudatrace.reports.fit import Fitted, indented
 from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
 
@@ -150,7 +151,7 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
         parts.append(_t(f"  {_plural(len(binary.imports), 'entry point')}: {summary}"))
         table = _entry_table(binary)
         if table is not None:
-            parts.append(Padding(table, (0, 0, 0, 4), expand=False))
+            parts.append(Padding(Fitted(table), (0, 0, 0, 4), expand=False))
     if binary.static_runtime is not None:
         rt = binary.static_runtime
         version = f" {rt.version}" if rt.version else ""
@@ -162,18 +163,6 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
     return parts
 
 
-def _indented(part: object) -> object:
-    """A line that starts with spaces, as a padded block: when a narrow terminal wraps it, the continuation
-    lines keep its indentation."""
-    if not isinstance(part, Text):
-        return part
-    plain = part.plain
-    n = len(plain) - len(plain.lstrip(" "))
-    if not n or n == len(plain):
-        return part
-    return Padding(part[n:], (0, 0, 0, n), expand=False)
-
-
 def render_scan_terminal(
     result: ScanResult,
     color: bool,
@@ -183,21 +172,22 @@ def render_scan_terminal(
 ) -> str:
     """The scan result as terminal text (ANSI styles when ``color``), ``width`` columns (default 100).
 
-    ``verbosity`` 0 (``-q``): failures and the summary line only; 1: every binary with CUDA, and only a count of
+    ``verbosity`` 0 (``-q``): each program that does not simply run with its verdict and the reasons that make it,
+    failures and the summary lines only; 1: every program, every binary with CUDA, and only a count of
     those without (the ``scan`` command's default); 2 (``-v``): those without listed too, and every reason of
     each verdict.
     """
     console = string_console(color, width or 100, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
     with_cuda = [b for b in result.binaries if b.uses_cuda]
     without = [b for b in result.binaries if not b.uses_cuda]
-    if verbosity >= 1:
-        from cudatrace.reports.programs_terminal import rollup_lines
+    from cudatrace.reports.programs_terminal import rollup_lines
 
-        for line in rollup_lines(result):  # the programs first, the binaries below them
-            console.print(line)
+    for line in rollup_lines(result, quiet=verbosity <= 0):  # the programs first, the binaries below them
+        console.print(indented(line))
+    if verbosity >= 1:
         for binary in with_cuda:
             for part in _binary_block(binary, all_reasons=verbosity >= 2):
-                console.print(_indented(part))
+                console.print(indented(part))
             console.print()
     listed_without = without if verbosity >= 2 else []
     for binary in listed_without:

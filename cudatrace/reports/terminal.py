@@ -14,9 +14,11 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import VerdictStatus
+from cudatrace.model import Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, format_codes, plural, printable, shown_name
+from cudatrace.reports.fit import Fitted, hanging
 from cudatrace.reports.labels import STATUS_STYLE, VERDICT_LABELS, hows_in_words, status_word
+from cudatrace.wording import blocker_words, counted
 
 MAX_ROWS = 40
 MAX_NAMES = 12
@@ -30,11 +32,15 @@ def _t(text: object, style: str = "") -> Text:
     return Text(printable(str(text)), style=style)
 
 
+NAME_COLUMNS = frozenset({"family", "function", "ZLUDA", "binary", "release", "PTX", "SASS", "runtime", "verdict"})
+"""Columns of names, kept whole: a table whose names do not fit the terminal is shown one block per row."""
+
+
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=Text(title, style="bold"), title_justify="left", show_edge=False, pad_edge=False)
     for col in columns:
         numeric = col in NUMERIC_COLUMNS or col.startswith("in ")
-        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
+        table.add_column(col, justify="right" if numeric else "left", overflow="fold", no_wrap=col in NAME_COLUMNS)
     return table
 
 
@@ -70,7 +76,8 @@ def console_text(console: Console) -> str:
     """Everything printed so far to a console made by :func:`string_console`."""
     out = console.file
     assert isinstance(out, io.StringIO)
-    return out.getvalue()
+    # rich pads table cells and wrapped lines to their column: spaces at the end of a line are only noise
+    return "\n".join(line.rstrip(" ") for line in out.getvalue().split("\n"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +86,13 @@ class _Limits:
 
     rows: int = MAX_ROWS
     names: int = MAX_NAMES
+    quiet: bool = False
+    """Only the verdict, the reasons that make it and the blocking calls (``-q``)."""
 
 
 ALL = _Limits(1 << 30, 1 << 30)
 """Every row and name (``-v``)."""
+QUIET = _Limits(quiet=True)
 
 
 def _more(shown: int, total: int) -> str:
@@ -100,12 +110,16 @@ def render_verdict(doc: Report, limits: _Limits) -> list[RenderableType]:
         label = VERDICT_LABELS[doc.verdict.status]
         parts.append(Text("VERDICT  " + label.headline, style=label.style))
         for r in doc.verdict.reasons:
-            line = Text(f"  [{r.severity.value}] ", style="bold" if r.severity.value == "blocker" else "")
-            line.append(printable(r.message))
+            if limits.quiet and r.severity is Severity.INFO:
+                continue
+            line = Text(printable(r.message))
             if r.calls:
-                line.append(f" ({r.calls} calls)")
-            parts.append(line)
-    parts.extend(Text("NOTE  " + printable(note), style="bold") for note in doc.notes)
+                line.append(f" ({counted(r.calls, 'call')})")
+            parts.append(
+                hanging(Text(f"[{r.severity.value}]", style="bold" if r.severity.value == "blocker" else ""), line)
+            )
+    if not limits.quiet:
+        parts.extend(Text("NOTE  " + printable(note), style="bold") for note in doc.notes)
     return parts
 
 
@@ -125,7 +139,7 @@ def render_families(doc: Report, limits: _Limits) -> list[RenderableType]:
             str(f.not_replaced + f.nvidia_own + f.unknown),
             _t(f.blocking, "bold red" if f.blocking else ""),
         )
-    return [Text(""), fam]
+    return [Text(""), Fitted(fam)]
 
 
 def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
@@ -147,13 +161,15 @@ def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
                 _t(format_codes(e.statuses) or "-"),
                 _t(hows_in_words(e.static_how)),
             )
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
         if len(blocking) > limits.rows:
             hidden = len(blocking) - limits.rows
             parts.append(Text(f"  ... and {hidden} more (-v lists them all; or --format html or csv)"))
     elif doc.verdict is not None:
         parts.append(Text("Blocking calls: none", style="green"))
     unresolved = doc.unresolved
+    if limits.quiet:
+        return parts
     if unresolved:
         names = ", ".join(printable(e.function) for e in unresolved[: limits.names])
         parts.append(
@@ -197,7 +213,7 @@ def render_failing(doc: Report, limits: _Limits) -> list[RenderableType]:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
         for e in failing[: limits.rows]:
             tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     if doc.missing_lookups:
         names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[: limits.names])
         parts.append(Text(f"Lookups by name that found nothing: {names}", style="yellow"))
@@ -221,7 +237,7 @@ def render_gpu(doc: Report, limits: _Limits) -> list[RenderableType]:
             _t(g.static_runtime or "-"),
             _t(g.gpu_code.summary(), style),
         )
-    return [Text(""), tab]
+    return [Text(""), Fitted(tab)]
 
 
 def render_runs(doc: Report, limits: _Limits) -> list[RenderableType]:
@@ -239,7 +255,7 @@ def render_remedies(doc: Report, limits: _Limits) -> list[RenderableType]:
     parts: list[RenderableType] = []
     if doc.remedies:
         parts.append(Text("What to do", style="bold"))
-        parts.extend(Text(f"  {i}. {printable(remedy)}") for i, remedy in enumerate(doc.remedies, 1))
+        parts.extend(hanging(f"{i}.", Text(printable(remedy))) for i, remedy in enumerate(doc.remedies, 1))
     if doc.errors:
         parts.append(Text(f"{plural(len(doc.errors), 'file')} could not be read fully:", style="yellow"))
         parts.extend(Text("  " + printable(err)) for err in doc.errors[:10])
@@ -251,7 +267,8 @@ _CUDA_SECTIONS = (render_families, render_blocking, render_failing, render_gpu, 
 
 
 def _report_parts(doc: Report, limits: _Limits) -> list[RenderableType]:
-    sections = (render_verdict, *_CUDA_SECTIONS) if doc.uses_cuda else (render_verdict,)
+    cuda_sections = (render_blocking,) if limits.quiet else _CUDA_SECTIONS
+    sections = (render_verdict, *cuda_sections) if doc.uses_cuda else (render_verdict,)
     return [part for section in sections for part in section(doc, limits)]
 
 
@@ -272,14 +289,14 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
         )
     )
     compared = [r.release for r in doc.releases] if len(doc.releases) > 1 else []
-    if compared:
+    if compared and not limits.quiet:
         words = (label.word for label in VERDICT_LABELS.values())
         tab = _table("Per ZLUDA release (same programs)", "release", *words, "blocking")
         for r in doc.releases:
             tab.add_row(
                 _t(r.release), str(r.runs), str(r.at_risk), _t(r.blocked, "red" if r.blocked else ""), str(r.blockers)
             )
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     if doc.blockers:
         cols = ["family", "function", "ZLUDA", "programs", "calls", *(f"in {printable(r)}" for r in compared)]
         tab = _table("Entry points that block the most programs", *cols)
@@ -292,26 +309,29 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
                 str(b.calls),
                 *(str(n) for _, n in (b.by_release if compared else ())),
             )
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     unlock = doc.unlockable
+    if limits.quiet:
+        return parts
     if unlock:
         tab = _table("Implement one entry point, and these programs lose their last blocker", "function", "programs")
         for b in unlock[: limits.rows]:
             tab.add_row(_t(b.function, "bold"), _t(", ".join(b.unlocks)))
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     if doc.families:
         tab = _table("Per family", "family", "programs", "with a blocker", "blocking", "calls")
         for f in doc.families:
             tab.add_row(
                 f.family.value, str(f.programs_using), str(f.programs_blocked), str(f.blockers), str(f.blocked_calls)
             )
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     if doc.programs:
         tab = _table("Programs", "program", "verdict", "evidence", "blocking", "blocked by")
         for p in doc.programs:
             label = VERDICT_LABELS[p.verdict] if p.verdict else None
             verdict = label.word if label else ("no CUDA" if not p.uses_cuda else "unclassified")
-            why = ", ".join([*p.blockers[:6], *p.other_blockers]) + (" ..." if len(p.blockers) > 6 else "")
+            why = ", ".join([*p.blockers[:6], *map(blocker_words, p.other_blockers)])
+            why += " ..." if len(p.blockers) > 6 else ""
             style = label.style if label else ""
             tab.add_row(
                 _t(p.program),
@@ -320,15 +340,17 @@ def _aggregate_parts(doc: Aggregate, limits: _Limits) -> list[RenderableType]:
                 str(len(p.blockers)),
                 _t(why or "-"),
             )
-        parts.extend((Text(""), tab))
+        parts.extend((Text(""), Fitted(tab)))
     return parts
 
 
-def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110, verbose: bool = False) -> str:
-    """The report as terminal text; ANSI colours only with ``color=True``; ``verbose`` lists every row and name
-    instead of the first ones and a count."""
+def render_terminal(doc: Report | Aggregate, *, color: bool = False, width: int = 110, verbosity: int = 1) -> str:
+    """The report as terminal text; ANSI colours only with ``color=True``. ``verbosity`` 0 (``-q``): the verdict,
+    the reasons that make it and the blocking calls only (of an aggregate: the entry points that block the most
+    programs); 1: every section, the first rows and names of each and a count of the rest; 2 (``-v``): every row
+    and name."""
     console = string_console(color, width, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
-    limits = ALL if verbose else _Limits()
+    limits = QUIET if verbosity <= 0 else ALL if verbosity >= 2 else _Limits()
     parts = _report_parts(doc, limits) if isinstance(doc, Report) else _aggregate_parts(doc, limits)
     console.print(Group(*parts))
     return console_text(console)

@@ -15,10 +15,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import EntryPointUse, TraceResult
+from cudatrace.model import EntryPointUse, Severity, TraceResult
 from cudatrace.reports.document import printable
+from cudatrace.reports.fit import Fitted, hanging, indented
 from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.reports.terminal import console_text, string_console
+from cudatrace.wording import counted
 
 TOP = 15
 
@@ -61,16 +63,17 @@ def _log_header(con: Console, trace: TraceResult) -> None:
         con.print(_t("the log is cut mid-line: the program stopped while writing it (read up to the cut)", "yellow"))
     first = trace.first_failure
     if first is not None:
-        con.print(Text.assemble(("First failing call: ", "bold"), _t(f"line {first.line}: {first.text}", "red")))
+        con.print(hanging(Text("First failing call:", style="bold"), _t(f"line {first.line}: {first.text}", "red"), 0))
         for r in trace.verdict.reasons if trace.verdict else ():
             if r.code == "first_failure":
-                con.print(_t(f"  {r.message}" + (f"; remedy: {r.remedy}" if r.remedy else "")))
+                con.print(hanging("", _t(r.message + (f"; remedy: {r.remedy}" if r.remedy else ""))))
     if trace.gpu_code is not None:
         con.print(Text.assemble(("GPU modules saved: ", "bold"), _t(trace.gpu_code.summary())))
 
 
-def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120) -> str:
-    """The terminal summary of a trace."""
+def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120, *, verbosity: int = 1) -> str:
+    """The terminal summary of a trace; with ``verbosity`` 0 (``-q``) only how it ended, its first failing call
+    and the verdict with the reasons that make it."""
     con = string_console(color, width)
     if trace.source is not None:
         _log_header(con, trace)
@@ -91,8 +94,11 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         v = trace.verdict
         label = VERDICT_LABELS[v.status]
         con.print(Text.assemble(("ZLUDA ", "bold"), _t(v.release), (": ", "bold"), _t(label.word, label.style)))
-        for r in v.reasons[:3]:
-            con.print(_t(f"  {r.severity.value}: {r.message}" + (f" ({r.remedy})" if r.remedy else "")))
+        reasons = [r for r in v.reasons if r.severity is not Severity.INFO] if verbosity <= 0 else v.reasons[:3]
+        for r in reasons:
+            con.print(hanging(f"{r.severity.value}:", _t(r.message + (f" ({r.remedy})" if r.remedy else ""))))
+    if verbosity <= 0:
+        return console_text(con)
     total = sum(c.calls or 0 for c in trace.calls)
     con.print(
         Text.assemble(
@@ -103,9 +109,9 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
     timing = any(c.time_ns is not None for c in trace.calls)
     table = Table(show_edge=False, pad_edge=False, box=None)
     table.add_column("calls", justify="right")
-    table.add_column("family")
-    table.add_column("function")
-    table.add_column("library")
+    table.add_column("family", no_wrap=True)
+    table.add_column("function", no_wrap=True)
+    table.add_column("library", no_wrap=True)
     table.add_column("called from (module)")
     if timing:
         table.add_column("time", justify="right")
@@ -114,13 +120,15 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
         if timing:
             row.append(_t(f"{(c.time_ns or 0) / 1e6:.3f} ms"))
         table.add_row(*row)
-    con.print(table)
+    con.print(Fitted(table))
     failing = [c for c in trace.calls if c.statuses]
     if failing:
         con.print(_t(f"Entry points that returned errors: {len(failing)}", "bold"))
         for c in failing:
             codes = ", ".join(f"{name} x{n:,}" for name, n in sorted(c.statuses, key=lambda kv: -kv[1]))
-            con.print(_t(f"  {c.function} ({c.family.value}, {c.calls or 0:,} calls): {codes}", "yellow"))
+            con.print(
+                indented(_t(f"  {c.function} ({c.family.value}, {counted(c.calls or 0, 'call')}): {codes}", "yellow"))
+            )
     else:
         con.print(_t("No entry point returned an error code.", "green"))
     if trace.proc_lookups:
@@ -133,7 +141,11 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
             )
         )
         for lk in missing[:20]:
-            con.print(_t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow"))
+            con.print(
+                indented(
+                    _t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow")
+                )
+            )
     if trace.export_tables:
         con.print(_t(f"cuGetExportTable: {len(trace.export_tables)} tables", "bold"))
         for t in trace.export_tables:

@@ -87,3 +87,99 @@ def test_legible_in_a_real_80_column_terminal(tmp_path: Path, command: tuple[str
     assert lines, "nothing on the screen"
     # -J joins lines the terminal wrapped: any joined line longer than the pane was cut by the terminal
     assert max(len(line.rstrip()) for line in lines) <= 80, "\n".join(lines)
+
+
+def _in_a_terminal(columns: int, argv: list[str], cwd: Path) -> str:
+    """What ``argv`` prints to a pseudo-terminal of ``columns`` columns (stdout and stderr), escapes removed."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS=str(columns), CUDATRACE_DB=str(cwd / "store.sqlite3"))
+    with subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=cwd) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the program closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=120)
+    os.close(leader)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r\n", "\n")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A Windows program with saved scan evidence, a ZLUDA folder and a HIP SDK; logs of one program on NVIDIA's
+    driver and under ZLUDA."""
+    import json
+
+    from tests.configure.evidence_helpers import scan_of
+    from tests.configure.trees import make_hip_sdk_windows, make_zluda_tree
+
+    tmp = tmp_path_factory.mktemp("wide")
+    app = tmp / "My Games" / "app.exe"
+    app.parent.mkdir(parents=True)
+    app.write_bytes(b"MZ" + bytes(100))
+    (app.parent / "cudart64_12.dll").write_bytes(b"NVIDIA cudart")
+    evidence = tmp / "scan.json"
+    libs = ["cublas64_12.dll", "cublasLt64_12.dll", "cudart64_12.dll"]
+    evidence.write_text(json.dumps(scan_of(app, libs, platform="windows", release="v6-preview.69").to_dict()))
+    logs = ROOT / "tests" / "data" / "zluda_logs"
+    scanned = tmp / "examples.json"
+    argv = _cli("scan", "examples/", "--no-store", "--no-progress", "--format", "json", "-o", str(scanned))
+    subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True)
+    return {
+        "scanned": scanned,
+        "tmp": tmp,
+        "app": app,
+        "evidence": evidence,
+        "zluda": make_zluda_tree(tmp / "ZLUDA-windows", "v6-preview.69", "windows"),
+        "hip": make_hip_sdk_windows(tmp / "HIP" / "6.4", majors=(6, 7)),
+        "nvidia": logs / "nvidia_stderr.txt",
+        "zluda_log": logs / "trace_v6_linux.log",
+    }
+
+
+_COMMANDS = {
+    "scan": ["scan", "examples/", "-v"],
+    "report": ["report", "{scanned}"],
+    "report of a log": ["report", "{zluda_log}"],
+    "zluda releases": ["zluda", "releases"],
+    "zluda show": ["zluda", "show", "cuMemAlloc_v2"],
+    "zluda coverage": ["zluda", "coverage"],
+    "doctor": ["doctor", "--zluda", "{zluda}", "--hip", "{hip}"],
+    "configure": ["configure", "{app}", "--zluda", "{zluda}", "--hip", "{hip}", "--evidence", "{evidence}"],
+    "import-log": ["import-log", "{zluda_log}"],
+    "diff": ["diff", "{nvidia}", "{zluda_log}"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_COMMANDS))
+def test_every_table_fits_an_80_column_terminal(name: str, inputs: dict[str, Path]) -> None:
+    argv = [arg.format(**{k: str(v) for k, v in inputs.items()}) for arg in _COMMANDS[name]]
+    out = _in_a_terminal(80, [*_cli(*argv), "--no-store", "--no-color"], ROOT)
+    assert "Traceback" not in out and "cudatrace: error" not in out, out
+    lines = [line for part in out.split("\n") for line in part.split("\r")]
+    if name == "configure":  # the launcher is a script to copy: the terminal may fold it, never the tool
+        script = lines.index(next(line for line in lines if line.startswith("Launcher (")))
+        end = next(i for i, line in enumerate(lines) if line.startswith("Dry run"))
+        lines = lines[:script] + lines[end:]
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    assert "…" not in out, out  # no name cut short to fit
+
+
+def test_piped_log_and_diff_keep_one_line_per_line(inputs: dict[str, Path]) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="80")
+    for argv in (["import-log", str(inputs["zluda_log"])], ["diff", str(inputs["nvidia"]), str(inputs["zluda_log"])]):
+        out = subprocess.run([*_cli(*argv), "--no-store"], capture_output=True, text=True, env=env, check=True).stdout
+        assert max(len(line) for line in out.splitlines()) > 100, argv  # a long sentence stays on its line

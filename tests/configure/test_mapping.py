@@ -240,6 +240,35 @@ def test_mapping_file_round_trip_and_edit(tmp_path: Path) -> None:
         plan_from_toml(text.replace('verdict = "blocked"', 'verdict = "fine"'), "m.toml")
 
 
+def test_a_hand_written_mapping_may_leave_out_what_other_keys_say() -> None:
+    text = """schema = "cudatrace.mapping/1"
+program = "/opt/app/app"
+platform = "linux"
+release = "v6-preview.69"
+zluda_dir = "/opt/zluda"
+method = "ld_library_path"
+staging = "app.zluda"
+
+[[library]]
+requested = "libcublas.so.12"
+family = "cublas"
+source = "libcublas.so.12"
+
+[[amd]]
+component = "rocblas"
+"""
+    plan = plan_from_toml(text, "m.toml")
+    assert plan.release_range == "v6-preview.69" and plan.verdict is None and plan.hip_dir is None
+    [lib] = plan.libraries
+    assert (lib.zluda_library, lib.placement, lib.present, lib.note) == ("cublas", Placement.RUNTIME_DIR, True, None)
+    [amd] = plan.amd
+    assert (amd.name, amd.present, amd.files) == ("rocblas", None, ())
+    assert "verdict_reasons" not in plan.to_dict() and "present" not in amd.to_dict()
+    assert list(plan.to_dict())[:2] == ["schema", "program"] and list(plan.to_dict())[-5:] == [
+        *("library", "amd", "environment", "nvidia_own", "unserved")
+    ]
+
+
 def test_bad_mapping_files(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("schema = [unclosed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -34,6 +35,8 @@ from cudatrace.reports.document import (
     printable,
     signal_name,
 )
+from cudatrace.reports.html import render_html
+from cudatrace.reports.terminal import render_terminal
 from tests import samples
 from tests.samples import RELEASE
 
@@ -259,6 +262,9 @@ def test_aggregate_ranks_blockers_and_finds_what_unlocks_programs() -> None:
     assert agg.without_cuda == 1
     assert [p.program for p in agg.programs] == ["beta", "alpha", "delta", "gamma", "fine"]
     assert next(p for p in agg.programs if p.program == "gamma").other_blockers == ("sass_only",)
+    page = re.sub(r"<script.*?</script>", "", render_html(agg), flags=re.S)  # the embedded document keeps codes
+    for text in (render_terminal(agg, width=200), page):  # what a reader sees names the reason in words
+        assert "SASS-only GPU code" in text and "sass_only" not in text
     fam = agg.families[0]
     assert (fam.family, fam.programs_using, fam.programs_blocked, fam.blockers) == (Family.DRIVER, 5, 4, 2)
     assert Aggregate.from_dict(json.loads(json.dumps(agg.to_dict()))) == agg

@@ -251,6 +251,21 @@ def test_an_undefined_cuda_symbol_is_the_verdict(binding: str, tmp_path: Path) -
     assert "cuInit is not exported" in verdict["reasons"][0]["message"]  # type: ignore[index]
 
 
+def test_quiet_summary_is_the_verdict_and_its_reasons(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    prog, env = _loader_case(tmp_path, "now")
+    full, quiet = (subprocess.run([*RUN, *q, "--", str(prog)], capture_output=True, text=True, env=env, timeout=60)
+                   for q in ((), ("-q",)))  # fmt: skip
+    assert "cudatrace run:" in full.stderr and "cudatrace run:" in quiet.stderr
+    assert "cuInit is not exported" in quiet.stderr and "BLOCKED" in quiet.stderr.upper()
+    for gone in ("Entry points called", "No entry point returned an error code"):
+        assert gone in full.stderr and gone not in quiet.stderr
+    assert quiet.returncode == full.returncode == 127
+
+
 def test_a_failed_dlopen_of_libcuda_is_recorded_and_the_program_sees_its_own_error(
     standins: Standins, tmp_path: Path
 ) -> None:
