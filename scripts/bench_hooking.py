@@ -8,10 +8,10 @@ program starts) and once by dlopen (hooked inside dlopen). In turns, each a fres
 branch). Prints the medians of the agent's own hooking time (the trace's "hooking took" note), of the wall time,
 and the ratios to the baseline.
 
-On the GPU machine, pass the libraries of a PyTorch install (``--libs "$(python3 -c 'import torch, os;
-print(os.path.dirname(torch.__file__))')"/../nvidia/*/lib/*.so*``) to measure a PyTorch-sized process.
+``--python CODE`` measures ``python3 -c CODE`` instead (on the GPU machine: a PyTorch matmul, the process of
+4,300 entry points in 14 libraries that the start-up goal is about).
 
-Usage: ``python3 scripts/bench_hooking.py [--repeat 7] [--baseline CHECKOUT] [--libs LIB...]``
+Usage: ``python3 scripts/bench_hooking.py [--repeat 7] [--baseline CHECKOUT] [--libs LIB... | --python CODE]``
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _default_libs() -> list[str]:
 
 def _trace(checkout: Path, argv: list[str], out: Path) -> tuple[float, float, int]:
     """Wall seconds of ``cudatrace run``, the agent's hooking seconds and the entry points hooked."""
-    env = dict(os.environ, PYTHONPATH=str(checkout))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(checkout), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), "--", *argv]
     start = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
@@ -71,31 +71,37 @@ def _untraced(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def _programs(work: Path, libs: list[str]) -> dict[str, list[str]]:
+    """The loader, as a program that dlopens the libraries and as one linked against them."""
+    (work / "loader.c").write_text(LOADER)
+    loader = work / "loader"
+    subprocess.run(["gcc", "-O2", "-o", str(loader), str(work / "loader.c"), "-ldl"], check=True)
+    linked = work / "linked"
+    folders = sorted({str(Path(p).parent) for p in libs})
+    subprocess.run(
+        ["gcc", "-O2", "-o", str(linked), str(work / "loader.c"), "-ldl", "-Wl,--no-as-needed", *libs]
+        + [f"-Wl,-rpath,{d}" for d in folders],
+        check=True,
+    )
+    return {"dlopen": [str(loader), *libs], "linked": [str(linked)]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--baseline", type=Path)
     ap.add_argument("--libs", nargs="+", default=None)
+    ap.add_argument("--python", metavar="CODE")
     args = ap.parse_args()
-    libs = [str(Path(p).resolve()) for p in (args.libs or _default_libs())]
-    if not libs:
+    libs = [] if args.python else [str(Path(p).resolve()) for p in (args.libs or _default_libs())]
+    if not libs and not args.python:
         sys.exit("no CUDA libraries found: pass --libs")
     checkouts = {"this checkout": REPO}
     if args.baseline:
         checkouts["baseline"] = args.baseline.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        (work / "loader.c").write_text(LOADER)
-        loader = work / "loader"
-        subprocess.run(["gcc", "-O2", "-o", str(loader), str(work / "loader.c"), "-ldl"], check=True)
-        linked = work / "linked"
-        folders = sorted({str(Path(p).parent) for p in libs})
-        subprocess.run(
-            ["gcc", "-O2", "-o", str(linked), str(work / "loader.c"), "-ldl", "-Wl,--no-as-needed", *libs]
-            + [f"-Wl,-rpath,{d}" for d in folders],
-            check=True,
-        )
-        programs = {"dlopen": [str(loader), *libs], "linked": [str(linked)]}
+        programs = {"python": [sys.executable, "-c", args.python]} if args.python else _programs(work, libs)
         rows: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         plain: dict[str, list[float]] = {k: [] for k in programs}
         for argv in programs.values():  # warm the page cache
@@ -107,7 +113,8 @@ def main() -> int:
                 plain[name].append(_untraced(argv))
                 for label, checkout in checkouts.items():
                     rows.setdefault((name, label), []).append(_trace(checkout, argv, work / "t.json"))
-    print(f"median of {args.repeat} runs, {len(libs)} libraries ({', '.join(Path(p).name for p in libs)})")
+    what = f"{len(libs)} libraries ({', '.join(Path(p).name for p in libs)})" if libs else f"python3 -c {args.python!r}"
+    print(f"median of {args.repeat} runs, {what}")
     head = f"{'entry points':>12} {'hooking s':>10} {'ms each':>8} {'wall s':>7} {'untraced s':>10}"
     print(f"  {'program':<8} {'tracer':<14} {head}")
     for (name, label), values in rows.items():
