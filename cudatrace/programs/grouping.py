@@ -22,10 +22,13 @@ Python files per distribution, nothing executed.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import zipfile
+import zlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,15 +44,20 @@ _IMPORT = re.compile(r"^import[ \t]+([\w., \t]+)", re.MULTILINE)
 _FROM = re.compile(r"^from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)", re.MULTILINE)
 
 
+def _no_text(_rel: str) -> str:
+    return ""
+
+
 @dataclass(slots=True)
 class _Dist:
     """One Python distribution (a ``*.dist-info`` folder) and the files its RECORD lists."""
 
     name: str
     version: str | None
-    site: Path  # the folder holding the dist-info (site-packages, or an unpacked wheel)
+    site: Path  # the folder holding the dist-info (site-packages, an unpacked wheel, or the .whl file itself)
     files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
     top_level: tuple[str, ...] = ()
+    read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
 
 
 def _read_text(path: Path) -> str:
@@ -61,19 +69,46 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _dist_of_folder(folder: Path) -> _Dist:
-    stem = folder.name[: -len(".dist-info")]
+def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
+    """The distribution whose dist-info folder is ``info`` (relative to ``site``), its files read by ``read``."""
+    stem = info[: -len(".dist-info")]
     name, _, version = stem.partition("-")
-    meta = _read_text(folder / "METADATA")
+    meta = read(f"{info}/METADATA")
     m_name = re.search(r"^Name:[ \t]*(\S+)", meta, re.MULTILINE)
     m_ver = re.search(r"^Version:[ \t]*(\S+)", meta, re.MULTILINE)
-    dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), folder.parent)
-    for line in _read_text(folder / "RECORD").splitlines():
+    dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), site)
+    dist.read = read
+    for line in read(f"{info}/RECORD").splitlines():
         rel = line.rsplit(",", 2)[0].strip().strip('"')
         if rel:
             dist.files.add(os.path.normpath(rel).replace("\\", "/"))
-    dist.top_level = tuple(x.strip() for x in _read_text(folder / "top_level.txt").splitlines() if x.strip())
+    dist.top_level = tuple(x.strip() for x in read(f"{info}/top_level.txt").splitlines() if x.strip())
     return dist
+
+
+def _dist_of_folder(folder: Path) -> _Dist:
+    site = folder.parent
+    return _dist_of(site, folder.name, lambda rel: _read_text(site / rel))
+
+
+def _dists_of_wheel(wheel: Path) -> list[_Dist]:
+    """The distribution inside a ``.whl`` file scanned without unpacking: its dist-info and Python files are read
+    from the archive (each at most MAX_TEXT_BYTES; a damaged archive has none)."""
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return []
+    with zf:
+        infos = {i.filename: i for i in zf.infolist()[:200_000]}
+        texts: dict[str, str] = {}
+        for name, info in infos.items():
+            if (name.endswith(".py") or ".dist-info/" in name) and info.file_size <= MAX_TEXT_BYTES:
+                try:
+                    texts[name] = zf.read(info).decode("utf-8", errors="replace")
+                except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error):
+                    continue
+    folders = sorted({n.split("/", 1)[0] for n in infos if n.split("/", 1)[0].endswith(".dist-info")})
+    return [_dist_of(wheel, f, lambda rel: texts.get(rel, "")) for f in folders[:1]]
 
 
 class _Sites:
@@ -84,6 +119,8 @@ class _Sites:
 
     def dists(self, folder: Path) -> list[_Dist]:
         found = self._by_folder.get(folder)
+        if found is None and folder.suffix.lower() == ".whl" and folder.is_file():
+            found = self._by_folder[folder] = _dists_of_wheel(folder)
         if found is None:
             found = []
             try:
@@ -137,6 +174,8 @@ def feature_of(file_name: str, program: str, *owners: str) -> str:
     packages: ``onnxruntime`` for the distribution ``onnxruntime-gpu``)."""
     stem = re.sub(r"^lib", "", file_name.split("/")[-1])
     stem = re.sub(r"(\.(cpython|abi3|pypy)[^.]*)?\.(so|dll|pyd)(\.[\d.]+)?$", "", stem, flags=re.IGNORECASE)
+    # auditwheel and delvewheel rename the libraries they bundle with a hash of the file: libgomp-e985bcbb.so.1.0.0
+    stem = re.sub(r"-[0-9a-f]{8}$", "", stem)
     for owner in sorted({_norm(o) for o in (program, *owners) if o}, key=len, reverse=True):
         if _norm(stem).startswith(owner + "_"):
             stem = stem[len(owner) + 1 :]
@@ -163,8 +202,55 @@ def _module_of(rel: str) -> str:
     return ".".join(parts)
 
 
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when a module is imported: at its top level and inside top-level ``try``,
+    ``if``, ``with`` and loops (``try: from ._ext import *`` is how many packages load their extension), never
+    inside a function or class body (those run later, if ever)."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                for child in reversed(getattr(node, name, None) or []):
+                    if isinstance(child, ast.ExceptHandler):
+                        stack.extend(reversed(child.body))
+                    elif isinstance(child, ast.stmt):
+                        stack.append(child)
+
+
+def _absolute(base: str, level: int, module: str, is_package: bool) -> str:
+    if level == 0:
+        return base
+    pkg = module.split(".") if is_package else module.split(".")[:-1]
+    pkg = pkg[: len(pkg) - (level - 1)] if level > 1 else pkg
+    return ".".join([*pkg, base] if base else pkg)
+
+
 def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
-    """Modules a Python file imports at module level (column 0), absolute names."""
+    """Modules a Python file imports when it is imported (see :func:`_module_level`), absolute names. A file that
+    does not parse is read line by line (imports at column 0)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _imports_by_line(text, module, is_package)
+    out: set[str] = set()
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+            continue
+        base = _absolute(node.module or "", node.level, module, is_package)
+        if not base:
+            continue
+        out.add(base)
+        out.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return out
+
+
+def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
     out: set[str] = set()
     for m in _IMPORT.finditer(text):
         for item in m.group(1).split(","):
@@ -189,7 +275,7 @@ def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
     return out
 
 
-def startup_extensions(dist_site: Path, files: Iterable[str], extensions: dict[str, str]) -> set[str] | None:
+def startup_extensions(read: Callable[[str], str], files: Iterable[str], extensions: dict[str, str]) -> set[str] | None:
     """Extension modules (module name -> path) that importing the distribution's top-level packages loads.
 
     None when the distribution has no Python files to follow (then every extension module counts as start-up).
@@ -210,12 +296,8 @@ def startup_extensions(dist_site: Path, files: Iterable[str], extensions: dict[s
         rel = modules.get(mod)
         if rel is None:
             continue
-        path = dist_site / rel
-        try:
-            if path.stat().st_size > MAX_PY_BYTES:
-                continue
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
+        text = read(rel)
+        if len(text) > MAX_PY_BYTES:
             continue
         for name in _imports_of(text, mod, rel.endswith("__init__.py")):
             parts = name.split(".")
@@ -262,7 +344,7 @@ def _roles(group: _Group) -> list[ProgramPart]:
             for b in group.binaries
             if _is_extension(b, group.dist)
         }
-        reached = startup_extensions(group.dist.site, group.dist.files, exts)
+        reached = startup_extensions(group.dist.read, group.dist.files, exts)
         for mod, path in exts.items():
             if reached is None:
                 entry[path] = f"extension module {mod} (the distribution has no Python files to follow)"

@@ -35,7 +35,7 @@ def test_circular_and_garbage_python_files_end(tmp_path: Path) -> None:
     record.write_text(record.read_text() + 'mypkg/a.py,,\nmypkg/b.py,,\nmypkg/junk.py,,\n\n,,,\n"\n')
     files = [line.split(",")[0] for line in record.read_text().splitlines()]
     exts = {"mypkg._core": "x", "mypkg._extra": "y"}
-    assert startup_extensions(site, files, exts) == {"mypkg._core"}
+    assert startup_extensions(lambda rel: (site / rel).read_text(errors="replace"), files, exts) == {"mypkg._core"}
 
 
 def test_damaged_dist_info_falls_back_without_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ GPUs); ZLUDA ships no cuSOLVER. Each test asserts the status, the reason code an
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,50 @@ def test_fail_on_looks_at_the_programs() -> None:
 def test_old_scan_documents_without_programs_still_read() -> None:
     old = {"schema": "cudatrace.scan/1", "binaries": [], "failed": [], "skipped": 0, "roots": []}
     assert ScanResult.from_dict(old).programs == ()
+
+
+def _zip_wheel(site: Path, wheel: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(site.rglob("*")):
+            rel = f.relative_to(site).as_posix()
+            if f.is_file() and (rel.startswith("mypkg/") or rel.startswith("mypkg-1.2.0.dist-info/")):
+                zf.write(f, rel)
+
+
+def test_a_wheel_file_is_the_same_program_as_the_wheel_unpacked(tmp_path: Path) -> None:
+    # A user points scan at the .whl pip downloaded: the program is the package (name, version, which extension
+    # module its import loads), not one program per library inside it.
+    site = pb.build_site()
+    wheel = tmp_path / "mypkg-1.2.0-cp311-cp311-linux_x86_64.whl"
+    _zip_wheel(site, wheel)
+    packed = _program(_judge(wheel), ProgramKind.WHEEL)
+    unpacked = _program(_judge(site), ProgramKind.WHEEL)
+    assert (packed.name, packed.version, packed.root) == ("mypkg", "1.2.0", str(wheel))
+
+    def roles(p: Program) -> dict[str, tuple[PartRole, str]]:
+        return {Path(part.path).name.split(".")[0]: (part.role, part.why) for part in p.parts}
+
+    assert roles(packed) == roles(unpacked) == {
+        "_core": (PartRole.STARTUP, "extension module mypkg._core, imported when the package is imported"),
+        "_extra": (PartRole.ON_DEMAND, "extension module imported only when a feature is used (not from the "
+                   "package's import path)"),
+    }  # fmt: skip
+    assert packed.verdict is not None and unpacked.verdict is not None
+    assert packed.verdict.status is unpacked.verdict.status is VerdictStatus.AT_RISK
+
+
+def test_an_extension_module_imported_inside_try_is_start_up(tmp_path: Path) -> None:
+    # ctranslate2's __init__.py: `try: from ctranslate2._ext import (...)` under `if sys.platform == "win32":`
+    # set-up code; a lazy import inside a function stays on demand.
+    site = tmp_path / "site-packages"
+    shutil.copytree(pb.build_site(), site, symlinks=True)
+    (site / "mypkg" / "__init__.py").write_text(
+        "import sys\nif sys.platform == 'win32':\n    import ctypes\ntry:\n    from mypkg._core import (\n"
+        "        VALUE,\n    )\nexcept ImportError:\n    raise\n\ndef extra():\n    from mypkg import _extra\n"
+        "    return _extra\n"
+    )
+    pkg = _program(_judge(site), ProgramKind.WHEEL)
+    roles = {Path(part.path).name.split(".")[0]: part.role for part in pkg.parts}
+    assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
