@@ -415,6 +415,7 @@ class Program(Record):
     platform: str = ""  # "linux" | "windows" (from the binaries' format)
     verdict: Verdict | None = None
     fixed_in: str | None = None  # the first release in which every blocker is translated, if any
+    requires: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))  # a wheel's required distributions
 
     json_order = ("name", "version", "root", "kind", "platform", "verdict", "fixed_in")
 

@@ -8,7 +8,8 @@ The reference folder holds one CSV per NVIDIA library file (its exported functio
 tables of the driver and runtime APIs. The package data keeps only what the scanner needs, compactly:
 
 * ``libraries``: per library file name (``libcublas.so.12``, ``cublas64_12.dll``) its platform, family,
-  the package versions read and the union of their exported function names (PE data exports dropped);
+  the package versions read, the union of their exported function names (PE data exports dropped) and the
+  wheels that ship it (``nvidia-cublas-cu12``: a package that requires one gets the library from it);
 * ``driver``: every real driver entry point name (API spellings and exported symbols of the CUDA 12.9, 13.0,
   13.5 headers, plus what libcuda.so.1 exports), the macro renames (``cuMemAlloc`` -> ``cuMemAlloc_v2``) and the
   per-thread-stream exports (``cuLaunchKernel`` -> ``cuLaunchKernel_ptsz``) of the newest header declaring them,
@@ -52,8 +53,10 @@ def build(ref: Path) -> dict[str, Any]:
             names.add(r["function"])
         entry = libraries.setdefault(
             row["file_name"],
-            {"platform": row["platform"], "family": row["family"], "versions": [], "functions": []},
+            {"platform": row["platform"], "family": row["family"], "versions": [], "functions": [], "packages": []},
         )
+        if row["package"] and row["package"] != "nvidia-driver":  # the driver comes with the system, no wheel
+            entry["packages"] = sorted(set(entry["packages"]) | {row["package"]})
         entry["versions"] = sorted(set(entry["versions"]) | {row["package_version"]})
         entry["functions"] = sorted(set(entry["functions"]) | names)
 

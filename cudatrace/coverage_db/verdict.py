@@ -82,6 +82,7 @@ CODE_RANK: dict[str, int] = {
     "proc_lookup_missing": 21,
     "inner_calls_left_out": 22,
     "nvidia_own": 23,
+    "library_from_requirement": 23,
     "ptx_recompiled": 24,
     "translated": 25,
     "first_failure": 26,

@@ -58,6 +58,7 @@ class _Dist:
     files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
     top_level: tuple[str, ...] = ()
     read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
+    requires: tuple[str, ...] = ()  # distributions it always requires (Requires-Dist without a marker), normalized
 
 
 def _read_text(path: Path) -> str:
@@ -69,6 +70,16 @@ def _read_text(path: Path) -> str:
         return ""
 
 
+_REQUIRES = re.compile(r"^Requires-Dist:[ \t]*([A-Za-z0-9][A-Za-z0-9._-]*)([^;\n]*)(;[^\n]*)?$", re.MULTILINE)
+
+
+def _requires(meta: str) -> tuple[str, ...]:
+    """The distributions a METADATA file always requires: ``Requires-Dist`` lines without an environment marker
+    (an ``extra == ...`` or platform condition may not hold), names normalized as pip compares them."""
+    names = {re.sub(r"[-_.]+", "-", m.group(1)).lower() for m in _REQUIRES.finditer(meta) if not m.group(3)}
+    return tuple(sorted(names))
+
+
 def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
     """The distribution whose dist-info folder is ``info`` (relative to ``site``), its files read by ``read``."""
     stem = info[: -len(".dist-info")]
@@ -78,6 +89,7 @@ def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
     m_ver = re.search(r"^Version:[ \t]*(\S+)", meta, re.MULTILINE)
     dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), site)
     dist.read = read
+    dist.requires = _requires(meta)
     for line in read(f"{info}/RECORD").splitlines():
         rel = line.rsplit(",", 2)[0].strip().strip('"')
         if rel:
@@ -536,6 +548,7 @@ def group_programs(result: ScanResult) -> tuple[Program, ...]:
                 root=g.root,
                 kind=g.kind,
                 binaries=tuple(p.path for p in parts if p.role is PartRole.STARTUP),
+                requires=g.dist.requires if g.dist is not None else (),
                 on_demand=tuple(p for p in parts if p.role is PartRole.ON_DEMAND),
                 parts=parts,
                 platform=_platform(g.binaries),

@@ -39,7 +39,8 @@ from cudatrace.model import (
     Verdict,
     VerdictStatus,
 )
-from cudatrace.tracer.static.libraries import identify_library
+from cudatrace.tracer.static.libraries import identify_library, load_exports
+from cudatrace.wording import agrees, counted
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
@@ -49,12 +50,23 @@ def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
+def _from_requirement(name: str, program: Program) -> str | None:
+    """The wheel the program requires that ships library ``name`` (``libcudart.so.12`` from
+    ``nvidia-cuda-runtime-cu12``), or None."""
+    if not program.requires:
+        return None
+    shipping = load_exports().library_packages.get(name, ())
+    return next((p for p in shipping if p in program.requires), None)
+
+
 def _missing(
     program: Program, by_path: dict[str, BinaryScan], shipped: set[str], cat: Catalog, rel: str
-) -> tuple[MissingLibrary, ...]:
+) -> tuple[tuple[MissingLibrary, ...], dict[str, str]]:
     """CUDA libraries the program's parts link or name that nothing scanned ships and ZLUDA does not replace;
-    and libraries carrying the program's own name that its parts name but it does not ship."""
+    and libraries carrying the program's own name that its parts name but it does not ship. Second: the CUDA
+    libraries a wheel the program requires ships instead (name -> that wheel), which pip installs with it."""
     wanted: dict[tuple[str, str], list[str]] = {}
+    required: dict[str, str] = {}
     own = re.sub(r"[-_.]+", "_", program.name).lower()
     for part in program.parts:
         b = by_path.get(part.path)
@@ -72,10 +84,35 @@ def _missing(
                 if lib is not None:
                     if lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel):
                         continue
+                    wheel = _from_requirement(name, program)
+                    if wheel is not None:
+                        required[name] = wheel
+                        continue
                 elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
                     continue
                 wanted.setdefault((name, how), []).append(b.name)
-    return tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
+    missing = tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
+    return missing, required
+
+
+def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
+    if not required:
+        return []
+    lines = [f"{name} from {wheel}" for name, wheel in sorted(required.items())]
+    return [
+        Reason(
+            Severity.INFO,
+            "library_from_requirement",
+            f"{counted(len(required), 'CUDA library', 'CUDA libraries')} the program loads "
+            f"{agrees(len(required), 'comes', 'come')} from {agrees(len(required), 'a wheel', 'wheels')} it requires "
+            f"(pip installs {agrees(len(required), 'it', 'them')} with it; not scanned here): {'; '.join(lines)}. "
+            f"ZLUDA {rel} does not replace {agrees(len(required), 'it', 'them')}: NVIDIA's libraries run on ZLUDA's "
+            "driver where their GPU code carries PTX",
+            None,
+            None,
+            tuple(sorted(required)),
+        )
+    ]
 
 
 def _missing_line(m: MissingLibrary) -> str:
@@ -154,8 +191,9 @@ def judge_program(
             reasons.extend(v.reasons)
         elif v.status is not VerdictStatus.RUNS:
             reasons.append(_part_reason(part, v, rel))
-    missing = _missing(program, by_path, shipped, cat, rel)
+    missing, required = _missing(program, by_path, shipped, cat, rel)
     reasons.extend(_missing_reasons(missing, rel))
+    reasons.extend(_required_reason(required, rel))
     if not reasons:
         reasons.append(
             Reason(Severity.INFO, "translated", f"no part of {program.name} uses CUDA in a way ZLUDA {rel} refuses")

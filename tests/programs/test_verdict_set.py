@@ -236,3 +236,38 @@ def test_an_extension_module_imported_inside_try_is_start_up(tmp_path: Path) -> 
     pkg = _program(_judge(site), ProgramKind.WHEEL)
     roles = {Path(part.path).name.split(".")[0]: part.role for part in pkg.parts}
     assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
+
+
+@pytest.mark.parametrize("requires", [True, False], ids=["required", "not-required"])
+def test_a_library_a_required_wheel_ships_is_not_missing(requires: bool, tmp_path: Path) -> None:
+    # faiss-gpu-cu12 links libcudart.so.12 and ships none: its METADATA requires nvidia-cuda-runtime-cu12, which
+    # pip installs with it. The same here with libnccl.so.2 (ZLUDA replaces no NCCL) and nvidia-nccl-cu12.
+    from tests.binaries import _run, build_cuda_stub_libs
+
+    libs = build_cuda_stub_libs()
+    site = tmp_path / "site-packages"
+    pkg = site / "ncclpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from ncclpkg import _core\n")
+    (tmp_path / "ext.c").write_text(
+        "extern int cuInit(unsigned);\nextern int ncclGetVersion(int *);\n"
+        "int PyInit__core(void) { int v; return cuInit(0) + ncclGetVersion(&v); }\n"
+    )
+    ext = f"_core{pb._EXT}"
+    _run(["gcc", "-shared", "-fPIC", "-o", str(pkg / ext), "ext.c", f"-L{libs}", "-l:libcuda.so.1",
+          "-l:libnccl.so.2"], tmp_path)  # fmt: skip
+    pb._record(site, "ncclpkg-0.1.dist-info", ["ncclpkg/__init__.py", f"ncclpkg/{ext}"])
+    if requires:
+        meta = site / "ncclpkg-0.1.dist-info" / "METADATA"
+        extra = "Requires-Dist: nvidia-nccl-cu12>=2.20\nRequires-Dist: torch; extra == 'x'\n"
+        meta.write_text(meta.read_text() + extra)
+    p = _program(_judge(site), ProgramKind.WHEEL)
+    assert p.verdict is not None
+    codes = {r.code: r for r in p.verdict.reasons}
+    if requires:
+        assert p.requires == ("nvidia-nccl-cu12",) and p.missing == ()
+        assert "library_missing" not in codes
+        assert "libnccl.so.2 from nvidia-nccl-cu12" in codes["library_from_requirement"].message
+    else:
+        assert [m.name for m in p.missing] == ["libnccl.so.2"] and "library_from_requirement" not in codes
+        assert "libnccl.so.2" in codes["library_missing"].message

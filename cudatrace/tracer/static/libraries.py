@@ -186,6 +186,7 @@ class ExportsData:
     runtime_names: frozenset[str]  # cuda* names and __cuda* entry points of the runtime
     runtime_renamed: Mapping[str, str]
     driver_by_header: Mapping[str, frozenset[str]] = field(default_factory=dict)  # "13.0" -> names it declares
+    library_packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # file name -> wheels shipping it
 
     def is_driver_entry_point(self, name: str) -> bool:
         """True for a real driver entry point name (not a look-alike such as ``cuFileRead``)."""
@@ -230,4 +231,5 @@ def load_exports() -> ExportsData:
         runtime_names=frozenset(doc["runtime"]["names"]),
         runtime_renamed=dict(doc["runtime"]["renamed_to_export"]),
         driver_by_header={v: frozenset(n) for v, n in doc["driver"].get("by_header", {}).items()},
+        library_packages={name: tuple(e.get("packages", ())) for name, e in doc["libraries"].items()},
     )
