@@ -53,7 +53,7 @@ from cudatrace.model import (
     ZludaInfo,
     ZludaStatus,
 )
-from cudatrace.wording import blocker_words, counted, ordinal
+from cudatrace.wording import agrees, blocker_words, counted, ordinal
 
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
@@ -500,9 +500,15 @@ def judge(
         fams = {fam for pairs in proc_missing.values() for fam, _ in pairs}
         parts = []
         if absent:
-            parts.append(f"{len(absent)} are not exported, a lookup returns nothing ({remedies.name_list(absent)})")
+            parts.append(
+                f"{len(absent)} {agrees(len(absent), 'is', 'are')} not exported, a lookup returns nothing "
+                f"({remedies.name_list(absent)})"
+            )
         if stubs:
-            parts.append(f"{len(stubs)} are stubs, a call returns a not-supported status ({remedies.name_list(stubs)})")
+            parts.append(
+                f"{len(stubs)} {agrees(len(stubs), 'is a stub', 'are stubs')}, a call returns a not-supported status "
+                f"({remedies.name_list(stubs)})"
+            )
         bulk = static_runtime if static_runtime is not None else proc_names >= _BULK_LOOKUPS
         if bulk:
             why = (

@@ -117,7 +117,11 @@ def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
 
 def _missing_line(m: MissingLibrary) -> str:
     who = ", ".join(m.wanted_by[:3]) + (f" and {len(m.wanted_by) - 3} more" if len(m.wanted_by) > 3 else "")
-    how = "links it" if m.how == "needed" else "loads it by name"
+    many = len(m.wanted_by)
+    if m.how == "needed":
+        how = agrees(many, "links it", "link it")
+    else:
+        how = agrees(many, "loads it by name", "load it by name")
     return f"{m.name} ({who} {how})"
 
 
@@ -173,6 +177,40 @@ def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
     )
 
 
+def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> list[Reason]:
+    """One reason per on-demand part that cannot run, except that parts failing for the same cause (the same
+    status, first reason and remedy: bitsandbytes' 24 SASS-only backends) share one reason naming them all."""
+    groups: dict[tuple[VerdictStatus, str | None, str | None], list[tuple[ProgramPart, Verdict]]] = {}
+    for part, v in failing:
+        worst = v.reasons[0] if v.reasons else None
+        key = (v.status, worst.code if worst else None, worst.remedy if worst else None)
+        groups.setdefault(key, []).append((part, v))
+    out = []
+    for (status, _code, _remedy), members in groups.items():
+        if len(members) == 1:
+            out.append(_part_reason(*members[0], rel))
+            continue
+        part, v = members[0]
+        worst = v.reasons[0] if v.reasons else None
+        names = [p.feature or _short(p.path) for p, _ in members]
+        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        what = "cannot run" if status is VerdictStatus.BLOCKED else "are at risk"
+        because = f"; the first, {_short(part.path)}: {worst.message}" if worst else ""
+        functions = tuple(sorted({f for _, m in members for f in (m.reasons[0].functions if m.reasons else ())}))
+        out.append(
+            Reason(
+                Severity.RISK,
+                "on_demand_blocked",
+                f"{counted(len(members), 'on-demand part')} {what} under ZLUDA {rel} for the same cause ({listed})"
+                f"{because}; the program starts without them, and those features are lost",
+                worst.remedy if worst else None,
+                worst.family if worst else None,
+                functions,
+            )
+        )
+    return out
+
+
 def judge_program(
     program: Program, by_path: dict[str, BinaryScan], shipped: set[str], rel: str, cat: Catalog
 ) -> Program:
@@ -181,6 +219,7 @@ def judge_program(
         return replace(program, verdict=None, fixed_in=None, missing=())
     reasons: list[Reason] = []
     parts: list[ProgramPart] = []
+    failing: list[tuple[ProgramPart, Verdict]] = []
     for part in program.parts:
         b = by_path.get(part.path)
         v = b.verdict if b is not None else None
@@ -190,7 +229,8 @@ def judge_program(
         if part.role is PartRole.STARTUP:
             reasons.extend(v.reasons)
         elif v.status is not VerdictStatus.RUNS:
-            reasons.append(_part_reason(part, v, rel))
+            failing.append((part, v))
+    reasons.extend(_part_reasons(failing, rel))
     missing, required = _missing(program, by_path, shipped, cat, rel)
     reasons.extend(_missing_reasons(missing, rel))
     reasons.extend(_required_reason(required, rel))

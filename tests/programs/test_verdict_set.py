@@ -271,3 +271,18 @@ def test_a_library_a_required_wheel_ships_is_not_missing(requires: bool, tmp_pat
     else:
         assert [m.name for m in p.missing] == ["libnccl.so.2"] and "library_from_requirement" not in codes
         assert "libnccl.so.2" in codes["library_missing"].message
+
+
+def test_on_demand_parts_failing_for_one_cause_share_one_reason(tmp_path: Path) -> None:
+    # bitsandbytes 0.42 ships 20 SASS-only backends: one reason naming them all, not 20 near-identical ones.
+    app = tmp_path / "app"
+    shutil.copytree(pb.build_plugin_app(), app, symlinks=True)
+    shutil.copy(app / "libplugin_cuda.so", app / "libplugin_cuda2.so")
+    p = _program(_judge(app))
+    assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK
+    grouped = [r for r in p.verdict.reasons if r.code == "on_demand_blocked"]
+    assert len(grouped) == 1, [r.message for r in grouped]
+    message = grouped[0].message
+    assert message.startswith("2 on-demand parts cannot run under ZLUDA")
+    assert "the cuda plugin" in message and "cuda2" in message and "SASS only" in message
+    assert grouped[0].remedy is not None and "PTX" in grouped[0].remedy
