@@ -952,12 +952,13 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     if trace.source is not None and trace.source.truncated:
         under = {"zluda": "under ZLUDA", "nvidia": "under NVIDIA's driver"}.get(trace.source.backend or "", "")
         first = f"; the first failing call was {trace.first_failure.function}" if trace.first_failure else ""
+        inside = f", inside {trace.source.cut_call}, whose status was never written" if trace.source.cut_call else ""
         extra.append(
             Reason(
                 Severity.RISK if trace.source.backend != "nvidia" else Severity.INFO,
                 "log_cut",
                 f"the run {under + ' ' if under else ''}stopped while zluda_trace was writing its log (the log is "
-                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls: a crash or a kill){first}",
+                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls{inside}: a crash or a kill){first}",
                 None,
             )
         )

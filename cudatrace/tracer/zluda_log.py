@@ -33,6 +33,7 @@ from typing import cast
 from cudatrace import __version__
 from cudatrace.errors import InputError
 from cudatrace.model import (
+    STATUS_UNKNOWN_CUT,
     EntryHow,
     EntryPointUse,
     ExitInfo,
@@ -74,6 +75,7 @@ _NUMBER = re.compile(r"-?\d+")
 _GUID = re.compile(r"\{?([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\}?")
 _MODULE_FILE = re.compile(r"^module_\d{4}(?:_\d{2}){0,2}\.(ptx|elf|bin)$")
 _NOT_FOUND_STATUS = "NOT_IN_UNDERLYING_LIBRARY"
+_CUT_NAME = re.compile(rb"[A-Za-z_{][A-Za-z0-9_{}:\-]*")  # what a line cut inside its call's name still shows
 _PROC_ADDRESS = ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetProcAddress_v2_ptsz")
 # The library the shims stand for, by family and platform: a call nested under a cuBLAS call was made by cuBLAS.
 _CALLER_LIBRARY = {
@@ -190,6 +192,15 @@ _SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
 _Frame = tuple[int, _Name, int, int, bytes]  # (depth, name, seq, line number, line)
 
 
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """The call whose line the log is cut inside: it returned, but its status was never written."""
+
+    what: str  # the call in words: "the call to cuMemcpyHtoD_v2, made inside cublasSgemm_v2"
+    seq: int
+    ancestors: tuple[int, ...]  # the calls it was made inside, which returned after it
+
+
 @dataclass(slots=True)
 class _Failure:
     call: LoggedCall
@@ -212,6 +223,7 @@ class LogReader:
         self.bytes_read = 0
         self.truncated = False
         self.cut_text: str | None = None
+        self.cut: _Cut | None = None
         self.unparsed = 0
         self.unparsed_examples: list[str] = []
         self.foreign = 0  # unprefixed lines between prefixed ones: the program's own stderr
@@ -280,6 +292,12 @@ class LogReader:
                 if kind in self.messages:  # (one left out once is left out for good: the table was full)
                     self.messages[kind] += 1
                 return
+        if not complete and b"(" not in stripped and _CUT_NAME.fullmatch(stripped) is not None:
+            # cut inside the name of a call: which entry point it was is lost with its status
+            ancestors = tuple(f[2] for f in self.stack if f[0] < depth)
+            words = f"a call whose name was cut ({stripped[:100].decode('utf-8', 'replace')!r})"
+            self.cut = _Cut(words, self.seq, ancestors)
+            return
         if not self._call(stripped, depth, complete, indent) and not self._message(stripped, depth, complete):
             self.unparsed += 1
             if len(self.unparsed_examples) < 3:
@@ -306,7 +324,7 @@ class LogReader:
             result_b = b""
         if info is None:
             info = self._name(name_b)
-        self._record(info, name_b, body, paren, arrow, result_b, depth, indent)
+        self._record(info, name_b, body, paren, arrow, result_b, depth, indent, not complete)
         return True
 
     def _name(self, name_b: bytes) -> _Name:
@@ -389,7 +407,16 @@ class LogReader:
     # -- calls --------------------------------------------------------------------------------------------------
 
     def _record(
-        self, info: _Name, name_b: bytes, body: bytes, paren: int, arrow: int, result_b: bytes, depth: int, indent: int
+        self,
+        info: _Name,
+        name_b: bytes,
+        body: bytes,
+        paren: int,
+        arrow: int,
+        result_b: bytes,
+        depth: int,
+        indent: int,
+        cut: bool = False,
     ) -> None:
         stack = self.stack
         while stack and stack[-1][0] >= depth:
@@ -401,6 +428,8 @@ class LogReader:
         self.seq = seq + 1
         self.calls_total += 1
         kind = info.kind
+        if cut:
+            self.cut = _Cut(self._cut_words(info, body[paren + 1 :], stack), seq, tuple(f[2] for f in stack))
         code = self._code(info, result_b) if result_b else None
         if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
             # the next such line (same indentation, name and result) takes the inline path of feed_lines
@@ -417,19 +446,22 @@ class LogReader:
                 self.dropped_calls += 1
             else:
                 acc.calls += 1
-                if code is not None and (code in acc.statuses or len(acc.statuses) < MAX_CODES):
-                    acc.statuses[code] = acc.statuses.get(code, 0) + 1
+                status = STATUS_UNKNOWN_CUT if cut else code  # a cut call is neither a success nor a failure
+                if status is not None and (status in acc.statuses or len(acc.statuses) < MAX_CODES):
+                    acc.statuses[status] = acc.statuses.get(status, 0) + 1
                 caller = self._caller(parent)
                 callers = acc.callers
                 if caller in callers:
                     callers[caller] += 1
                 elif len(callers) < MAX_CODES:
                     callers[caller] = 1
-            if kind != _K_ENTRY:
+            if kind != _K_ENTRY and not cut:  # a cut line's arguments are partial and its result lost
                 self._args(info, name_b, body[paren + 1 : arrow - 1], result_b)
         frame = (depth, info, seq, self.lines, body)
         stack.append(frame)
         result = result_b.decode("utf-8", "replace") if code is not None or depth == 0 else ""
+        if cut:
+            result = STATUS_UNKNOWN_CUT
         if code is not None:
             self._failure(frame, result)
         if depth == 0 and len(self.sequence) < MAX_SEQUENCE:
@@ -516,6 +548,23 @@ class LogReader:
             plen = len(prefix)
             win = 1 if self.platform_hint == "windows" else 0
         self.lines, self.seq, self.calls_total = n_lines, seq, seq
+
+    @staticmethod
+    def _cut_words(info: _Name, args_b: bytes, stack: list[_Frame]) -> str:
+        """The call a cut line holds, in words: what it was, what it looked up, which call it was made inside."""
+        name = info.name
+        if name.startswith("{nvapi:"):
+            what = f"the NvAPI call {name}"
+        elif info.kind == _K_DARK:
+            what = f"the call through export-table slot {name}"
+        elif name in _PROC_ADDRESS:
+            raw = dict(split_args(args_b.decode("utf-8", "replace"), 4)).get("symbol", "")
+            symbol = _unquote(raw)
+            # a symbol still in quotes was written whole; one cut inside its quotes is not named
+            what = f"the lookup of {symbol} through {name}" if symbol != raw and symbol else f"a lookup through {name}"
+        else:
+            what = f"the call to {name}"
+        return what + (f", made inside {stack[-1][1].name}" if stack else "")
 
     def _prefix(self) -> bytes:
         """The prefix every trace line carries in this log (none in log.txt); undecided before the first line."""
@@ -718,6 +767,9 @@ class LogReader:
         self.trace_dir = self.trace_dir or other.trace_dir
         self.platform_hint = self.platform_hint or other.platform_hint
         self.truncated, self.cut_text = other.truncated, other.cut_text
+        if other.cut is not None:  # only the last range can end inside a line
+            cut = other.cut
+            self.cut = _Cut(cut.what, cut.seq + seq_off, tuple(a + seq_off for a in cut.ancestors))
         self.lines += other.lines
         self.seq += other.seq
         self.bytes_read += other.bytes_read
@@ -778,6 +830,7 @@ class LogReader:
             device=self.device,
             markers=tuple(self.markers),
             modules=modules,
+            cut_call=self.cut.what if self.cut is not None else None,
         )
         exit_reason = (
             f"the log is cut mid-line at line {self.lines}: the program stopped while the line was written "
@@ -806,8 +859,20 @@ class LogReader:
         out: list[str] = []
         if self.truncated:
             cut = f": {self.cut_text!r}" if self.cut_text else ""
+            inside = ""
+            if self.cut is not None:
+                ff = self.first_failure
+                first = (
+                    f"; it returned before {ff.function}, the first failing call, so it may have failed first"
+                    if ff is not None and ff.seq in self.cut.ancestors
+                    else ""
+                )
+                inside = (
+                    f"; the log was cut inside {self.cut.what}: its status was never written, so it counts as "
+                    f"{STATUS_UNKNOWN_CUT}, not as a success{first}"
+                )
             out.append(
-                f"the log is cut mid-line at line {self.lines}{cut}; everything before the cut was read "
+                f"the log is cut mid-line at line {self.lines}{cut}{inside}; everything before the cut was read "
                 "(the program probably crashed or was killed)"
             )
         if self.unparsed:

@@ -16,7 +16,7 @@ from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
 from cudatrace.errors import InputError
-from cudatrace.model import Family, ImageKind, TraceResult, VerdictStatus
+from cudatrace.model import STATUS_UNKNOWN_CUT, Family, ImageKind, TraceResult, VerdictStatus
 from cudatrace.tracer import zluda_log
 from cudatrace.tracer.zluda_log import read_log, split_args
 from tests import zluda_logs as z
@@ -201,9 +201,9 @@ def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     src = trace.source
     assert src is not None and src.truncated
     assert src.bytes_read == len(z.CUT.encode())
-    # the cut call counts (zluda_trace writes a line after the call returned); its result is lost
+    # the cut call counts (zluda_trace writes a line after the call returned); its result is lost: status unknown
     assert _call(trace, "cuMemcpyHtoD_v2").calls == 1
-    assert _call(trace, "cuMemcpyHtoD_v2").statuses == ()
+    assert _call(trace, "cuMemcpyHtoD_v2").statuses == ((STATUS_UNKNOWN_CUT, 1),)
     assert any("cut mid-line at line 6" in n for n in trace.notes)
     assert "cut mid-line" in (trace.exit.detached_reason or "")
     assert trace.first_failure is not None and trace.first_failure.function == "cuModuleLoadData"
@@ -211,6 +211,78 @@ def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
     cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
     assert "under ZLUDA stopped" in cut.message and "cuModuleLoadData" in cut.message
+
+
+_CUT_HEAD = "cuInit(Flags: 0) -> CUDA_SUCCESS\n    Created trace directory /tmp/zlogs/crasher \n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "inside", "entry"),
+    [
+        # a plain call, cut inside its arguments
+        ("cuMemcpyHtoD_v2(dstDevice: 0x7f0a3c600000, srcHo", "the call to cuMemcpyHtoD_v2", "cuMemcpyHtoD_v2"),
+        # a plain call, cut after the arrow: the status itself was not written
+        ("cuMemFree_v2(dptr: 0x7f0a3c600000) -> ", "the call to cuMemFree_v2", "cuMemFree_v2"),
+        # a call made inside a failing library call: it returned first, so it may be the first failure
+        (
+            "cublasSgemm_v2(handle: 0x1, m: 512) -> CUBLAS_STATUS_EXECUTION_FAILED\n"
+            "    cuLaunchKernel(f: 0x5631d30b8a10, gridDimX: 10",
+            "the call to cuLaunchKernel, made inside cublasSgemm_v2",
+            "cuLaunchKernel",
+        ),
+        # a dark-API call through a named export-table slot
+        (
+            "{CONTEXT_CHECKS}::context_check(ctx_in: 0x5631d2f0a8c0, resu",
+            "the call through export-table slot {CONTEXT_CHECKS}::context_check",
+            None,
+        ),
+        # a lookup cut after its symbol: whether it found it was never written
+        (
+            'cuGetProcAddress_v2(symbol: "cuMemAllocAsync", pfn: 0x0, cudaVersion: 12000, flags: 0, symbolSt',
+            "the lookup of cuMemAllocAsync through cuGetProcAddress_v2",
+            "cuGetProcAddress_v2",
+        ),
+        # a lookup cut inside its symbol: the name is not trusted
+        ('cuGetProcAddress(symbol: "cuMemAll', "a lookup through cuGetProcAddress", "cuGetProcAddress"),
+        # a nested call cut inside its name
+        ("cuMemAlloc_v2(dptr: 0x1, bytesize: 16) -> CUDA_SUCCESS\n    cuCtxGetCurr", "a call whose name was cut", None),
+    ],
+)
+def test_call_cut_off_is_status_unknown_not_success(tmp_path: Path, tail: str, inside: str, entry: str | None) -> None:
+    """A call whose line the log is cut inside returned (zluda_trace writes a line after the call), but its status
+    was never written: it counts as status unknown, never as a success, and the notes and the verdict name it."""
+    trace = _load(z.write_folder(tmp_path, "crasher", _CUT_HEAD + tail))
+    src = trace.source
+    assert src is not None and src.truncated and src.unparsed == 0
+    assert src.cut_call is not None and src.cut_call.startswith(inside)
+    note = next(n for n in trace.notes if "cut mid-line" in n)
+    assert f"cut inside {inside}" in note and "its status was never written" in note
+    if entry is not None:
+        assert _call(trace, entry).statuses == ((STATUS_UNKNOWN_CUT, 1),)
+    last = trace.sequence[-1]
+    if "made inside" not in inside and "name was cut" not in inside:  # the cut call is the last of the program's
+        assert (last.result, last.failed) == (STATUS_UNKNOWN_CUT, False)
+    # a lookup whose result was lost is neither found nor missing
+    assert all(lk.symbol != "cuMemAllocAsync" for lk in trace.proc_lookups)
+    assert trace.verdict is not None
+    cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
+    assert f"inside {inside}" in cut.message
+    if "cublasSgemm_v2" in inside:
+        assert trace.first_failure is not None and trace.first_failure.function == "cublasSgemm_v2"
+        assert "it returned before cublasSgemm_v2, the first failing call, so it may have failed first" in note
+    else:
+        assert trace.first_failure is None and "may have failed first" not in note
+
+
+def test_cut_stub_call_is_not_a_served_stub(tmp_path: Path) -> None:
+    """A [ZLUDA_DUMP] log cut inside a call of an entry point v5-preview.78 only stubs: the call's status is
+    unknown, so it is no evidence that another build served it, and the log is still judged against v5-preview.78."""
+    f = tmp_path / "stderr.txt"
+    f.write_text("[ZLUDA_DUMP] cuInit(Flags: 0) -> CUDA_SUCCESS\n[ZLUDA_DUMP] cuMemAllocManaged(dptr: 0x0, bytesi")
+    trace = _load(f)
+    assert _call(trace, "cuMemAllocManaged").statuses == ((STATUS_UNKNOWN_CUT, 1),)
+    assert trace.zluda_release == "v5-preview.78"
+    assert not any("only stubs" in n for n in trace.notes)
 
 
 def test_sass_only_modules_block(tmp_path: Path, modules: dict[str, bytes]) -> None:
