@@ -445,7 +445,7 @@ def judge(
                 )
             )
 
-    for req in export_tables:
+    for req in export_tables if cat.export_tables_known(rel) else ():
         table = cat.export_table(req.uuid, rel)
         if table is None:
             name = req.name or cat.export_table_name(req.uuid) or req.uuid
@@ -978,6 +978,10 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
 def _slot_words(name: str, release: str, cat: Catalog) -> str:
     """What ``release`` puts in the export-table slot ``{TABLE}::slot`` (a slot name or index)."""
     table_name, slot = name[1:].split("}::", 1)
+    if not cat.export_tables_known(release):
+        return (
+            f"a call through slot {slot} of export table {table_name}; the catalog holds no export tables of {release}"
+        )
     table = next((t for t in cat.export_tables(release) if t.name == table_name or t.guid == table_name.upper()), None)
     if table is None:
         return f"a call through export table {table_name}, which ZLUDA {release} does not know"

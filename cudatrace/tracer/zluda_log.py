@@ -5,7 +5,11 @@ indented four spaces per level under it, messages (``Saved module to module_0001
 call they belong to, and, in its stderr form, every line prefixed ``[ZLUDA_TRACE] `` (``[ZLUDA_DUMP] `` before
 v5-preview.79, when the tool was called zluda_dump). A log folder (``$ZLUDA_LOG_DIR/<executable>``) holds
 ``log.txt`` and the GPU modules the program loaded, saved as ``module_NNNN[_SS[_TT]].ptx|elf|bin``, with a
-``.log`` beside a PTX module that ZLUDA's PTX parser rejected.
+``.log`` beside a PTX module that ZLUDA's PTX parser rejected. Older releases are read too: v2's zluda_dump
+printed messages only, v3 and v4 wrote every call at depth 0 and every export-table call as ``{GUID}::index``
+(v3's GUIDs in lower case with swapped fields, read back into the byte order later releases print), and the
+markers this reader records (release_bounds in coverage_db/log_release.py) say which stretch of history a log
+fits.
 
 :func:`read_log` streams the file in fixed-size blocks and keeps only counts, so memory stays bounded whatever
 the log's size: per entry point its calls, return codes and callers (the enclosing call's library, or the
@@ -73,7 +77,59 @@ _NAME = re.compile(
 _STATUS = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"-?\d+")
 _GUID = re.compile(r"\{?([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\}?")
-_MODULE_FILE = re.compile(r"^module_\d{4}(?:_\d{2}){0,2}\.(ptx|elf|bin)$")
+# Saved module names over the releases (the dump writer in zluda_dump/src/trace.rs, zluda_trace/src/trace.rs):
+# v3 module_NNNN[_SS | _main_SS | _sub_SSS_SS].ptx|elf|a; v4 module_NNNN[_vV][_S].ptx|elf (S not padded);
+# v5-preview.43 on module_NNNN[_SS[_TT]].ptx|elf|bin.
+_MODULE_FILE = re.compile(r"^module_\d{4}(?:_v\d{1,4})?(?:_(?:main_|sub_\d{3}_)?\d{1,4}){0,2}\.(ptx|elf|bin|a)$")
+# Message texts only some releases print, and the marker each sets (release_bounds in coverage_db/log_release.py
+# turns markers into bounds). Read from zluda_dump/src/log.rs at v3, v4, v5-preview.43 and v5-preview.78, and
+# zluda_trace/src/log.rs after: v3's LogEntry texts went with v4's rewrite, v4 added "Unexpected argument",
+# v5-preview.43's rewrite (nested calls) added the rest, and "Saved module to" is printed from v5-preview.133.
+_RELEASE_MESSAGES: tuple[tuple[str, str], ...] = (
+    *(
+        (text, "format:v3")
+        for text in (
+            "Could not resolve CUDA function ",
+            "Observed wrapped context",
+            "Export table length mismatch. ",
+            "Unknown export table length, guessed length: ",
+            "Overriding integrity hash. Before: ",
+            "Side-by-side secondary device: ",
+            "Mismatched elements for argument ",
+            "Unknown texture references ",
+            "Unknown function ",
+            "Unknown module ",
+            "CUDA error ",
+            "Error reading environment variable: ",
+            "Error parsing environment variable with key ",
+        )
+    ),
+    ("Unknown export table function", "format:v4-or-older"),
+    ("Unexpected argument ", "format:v4-or-newer"),
+    *(
+        (text, "format:v5")
+        for text in (
+            "Table length mismatch. Expected: ",
+            "Zstd decompression failure",
+            "Null pointer of type ",
+            "Overriding integrity check hash. ",
+        )
+    ),
+    ("Saved module to ", "format:saved-module"),
+)
+# What v2's zluda_dump printed (zluda_dump/src/lib.rs at v2): no line per call, only these messages at depth 0,
+# some followed by unprefixed lines (a module's parse errors and its text, an error's pretty Debug form).
+_V2_MESSAGES = (
+    "Initialized",
+    "Unknown kernel: ",
+    "Unknown kernel name at: ",
+    "Unknown module: ",
+    "Malformed module image: ",
+    "Errors when parsing module:",
+    "Env variable ZLUDA_DUMP_KERNEL is not a regex: ",
+    "NotPresent",
+    '"Unknown kernel: {:?}"',
+)
 _NOT_FOUND_STATUS = "NOT_IN_UNDERLYING_LIBRARY"
 _CUT_NAME = re.compile(rb"[A-Za-z_{][A-Za-z0-9_{}:\-]*")  # what a line cut inside its call's name still shows
 _PROC_ADDRESS = ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetProcAddress_v2_ptsz")
@@ -137,6 +193,22 @@ def _int(value: str | None) -> int | None:
     if value is None or not _NUMBER.fullmatch(value.strip()):
         return None
     return int(value)
+
+
+def canonical_guid(guid: str) -> tuple[str, str | None]:
+    """A GUID as the log prints it -> (the upper-case byte-order form zluda_trace prints, the marker it sets).
+
+    v3's zluda_dump printed GUIDs in lower case with the first three fields byte-swapped (Windows field order,
+    its ``CudaDisplay for CUuuid`` in zluda_dump/src/format.rs); v4 on print the bytes in order, in upper case.
+    A GUID of digits only shows neither and sets no marker.
+    """
+    g = guid.strip("{}")
+    if any(c in "abcdef" for c in g):
+        h = g.replace("-", "")
+        swapped = h[6:8] + h[4:6] + h[2:4] + h[0:2] + h[10:12] + h[8:10] + h[14:16] + h[12:14] + h[16:]
+        out = f"{swapped[:8]}-{swapped[8:12]}-{swapped[12:16]}-{swapped[16:20]}-{swapped[20:]}"
+        return out.upper(), "guid:lower"
+    return g.upper(), ("guid:upper" if any(c in "ABCDEF" for c in g) else None)
 
 
 def is_success(result: str) -> bool:
@@ -337,9 +409,17 @@ class LogReader:
                 # a call through a pointer nvapi_QueryInterface returned, to an interface without a name
                 self.markers.setdefault("nvapi", None)
             else:
-                table = name[1 : name.index("}")]
+                table, slot = name[1:].split("}::", 1) if "}::" in name else (name[1 : name.index("}")], "")
                 if _GUID.fullmatch(table) is None:
                     self.markers.setdefault(f"table:{table}", None)
+                else:
+                    guid, marker = canonical_guid(table)
+                    if marker is not None:
+                        self.markers.setdefault(marker, None)
+                    known = export_table_name(guid)
+                    if known is not None:  # a table later releases print by name: printed before they did
+                        self.markers.setdefault(f"guid-table:{known}", None)
+                    info = _Name(f"{{{guid}}}::{slot}", None, _K_DARK, None)
         else:
             family = Family.OTHER if name == "nvapi_QueryInterface" else family_of_function(name)
             if family is None:
@@ -365,12 +445,21 @@ class LogReader:
 
     def _message(self, body: bytes, depth: int, complete: bool = True) -> bool:
         if depth == 0 and not self.stack:
-            return False
+            return self._v2_message(body)
         text = body.decode("utf-8", "replace").rstrip()
         parent = self._parent(depth)
         self.messages_total += 1
+        for start, marker in _RELEASE_MESSAGES:
+            if text.startswith(start):
+                self.markers.setdefault(marker, None)
+                break
         if text.startswith(("Created trace directory ", "Created dump directory ")):
-            # "dump" in zluda_dump up to v3 at least (zluda_dump/src/log.rs at v3), "trace" since
+            # "dump" in zluda_dump (v3 to v5-preview.78, zluda_dump/src/log.rs), "trace" in zluda_trace since: the
+            # one line that names the tool in a log.txt, which has no prefix
+            tool = "zluda_dump" if text[8] == "d" else "zluda_trace"
+            self.markers.setdefault(f"tool:{tool}", None)
+            if self.form != "stderr":
+                self.tool = tool
             self.trace_dir = text.split(" ", 3)[3].strip()
             if "\\" in self.trace_dir or re.match(r"^[A-Za-z]:", self.trace_dir):
                 self.platform_hint = "windows"
@@ -390,12 +479,29 @@ class LogReader:
                     acc.statuses[_NOT_FOUND_STATUS] = acc.statuses.get(_NOT_FOUND_STATUS, 0) + 1
                 self._failure(parent, _NOT_FOUND_STATUS)
         else:
-            kind = " ".join(text.split()[:2])[:60] or "(empty)"
-            if kind in self.messages or len(self.messages) < MAX_KEPT:
-                self.messages[kind] = self.messages.get(kind, 0) + 1
-                self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+            kind = self._count_message(text)
             if complete and len(body) <= MAX_KIND_LINE and len(self._kinds) < MAX_KINDS:
                 self._kinds[body] = kind
+        return True
+
+    def _count_message(self, text: str) -> str:
+        """Count a message by its kind (its first two words), the first of a kind kept; returns the kind."""
+        kind = " ".join(text.split()[:2])[:60] or "(empty)"
+        if kind in self.messages or len(self.messages) < MAX_KEPT:
+            self.messages[kind] = self.messages.get(kind, 0) + 1
+            self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+        return kind
+
+    def _v2_message(self, body: bytes) -> bool:
+        """A depth-0 message of v2's zluda_dump, which wrote messages only (counted as messages), or not one."""
+        if self.tool != "zluda_dump" or self.form != "stderr":
+            return False
+        text = body.decode("utf-8", "replace").rstrip()
+        if not text.startswith(_V2_MESSAGES):
+            return False
+        self.markers.setdefault("format:v2", None)
+        self.messages_total += 1
+        self._count_message(text)
         return True
 
     def _parent(self, depth: int) -> _Frame | None:
@@ -428,6 +534,9 @@ class LogReader:
         self.seq = seq + 1
         self.calls_total += 1
         kind = info.kind
+        if depth and "format:nested" not in self.markers:
+            # v3 and v4 wrote every call at depth 0 (an indented call sets it here before the inline path knows it)
+            self.markers["format:nested"] = None
         if cut:
             self.cut = _Cut(self._cut_words(info, body[paren + 1 :], stack), seq, tuple(f[2] for f in stack))
         code = self._code(info, result_b) if result_b else None
@@ -667,7 +776,9 @@ class LogReader:
         elif name == "cuGetExportTable":
             m = _GUID.search(values.get("pExportTableId", ""))
             if m:
-                guid = m.group(1).upper()
+                guid, marker = canonical_guid(m.group(1))
+                if marker is not None:
+                    self.markers.setdefault(marker, None)
                 row = self.tables.get(guid)
                 if row is None and len(self.tables) < MAX_KEPT:
                     self.tables[guid] = [1, result]
@@ -1227,7 +1338,9 @@ def read_log(
         notes.extend(
             f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]
         )
-    if reader.calls_total == 0:
+    if reader.calls_total == 0 and "format:v2" in reader.markers:
+        notes.insert(0, "v2's zluda_dump wrote no line per call, only its messages: the log shows no call")
+    elif reader.calls_total == 0:
         notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
     trace = reader.result(gpu, modules, notes)
     if rejected and trace.source is not None:

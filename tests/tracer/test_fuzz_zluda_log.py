@@ -23,7 +23,8 @@ from cudatrace.tracer.zluda_log import LogReader, iter_blocks, iter_lines, read_
 from tests import zluda_logs as z
 
 EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "150"))
-SEED_LINES = [ln.encode() for text in (z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.CUT)
+SEED_LINES = [ln.encode() for text in (z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.CUT,
+                                       z.DUMP_V2, z.DUMP_V3, z.DUMP_V4)
               for ln in text.splitlines()]  # fmt: skip
 PIECES = [
     *(b"(", b")", b" -> ", b"    ", b"{", b"}::", b'"', b", ", b": ", b"\r", b"\x00", b"\xff\xfe", b"\x1b[2J"),
