@@ -19,10 +19,11 @@ call, the first application calls in order (for ``diff``) and bounded lists of m
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
 
 Speed: each distinct name and each (name, result) pair is judged once; the common line (a call of a known entry
-point or dark-API function that did not fail) takes an inline path that costs two partitions of the line and one
-look-up of (indentation and name, result); a message seen before that is only counted is looked up whole; and a
-log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level
-call, merged in file order (:meth:`LogReader.merge`).
+point or dark-API function that did not fail) takes an inline path (:meth:`LogReader.feed_lines`) that most of
+the time costs a ``startswith`` and an ``endswith`` of the line, the call that followed the previous one last
+time being the likely next one; a message seen before that is only counted is looked up whole; and a log of
+:data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level call,
+merged in file order (:meth:`LogReader.merge`).
 """
 
 from __future__ import annotations
@@ -232,10 +233,12 @@ class _Name:
     ``codes`` remembers, per result as printed, the failure code it counts as (None: not a failure).
     """
 
-    __slots__ = ("_callers", "acc", "codes", "family", "kind", "name")
+    __slots__ = ("_callers", "acc", "codes", "family", "kind", "name", "top")
 
     def __init__(self, name: str, family: Family | None, kind: int, acc: _Acc | None) -> None:
         self.name = name
+        # calls the program made of it (depth 0) that the inline path counted here, not yet added to ``acc``
+        self.top = 0
         self.family = family
         self.kind = kind  # see the _K_* constants
         self.acc = acc
@@ -257,6 +260,22 @@ _K_NVAPI = 2  # nvapi_QueryInterface: a lookup by name
 _K_SPECIAL = 3  # an entry point whose arguments are read (lookups, export tables, the device name)
 _K_OTHER = 4  # a name of no CUDA family: counted with the dark-API calls
 _SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
+
+
+class _Inline:
+    """An entry of the inline path: a call of a known name that did not fail, as its line starts and ends."""
+
+    __slots__ = ("deferred", "depth", "info", "next", "result", "start", "suffix")
+
+    def __init__(self, head: bytes, result_b: bytes, info: _Name, depth: int, deferred: bool) -> None:
+        self.start = head + b"("  # the indentation and the name, up to the first "("
+        self.suffix = b") -> " + result_b
+        self.info = info
+        self.depth = depth
+        self.deferred = deferred  # a depth-0 call of an entry point, counted in info.top
+        self.result = result_b.decode("utf-8", "replace")
+        # the entry of the line that followed a line of this one the last time (logs repeat their sequences)
+        self.next: _Inline | None = None
 
 
 # One call on the nesting stack (the calls enclosing the line being read): a plain tuple, for speed, indexed
@@ -324,7 +343,8 @@ class LogReader:
         # (indentation and name, result) as printed -> the name and the depth, for the calls of a known name that
         # did not fail: the inline path of feed_lines (entry points and dark-API calls only; lookups and the like
         # read their arguments)
-        self._fast: dict[tuple[bytes, bytes], tuple[_Name, int]] = {}
+        self._fast: dict[tuple[bytes, bytes], _Inline] = {}
+        self._heads: dict[bytes, _Inline] = {}  # the same entries by indentation and name alone (the first result)
         self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
         self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
         self._kinds: dict[bytes, str] = {}  # a message line as printed -> its kind, for the messages only counted
@@ -540,11 +560,6 @@ class LogReader:
         if cut:
             self.cut = _Cut(self._cut_words(info, body[paren + 1 :], stack), seq, tuple(f[2] for f in stack))
         code = self._code(info, result_b) if result_b else None
-        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
-            # the next such line (same indentation, name and result) takes the inline path of feed_lines
-            fast = self._fast
-            if len(fast) < MAX_FAST and self._names.get(name_b) is info:
-                fast[(b" " * indent + name_b, result_b)] = (info, depth)
         if kind in (_K_DARK, _K_OTHER):
             name = info.name
             if name in self.dark or len(self.dark) < MAX_ENTRY_POINTS:
@@ -566,6 +581,8 @@ class LogReader:
                     callers[caller] = 1
             if kind != _K_ENTRY and not cut:  # a cut line's arguments are partial and its result lost
                 self._args(info, name_b, body[paren + 1 : arrow - 1], result_b)
+        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
+            self._learn(info, name_b, result_b, depth, indent)
         frame = (depth, info, seq, self.lines, body)
         stack.append(frame)
         result = result_b.decode("utf-8", "replace") if code is not None or depth == 0 else ""
@@ -578,15 +595,44 @@ class LogReader:
             self.sequence.append(LoggedCall(seq, self.lines, 0, info.name, info.family, result, code is not None,
                                             None, text))  # fmt: skip
 
+    def _learn(self, info: _Name, name_b: bytes, result_b: bytes, depth: int, indent: int) -> None:
+        """Let the next line of this indentation, name and result (a call that did not fail) take the inline path.
+
+        The :class:`_Inline` entry is kept by the line's start alone in :attr:`_heads` (the first result seen) and
+        by its start and result in :attr:`_fast`. A depth-0 call of an entry point whose counts already name the
+        program as a caller is only counted in ``info.top``, added to its counts by :meth:`_flush`.
+        """
+        fast = self._fast
+        if len(fast) >= MAX_FAST or self._names.get(name_b) is not info:
+            return
+        head = b" " * indent + name_b
+        acc = info.acc
+        deferred = depth == 0 and acc is not None and APPLICATION in acc.callers
+        entry = _Inline(head, result_b, info, depth, deferred)
+        fast[(head, result_b)] = entry
+        self._heads.setdefault(head, entry)
+
+    def _flush(self) -> None:
+        """Add the depth-0 calls the inline path counted per name to their entry points' counts."""
+        for info in self._names.values():
+            if info.top:
+                acc = cast(_Acc, info.acc)
+                acc.calls += info.top
+                acc.callers[APPLICATION] += info.top
+                info.top = 0
+
     def feed_lines(self, lines: list[bytes]) -> None:
         """Complete lines (without their newlines), in order.
 
         The common line (a call that did not fail, to an entry point or a dark-API function seen before with the
-        same result, in a log.txt or after the log's prefix) takes the inline path below: one dictionary look-up
-        of its (name, result) pair in :attr:`_fast`, the counters in locals. Anything else goes through
-        :meth:`feed`.
+        same result, in a log.txt or after the log's prefix) takes the inline path below. Its entry is found
+        without building a key when the line starts and ends as the one that followed the line before last time
+        (``_Inline.next``: logs repeat their sequences of calls), else by its start (indentation and name, up to
+        the first ``(``) in :attr:`_heads` and its end, else by its (start, result) pair in :attr:`_fast`. The
+        counters are locals; a depth-0 call of an entry point is only counted in ``_Name.top`` and remembered as
+        the stack's frame until a line needs the stack. Anything else goes through :meth:`feed`.
         """
-        fast = self._fast
+        fast, heads = self._fast, self._heads
         stack = self.stack
         sequence = self.sequence
         dark = self.dark
@@ -597,19 +643,59 @@ class LogReader:
         group, failed = self.group, self._failed  # emptied in place by _close_group
         max_codes, max_sequence, application = MAX_CODES, MAX_SEQUENCE, APPLICATION
         room = len(sequence) < max_sequence  # the call sequence still takes calls
+        # CRLF lines lose their CR first when the block starts with one, else only when the quick look-up misses
+        # (either way a line loses one trailing CR, as feed does)
+        crlf = lines[0][-1:] == b"\r" if lines else False
+        # The last depth-0 call the inline path read, not yet the stack's only frame (its number, line number, line)
+        top: _Name | None = None
+        top_seq = top_n = 0
+        top_raw = b""
+        prev: _Inline | None = None  # the entry of the line before, whose ``next`` predicts this line's
         for line in lines:
             raw = line
             if plen:
                 if not raw.startswith(prefix):
                     raw = b""
                 raw = raw[plen:]
-            if raw[-1:] == b"\r":
+            if crlf and raw[-1:] == b"\r":
                 raw = raw[:-1]
-            head, _, rest = raw.partition(b"(")
-            _, sep, result_b = rest.rpartition(b") -> ")
-            hit = fast.get((head, result_b)) if sep else None
+            # The line's end is " -> RESULT" after the last ") -> ": a RESULT holds no ") -> ", and a name neither
+            # "(" nor ")", so a line that starts and ends as an entry's line did is its (start, result) pair. The
+            # entry that followed the line before last time is tried first, then the one of the line's start.
+            hit = prev.next if prev is not None else None
+            if hit is None or not raw.startswith(hit.start) or not raw.endswith(hit.suffix):
+                hit = heads.get(raw[: raw.find(b"(")])
+                if hit is None or not raw.endswith(hit.suffix):
+                    if not crlf and raw[-1:] == b"\r":
+                        raw = raw[:-1]
+                    head, _, rest = raw.partition(b"(")
+                    _, sep, result_b = rest.rpartition(b") -> ")
+                    hit = fast.get((head, result_b)) if sep else None
+                if prev is not None:
+                    prev.next = hit
+            prev = hit
+            if hit is not None and hit.deferred:
+                # a depth-0 call of an entry point: counted in info.top, added up by _flush; the stack is set when
+                # a line needs it
+                info = hit.info
+                info.top += 1
+                n_lines += 1
+                if group or failed:
+                    self._close_group()
+                if room:
+                    text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
+                    sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, hit.result, False, None, text))
+                    room = len(sequence) < max_sequence
+                top, top_seq, top_n, top_raw = info, seq, n_lines, raw
+                seq += 1
+                continue
+            if top is not None:
+                stack.clear()
+                stack.append((0, top, top_seq, top_n, top_raw))
+                top = None
             if hit is not None:
-                info, depth = hit
+                info, depth, result = hit.info, hit.depth, hit.result
+                callers = None
                 acc = info.acc
                 if acc is not None:  # an entry point (one in _fast always has its counts)
                     acc.calls += 1
@@ -624,7 +710,6 @@ class LogReader:
                         room = len(sequence) < max_sequence
                         continue
                     dark[name] = count + 1
-                    callers = None
                 n_lines += 1
                 if depth == 0:
                     stack.clear()
@@ -633,7 +718,6 @@ class LogReader:
                     caller = application
                     if room:
                         text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
-                        result = result_b.decode("utf-8", "replace")
                         sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
                         room = len(sequence) < max_sequence
                 else:
@@ -656,6 +740,9 @@ class LogReader:
             prefix = self._prefix()
             plen = len(prefix)
             win = 1 if self.platform_hint == "windows" else 0
+        if top is not None:
+            stack.clear()
+            stack.append((0, top, top_seq, top_n, top_raw))
         self.lines, self.seq, self.calls_total = n_lines, seq, seq
 
     @staticmethod
@@ -824,14 +911,18 @@ class LogReader:
     def finish_range(self) -> None:
         """Close the last top-level call and drop the caches, before the reader is sent back to be merged."""
         self._close_group()
+        self._flush()
         self._names = {}
         self._fast = {}
+        self._heads = {}
         self._special_seen = {}
         self._kinds = {}
         self.stack = []
 
     def merge(self, other: LogReader) -> None:
         """Add ``other``, the reader of the range of the log that follows this one's, as if read after it."""
+        self._flush()
+        other._flush()
         line_off, seq_off = self.lines, self.seq
         for name, acc in other.entries.items():
             mine = self.entries.get(name)
@@ -896,6 +987,7 @@ class LogReader:
     def result(self, gpu_code: GpuCode | None, modules: tuple[str, ...], notes: list[str]) -> TraceResult:
         """The trace document of everything fed so far."""
         self._close_group()
+        self._flush()
         program = self.program or "(unknown program)"
         calls = []
         for name, acc in self.entries.items():
