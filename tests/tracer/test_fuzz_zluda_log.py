@@ -11,6 +11,7 @@ import io
 import os
 import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -75,6 +76,17 @@ def test_fuzzed_logs_never_raise_anything_else(
         if last is not None:
             fast.feed(last, complete=False)
     assert fast.result(None, (), []).to_dict() == trace.to_dict()
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.integers(0, 200), max_size=40), st.integers(0, 100))
+def test_the_overlong_line_check_misses_none(lengths: list[int], tail: int) -> None:
+    """iter_blocks measures every line of a block only when a stretch of half MAX_LINE holds no newline: that
+    never skips a block holding a longer line."""
+    data = b"".join(b"a" * n + b"\n" for n in lengths) + b"b" * tail
+    with mock.patch.object(zluda_log, "MAX_LINE", 64):
+        if any(n > 64 for n in lengths):
+            assert zluda_log._may_hold_overlong(data)
 
 
 @settings(max_examples=max(20, EXAMPLES // 5), deadline=None)
