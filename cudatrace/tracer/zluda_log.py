@@ -87,6 +87,7 @@ _MODULE_FILE = re.compile(r"^module_\d{4}(?:_v\d{1,4})?(?:_(?:main_|sub_\d{3}_)?
 # zluda_trace/src/log.rs after: v3's LogEntry texts went with v4's rewrite, v4 added "Unexpected argument",
 # v5-preview.43's rewrite (nested calls) added the rest, and "Saved module to" is printed from v5-preview.133.
 _RELEASE_MESSAGES: tuple[tuple[str, str], ...] = (
+    ("Saved module to ", "format:saved-module"),  # first: the one a log repeats
     *(
         (text, "format:v3")
         for text in (
@@ -116,10 +117,10 @@ _RELEASE_MESSAGES: tuple[tuple[str, str], ...] = (
             "Overriding integrity check hash. ",
         )
     ),
-    ("Saved module to ", "format:saved-module"),
 )
 # What v2's zluda_dump printed (zluda_dump/src/lib.rs at v2): no line per call, only these messages at depth 0,
 # some followed by unprefixed lines (a module's parse errors and its text, an error's pretty Debug form).
+_RELEASE_STARTS = tuple(start for start, _ in _RELEASE_MESSAGES)
 _V2_MESSAGES = (
     "Initialized",
     "Unknown kernel: ",
@@ -469,10 +470,9 @@ class LogReader:
         text = body.decode("utf-8", "replace").rstrip()
         parent = self._parent(depth)
         self.messages_total += 1
-        for start, marker in _RELEASE_MESSAGES:
-            if text.startswith(start):
-                self.markers.setdefault(marker, None)
-                break
+        if text.startswith(_RELEASE_STARTS):  # one test for the messages that date nothing
+            marker = next(m for start, m in _RELEASE_MESSAGES if text.startswith(start))
+            self.markers.setdefault(marker, None)
         if text.startswith(("Created trace directory ", "Created dump directory ")):
             # "dump" in zluda_dump (v3 to v5-preview.78, zluda_dump/src/log.rs), "trace" in zluda_trace since: the
             # one line that names the tool in a log.txt, which has no prefix
