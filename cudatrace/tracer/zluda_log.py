@@ -32,6 +32,7 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import cast
 
@@ -1261,7 +1262,26 @@ def find_log(path: str) -> tuple[Path, Path | None]:
     if subs:
         names = ", ".join(d.name for d in subs[:8])
         raise InputError(f"holds the logs of {len(subs)} executables ({names}): give one of these folders", path)
+    if _v2_dump_folder(p):
+        raise InputError(
+            "a folder of v2's zluda_dump (a kernel's arguments per NNNN_<kernel> folder, no log.txt): give the "
+            "program's captured stderr, which holds that release's messages",
+            path,
+        )
     raise InputError("no log.txt here (a zluda_trace folder is $ZLUDA_LOG_DIR/<executable>)", path)
+
+
+def _v2_dump_folder(folder: Path) -> bool:
+    """Whether ``folder`` is what v2's zluda_dump wrote: ``NNNN_<kernel>/`` folders with ``module.ptx`` and
+    ``launch.txt`` (``dump_pre_data`` in zluda_dump/src/lib.rs at v2)."""
+    try:
+        with os.scandir(folder) as it:
+            for entry in islice(it, 200):
+                if re.match(r"^\d{4}_", entry.name) and (Path(entry.path) / "launch.txt").is_file():
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def scan_modules(
