@@ -53,13 +53,18 @@ TRACE_V6_LINUX = _text("trace_v6_linux.log")
 PTX_PARSER_LOG = _text("ptx_parser.log")
 # The same program's first calls under NVIDIA's driver, captured from stderr (zluda_trace with the real libcuda).
 NVIDIA_STDERR = _text("nvidia_stderr.txt")
-# zluda_dump (v5-preview.43 to .78) on stderr, with the program's own output in between.
+# zluda_dump (v5-preview.43 to .78) on stderr, with the program's own output in between; written from
+# zluda_dump/src/log.rs at vosen/ZLUDA tag v5-preview.78 (commit 4d163a4): "Created dump directory DIR ", export
+# tables by name (UNKNOWN_CHECKS).
 DUMP_V5 = _text("dump_v5_stderr.txt")
-# zluda_dump of v3 on stderr, with that release's message texts and its lower-case GUIDs.
+# zluda_dump of v3 on stderr, written from zluda_dump/src/log.rs and format.rs at tag v3 (commit 1b9ba2b):
+# that release's message texts and its lower-case, field-swapped GUIDs (CudaDisplay for CUuuid).
 DUMP_V3 = _text("dump_v3_stderr.txt")
-# zluda_dump of v2 on stderr: messages only (zluda_dump/src/lib.rs at v2 prints no line per call).
+# zluda_dump of v2 on stderr, written from zluda_dump/src/lib.rs at tag v2 (commit 4d3e37b): its eprintln!
+# messages only, for v2 printed no line per call.
 DUMP_V2 = _text("dump_v2_stderr.txt")
-# zluda_dump of v4 on stderr over NVIDIA's driver: calls at depth 0, export-table calls by upper-case GUID.
+# zluda_dump of v4 on stderr over NVIDIA's driver, written from zluda_dump/src/log.rs, format.rs and dark_api.rs at
+# tag v4 (commit de870db): calls at depth 0, export-table calls as {GUID}::index with upper-case GUIDs.
 DUMP_V4 = _text("dump_v4_stderr.txt")
 # Windows, zluda.exe --zluda-trace at v7-preview.2 or newer (NvAPI traced); written with CRLF line ends.
 TRACE_V7_WINDOWS = _text("trace_v7_windows.log").replace("\n", "\r\n")
