@@ -156,13 +156,23 @@ def _static(e: EntryPointUse) -> bool:
     return e.calls is None
 
 
+# The status counted for a call whose log line was cut before its result was written (the program stopped while
+# zluda_trace wrote it): neither a success nor a failure.
+STATUS_UNKNOWN_CUT = "status unknown (log cut off)"
+
+
+def failed_count(statuses: tuple[tuple[str, int], ...]) -> int:
+    """The calls among ``statuses`` (an entry point's codes with counts) that failed: all but an unknown status."""
+    return sum(n for s, n in statuses if s != STATUS_UNKNOWN_CUT)
+
+
 @dataclass(frozen=True, slots=True)
 class EntryPointUse(Record):
     """One entry point of one library family, seen how, and (for dynamic evidence) how often.
 
     Static evidence leaves ``calls`` at None. ``statuses`` holds the non-success return codes by name with
-    their counts; ``callers`` the calling module by name with counts. Both are sorted tuples of pairs so the
-    record stays hashable.
+    their counts (and :data:`STATUS_UNKNOWN_CUT` for a call an imported log was cut inside); ``callers`` the
+    calling module by name with counts. Both are sorted tuples of pairs so the record stays hashable.
     """
 
     family: Family
@@ -520,6 +530,8 @@ class LogSource(Record):
     release_evidence: tuple[str, ...] = ()  # what bounds the release, in words
     modules: tuple[str, ...] = ()  # saved module files read beside the log
     ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
+    # the call whose line the log is cut inside (its status was never written), in words; None when not cut in a call
+    cut_call: str | None = field(default=None, metadata=spec(omit="none"))
 
 
 @dataclass(frozen=True, slots=True)

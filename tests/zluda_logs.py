@@ -3,12 +3,16 @@
 Each fixture is one trace folder (``log.txt`` plus saved modules) or one stderr capture, written for one stretch
 of ZLUDA's history where the format differs:
 
-* ``dump_v5``: zluda_dump (v5-preview.78 or older): every line prefixed ``[ZLUDA_DUMP] ``, the export table
-  ``UNKNOWN_CHECKS`` by its old name, program output interleaved on stderr.
-* ``dump_v3``: zluda_dump of v3 (the AMD release off the mainline), from its ``zluda_dump/src/log.rs``: the
-  message texts of that release (``Created dump directory``, ``Could not resolve CUDA function``, ``Unknown
+* ``dump_v2``: zluda_dump of v2 (vosen/ZLUDA tag v2, ``zluda_dump/src/lib.rs``): messages only, no line per call.
+* ``dump_v3``: zluda_dump of v3 (the AMD release off the mainline), from its ``zluda_dump/src/{log,format}.rs``:
+  the message texts of that release (``Created dump directory``, ``Could not resolve CUDA function``, ``Unknown
   export table function``, ``Export table length mismatch. Expected: 7, observed: 9``, ``Observed wrapped
-  context``, ``Unknown module``), calls at depth 0 only.
+  context``, ``Unknown module``), GUIDs in lower case with swapped fields, calls at depth 0 only.
+* ``dump_v4``: zluda_dump of v4 (tag v4, ``zluda_dump/src/{log,format,dark_api}.rs``) over NVIDIA's driver:
+  upper-case GUIDs, ``{GUID}::index`` export-table calls, depth 0 only, ``Unexpected argument``.
+* ``dump_v5``: zluda_dump of v5-preview.43 to .78 (tag v5-preview.78, ``zluda_dump/src/log.rs``): every line
+  prefixed ``[ZLUDA_DUMP] ``, ``Created dump directory``, the export table ``UNKNOWN_CHECKS`` by its old name,
+  program output interleaved on stderr.
 * ``trace_v6_linux``: zluda_trace ``log.txt`` from a Linux run under ZLUDA: every NAME form but NvAPI, every
   value form (strings holding ``", "``, ``)`` and `` -> ``, structs, arrays, GUIDs, LUIDs, NULL, floats,
   enums, unknown enum numbers), every RESULT form, every message text, nesting three deep, a failing call
@@ -49,10 +53,19 @@ TRACE_V6_LINUX = _text("trace_v6_linux.log")
 PTX_PARSER_LOG = _text("ptx_parser.log")
 # The same program's first calls under NVIDIA's driver, captured from stderr (zluda_trace with the real libcuda).
 NVIDIA_STDERR = _text("nvidia_stderr.txt")
-# zluda_dump (v5-preview.78 or older) on stderr, with the program's own output in between.
+# zluda_dump (v5-preview.43 to .78) on stderr, with the program's own output in between; written from
+# zluda_dump/src/log.rs at vosen/ZLUDA tag v5-preview.78 (commit 4d163a4): "Created dump directory DIR ", export
+# tables by name (UNKNOWN_CHECKS).
 DUMP_V5 = _text("dump_v5_stderr.txt")
-# zluda_dump of v3 on stderr, with that release's message texts.
+# zluda_dump of v3 on stderr, written from zluda_dump/src/log.rs and format.rs at tag v3 (commit 1b9ba2b):
+# that release's message texts and its lower-case, field-swapped GUIDs (CudaDisplay for CUuuid).
 DUMP_V3 = _text("dump_v3_stderr.txt")
+# zluda_dump of v2 on stderr, written from zluda_dump/src/lib.rs at tag v2 (commit 4d3e37b): its eprintln!
+# messages only, for v2 printed no line per call.
+DUMP_V2 = _text("dump_v2_stderr.txt")
+# zluda_dump of v4 on stderr over NVIDIA's driver, written from zluda_dump/src/log.rs, format.rs and dark_api.rs at
+# tag v4 (commit de870db): calls at depth 0, export-table calls as {GUID}::index with upper-case GUIDs.
+DUMP_V4 = _text("dump_v4_stderr.txt")
 # Windows, zluda.exe --zluda-trace at v7-preview.2 or newer (NvAPI traced); written with CRLF line ends.
 TRACE_V7_WINDOWS = _text("trace_v7_windows.log").replace("\n", "\r\n")
 CUT = _text("cut.log")  # no newline at the end: cut while the last line was written

@@ -954,6 +954,12 @@ class Catalog:
             return None
         return self._tag(min(o[0] for o in ords)), self._tag(max(o[1] for o in ords))
 
+    def export_tables_known(self, release: str) -> bool:
+        """Whether the catalog holds ``release``'s export tables: from v5-preview.43, where ZLUDA's ``dark_api``
+        crate begins (v3 and v4 kept their GUIDs elsewhere, not extracted)."""
+        first = min((d[9] for d in self._doc["dark_api"]), default=0)
+        return self._rel(release).ordinal >= first
+
     def export_table(self, guid: str, release: str) -> ExportTable | None:
         """The export table with this GUID as ``release`` knows it, or None (``cuGetExportTable`` then fails)."""
         g = self._guid_key(guid)

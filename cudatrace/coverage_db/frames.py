@@ -44,6 +44,7 @@ from typing import Any
 import pandas as pd
 
 from cudatrace.coverage_db.store import EvidenceRow, Store
+from cudatrace.model import failed_count
 
 PROGRAM_COLUMNS: tuple[str, ...] = (
     "program_id",
@@ -176,7 +177,7 @@ def evidence_frame(store: Store, *, latest_only: bool = True) -> pd.DataFrame:
                 ("libraries", r.library),
                 ("ordinal", r.ordinal),
                 ("calls", r.calls),
-                ("failed_calls", sum(n for _, n in r.statuses) if r.calls is not None else None),
+                ("failed_calls", failed_count(r.statuses) if r.calls is not None else None),
                 ("statuses", dict(r.statuses)),
                 ("callers", dict(r.callers)),
                 ("zluda_release", r.zluda_release if classified else None),
@@ -191,7 +192,7 @@ def evidence_frame(store: Store, *, latest_only: bool = True) -> pd.DataFrame:
         cols["libraries"][i] = ", ".join(sorted(libs))
         if r.calls is not None:
             cols["calls"][i] = (cols["calls"][i] or 0) + r.calls
-            cols["failed_calls"][i] = (cols["failed_calls"][i] or 0) + sum(n for _, n in r.statuses)
+            cols["failed_calls"][i] = (cols["failed_calls"][i] or 0) + failed_count(r.statuses)
         for name, pairs in (("statuses", r.statuses), ("callers", r.callers)):
             if pairs:
                 d = cols[name][i]
@@ -236,7 +237,7 @@ def entry_points_frame(store: Store, *, latest_only: bool = True) -> pd.DataFram
             a.static_programs.add(r.program_id)
         else:
             a.calls = (a.calls or 0) + r.calls
-            a.failed_calls = (a.failed_calls or 0) + sum(n for _, n in r.statuses)
+            a.failed_calls = (a.failed_calls or 0) + failed_count(r.statuses)
             if r.calls > 0:
                 a.called_programs.add(r.program_id)
         if r.zluda_status is not None and (a.zluda is None or r.recorded_at > a.zluda.recorded_at):

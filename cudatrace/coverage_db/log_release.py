@@ -4,8 +4,11 @@ A log carries no version line, but the format changed over ZLUDA's history: the 
 ``[ZLUDA_DUMP] ``) until v5-preview.78 and zluda_trace from v5-preview.79; NvAPI calls are traced from
 v7-preview.2, when ZLUDA gained its NvAPI library; and the export tables zluda_trace names by their ZLUDA names
 (``{CONTEXT_CHECKS}::...``, called ``UNKNOWN_CHECKS`` before v6-preview.48; ``{HYBRID_CUDART}`` from
-v6-preview.28) bound the release by the catalog's export-table history. :func:`date_log` intersects these bounds
-and records them on the trace's :class:`~cudatrace.model.LogSource`.
+v6-preview.28) bound the release by the catalog's export-table history. Older changes bound it too
+(:data:`FORMAT_BOUNDS`): v2's zluda_dump wrote messages only; v3's printed GUIDs in lower case and messages of
+its own; v3 and v4 wrote every call at depth 0 and every export-table call by GUID, which later releases print by
+the table's name; v5-preview.43 added messages of its own and v5-preview.133 "Saved module to". :func:`date_log`
+intersects these bounds and records them on the trace's :class:`~cudatrace.model.LogSource`.
 
 The statuses check the dating: a call that returned success where the newest release the format fits only stubs
 it (a stub returns a not-supported status) was not served by that release. lshqqytiger/ZLUDA's fork kept the
@@ -24,6 +27,25 @@ from cudatrace.wording import counted
 DUMP_LAST = "v5-preview.78"  # the last release whose tracer was zluda_dump
 TRACE_FIRST = "v5-preview.79"
 NVAPI_FIRST = "v7-preview.2"
+NESTED_FIRST = "v5-preview.43"  # zluda_dump's rewrite: calls nested under their caller, export tables by name
+
+# What the reader's format markers say (zluda_dump/src/{lib,log,format}.rs at v2, v3, v4 and v5-preview.43, and
+# zluda_trace after them): (oldest, newest, the evidence in words). v1 had no zluda_dump.
+FORMAT_BOUNDS: dict[str, tuple[str | None, str | None, str]] = {
+    "format:v2": ("v2", "v2", "zluda_dump messages and no line per call: v2's zluda_dump (v1 had none)"),
+    "format:v3": ("v3", "v3", "messages only v3's zluda_dump prints (Could not resolve CUDA function, ...): v3"),
+    "guid:lower": (
+        "v3",
+        "v3",
+        "GUIDs in lower case, fields byte-swapped: v3's zluda_dump (lshqqytiger/ZLUDA's fork kept it)",
+    ),
+    "guid:upper": ("v4", None, "GUIDs in upper case: v4 or newer"),
+    "format:v4-or-older": (None, "v4", "the message Unknown export table function: v4 or older"),
+    "format:v4-or-newer": ("v4", None, "the message Unexpected argument: v4 or newer"),
+    "format:nested": (NESTED_FIRST, None, f"calls nested under their caller: {NESTED_FIRST} or newer"),
+    "format:v5": (NESTED_FIRST, None, f"messages zluda_dump prints from {NESTED_FIRST}: {NESTED_FIRST} or newer"),
+    "format:saved-module": ("v5-preview.133", None, "Saved module to messages: v5-preview.133 or newer"),
+}
 
 
 def release_bounds(
@@ -31,13 +53,15 @@ def release_bounds(
 ) -> tuple[str | None, str | None, list[str]]:
     """(oldest, newest, sentences) of the releases consistent with ``markers`` (``LogSource.markers``).
 
-    Markers are ``tool:zluda_dump``, ``tool:zluda_trace``, ``nvapi`` and ``table:NAME``. A bound that no marker
-    sets is None. Contradicting markers give the tightest bounds and a sentence saying they contradict.
+    Markers are ``tool:zluda_dump``, ``tool:zluda_trace``, ``nvapi``, ``table:NAME``, ``guid-table:NAME`` and
+    the format markers of :data:`FORMAT_BOUNDS`. A bound that no marker sets is None. The sentences are those of
+    the markers that set the tightest bounds (a looser bound the log also meets says nothing more); contradicting
+    markers give the tightest bounds, every sentence, and one saying they contradict.
     """
     cat = catalog or load_catalog()
     low: tuple[int, str] | None = None
     high: tuple[int, str] | None = None
-    words: list[str] = []
+    said: list[tuple[str | None, str | None, str]] = []
 
     def bound(lo: str | None, hi: str | None, why: str) -> None:
         nonlocal low, high
@@ -49,15 +73,35 @@ def release_bounds(
             o = cat.release(hi).ordinal
             if high is None or o < high[0]:
                 high = (o, hi)
-        words.append(why)
+        said.append((lo, hi, why))
 
     for m in markers:
         if m == "tool:zluda_dump":
-            bound(None, DUMP_LAST, f"lines prefixed [ZLUDA_DUMP]: zluda_dump, {DUMP_LAST} or older")
+            bound(
+                None, DUMP_LAST, f"the [ZLUDA_DUMP] prefix or Created dump directory: zluda_dump, {DUMP_LAST} or older"
+            )
         elif m == "tool:zluda_trace":
-            bound(TRACE_FIRST, None, f"lines prefixed [ZLUDA_TRACE]: zluda_trace, {TRACE_FIRST} or newer")
+            bound(
+                TRACE_FIRST,
+                None,
+                f"the [ZLUDA_TRACE] prefix or Created trace directory: zluda_trace, {TRACE_FIRST} or newer",
+            )
         elif m == "nvapi":
             bound(NVAPI_FIRST, None, f"NvAPI calls traced: {NVAPI_FIRST} or newer")
+        elif m in FORMAT_BOUNDS:
+            bound(*FORMAT_BOUNDS[m])
+        elif m.startswith("guid-table:"):
+            # printed by its GUID, as every release before the table had a name in ZLUDA's dark_api did
+            name = m[len("guid-table:") :]
+            span = cat.export_table_span(name)
+            if span is not None:
+                before = _previous(cat, span[0])
+                if before is not None:
+                    bound(
+                        None,
+                        before,
+                        f"export table {name} printed by its GUID: named from {span[0]}, so {before} or older",
+                    )
         elif m.startswith("table:"):
             name = m[len("table:") :]
             span = cat.export_table_span(name)
@@ -70,9 +114,19 @@ def release_bounds(
                 continue
             where = f"{first} to {last}" if hi else f"{first} or newer"
             bound(lo, hi, f"export table named {name}: {where}")
-    if low is not None and high is not None and low[0] > high[0]:
+    lo_name, hi_name = (low[1] if low else None), (high[1] if high else None)
+    contradict = low is not None and high is not None and low[0] > high[0]
+    words = [why for lo, hi, why in said if contradict or (lo and lo == lo_name) or (hi and hi == hi_name)]
+    if contradict:
         words.append("these bounds contradict each other: the log mixes releases or was edited")
-    return (low[1] if low else None), (high[1] if high else None), words
+    return lo_name, hi_name, words
+
+
+def _previous(cat: Catalog, release: str) -> str | None:
+    """The release just before ``release`` in history order (v1 and v2 included), or None for the first."""
+    names = cat.releases(include_intel=True)
+    i = names.index(cat.release(release).name)
+    return names[i - 1] if i > 0 else None
 
 
 def served_stubs(trace: TraceResult, release: str, catalog: Catalog | None = None) -> tuple[str, ...]:
@@ -94,6 +148,8 @@ def served_stubs(trace: TraceResult, release: str, catalog: Catalog | None = Non
 
 
 def _span(lo: str | None, hi: str | None) -> str:
+    if lo and lo == hi:
+        return lo
     if lo and hi:
         return f"{lo} to {hi}"
     return f"{lo} or newer" if lo else f"{hi} or older"

@@ -446,7 +446,7 @@ def judge(
                 )
             )
 
-    for req in export_tables:
+    for req in export_tables if cat.export_tables_known(rel) else ():
         table = cat.export_table(req.uuid, rel)
         if table is None:
             name = req.name or cat.export_table_name(req.uuid) or req.uuid
@@ -959,12 +959,13 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     if trace.source is not None and trace.source.truncated:
         under = {"zluda": "under ZLUDA", "nvidia": "under NVIDIA's driver"}.get(trace.source.backend or "", "")
         first = f"; the first failing call was {trace.first_failure.function}" if trace.first_failure else ""
+        inside = f", inside {trace.source.cut_call}, whose status was never written" if trace.source.cut_call else ""
         extra.append(
             Reason(
                 Severity.RISK if trace.source.backend != "nvidia" else Severity.INFO,
                 "log_cut",
                 f"the run {under + ' ' if under else ''}stopped while zluda_trace was writing its log (the log is "
-                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls: a crash or a kill){first}",
+                f"cut mid-line after {sum(c.calls or 0 for c in calls):,} calls{inside}: a crash or a kill){first}",
                 None,
             )
         )
@@ -984,6 +985,10 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
 def _slot_words(name: str, release: str, cat: Catalog) -> str:
     """What ``release`` puts in the export-table slot ``{TABLE}::slot`` (a slot name or index)."""
     table_name, slot = name[1:].split("}::", 1)
+    if not cat.export_tables_known(release):
+        return (
+            f"a call through slot {slot} of export table {table_name}; the catalog holds no export tables of {release}"
+        )
     table = next((t for t in cat.export_tables(release) if t.name == table_name or t.guid == table_name.upper()), None)
     if table is None:
         return f"a call through export table {table_name}, which ZLUDA {release} does not know"

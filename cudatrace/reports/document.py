@@ -40,6 +40,7 @@ from cudatrace.model import (
     VerdictStatus,
     ZludaInfo,
     ZludaStatus,
+    failed_count,
 )
 
 AGGREGATE_SCHEMA = "cudatrace.aggregate/1"
@@ -184,8 +185,8 @@ class ReportEntry(Record):
 
     @property
     def failed_calls(self) -> int:
-        """Calls that returned a non-success code."""
-        return sum(n for _, n in self.statuses)
+        """Calls that returned a non-success code (a call whose status a cut log lost is not one)."""
+        return failed_count(self.statuses)
 
     @property
     def linked(self) -> bool:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import EntryPointUse, Severity, TraceResult
+from cudatrace.model import EntryPointUse, Severity, TraceResult, failed_count
 from cudatrace.reports.document import printable
 from cudatrace.reports.fit import Fitted, hanging, indented
 from cudatrace.reports.labels import VERDICT_LABELS
@@ -121,7 +121,7 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
             row.append(_t(f"{(c.time_ns or 0) / 1e6:.3f} ms"))
         table.add_row(*row)
     con.print(Fitted(table))
-    failing = [c for c in trace.calls if c.statuses]
+    failing = [c for c in trace.calls if failed_count(c.statuses)]  # a call whose status a cut log lost did not fail
     if failing:
         con.print(_t(f"Entry points that returned errors: {len(failing)}", "bold"))
         for c in failing:

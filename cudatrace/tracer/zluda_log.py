@@ -5,7 +5,11 @@ indented four spaces per level under it, messages (``Saved module to module_0001
 call they belong to, and, in its stderr form, every line prefixed ``[ZLUDA_TRACE] `` (``[ZLUDA_DUMP] `` before
 v5-preview.79, when the tool was called zluda_dump). A log folder (``$ZLUDA_LOG_DIR/<executable>``) holds
 ``log.txt`` and the GPU modules the program loaded, saved as ``module_NNNN[_SS[_TT]].ptx|elf|bin``, with a
-``.log`` beside a PTX module that ZLUDA's PTX parser rejected.
+``.log`` beside a PTX module that ZLUDA's PTX parser rejected. Older releases are read too: v2's zluda_dump
+printed messages only, v3 and v4 wrote every call at depth 0 and every export-table call as ``{GUID}::index``
+(v3's GUIDs in lower case with swapped fields, read back into the byte order later releases print), and the
+markers this reader records (release_bounds in coverage_db/log_release.py) say which stretch of history a log
+fits.
 
 :func:`read_log` streams the file in fixed-size blocks and keeps only counts, so memory stays bounded whatever
 the log's size: per entry point its calls, return codes and callers (the enclosing call's library, or the
@@ -15,10 +19,11 @@ call, the first application calls in order (for ``diff``) and bounded lists of m
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
 
 Speed: each distinct name and each (name, result) pair is judged once; the common line (a call of a known entry
-point or dark-API function that did not fail) takes an inline path that costs two partitions of the line and one
-look-up of (indentation and name, result); a message seen before that is only counted is looked up whole; and a
-log of :data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level
-call, merged in file order (:meth:`LogReader.merge`).
+point or dark-API function that did not fail) takes an inline path (:meth:`LogReader.feed_lines`) that most of
+the time costs a ``startswith`` and an ``endswith`` of the line, the call that followed the previous one last
+time being the likely next one; a message seen before that is only counted is looked up whole; and a log of
+:data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level call,
+merged in file order (:meth:`LogReader.merge`).
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import cast
 
 from cudatrace import __version__
 from cudatrace.errors import InputError
 from cudatrace.model import (
+    STATUS_UNKNOWN_CUT,
     EntryHow,
     EntryPointUse,
     ExitInfo,
@@ -72,8 +79,62 @@ _NAME = re.compile(
 _STATUS = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"-?\d+")
 _GUID = re.compile(r"\{?([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})\}?")
-_MODULE_FILE = re.compile(r"^module_\d{4}(?:_\d{2}){0,2}\.(ptx|elf|bin)$")
+# Saved module names over the releases (the dump writer in zluda_dump/src/trace.rs, zluda_trace/src/trace.rs):
+# v3 module_NNNN[_SS | _main_SS | _sub_SSS_SS].ptx|elf|a; v4 module_NNNN[_vV][_S].ptx|elf (S not padded);
+# v5-preview.43 on module_NNNN[_SS[_TT]].ptx|elf|bin.
+_MODULE_FILE = re.compile(r"^module_\d{4}(?:_v\d{1,4})?(?:_(?:main_|sub_\d{3}_)?\d{1,4}){0,2}\.(ptx|elf|bin|a)$")
+# Message texts only some releases print, and the marker each sets (release_bounds in coverage_db/log_release.py
+# turns markers into bounds). Read from zluda_dump/src/log.rs at v3, v4, v5-preview.43 and v5-preview.78, and
+# zluda_trace/src/log.rs after: v3's LogEntry texts went with v4's rewrite, v4 added "Unexpected argument",
+# v5-preview.43's rewrite (nested calls) added the rest, and "Saved module to" is printed from v5-preview.133.
+_RELEASE_MESSAGES: tuple[tuple[str, str], ...] = (
+    ("Saved module to ", "format:saved-module"),  # first: the one a log repeats
+    *(
+        (text, "format:v3")
+        for text in (
+            "Could not resolve CUDA function ",
+            "Observed wrapped context",
+            "Export table length mismatch. ",
+            "Unknown export table length, guessed length: ",
+            "Overriding integrity hash. Before: ",
+            "Side-by-side secondary device: ",
+            "Mismatched elements for argument ",
+            "Unknown texture references ",
+            "Unknown function ",
+            "Unknown module ",
+            "CUDA error ",
+            "Error reading environment variable: ",
+            "Error parsing environment variable with key ",
+        )
+    ),
+    ("Unknown export table function", "format:v4-or-older"),
+    ("Unexpected argument ", "format:v4-or-newer"),
+    *(
+        (text, "format:v5")
+        for text in (
+            "Table length mismatch. Expected: ",
+            "Zstd decompression failure",
+            "Null pointer of type ",
+            "Overriding integrity check hash. ",
+        )
+    ),
+)
+# What v2's zluda_dump printed (zluda_dump/src/lib.rs at v2): no line per call, only these messages at depth 0,
+# some followed by unprefixed lines (a module's parse errors and its text, an error's pretty Debug form).
+_RELEASE_STARTS = tuple(start for start, _ in _RELEASE_MESSAGES)
+_V2_MESSAGES = (
+    "Initialized",
+    "Unknown kernel: ",
+    "Unknown kernel name at: ",
+    "Unknown module: ",
+    "Malformed module image: ",
+    "Errors when parsing module:",
+    "Env variable ZLUDA_DUMP_KERNEL is not a regex: ",
+    "NotPresent",
+    '"Unknown kernel: {:?}"',
+)
 _NOT_FOUND_STATUS = "NOT_IN_UNDERLYING_LIBRARY"
+_CUT_NAME = re.compile(rb"[A-Za-z_{][A-Za-z0-9_{}:\-]*")  # what a line cut inside its call's name still shows
 _PROC_ADDRESS = ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetProcAddress_v2_ptsz")
 # The library the shims stand for, by family and platform: a call nested under a cuBLAS call was made by cuBLAS.
 _CALLER_LIBRARY = {
@@ -137,6 +198,22 @@ def _int(value: str | None) -> int | None:
     return int(value)
 
 
+def canonical_guid(guid: str) -> tuple[str, str | None]:
+    """A GUID as the log prints it -> (the upper-case byte-order form zluda_trace prints, the marker it sets).
+
+    v3's zluda_dump printed GUIDs in lower case with the first three fields byte-swapped (Windows field order,
+    its ``CudaDisplay for CUuuid`` in zluda_dump/src/format.rs); v4 on print the bytes in order, in upper case.
+    A GUID of digits only shows neither and sets no marker.
+    """
+    g = guid.strip("{}")
+    if any(c in "abcdef" for c in g):
+        h = g.replace("-", "")
+        swapped = h[6:8] + h[4:6] + h[2:4] + h[0:2] + h[10:12] + h[8:10] + h[14:16] + h[12:14] + h[16:]
+        out = f"{swapped[:8]}-{swapped[8:12]}-{swapped[12:16]}-{swapped[16:20]}-{swapped[20:]}"
+        return out.upper(), "guid:lower"
+    return g.upper(), ("guid:upper" if any(c in "ABCDEF" for c in g) else None)
+
+
 def is_success(result: str) -> bool:
     """A status name that means success (``CUDA_SUCCESS``, ``CUBLAS_STATUS_SUCCESS``, ``ncclSuccess``)."""
     return result.upper().endswith("SUCCESS")
@@ -158,10 +235,12 @@ class _Name:
     ``codes`` remembers, per result as printed, the failure code it counts as (None: not a failure).
     """
 
-    __slots__ = ("_callers", "acc", "codes", "family", "kind", "name")
+    __slots__ = ("_callers", "acc", "codes", "family", "kind", "name", "top")
 
     def __init__(self, name: str, family: Family | None, kind: int, acc: _Acc | None) -> None:
         self.name = name
+        # calls the program made of it (depth 0) that the inline path counted here, not yet added to ``acc``
+        self.top = 0
         self.family = family
         self.kind = kind  # see the _K_* constants
         self.acc = acc
@@ -185,9 +264,34 @@ _K_OTHER = 4  # a name of no CUDA family: counted with the dark-API calls
 _SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
 
 
+class _Inline:
+    """An entry of the inline path: a call of a known name that did not fail, as its line starts and ends."""
+
+    __slots__ = ("deferred", "depth", "info", "next", "result", "start", "suffix")
+
+    def __init__(self, head: bytes, result_b: bytes, info: _Name, depth: int, deferred: bool) -> None:
+        self.start = head + b"("  # the indentation and the name, up to the first "("
+        self.suffix = b") -> " + result_b
+        self.info = info
+        self.depth = depth
+        self.deferred = deferred  # a depth-0 call of an entry point, counted in info.top
+        self.result = result_b.decode("utf-8", "replace")
+        # the entry of the line that followed a line of this one the last time (logs repeat their sequences)
+        self.next: _Inline | None = None
+
+
 # One call on the nesting stack (the calls enclosing the line being read): a plain tuple, for speed, indexed
 # 0 depth, 1 name, 2 seq, 3 line number, 4 line.
 _Frame = tuple[int, _Name, int, int, bytes]  # (depth, name, seq, line number, line)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """The call whose line the log is cut inside: it returned, but its status was never written."""
+
+    what: str  # the call in words: "the call to cuMemcpyHtoD_v2, made inside cublasSgemm_v2"
+    seq: int
+    ancestors: tuple[int, ...]  # the calls it was made inside, which returned after it
 
 
 @dataclass(slots=True)
@@ -212,6 +316,7 @@ class LogReader:
         self.bytes_read = 0
         self.truncated = False
         self.cut_text: str | None = None
+        self.cut: _Cut | None = None
         self.unparsed = 0
         self.unparsed_examples: list[str] = []
         self.foreign = 0  # unprefixed lines between prefixed ones: the program's own stderr
@@ -240,7 +345,8 @@ class LogReader:
         # (indentation and name, result) as printed -> the name and the depth, for the calls of a known name that
         # did not fail: the inline path of feed_lines (entry points and dark-API calls only; lookups and the like
         # read their arguments)
-        self._fast: dict[tuple[bytes, bytes], tuple[_Name, int]] = {}
+        self._fast: dict[tuple[bytes, bytes], _Inline] = {}
+        self._heads: dict[bytes, _Inline] = {}  # the same entries by indentation and name alone (the first result)
         self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
         self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
         self._kinds: dict[bytes, str] = {}  # a message line as printed -> its kind, for the messages only counted
@@ -280,6 +386,12 @@ class LogReader:
                 if kind in self.messages:  # (one left out once is left out for good: the table was full)
                     self.messages[kind] += 1
                 return
+        if not complete and b"(" not in stripped and _CUT_NAME.fullmatch(stripped) is not None:
+            # cut inside the name of a call: which entry point it was is lost with its status
+            ancestors = tuple(f[2] for f in self.stack if f[0] < depth)
+            words = f"a call whose name was cut ({stripped[:100].decode('utf-8', 'replace')!r})"
+            self.cut = _Cut(words, self.seq, ancestors)
+            return
         if not self._call(stripped, depth, complete, indent) and not self._message(stripped, depth, complete):
             self.unparsed += 1
             if len(self.unparsed_examples) < 3:
@@ -306,7 +418,7 @@ class LogReader:
             result_b = b""
         if info is None:
             info = self._name(name_b)
-        self._record(info, name_b, body, paren, arrow, result_b, depth, indent)
+        self._record(info, name_b, body, paren, arrow, result_b, depth, indent, not complete)
         return True
 
     def _name(self, name_b: bytes) -> _Name:
@@ -319,9 +431,17 @@ class LogReader:
                 # a call through a pointer nvapi_QueryInterface returned, to an interface without a name
                 self.markers.setdefault("nvapi", None)
             else:
-                table = name[1 : name.index("}")]
+                table, slot = name[1:].split("}::", 1) if "}::" in name else (name[1 : name.index("}")], "")
                 if _GUID.fullmatch(table) is None:
                     self.markers.setdefault(f"table:{table}", None)
+                else:
+                    guid, marker = canonical_guid(table)
+                    if marker is not None:
+                        self.markers.setdefault(marker, None)
+                    known = export_table_name(guid)
+                    if known is not None:  # a table later releases print by name: printed before they did
+                        self.markers.setdefault(f"guid-table:{known}", None)
+                    info = _Name(f"{{{guid}}}::{slot}", None, _K_DARK, None)
         else:
             family = Family.OTHER if name == "nvapi_QueryInterface" else family_of_function(name)
             if family is None:
@@ -347,12 +467,20 @@ class LogReader:
 
     def _message(self, body: bytes, depth: int, complete: bool = True) -> bool:
         if depth == 0 and not self.stack:
-            return False
+            return self._v2_message(body)
         text = body.decode("utf-8", "replace").rstrip()
         parent = self._parent(depth)
         self.messages_total += 1
+        if text.startswith(_RELEASE_STARTS):  # one test for the messages that date nothing
+            marker = next(m for start, m in _RELEASE_MESSAGES if text.startswith(start))
+            self.markers.setdefault(marker, None)
         if text.startswith(("Created trace directory ", "Created dump directory ")):
-            # "dump" in zluda_dump up to v3 at least (zluda_dump/src/log.rs at v3), "trace" since
+            # "dump" in zluda_dump (v3 to v5-preview.78, zluda_dump/src/log.rs), "trace" in zluda_trace since: the
+            # one line that names the tool in a log.txt, which has no prefix
+            tool = "zluda_dump" if text[8] == "d" else "zluda_trace"
+            self.markers.setdefault(f"tool:{tool}", None)
+            if self.form != "stderr":
+                self.tool = tool
             self.trace_dir = text.split(" ", 3)[3].strip()
             if "\\" in self.trace_dir or re.match(r"^[A-Za-z]:", self.trace_dir):
                 self.platform_hint = "windows"
@@ -372,12 +500,29 @@ class LogReader:
                     acc.statuses[_NOT_FOUND_STATUS] = acc.statuses.get(_NOT_FOUND_STATUS, 0) + 1
                 self._failure(parent, _NOT_FOUND_STATUS)
         else:
-            kind = " ".join(text.split()[:2])[:60] or "(empty)"
-            if kind in self.messages or len(self.messages) < MAX_KEPT:
-                self.messages[kind] = self.messages.get(kind, 0) + 1
-                self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+            kind = self._count_message(text)
             if complete and len(body) <= MAX_KIND_LINE and len(self._kinds) < MAX_KINDS:
                 self._kinds[body] = kind
+        return True
+
+    def _count_message(self, text: str) -> str:
+        """Count a message by its kind (its first two words), the first of a kind kept; returns the kind."""
+        kind = " ".join(text.split()[:2])[:60] or "(empty)"
+        if kind in self.messages or len(self.messages) < MAX_KEPT:
+            self.messages[kind] = self.messages.get(kind, 0) + 1
+            self.message_examples.setdefault(kind, text[:TEXT_CHARS])
+        return kind
+
+    def _v2_message(self, body: bytes) -> bool:
+        """A depth-0 message of v2's zluda_dump, which wrote messages only (counted as messages), or not one."""
+        if self.tool != "zluda_dump" or self.form != "stderr":
+            return False
+        text = body.decode("utf-8", "replace").rstrip()
+        if not text.startswith(_V2_MESSAGES):
+            return False
+        self.markers.setdefault("format:v2", None)
+        self.messages_total += 1
+        self._count_message(text)
         return True
 
     def _parent(self, depth: int) -> _Frame | None:
@@ -389,7 +534,16 @@ class LogReader:
     # -- calls --------------------------------------------------------------------------------------------------
 
     def _record(
-        self, info: _Name, name_b: bytes, body: bytes, paren: int, arrow: int, result_b: bytes, depth: int, indent: int
+        self,
+        info: _Name,
+        name_b: bytes,
+        body: bytes,
+        paren: int,
+        arrow: int,
+        result_b: bytes,
+        depth: int,
+        indent: int,
+        cut: bool = False,
     ) -> None:
         stack = self.stack
         while stack and stack[-1][0] >= depth:
@@ -401,12 +555,12 @@ class LogReader:
         self.seq = seq + 1
         self.calls_total += 1
         kind = info.kind
+        if depth and "format:nested" not in self.markers:
+            # v3 and v4 wrote every call at depth 0 (an indented call sets it here before the inline path knows it)
+            self.markers["format:nested"] = None
+        if cut:
+            self.cut = _Cut(self._cut_words(info, body[paren + 1 :], stack), seq, tuple(f[2] for f in stack))
         code = self._code(info, result_b) if result_b else None
-        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
-            # the next such line (same indentation, name and result) takes the inline path of feed_lines
-            fast = self._fast
-            if len(fast) < MAX_FAST and self._names.get(name_b) is info:
-                fast[(b" " * indent + name_b, result_b)] = (info, depth)
         if kind in (_K_DARK, _K_OTHER):
             name = info.name
             if name in self.dark or len(self.dark) < MAX_ENTRY_POINTS:
@@ -417,19 +571,24 @@ class LogReader:
                 self.dropped_calls += 1
             else:
                 acc.calls += 1
-                if code is not None and (code in acc.statuses or len(acc.statuses) < MAX_CODES):
-                    acc.statuses[code] = acc.statuses.get(code, 0) + 1
+                status = STATUS_UNKNOWN_CUT if cut else code  # a cut call is neither a success nor a failure
+                if status is not None and (status in acc.statuses or len(acc.statuses) < MAX_CODES):
+                    acc.statuses[status] = acc.statuses.get(status, 0) + 1
                 caller = self._caller(parent)
                 callers = acc.callers
                 if caller in callers:
                     callers[caller] += 1
                 elif len(callers) < MAX_CODES:
                     callers[caller] = 1
-            if kind != _K_ENTRY:
+            if kind != _K_ENTRY and not cut:  # a cut line's arguments are partial and its result lost
                 self._args(info, name_b, body[paren + 1 : arrow - 1], result_b)
+        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
+            self._learn(info, name_b, result_b, depth, indent)
         frame = (depth, info, seq, self.lines, body)
         stack.append(frame)
         result = result_b.decode("utf-8", "replace") if code is not None or depth == 0 else ""
+        if cut:
+            result = STATUS_UNKNOWN_CUT
         if code is not None:
             self._failure(frame, result)
         if depth == 0 and len(self.sequence) < MAX_SEQUENCE:
@@ -437,15 +596,44 @@ class LogReader:
             self.sequence.append(LoggedCall(seq, self.lines, 0, info.name, info.family, result, code is not None,
                                             None, text))  # fmt: skip
 
+    def _learn(self, info: _Name, name_b: bytes, result_b: bytes, depth: int, indent: int) -> None:
+        """Let the next line of this indentation, name and result (a call that did not fail) take the inline path.
+
+        The :class:`_Inline` entry is kept by the line's start alone in :attr:`_heads` (the first result seen) and
+        by its start and result in :attr:`_fast`. A depth-0 call of an entry point whose counts already name the
+        program as a caller is only counted in ``info.top``, added to its counts by :meth:`_flush`.
+        """
+        fast = self._fast
+        if len(fast) >= MAX_FAST or self._names.get(name_b) is not info:
+            return
+        head = b" " * indent + name_b
+        acc = info.acc
+        deferred = depth == 0 and acc is not None and APPLICATION in acc.callers
+        entry = _Inline(head, result_b, info, depth, deferred)
+        fast[(head, result_b)] = entry
+        self._heads.setdefault(head, entry)
+
+    def _flush(self) -> None:
+        """Add the depth-0 calls the inline path counted per name to their entry points' counts."""
+        for info in self._names.values():
+            if info.top:
+                acc = cast(_Acc, info.acc)
+                acc.calls += info.top
+                acc.callers[APPLICATION] += info.top
+                info.top = 0
+
     def feed_lines(self, lines: list[bytes]) -> None:
         """Complete lines (without their newlines), in order.
 
         The common line (a call that did not fail, to an entry point or a dark-API function seen before with the
-        same result, in a log.txt or after the log's prefix) takes the inline path below: one dictionary look-up
-        of its (name, result) pair in :attr:`_fast`, the counters in locals. Anything else goes through
-        :meth:`feed`.
+        same result, in a log.txt or after the log's prefix) takes the inline path below. Its entry is found
+        without building a key when the line starts and ends as the one that followed the line before last time
+        (``_Inline.next``: logs repeat their sequences of calls), else by its start (indentation and name, up to
+        the first ``(``) in :attr:`_heads` and its end, else by its (start, result) pair in :attr:`_fast`. The
+        counters are locals; a depth-0 call of an entry point is only counted in ``_Name.top`` and remembered as
+        the stack's frame until a line needs the stack. Anything else goes through :meth:`feed`.
         """
-        fast = self._fast
+        fast, heads = self._fast, self._heads
         stack = self.stack
         sequence = self.sequence
         dark = self.dark
@@ -456,19 +644,59 @@ class LogReader:
         group, failed = self.group, self._failed  # emptied in place by _close_group
         max_codes, max_sequence, application = MAX_CODES, MAX_SEQUENCE, APPLICATION
         room = len(sequence) < max_sequence  # the call sequence still takes calls
+        # CRLF lines lose their CR first when the block starts with one, else only when the quick look-up misses
+        # (either way a line loses one trailing CR, as feed does)
+        crlf = lines[0][-1:] == b"\r" if lines else False
+        # The last depth-0 call the inline path read, not yet the stack's only frame (its number, line number, line)
+        top: _Name | None = None
+        top_seq = top_n = 0
+        top_raw = b""
+        prev: _Inline | None = None  # the entry of the line before, whose ``next`` predicts this line's
         for line in lines:
             raw = line
             if plen:
                 if not raw.startswith(prefix):
                     raw = b""
                 raw = raw[plen:]
-            if raw[-1:] == b"\r":
+            if crlf and raw[-1:] == b"\r":
                 raw = raw[:-1]
-            head, _, rest = raw.partition(b"(")
-            _, sep, result_b = rest.rpartition(b") -> ")
-            hit = fast.get((head, result_b)) if sep else None
+            # The line's end is " -> RESULT" after the last ") -> ": a RESULT holds no ") -> ", and a name neither
+            # "(" nor ")", so a line that starts and ends as an entry's line did is its (start, result) pair. The
+            # entry that followed the line before last time is tried first, then the one of the line's start.
+            hit = prev.next if prev is not None else None
+            if hit is None or not raw.startswith(hit.start) or not raw.endswith(hit.suffix):
+                hit = heads.get(raw[: raw.find(b"(")])
+                if hit is None or not raw.endswith(hit.suffix):
+                    if not crlf and raw[-1:] == b"\r":
+                        raw = raw[:-1]
+                    head, _, rest = raw.partition(b"(")
+                    _, sep, result_b = rest.rpartition(b") -> ")
+                    hit = fast.get((head, result_b)) if sep else None
+                if prev is not None:
+                    prev.next = hit
+            prev = hit
+            if hit is not None and hit.deferred:
+                # a depth-0 call of an entry point: counted in info.top, added up by _flush; the stack is set when
+                # a line needs it
+                info = hit.info
+                info.top += 1
+                n_lines += 1
+                if group or failed:
+                    self._close_group()
+                if room:
+                    text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
+                    sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, hit.result, False, None, text))
+                    room = len(sequence) < max_sequence
+                top, top_seq, top_n, top_raw = info, seq, n_lines, raw
+                seq += 1
+                continue
+            if top is not None:
+                stack.clear()
+                stack.append((0, top, top_seq, top_n, top_raw))
+                top = None
             if hit is not None:
-                info, depth = hit
+                info, depth, result = hit.info, hit.depth, hit.result
+                callers = None
                 acc = info.acc
                 if acc is not None:  # an entry point (one in _fast always has its counts)
                     acc.calls += 1
@@ -483,7 +711,6 @@ class LogReader:
                         room = len(sequence) < max_sequence
                         continue
                     dark[name] = count + 1
-                    callers = None
                 n_lines += 1
                 if depth == 0:
                     stack.clear()
@@ -492,7 +719,6 @@ class LogReader:
                     caller = application
                     if room:
                         text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
-                        result = result_b.decode("utf-8", "replace")
                         sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
                         room = len(sequence) < max_sequence
                 else:
@@ -515,7 +741,27 @@ class LogReader:
             prefix = self._prefix()
             plen = len(prefix)
             win = 1 if self.platform_hint == "windows" else 0
+        if top is not None:
+            stack.clear()
+            stack.append((0, top, top_seq, top_n, top_raw))
         self.lines, self.seq, self.calls_total = n_lines, seq, seq
+
+    @staticmethod
+    def _cut_words(info: _Name, args_b: bytes, stack: list[_Frame]) -> str:
+        """The call a cut line holds, in words: what it was, what it looked up, which call it was made inside."""
+        name = info.name
+        if name.startswith("{nvapi:"):
+            what = f"the NvAPI call {name}"
+        elif info.kind == _K_DARK:
+            what = f"the call through export-table slot {name}"
+        elif name in _PROC_ADDRESS:
+            raw = dict(split_args(args_b.decode("utf-8", "replace"), 4)).get("symbol", "")
+            symbol = _unquote(raw)
+            # a symbol still in quotes was written whole; one cut inside its quotes is not named
+            what = f"the lookup of {symbol} through {name}" if symbol != raw and symbol else f"a lookup through {name}"
+        else:
+            what = f"the call to {name}"
+        return what + (f", made inside {stack[-1][1].name}" if stack else "")
 
     def _prefix(self) -> bytes:
         """The prefix every trace line carries in this log (none in log.txt); undecided before the first line."""
@@ -618,7 +864,9 @@ class LogReader:
         elif name == "cuGetExportTable":
             m = _GUID.search(values.get("pExportTableId", ""))
             if m:
-                guid = m.group(1).upper()
+                guid, marker = canonical_guid(m.group(1))
+                if marker is not None:
+                    self.markers.setdefault(marker, None)
                 row = self.tables.get(guid)
                 if row is None and len(self.tables) < MAX_KEPT:
                     self.tables[guid] = [1, result]
@@ -664,14 +912,18 @@ class LogReader:
     def finish_range(self) -> None:
         """Close the last top-level call and drop the caches, before the reader is sent back to be merged."""
         self._close_group()
+        self._flush()
         self._names = {}
         self._fast = {}
+        self._heads = {}
         self._special_seen = {}
         self._kinds = {}
         self.stack = []
 
     def merge(self, other: LogReader) -> None:
         """Add ``other``, the reader of the range of the log that follows this one's, as if read after it."""
+        self._flush()
+        other._flush()
         line_off, seq_off = self.lines, self.seq
         for name, acc in other.entries.items():
             mine = self.entries.get(name)
@@ -718,6 +970,9 @@ class LogReader:
         self.trace_dir = self.trace_dir or other.trace_dir
         self.platform_hint = self.platform_hint or other.platform_hint
         self.truncated, self.cut_text = other.truncated, other.cut_text
+        if other.cut is not None:  # only the last range can end inside a line
+            cut = other.cut
+            self.cut = _Cut(cut.what, cut.seq + seq_off, tuple(a + seq_off for a in cut.ancestors))
         self.lines += other.lines
         self.seq += other.seq
         self.bytes_read += other.bytes_read
@@ -733,6 +988,7 @@ class LogReader:
     def result(self, gpu_code: GpuCode | None, modules: tuple[str, ...], notes: list[str]) -> TraceResult:
         """The trace document of everything fed so far."""
         self._close_group()
+        self._flush()
         program = self.program or "(unknown program)"
         calls = []
         for name, acc in self.entries.items():
@@ -778,6 +1034,7 @@ class LogReader:
             device=self.device,
             markers=tuple(self.markers),
             modules=modules,
+            cut_call=self.cut.what if self.cut is not None else None,
         )
         exit_reason = (
             f"the log is cut mid-line at line {self.lines}: the program stopped while the line was written "
@@ -806,8 +1063,20 @@ class LogReader:
         out: list[str] = []
         if self.truncated:
             cut = f": {self.cut_text!r}" if self.cut_text else ""
+            inside = ""
+            if self.cut is not None:
+                ff = self.first_failure
+                first = (
+                    f"; it returned before {ff.function}, the first failing call, so it may have failed first"
+                    if ff is not None and ff.seq in self.cut.ancestors
+                    else ""
+                )
+                inside = (
+                    f"; the log was cut inside {self.cut.what}: its status was never written, so it counts as "
+                    f"{STATUS_UNKNOWN_CUT}, not as a success{first}"
+                )
             out.append(
-                f"the log is cut mid-line at line {self.lines}{cut}; everything before the cut was read "
+                f"the log is cut mid-line at line {self.lines}{cut}{inside}; everything before the cut was read "
                 "(the program probably crashed or was killed)"
             )
         if self.unparsed:
@@ -867,7 +1136,7 @@ def iter_blocks(fh: object, reader: LogReader, limit: int | None = None) -> Iter
         data = rest + block if rest else block
         parts = data.split(b"\n")
         rest = parts.pop()
-        if parts and max(map(len, parts)) > MAX_LINE:
+        if parts and _may_hold_overlong(data) and max(map(len, parts)) > MAX_LINE:
             reader.overlong += sum(1 for p in parts if len(p) > MAX_LINE)
             reader.lines += sum(1 for p in parts if len(p) > MAX_LINE)
             parts = [p for p in parts if len(p) <= MAX_LINE]
@@ -879,6 +1148,13 @@ def iter_blocks(fh: object, reader: LogReader, limit: int | None = None) -> Iter
         yield parts, None
     if rest and not skipping:
         yield [], rest
+
+
+def _may_hold_overlong(data: bytes) -> bool:
+    """False when no line of ``data`` can be longer than :data:`MAX_LINE`: every stretch of half that length
+    holds a newline (a few searches instead of measuring every line)."""
+    half = MAX_LINE // 2
+    return any(data.find(b"\n", pos, pos + half) < 0 for pos in range(0, len(data) - half, half))
 
 
 def iter_lines(fh: object, reader: LogReader) -> Iterator[tuple[bytes, bool]]:
@@ -986,7 +1262,26 @@ def find_log(path: str) -> tuple[Path, Path | None]:
     if subs:
         names = ", ".join(d.name for d in subs[:8])
         raise InputError(f"holds the logs of {len(subs)} executables ({names}): give one of these folders", path)
+    if _v2_dump_folder(p):
+        raise InputError(
+            "a folder of v2's zluda_dump (a kernel's arguments per NNNN_<kernel> folder, no log.txt): give the "
+            "program's captured stderr, which holds that release's messages",
+            path,
+        )
     raise InputError("no log.txt here (a zluda_trace folder is $ZLUDA_LOG_DIR/<executable>)", path)
+
+
+def _v2_dump_folder(folder: Path) -> bool:
+    """Whether ``folder`` is what v2's zluda_dump wrote: ``NNNN_<kernel>/`` folders with ``module.ptx`` and
+    ``launch.txt`` (``dump_pre_data`` in zluda_dump/src/lib.rs at v2)."""
+    try:
+        with os.scandir(folder) as it:
+            for entry in islice(it, 200):
+                if re.match(r"^\d{4}_", entry.name) and (Path(entry.path) / "launch.txt").is_file():
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def scan_modules(
@@ -1162,7 +1457,9 @@ def read_log(
         notes.extend(
             f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]
         )
-    if reader.calls_total == 0:
+    if reader.calls_total == 0 and "format:v2" in reader.markers:
+        notes.insert(0, "v2's zluda_dump wrote no line per call, only its messages: the log shows no call")
+    elif reader.calls_total == 0:
         notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
     trace = reader.result(gpu, modules, notes)
     if rejected and trace.source is not None:

@@ -153,3 +153,19 @@ def test_a_log_joins_the_scanned_program_of_its_name(tmp_path: Path) -> None:
         store.record_trace(other)
         py = [p for p in store.programs() if p.name == "python3"]
         assert len(py) == 1 and py[0].path == "python3" and not py[0].sha256  # never /usr/bin/python3 here
+
+
+def test_a_call_cut_off_is_no_error_and_no_first_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The report and the terminal summary of a log cut inside its last call: the call's status is unknown, so
+    it neither failed (no error listed, no first failing call) nor succeeded (the note says so)."""
+    folder = z.write_folder(tmp_path, "crasher", "cuInit(Flags: 0) -> CUDA_SUCCESS\ncuMemFree_v2(dptr: 0x1) -> ")
+    code, out, err = _run(["report", str(folder), "--format", "json", "--release", "v6-preview.69"], capsys)
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["first_failure"] is None
+    entry = next(e for e in rep["entries"] if e["function"] == "cuMemFree_v2")
+    assert entry["statuses"] == {"status unknown (log cut off)": 1}
+    code, out, err = _run(["import-log", str(folder), "--no-store", "--no-color"], capsys)
+    assert code == 0, err
+    assert "No entry point returned an error code." in out
+    assert "cut inside the call to cuMemFree_v2: its status was never written" in " ".join(out.split())

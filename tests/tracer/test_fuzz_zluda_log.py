@@ -11,6 +11,7 @@ import io
 import os
 import tracemalloc
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,7 +24,8 @@ from cudatrace.tracer.zluda_log import LogReader, iter_blocks, iter_lines, read_
 from tests import zluda_logs as z
 
 EXAMPLES = int(os.environ.get("CUDATRACE_FUZZ_EXAMPLES", "150"))
-SEED_LINES = [ln.encode() for text in (z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.CUT)
+SEED_LINES = [ln.encode() for text in (z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.CUT,
+                                       z.DUMP_V2, z.DUMP_V3, z.DUMP_V4)
               for ln in text.splitlines()]  # fmt: skip
 PIECES = [
     *(b"(", b")", b" -> ", b"    ", b"{", b"}::", b'"', b", ", b": ", b"\r", b"\x00", b"\xff\xfe", b"\x1b[2J"),
@@ -74,6 +76,17 @@ def test_fuzzed_logs_never_raise_anything_else(
         if last is not None:
             fast.feed(last, complete=False)
     assert fast.result(None, (), []).to_dict() == trace.to_dict()
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.integers(0, 200), max_size=40), st.integers(0, 100))
+def test_the_overlong_line_check_misses_none(lengths: list[int], tail: int) -> None:
+    """iter_blocks measures every line of a block only when a stretch of half MAX_LINE holds no newline: that
+    never skips a block holding a longer line."""
+    data = b"".join(b"a" * n + b"\n" for n in lengths) + b"b" * tail
+    with mock.patch.object(zluda_log, "MAX_LINE", 64):
+        if any(n > 64 for n in lengths):
+            assert zluda_log._may_hold_overlong(data)
 
 
 @settings(max_examples=max(20, EXAMPLES // 5), deadline=None)

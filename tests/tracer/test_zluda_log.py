@@ -16,7 +16,7 @@ from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
 from cudatrace.errors import InputError
-from cudatrace.model import Family, ImageKind, TraceResult, VerdictStatus
+from cudatrace.model import STATUS_UNKNOWN_CUT, Family, ImageKind, TraceResult, VerdictStatus
 from cudatrace.tracer import zluda_log
 from cudatrace.tracer.zluda_log import read_log, split_args
 from tests import zluda_logs as z
@@ -178,22 +178,124 @@ def test_zluda_dump_stderr_dates_the_release(tmp_path: Path) -> None:
     assert "it is a stub" in first.message and "no release up to" in first.message
 
 
+def test_zluda_dump_v2_messages_only(tmp_path: Path) -> None:
+    """v2's zluda_dump printed no line per call, only messages (and a parse failure's errors and module text,
+    unprefixed): read as messages, dated v2, and the notes say why the log shows no call."""
+    f = tmp_path / "stderr.txt"
+    f.write_text(z.DUMP_V2)
+    trace = _load(f)
+    src = trace.source
+    assert src is not None and (src.tool, src.form, src.unparsed) == ("zluda_dump", "stderr", 0)
+    assert trace.calls == () and trace.first_failure is None
+    assert src.releases == ("v2", "v2") and trace.zluda_release == "v2"
+    assert trace.notes[0] == "v2's zluda_dump wrote no line per call, only its messages: the log shows no call"
+    for text in ("Unknown kernel: _Z6reducePfS_i", "Unknown module: 0x55d0c8a4e2f0", "message x2: NotPresent"):
+        assert any(text in n for n in trace.notes)
+
+
 def test_zluda_dump_v3_messages(tmp_path: Path) -> None:
     f = tmp_path / "stderr.txt"
     f.write_text(z.DUMP_V3)
     trace = _load(f)
     src = trace.source
-    assert src is not None and (src.tool, src.form, src.lines) == ("zluda_dump", "stderr", 17)
+    assert src is not None and (src.tool, src.form, src.lines) == ("zluda_dump", "stderr", 16)
     # v3 wrote "Created dump directory": the program's name comes from it as from "Created trace directory"
     assert trace.command == ("v3app",) and trace.platform == "linux"
     ff = trace.first_failure
-    assert ff is not None and (ff.function, ff.result, ff.line) == ("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND", 15)
+    assert ff is not None and (ff.function, ff.result, ff.line) == ("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND", 14)
     # zluda_dump's own failure to resolve a function it traces is a message, not a failure of the program
     assert _call(trace, "cuGetProcAddress").statuses == ()
+    # v3 printed GUIDs in lower case with swapped fields: read back in the byte order later releases print, so the
+    # table is named
     assert dict(trace.dark_api_calls) == {"{6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9}::6": 1}
+    assert [(t.uuid, t.name) for t in trace.export_tables] == [
+        ("6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9", "CUDART_INTERFACE")
+    ]
+    # the GUIDs and v3's own messages date it; the catalog holds no export tables of v3, so none is called unknown
+    assert src.releases == ("v3", "v3") and trace.zluda_release == "v3"
+    assert trace.verdict is not None and "export_table_unknown" not in [r.code for r in trace.verdict.reasons]
     for text in ("Could not resolve CUDA function cuMemAllocAsync", "Observed wrapped context", "Unknown module"):
         assert any(text in n for n in trace.notes)
     assert any("1 line of the program's own output" in n for n in trace.notes)
+
+
+def test_zluda_dump_v4(tmp_path: Path) -> None:
+    """v4's zluda_dump over NVIDIA's driver: calls at depth 0 only, export-table calls by upper-case GUID (the
+    table's name came with v5-preview.43), v4's messages; dated v4."""
+    f = tmp_path / "stderr.txt"
+    f.write_text(z.DUMP_V4)
+    trace = _load(f)
+    src = trace.source
+    assert src is not None and (src.tool, src.backend, src.unparsed) == ("zluda_dump", "nvidia", 0)
+    assert trace.command == ("v4app",)
+    assert dict(trace.dark_api_calls) == {f"{{{g}}}::{i}": 1 for g in ["6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9"]
+                                          for i in (1, 6, 3)}  # fmt: skip
+    assert src.releases == ("v4", "v4") and trace.zluda_release == "v4"
+    assert "format:nested" not in src.markers
+    assert any("Unexpected argument ptr1" in n for n in trace.notes)
+    ff = trace.first_failure
+    assert ff is not None and ff.function == "cuMemAllocManaged"
+
+
+@pytest.mark.parametrize(
+    ("log", "tool", "releases"),
+    [
+        # zluda_dump's log.txt (no prefix) over NVIDIA's driver, with cuBLAS calling the driver: v5-preview.43 to .78
+        (
+            "cuInit(Flags: 0) -> CUDA_SUCCESS\n    Created dump directory /tmp/zdump/app \n"
+            'cuDeviceGetName(name: "NVIDIA GeForce RTX 3060", len: 256, dev: 0) -> CUDA_SUCCESS\n'
+            "cublasCreate_v2(handle: 0x1) -> CUBLAS_STATUS_SUCCESS\n    cuCtxGetCurrent(pctx: 0x2) -> CUDA_SUCCESS\n",
+            "zluda_dump",
+            ("v5-preview.43", "v5-preview.78"),
+        ),
+        # zluda_trace's log.txt before it wrote "Saved module to"
+        (
+            "cuInit(Flags: 0) -> CUDA_SUCCESS\n    Created trace directory /tmp/z/app \n",
+            "zluda_trace",
+            ("v5-preview.79", None),
+        ),
+        # and after
+        (
+            "cuInit(Flags: 0) -> CUDA_SUCCESS\n    Created trace directory /tmp/z/app \n"
+            "cuModuleLoadData(module: 0x1, image: 0x2) -> CUDA_SUCCESS\n    Saved module to module_0001.ptx\n",
+            "zluda_trace",
+            ("v5-preview.133", None),
+        ),
+    ],
+)
+def test_log_txt_is_dated_by_its_messages(tmp_path: Path, log: str, tool: str, releases: tuple[str, str]) -> None:
+    """A log.txt has no prefix: the directory message names the tool, nesting and Saved module to bound it."""
+    trace = _load(z.write_folder(tmp_path, "app", log))
+    assert trace.source is not None and (trace.source.tool, trace.source.releases) == (tool, releases)
+
+
+def test_a_v2_dump_folder_asks_for_the_stderr(tmp_path: Path) -> None:
+    """v2's zluda_dump wrote no log.txt, only a folder per kernel launch: the error says to give the stderr."""
+    launch = tmp_path / "app" / "0000_saxpy"
+    launch.mkdir(parents=True)
+    (launch / "launch.txt").write_text("1024\n1\n1\n256\n1\n1\n0\n")
+    (launch / "module.ptx").write_text(".version 6.4\n")
+    with pytest.raises(InputError, match=r"v2's zluda_dump .*captured stderr"):
+        read_log(str(tmp_path / "app"))
+
+
+def test_canonical_guid() -> None:
+    # v3's lower-case Windows field order and v4's upper-case byte order name the same table
+    assert zluda_log.canonical_guid("{6cfbd56b-f45b-4ae7-8987-d93912fd9df9}") == (
+        "6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9",
+        "guid:lower",
+    )
+    assert zluda_log.canonical_guid("6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9")[1] == "guid:upper"
+    assert zluda_log.canonical_guid("12345678-1234-1234-1234-123456789012")[1] is None
+
+
+def test_module_names_of_old_releases_are_scanned(tmp_path: Path) -> None:
+    """v3 and v4 named saved modules otherwise (_main_SS, _sub_SSS_SS, _vV, an unpadded _S): all are read."""
+    ptx = b".version 7.0\n.target sm_70\n.address_size 64\n"
+    names = ["module_0001_main_01.ptx", "module_0002_sub_001_02.ptx", "module_0003_v2_1.ptx", "module_0004_3.ptx"]
+    folder = z.write_folder(tmp_path, "app", "cuInit(Flags: 0) -> CUDA_SUCCESS\n", dict.fromkeys(names, ptx))
+    trace = read_log(str(folder))
+    assert trace.source is not None and trace.source.modules == tuple(names)
 
 
 def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
@@ -201,9 +303,9 @@ def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     src = trace.source
     assert src is not None and src.truncated
     assert src.bytes_read == len(z.CUT.encode())
-    # the cut call counts (zluda_trace writes a line after the call returned); its result is lost
+    # the cut call counts (zluda_trace writes a line after the call returned); its result is lost: status unknown
     assert _call(trace, "cuMemcpyHtoD_v2").calls == 1
-    assert _call(trace, "cuMemcpyHtoD_v2").statuses == ()
+    assert _call(trace, "cuMemcpyHtoD_v2").statuses == ((STATUS_UNKNOWN_CUT, 1),)
     assert any("cut mid-line at line 6" in n for n in trace.notes)
     assert "cut mid-line" in (trace.exit.detached_reason or "")
     assert trace.first_failure is not None and trace.first_failure.function == "cuModuleLoadData"
@@ -211,6 +313,78 @@ def test_cut_log_is_read_up_to_the_cut(tmp_path: Path) -> None:
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
     cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
     assert "under ZLUDA stopped" in cut.message and "cuModuleLoadData" in cut.message
+
+
+_CUT_HEAD = "cuInit(Flags: 0) -> CUDA_SUCCESS\n    Created trace directory /tmp/zlogs/crasher \n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "inside", "entry"),
+    [
+        # a plain call, cut inside its arguments
+        ("cuMemcpyHtoD_v2(dstDevice: 0x7f0a3c600000, srcHo", "the call to cuMemcpyHtoD_v2", "cuMemcpyHtoD_v2"),
+        # a plain call, cut after the arrow: the status itself was not written
+        ("cuMemFree_v2(dptr: 0x7f0a3c600000) -> ", "the call to cuMemFree_v2", "cuMemFree_v2"),
+        # a call made inside a failing library call: it returned first, so it may be the first failure
+        (
+            "cublasSgemm_v2(handle: 0x1, m: 512) -> CUBLAS_STATUS_EXECUTION_FAILED\n"
+            "    cuLaunchKernel(f: 0x5631d30b8a10, gridDimX: 10",
+            "the call to cuLaunchKernel, made inside cublasSgemm_v2",
+            "cuLaunchKernel",
+        ),
+        # a dark-API call through a named export-table slot
+        (
+            "{CONTEXT_CHECKS}::context_check(ctx_in: 0x5631d2f0a8c0, resu",
+            "the call through export-table slot {CONTEXT_CHECKS}::context_check",
+            None,
+        ),
+        # a lookup cut after its symbol: whether it found it was never written
+        (
+            'cuGetProcAddress_v2(symbol: "cuMemAllocAsync", pfn: 0x0, cudaVersion: 12000, flags: 0, symbolSt',
+            "the lookup of cuMemAllocAsync through cuGetProcAddress_v2",
+            "cuGetProcAddress_v2",
+        ),
+        # a lookup cut inside its symbol: the name is not trusted
+        ('cuGetProcAddress(symbol: "cuMemAll', "a lookup through cuGetProcAddress", "cuGetProcAddress"),
+        # a nested call cut inside its name
+        ("cuMemAlloc_v2(dptr: 0x1, bytesize: 16) -> CUDA_SUCCESS\n    cuCtxGetCurr", "a call whose name was cut", None),
+    ],
+)
+def test_call_cut_off_is_status_unknown_not_success(tmp_path: Path, tail: str, inside: str, entry: str | None) -> None:
+    """A call whose line the log is cut inside returned (zluda_trace writes a line after the call), but its status
+    was never written: it counts as status unknown, never as a success, and the notes and the verdict name it."""
+    trace = _load(z.write_folder(tmp_path, "crasher", _CUT_HEAD + tail))
+    src = trace.source
+    assert src is not None and src.truncated and src.unparsed == 0
+    assert src.cut_call is not None and src.cut_call.startswith(inside)
+    note = next(n for n in trace.notes if "cut mid-line" in n)
+    assert f"cut inside {inside}" in note and "its status was never written" in note
+    if entry is not None:
+        assert _call(trace, entry).statuses == ((STATUS_UNKNOWN_CUT, 1),)
+    last = trace.sequence[-1]
+    if "made inside" not in inside and "name was cut" not in inside:  # the cut call is the last of the program's
+        assert (last.result, last.failed) == (STATUS_UNKNOWN_CUT, False)
+    # a lookup whose result was lost is neither found nor missing
+    assert all(lk.symbol != "cuMemAllocAsync" for lk in trace.proc_lookups)
+    assert trace.verdict is not None
+    cut = next(r for r in trace.verdict.reasons if r.code == "log_cut")
+    assert f"inside {inside}" in cut.message
+    if "cublasSgemm_v2" in inside:
+        assert trace.first_failure is not None and trace.first_failure.function == "cublasSgemm_v2"
+        assert "it returned before cublasSgemm_v2, the first failing call, so it may have failed first" in note
+    else:
+        assert trace.first_failure is None and "may have failed first" not in note
+
+
+def test_cut_stub_call_is_not_a_served_stub(tmp_path: Path) -> None:
+    """A [ZLUDA_DUMP] log cut inside a call of an entry point v5-preview.78 only stubs: the call's status is
+    unknown, so it is no evidence that another build served it, and the log is still judged against v5-preview.78."""
+    f = tmp_path / "stderr.txt"
+    f.write_text("[ZLUDA_DUMP] cuInit(Flags: 0) -> CUDA_SUCCESS\n[ZLUDA_DUMP] cuMemAllocManaged(dptr: 0x0, bytesi")
+    trace = _load(f)
+    assert _call(trace, "cuMemAllocManaged").statuses == ((STATUS_UNKNOWN_CUT, 1),)
+    assert trace.zluda_release == "v5-preview.78"
+    assert not any("only stubs" in n for n in trace.notes)
 
 
 def test_sass_only_modules_block(tmp_path: Path, modules: dict[str, bytes]) -> None:
@@ -372,9 +546,11 @@ def test_public_fragments_with_a_kernel_not_found(
         0,
     )
     assert kernel in ff.text and not ff.text.startswith("[ZLUDA_TRACE]")
-    # zluda_trace from v5-preview.79, nothing bounds it above: judged against the newest release
-    assert src.releases == ("v5-preview.79", None) and trace.zluda_release is None
-    assert any(n.startswith("the log's format fits ZLUDA v5-preview.79 or newer (") for n in trace.notes)
+    # zluda_trace from v5-preview.79 (#627's "Saved module to" from v5-preview.133), nothing bounds it above: judged
+    # against the newest release
+    oldest = "v5-preview.133" if name == "vosen_627" else "v5-preview.79"
+    assert src.releases == (oldest, None) and trace.zluda_release is None
+    assert any(n.startswith(f"the log's format fits ZLUDA {oldest} or newer (") for n in trace.notes)
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
     first = _reason(trace, "first_failure")
     assert first.functions == ("cuModuleGetFunction",)
@@ -392,11 +568,11 @@ def test_public_fragment_627_elision_and_saved_module() -> None:
     assert _call(trace, "cuLibraryLoadData").statuses == ()
 
 
-def test_public_fragment_from_the_fork_is_not_judged_as_v5_preview_78() -> None:
-    """lshqqytiger/ZLUDA#108, a later dump of the same run: a [ZLUDA_DUMP] log fits vosen/ZLUDA v5-preview.78 or
-    older, but its cuStreamIsCapturing and cuMemcpyHtoDAsync_v2 returned CUDA_SUCCESS where v5-preview.78 only
-    stubs them. The fork wrote it (it kept zluda_dump's name), so the stubs of v5-preview.78 are no blocker: the
-    log is judged against the newest release, and the dating says why."""
+def test_public_fragment_from_the_fork_is_dated_to_v3s_format() -> None:
+    """lshqqytiger/ZLUDA#108, a later dump of the same run: its export-table GUID is printed in lower case with
+    swapped fields, as only v3's zluda_dump did (the fork continues it), and read back it is a table later
+    releases print by name. So the log fits v3's format, not v5-preview.78's, and v3 translates the
+    cuStreamIsCapturing and cuMemcpyHtoDAsync_v2 calls that succeeded (v5-preview.78 only stubs them)."""
     trace = _load(_public("lshqqytiger_108_export_table"))
     src = trace.source
     assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_dump", "stderr", 20, 0)
@@ -408,16 +584,19 @@ def test_public_fragment_from_the_fork_is_not_judged_as_v5_preview_78() -> None:
         "cuStreamSynchronize": 1,
     }
     assert all(c.statuses == () for c in trace.calls)
-    # a dark-API call through a table the catalog does not name, its result printed as UNKNOWN: counted, no failure
-    assert dict(trace.dark_api_calls) == {"{6e3393c6-2111-11df-a8c3-68f355d89593}::2": 4}
+    # {6e3393c6-2111-11df-a8c3-68f355d89593} as printed: CONTEXT_LOCAL_STORAGE_INTERFACE_V0301; UNKNOWN, no failure
+    assert dict(trace.dark_api_calls) == {"{C693336E-1121-DF11-A8C3-68F355D89593}::2": 4}
+    assert load_catalog().export_table_name("C693336E-1121-DF11-A8C3-68F355D89593") == (
+        "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301"
+    )
     assert trace.first_failure is None
-    assert src.releases == (None, "v5-preview.78")
-    assert "only stubs (cuMemcpyHtoDAsync_v2, cuStreamIsCapturing)" in src.release_evidence[-1]
+    assert src.releases == ("v3", "v3")
     note = next(n for n in trace.notes if n.startswith("the log's format fits ZLUDA"))
-    assert note.startswith("the log's format fits ZLUDA v5-preview.78 or older (") and "lshqqytiger" in note
-    assert trace.zluda_release is None
+    assert note.startswith("the log's format fits ZLUDA v3 (") and "lshqqytiger" in note
+    assert "only stubs" not in note
+    assert trace.zluda_release == "v3"
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
-    assert trace.verdict.release == load_catalog().latest
+    assert trace.verdict.release == "v3"
     assert [r.code for r in trace.verdict.reasons] == ["translated"]
     # asked for that release, the stubs are what it would serve
     pinned = _load(_public("lshqqytiger_108_export_table"), "v5-preview.78")
