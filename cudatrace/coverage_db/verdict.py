@@ -69,6 +69,7 @@ CODE_RANK: dict[str, int] = {
     "stub_called": 10,
     "panicking_called": 11,
     "library_not_replaced": 12,
+    "library_loaded_unused": 22,
     "export_table_unknown": 13,
     "stub_imported": 14,
     "panicking_imported": 15,
@@ -315,7 +316,8 @@ def program_side_calls(entry: EntryPointUse, release: str, catalog: Catalog | No
 
 
 def _fmt_names(names: Iterable[str]) -> str:
-    return remedies.name_list(sorted(set(names)))
+    # PyTorch asks cuGetProcAddress for "" (an empty name) three times a run: say so instead of "()"
+    return remedies.name_list(sorted({n or "an empty name" for n in names}))
 
 
 def _lib_label(library: str, family: Family) -> str:
@@ -476,9 +478,12 @@ def judge(
         if unresolved or stubbed:
             parts = []
             if unresolved:
-                parts.append(f"{len(set(unresolved))} get nothing ({_fmt_names(unresolved)})")
+                n = len(set(unresolved))
+                parts.append(f"{n} {agrees(n, 'gets', 'get')} nothing ({_fmt_names(unresolved)})")
             if stubbed:
-                parts.append(f"{len(set(stubbed))} resolve to stubs or missing exports ({_fmt_names(stubbed)})")
+                n = len(set(stubbed))
+                what = agrees(n, "resolves to a stub or missing export", "resolve to stubs or missing exports")
+                parts.append(f"{n} {what} ({_fmt_names(stubbed)})")
             reasons.append(
                 Reason(
                     Severity.INFO,
@@ -788,6 +793,18 @@ def _library_reason(
         LibraryHow.DELAY_IMPORT: "is delay-loaded",
     }.get(lib.how, "is linked")
     note = info.note or f"ZLUDA {rel} has no replacement"
+    if lib.how is LibraryHow.LOADED and not names:
+        # A traced run loaded it and called none of its (C) entry points: PyTorch loads cuSOLVER, cuRAND, NCCL,
+        # nvJitLink and CUPTI at import whatever the work. NVIDIA's library loads on ZLUDA's driver; only a call
+        # into it would need its GPU code to run.
+        return Reason(
+            Severity.INFO,
+            "library_loaded_unused",
+            f"{lib.name} was loaded but none of its entry points was called in this run: {note}; it matters only "
+            "on a path that calls it",
+            remedies.library_remedy(cat, lib.family, lib.name, rel, bits32=bits32),
+            lib.family,
+        )
     return Reason(
         Severity.RISK,
         "library_not_replaced",

@@ -373,6 +373,32 @@ def test_annotate_trace() -> None:
     assert TraceResult.from_dict(out.to_dict()) == out
 
 
+def test_a_library_a_run_loaded_but_never_called_is_information() -> None:
+    # PyTorch loads cuSOLVER, cuRAND, NCCL and CUPTI at import (seen in a traced matmul on the GPU machine) and a
+    # matmul calls none of them: they do not put that run at risk. One that was called still does.
+    trace = TraceResult(
+        command=("python3", "mm.py"),
+        exit=ExitInfo(code=0),
+        calls=(
+            call(Family.DRIVER, "libcuda.so.1", "cuInit", 1, {"libtorch_cuda.so": 1}),
+            call(Family.CURAND, "libcurand.so.10", "curandCreateGenerator", 1, {"libtorch_cuda.so": 1}),
+        ),
+        libraries=(
+            CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.LOADED, "1"),
+            CudaLibrary("libcusolver.so.11", Family.CUSOLVER, LibraryHow.LOADED, "11"),
+            CudaLibrary("libcurand.so.10", Family.CURAND, LibraryHow.LOADED, "10"),
+        ),
+    )
+    out = annotate_trace(trace, None)
+    assert out.verdict is not None
+    unused = reason(out.verdict, "library_loaded_unused")
+    assert unused.severity is Severity.INFO  # type: ignore[attr-defined]
+    assert unused.message.startswith("libcusolver.so.11 was loaded but none of its entry points was called")  # type: ignore[attr-defined]
+    called = reason(out.verdict, "library_not_replaced")
+    assert called.severity is Severity.RISK and "libcurand.so.10" in called.message  # type: ignore[attr-defined]
+    assert out.verdict.status is VerdictStatus.AT_RISK
+
+
 # -- real binaries built by the tests ---------------------------------------------------------------------------
 
 _HAVE_SCANNER = importlib.util.find_spec("cudatrace.tracer.static.scanner") is not None
