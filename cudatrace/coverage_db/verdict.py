@@ -802,7 +802,7 @@ def _library_reason(
             "library_loaded_unused",
             f"{lib.name} was loaded but none of its entry points was called in this run: {note}; it matters only "
             "on a path that calls it",
-            remedies.library_remedy(cat, lib.family, lib.name, rel, bits32=bits32),
+            None,  # nothing to do for this run: the remedy belongs to a run that calls it
             lib.family,
         )
     return Reason(

@@ -318,7 +318,7 @@ def render_blocking(doc: Report) -> list[str]:
         )
     inner = doc.inner_only
     if inner:
-        links = ", ".join(f"{_link(e)} ({e.calls})" for e in inner)
+        links = ", ".join(f"{_link(e)} ({e.calls or 0:,})" for e in inner)
         out.append(
             f"<details><summary>{len(inner)} stub or absent entry points were called only from inside CUDA "
             f"libraries ZLUDA replaces: not blocking</summary><p>{links}</p></details>"
@@ -480,7 +480,7 @@ def render_runs(doc: Report) -> list[str]:
     if not doc.runs:
         return []
     items = [
-        f"<li><code>{_e(' '.join(run.command))}</code>: {_e(run.outcome)}, {run.calls} CUDA calls in "
+        f"<li><code>{_e(' '.join(run.command))}</code>: {_e(run.outcome)}, {run.calls:,} CUDA calls in "
         f"{run.duration_s:.1f} s on {_e(run.platform or '?')}</li>"
         for run in doc.runs
     ]

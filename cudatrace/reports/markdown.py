@@ -51,7 +51,7 @@ def _entry_row(e: ReportEntry) -> list[str]:
         md_escape(e.function),
         e.family.value,
         status_word(e.status),
-        str(e.calls) if e.calls is not None else "-",
+        f"{e.calls:,}" if e.calls is not None else "-",
         str(e.failed_calls) if e.calls is not None else "-",
         md_escape(format_codes(e.statuses)) or "-",
     ]
@@ -173,7 +173,7 @@ def render_blocking(doc: Report) -> list[str]:
         out += _names_folded(
             f"{len(inner)} stub or absent entry points were called only from inside CUDA libraries ZLUDA replaces "
             "(not blocking)",
-            ", ".join(f"{md_escape(e.function)} x{e.calls}" for e in inner),
+            ", ".join(f"{md_escape(e.function)} x{e.calls or 0:,}" for e in inner),
         )
     out.append("")
     if doc.missing_lookups:

@@ -156,7 +156,7 @@ def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
                 e.family.value,
                 _t(e.function, "bold"),
                 _t(status_word(e.status), STATUS_STYLE.get(e.status, "") if e.status else ""),
-                str(e.calls) if e.calls is not None else "-",
+                f"{e.calls:,}" if e.calls is not None else "-",
                 str(e.failed_calls) if e.calls is not None else "-",
                 _t(format_codes(e.statuses) or "-"),
                 _t(hows_in_words(e.static_how)),
@@ -182,7 +182,7 @@ def render_blocking(doc: Report, limits: _Limits) -> list[RenderableType]:
         )
     inner = doc.inner_only
     if inner:
-        names = ", ".join(f"{printable(e.function)} x{e.calls}" for e in inner[: limits.names])
+        names = ", ".join(f"{printable(e.function)} x{e.calls or 0:,}" for e in inner[: limits.names])
         more = _more(limits.names, len(inner))
         parts.append(Text(f"Called only inside libraries ZLUDA replaces (not blocking): {names}{more}", style="dim"))
     return parts
@@ -212,7 +212,8 @@ def render_failing(doc: Report, limits: _Limits) -> list[RenderableType]:
     if failing:
         tab = _table("Other calls that failed", "family", "function", "calls", "failed", "return codes")
         for e in failing[: limits.rows]:
-            tab.add_row(e.family.value, _t(e.function), str(e.calls), str(e.failed_calls), _t(format_codes(e.statuses)))
+            counts = (f"{e.calls or 0:,}", f"{e.failed_calls:,}")
+            tab.add_row(e.family.value, _t(e.function), *counts, _t(format_codes(e.statuses)))
         parts.extend((Text(""), Fitted(tab)))
     if doc.missing_lookups:
         names = ", ".join(f"{shown_name(p.symbol)} x{p.count}" for p in doc.missing_lookups[: limits.names])
@@ -246,7 +247,7 @@ def render_runs(doc: Report, limits: _Limits) -> list[RenderableType]:
     for run in doc.runs:
         style = "bold red" if run.crashed else ""
         cmd = printable(" ".join(run.command))[:160]
-        parts.append(Text(f"Run: {cmd} -> {run.outcome}, {run.calls} CUDA calls in {run.duration_s:.1f} s", style))
+        parts.append(Text(f"Run: {cmd} -> {run.outcome}, {run.calls:,} CUDA calls in {run.duration_s:.1f} s", style))
     return parts
 
 
