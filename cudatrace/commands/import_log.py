@@ -11,14 +11,12 @@ from cudatrace.commands._common import (
     add_loudness_args,
     add_output_args,
     common_parent,
-    output_width,
-    use_color,
-    verbosity,
+    render_options,
     write_output,
 )
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import TraceResult
-from cudatrace.reports.render import RenderOptions, formats_for, render
+from cudatrace.reports.render import formats_for, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,7 +89,7 @@ def run_import_log(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_trace(trace)
-    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
+    options = render_options(args)
     write_output(render(trace, args.format, options), args.output)
     return EXIT_OK
 

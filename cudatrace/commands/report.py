@@ -21,10 +21,8 @@ from cudatrace.commands._common import (
     add_release_args,
     announce_release,
     common_parent,
-    output_width,
     release_of,
-    use_color,
-    verbosity,
+    render_options,
     write_output,
 )
 from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
@@ -33,7 +31,7 @@ __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register"
 from cudatrace.errors import EXIT_OK, ReportError, UsageError
 from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
 from cudatrace.reports.document import Report
-from cudatrace.reports.render import RenderOptions, formats_for, render
+from cudatrace.reports.render import formats_for, render
 
 FORMATS = formats_for(Report)
 
@@ -229,6 +227,6 @@ def run_report(args: argparse.Namespace) -> int:
     if args.all and args.name:
         raise UsageError("--name names one program; --all reports every program")
     doc = _from_files(args) if args.files else _from_store(args)
-    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
+    options = render_options(args)
     write_output(render(doc, args.format, options), args.output)
     return EXIT_OK

@@ -11,15 +11,13 @@ from cudatrace.commands._common import (
     add_release_args,
     announce_release,
     common_parent,
-    output_width,
     release_of,
-    use_color,
-    verbosity,
+    render_options,
     write_output,
 )
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
 from cudatrace.model import ScanResult, VerdictStatus
-from cudatrace.reports.render import RenderOptions, formats_for, render
+from cudatrace.reports.render import formats_for, render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,7 +92,7 @@ def run_scan(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_scan(result)
-    options = RenderOptions(color=use_color(args), width=output_width(args), verbosity=verbosity(args))
+    options = render_options(args)
     write_output(render(result, args.format, options), args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails

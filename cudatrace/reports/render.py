@@ -2,9 +2,10 @@
 
 Each :class:`Format` has one :class:`Renderer` (the test suite checks that none is missing), which holds one
 function per kind of document it renders: every format renders a report or an aggregate; a scan result and a
-trace (``run``, ``import-log``) are rendered as terminal text or JSON; a diff of two runs as terminal text,
-Markdown or JSON. The commands take their ``--format`` choices from :func:`formats_for`, so a format means the
-same in every command and is added here once. The renderer modules are imported when first used, so that
+trace (``run``, ``import-log``) and the ZLUDA catalog's listings (``zluda releases|show|coverage``) are rendered
+as terminal text or JSON; a diff of two runs as terminal text, Markdown or JSON. The commands take their
+``--format`` choices from :func:`formats_for`, so a format means the same in every command and is added here
+once. The renderer modules are imported when first used, so that
 ``cudatrace --help`` stays fast.
 """
 
@@ -20,9 +21,14 @@ from typing import Any
 from cudatrace.model import ScanResult, TraceResult
 from cudatrace.reports.diff import TraceDiff
 from cudatrace.reports.document import Aggregate, Report
+from cudatrace.reports.zluda_terminal import CoverageDocument, ReleasesDocument, ShowDocument
 
-Document = Report | Aggregate | ScanResult | TraceResult | TraceDiff
-DOCUMENTS: tuple[type[Any], ...] = (Report, Aggregate, ScanResult, TraceResult, TraceDiff)
+CatalogDocument = ReleasesDocument | ShowDocument | CoverageDocument
+Document = Report | Aggregate | ScanResult | TraceResult | TraceDiff | CatalogDocument
+DOCUMENTS: tuple[type[Any], ...] = (
+    *(Report, Aggregate, ScanResult, TraceResult, TraceDiff),
+    *(ReleasesDocument, ShowDocument, CoverageDocument),
+)
 
 
 class Format(str, Enum):
@@ -81,6 +87,13 @@ def _diff_markdown(doc: TraceDiff, options: RenderOptions) -> str:
     return render_diff_markdown(doc)
 
 
+def _catalog_terminal(doc: CatalogDocument, options: RenderOptions) -> str:
+    from cudatrace.reports import zluda_terminal as z
+
+    view = {ReleasesDocument: z.render_releases, ShowDocument: z.render_show, CoverageDocument: z.render_coverage}
+    return view[type(doc)](doc.doc, options.color, options.width or z.WIDTH)
+
+
 def _terminal(doc: Report | Aggregate, options: RenderOptions) -> str:
     from cudatrace.reports.terminal import render_terminal
 
@@ -124,7 +137,13 @@ def _reports(render: Callable[[Any, RenderOptions], str]) -> dict[type[Any], Cal
 RENDERERS: MappingProxyType[Format, Renderer] = MappingProxyType(
     {
         Format.TERMINAL: Renderer(
-            {**_reports(_terminal), ScanResult: _scan_terminal, TraceResult: _trace_terminal, TraceDiff: _diff_terminal}
+            {
+                **_reports(_terminal),
+                **dict.fromkeys((ReleasesDocument, ShowDocument, CoverageDocument), _catalog_terminal),
+                ScanResult: _scan_terminal,
+                TraceResult: _trace_terminal,
+                TraceDiff: _diff_terminal,
+            }
         ),
         Format.HTML: Renderer(_reports(_html)),
         Format.MARKDOWN: Renderer({**_reports(_markdown), TraceDiff: _diff_markdown}),

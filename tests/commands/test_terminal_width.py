@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cudatrace.commands.zluda import releases_document, render_releases
+from cudatrace.commands.zluda import releases_document
+from cudatrace.reports.zluda_terminal import render_releases
 
 ROOT = Path(__file__).resolve().parents[2]
 
