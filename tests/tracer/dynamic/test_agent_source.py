@@ -1,0 +1,49 @@
+"""The agent's sources (``agent/src/``): the shipped agent.js is built from them, and the message names they use
+are protocol.py's."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+from cudatrace.tracer.dynamic.protocol import AGENT_MESSAGES, HOST_MESSAGES, MessageType
+
+ROOT = Path(__file__).resolve().parents[3]
+AGENT = ROOT / "cudatrace" / "tracer" / "dynamic" / "agent"
+
+
+def _build_agent() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_agent", ROOT / "scripts" / "build_agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sources() -> str:
+    return "\n".join((AGENT / "src" / name).read_text(encoding="utf-8") for name in _build_agent().SOURCES)
+
+
+def test_shipped_agent_is_built_from_its_sources() -> None:
+    build = _build_agent()
+    shipped = (AGENT / "agent.js").read_text(encoding="utf-8")
+    assert shipped == build.render_agent(), "agent.js differs from agent/src/: run python3 scripts/build_agent.py"
+    assert sorted(p.name for p in (AGENT / "src").glob("*.js")) == sorted(build.SOURCES)
+
+
+def test_agent_sends_exactly_the_agent_messages_of_the_protocol() -> None:
+    src = _sources()
+    sent = set(re.findall(r"\bsend\(\s*\{\s*type:\s*M\.(\w+)", src))
+    # flush() builds its message in a variable first
+    sent |= set(re.findall(r"\{\s*type:\s*M\.(\w+)", src))
+    received = set(re.findall(r"\brecv\(\s*M\.(\w+)", src))
+    assert sent == {t.name.lower() for t in AGENT_MESSAGES}
+    assert received == {t.name.lower() for t in HOST_MESSAGES}
+    used = set(re.findall(r"\bM\.(\w+)", src))
+    assert used == {t.name.lower() for t in MessageType}
+    # Every message the agent sends names its type through M, never a literal.
+    assert len(re.findall(r"\bsend\(", src)) == len(re.findall(r"\bsend\(\s*(?:\{\s*type:\s*M\.\w+|msg\))", src))
+    assert not re.search(r"type:\s*['\"`]", src)
+    assert "cudatrace:" not in src
