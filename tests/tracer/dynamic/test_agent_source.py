@@ -35,15 +35,13 @@ def test_shipped_agent_is_built_from_its_sources() -> None:
 
 def test_agent_sends_exactly_the_agent_messages_of_the_protocol() -> None:
     src = _sources()
-    sent = set(re.findall(r"\bsend\(\s*\{\s*type:\s*M\.(\w+)", src))
-    # flush() builds its message in a variable first
-    sent |= set(re.findall(r"\{\s*type:\s*M\.(\w+)", src))
-    received = set(re.findall(r"\brecv\(\s*M\.(\w+)", src))
+    sent = set(re.findall(r"\{\s*type:\s*S\.M\.(\w+)", src))  # flush() builds its batch in a variable first
+    received = set(re.findall(r"\brecv\(\s*S\.M\.(\w+)", src))
     assert sent == {t.name.lower() for t in AGENT_MESSAGES}
     assert received == {t.name.lower() for t in HOST_MESSAGES}
-    used = set(re.findall(r"\bM\.(\w+)", src))
+    used = set(re.findall(r"\bS\.M\.(\w+)", src))
     assert used == {t.name.lower() for t in MessageType}
     # Every message the agent sends names its type through M, never a literal.
-    assert len(re.findall(r"\bsend\(", src)) == len(re.findall(r"\bsend\(\s*(?:\{\s*type:\s*M\.\w+|msg\))", src))
+    assert len(re.findall(r"\bsend\(", src)) == len(re.findall(r"\bsend\(\s*(?:\{\s*type:\s*S\.M\.\w+|msg\))", src))
     assert not re.search(r"type:\s*['\"`]", src)
     assert "cudatrace:" not in src

@@ -21,63 +21,77 @@ function le32(bytes, v) {
 
 // ---- src/state.js
 
-let M = null; // message names, from the host
-let cfg = null;
-let cm = null; // CModule with the detail listener
-let nowNs = null;
-// The detail record's layout is detail.c's (struct CtDetail), read from its cudatrace_detail_layout table once
-// the CModule is built (readDetailLayout): defined once, in C.
-let DETAIL_SIZE = 0;
-let D_FIRST = 0, D_TIME = 0, D_CALLS = 0, D_N_CODES = 0, D_N_CALLERS = 0, D_CODES = 0, D_CODE_COUNTS = 0,
-  D_OTHER_CODES = 0, D_CALLERS = 0, D_CALLER_COUNTS = 0, D_OTHER_CALLERS = 0;
-let N_STATUSES = 0, N_CALLERS = 0;
-const entries = []; // id -> {id, module, path, fn, aliases, slot, detail, js}
-const lastSent = []; // id -> calls at last send
-const hookedAddrs = new Map(); // original function address (string) -> entry id
-const procThunks = new Map(); // returned pointer (string) -> thunk
-const seenModules = new Map(); // path -> true
-const seenNames = new Set(); // file names of the modules in seenModules
-const callerNames = new Map(); // return address (string) -> module name
-const lookups = new Map(); // key -> {symbol, version, flags, found, count, via}
-const exportTables = new Map(); // uuid -> {uuid, count, statuses}
-const skipped = []; // [module, function, reason]
-let libPatterns = [];
-let exportPattern = null;
-let counters = null; // base of the counter array
-let counterCap = 0;
-let counterUsed = 0;
-let shmPath = null;
-let pool = null; // {base, used, cap} for thunks of pointers returned by cuGetProcAddress
-let events = [];
-let eventsDropped = 0;
-let seq = 0;
-let scanning = 0; // id of the thread scanning modules, 0 when none
-let flushTimer = null;
-let exiting = false;
-let loading = 0; // dlopen/LoadLibrary calls under way, all threads
-let lateScan = false; // scanning inside a dlopen hook: patch prologues directly
-let livePatching = false; // the program is running (attached, or after start-up): write jumps atomically
-const keep = [];
-const hookCounts = { inline: 0, trampoline: 0, clone: 0, far: 0 }; // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
-let detailPool = null; // {base, used, cap}
-let restoreTable = null;
-let rseq = null; // {offset, cpus} when per-CPU counting is on
-let counterRows = 1;
-let csPool = null; // {base, used, cap}: rseq descriptors, signatures and abort handlers (64 bytes each)
-let relocation = null; // {w, r}: one writer and relocator, reset for each function (creating them costs more)
-let mayBranchFn = null;
-let dispatch = null;
-const directPatches = []; // [address, original first 5 bytes] of functions patched without the Interceptor
-let atomics = null; // {copy8, cas16, scratch}
-let world = null; // {state, sig, patch}
-const patching = { stops: 0, threads: 0, unknown: 0, written: 0 }; // reported with the hooks
-const pendingSpecials = []; // [address, first bytes before hooking] of special hooks made in a late scan
-const hookTimes = {}; // module name -> [milliseconds spent hooking it, entry points hooked]
-const loaderErrors = new Map(); // requested name + message -> {requested, message, count, t}
-let dlerrorFn = null, dlopenFn = null, rearming = false;
-let accessFn = null;
-let getenvFn = null;
-let acked = -1;
+// Everything the agent changes after it is loaded, in one object: set up by configure, then changed by hooks
+// (any thread, under the JavaScript lock), scans and batches. Constants stay in the modules that use them.
+const S = {
+  // Set once by configure
+  M: null, // message names, from the host (protocol.py declares them once)
+  cfg: null, // the host's configuration (protocol.AgentConfig.to_rpc)
+  cm: null, // CModule with the detail listener (detail.c)
+  nowNs: null, // () -> nanoseconds, the detail listener's clock
+  // The detail record's layout is detail.c's (struct CtDetail), read from its cudatrace_detail_layout table once
+  // the CModule is built (readDetailLayout): defined once, in C. {size, first, time, calls, ...}
+  layout: null,
+  libPatterns: [],
+  exportPattern: null,
+
+  // Entry points and what was learned about them
+  entries: [], // id -> {id, module, path, fn, aliases, slot, detail, js}
+  lastSent: [], // id -> calls at last send
+  hookedAddrs: new Map(), // original function address (string) -> entry id
+  procThunks: new Map(), // returned pointer (string) -> thunk
+  seenModules: new Map(), // path -> true
+  seenNames: new Set(), // file names of the modules in seenModules
+  callerNames: new Map(), // return address (string) -> module name
+  lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
+  exportTables: new Map(), // uuid -> {uuid, count, statuses}
+  loaderErrors: new Map(), // requested name + message -> {requested, message, count, t}
+  skipped: [], // [module, function, reason], sent with the next hooks message
+  hookCounts: { inline: 0, trampoline: 0, clone: 0, far: 0 }, // entry points hooked, by method
+  hookTimes: {}, // module name -> [milliseconds spent hooking it, entry points hooked]
+  patching: { stops: 0, threads: 0, unknown: 0, written: 0 }, // the stopped world's work, reported with the hooks
+  events: [], // --events: per-call records not sent yet
+  eventsDropped: 0,
+
+  // Counters: one row of counterCap (per CPU, plus a shared row, when counting per CPU)
+  counters: null, // base of the counter array
+  counterCap: 0,
+  counterUsed: 0,
+  counterRows: 1,
+  shmPath: null, // the shared counter file, when mapped
+  rseq: null, // {offset, cpus} when per-CPU counting is on
+
+  // Memory of the agent's own
+  keep: [], // Memory.alloc'd blocks are freed when their last JS handle goes: hold them for the process's life
+  pool: null, // {base, used, cap} for thunks of pointers returned by cuGetProcAddress
+  detailPool: null, // {base, used, cap}: detail records
+  csPool: null, // {base, used, cap}: rseq descriptors, signatures and abort handlers (64 bytes each)
+  restoreTable: null, // the fork handler's table of patched prologues (installForkRestore)
+  directPatches: [], // [address, original first bytes] of functions patched without the Interceptor
+  pendingSpecials: [], // [address, first bytes before hooking] of hooks whose Interceptor commit is awaited
+  dispatch: null, // the shared detail listener's code (setupDispatch), or null
+  world: null, // {state, sig, patch}: stopping the world (setupWorld), or null
+
+  // What the agent is doing
+  seq: 0, // the next batch's number
+  acked: -1, // the last batch the host confirmed
+  scanning: 0, // id of the thread scanning modules, 0 when none
+  loading: 0, // dlopen/LoadLibrary calls under way, all threads
+  lateScan: false, // scanning inside a dlopen hook: patch prologues directly
+  livePatching: false, // the program is running (attached, or after start-up): write jumps atomically
+  rearming: false, // the agent's own dlopen that puts a failed load's message back (noteFailedLoad)
+  exiting: false,
+  flushTimer: null,
+
+  // Made when first needed
+  relocation: null, // {w, r}: one writer and relocator, reset for each function (creating them costs more)
+  atomics: null, // {copy8, cas16, scratch}: atomic prologue writers
+  mayBranchFn: null,
+  dlerrorFn: null,
+  dlopenFn: null,
+  accessFn: null,
+  getenvFn: null,
+};
 
 // ---- src/memory.js
 
@@ -133,7 +147,7 @@ function nearMap(size, m, maxDistance) {
     far.far = true;
     return far;
   }
-  keep.push(p);
+  S.keep.push(p);
   Memory.protect(p, size, 'rwx');
   return p;
 }
@@ -142,7 +156,7 @@ function lastingAlloc(size) {
   const p = ownMap(size);
   if (p !== null) return p;
   const q = Memory.alloc(size);
-  keep.push(q);
+  S.keep.push(q);
   return q;
 }
 
@@ -153,11 +167,14 @@ function writeBytes(at, bytes) {
 
 // ---- src/counters.js
 
+// detail.c's cudatrace_detail_layout: the record's size, its fields' offsets, then its array lengths.
+const LAYOUT_FIELDS = ['size', 'first', 'time', 'calls', 'nCodes', 'nCallers', 'codes', 'codeCounts', 'otherCodes',
+  'callers', 'callerCounts', 'otherCallers', 'statuses', 'callerSlots'];
+
 function readDetailLayout(table) {
-  const v = [];
-  for (let i = 0; i < 14; i++) v.push(table.add(8 * i).readU64().toNumber());
-  [DETAIL_SIZE, D_FIRST, D_TIME, D_CALLS, D_N_CODES, D_N_CALLERS, D_CODES, D_CODE_COUNTS, D_OTHER_CODES, D_CALLERS,
-    D_CALLER_COUNTS, D_OTHER_CALLERS, N_STATUSES, N_CALLERS] = v;
+  const layout = {};
+  LAYOUT_FIELDS.forEach((name, i) => { layout[name] = table.add(8 * i).readU64().toNumber(); });
+  return layout;
 }
 
 function openSharedCounters(path, cap) {
@@ -169,7 +186,7 @@ function openSharedCounters(path, cap) {
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
   const fd = open(Memory.allocUtf8String(path), 0x42 /* O_RDWR|O_CREAT */, 0x180 /* 0600 */);
   if (fd < 0) return null;
-  const size = counterRows * cap * 8;
+  const size = S.counterRows * cap * 8;
   if (ftruncate(fd, size) !== 0) { close(fd); return null; }
   const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
   close(fd);
@@ -178,8 +195,8 @@ function openSharedCounters(path, cap) {
 }
 
 function allocCounter() {
-  if (counterUsed >= counterCap) throw new Error('counter space exhausted');
-  return counterUsed++;
+  if (S.counterUsed >= S.counterCap) throw new Error('counter space exhausted');
+  return S.counterUsed++;
 }
 
 // Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
@@ -193,7 +210,7 @@ const RSEQ_SIG = 0x53053053; // glibc's signature on x86
 const CS_SIZE = 64;
 
 function setupPerCpu() {
-  if (!IS_X64 || Process.platform !== 'linux' || cfg.counters !== 'per-cpu') return null;
+  if (!IS_X64 || Process.platform !== 'linux' || S.cfg.counters !== 'per-cpu') return null;
   const off = Module.findGlobalExportByName('__rseq_offset');
   const size = Module.findGlobalExportByName('__rseq_size');
   const nprocs = Module.findGlobalExportByName('get_nprocs_conf');
@@ -219,14 +236,14 @@ function setupPerCpu() {
 // the agent's own that Frida never frees: a thread's rseq area keeps pointing at the last one it used, and the
 // kernel reads it (signature included) on every preemption, also in a forked child after Frida freed the thunks.
 function newSequence(start, length, restart) {
-  if (csPool === null || csPool.used === csPool.cap) {
+  if (S.csPool === null || S.csPool.used === S.csPool.cap) {
     const cap = 4096;
     const base = ownMap(cap * CS_SIZE);
     if (base === null) throw new Error('no memory for restartable sequences');
-    csPool = { base, used: 0, cap };
+    S.csPool = { base, used: 0, cap };
   }
-  const cs = csPool.base.add(csPool.used * CS_SIZE);
-  csPool.used++;
+  const cs = S.csPool.base.add(S.csPool.used * CS_SIZE);
+  S.csPool.used++;
   const b = [0, 0, 0, 0, 0, 0, 0, 0]; // version 0, flags 0: restart on preemption, signal and migration
   le64(b, start);
   le64(b, length);
@@ -241,19 +258,19 @@ function newSequence(start, length, restart) {
 // The counting head of a thunk at L.thunk for entry e; what follows it (the tail) goes on to the original
 // function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail listener.
 function countBytes(L, e) {
-  const slotAddr = counters.add(e.slot * 8);
+  const slotAddr = S.counters.add(e.slot * 8);
   const b = [];
-  if (rseq !== null) {
+  if (S.rseq !== null) {
     const csAt = b.length + 2;
     b.push(0x49, 0xbb); le64(b, NULL); // movabs r11, &descriptor (filled in below)
-    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, rseq.offset + 8); // mov qword fs:[rseq_cs], r11
+    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, S.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
     const start = b.length;
-    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
-    b.push(0x41, 0x81, 0xfa); le32(b, rseq.cpus); // cmp r10d, cpus
+    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, S.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
+    b.push(0x41, 0x81, 0xfa); le32(b, S.rseq.cpus); // cmp r10d, cpus
     b.push(0x0f, 0x83); le32(b, L.fallback.sub(L.thunk.add(b.length + 4)).toInt32()); // jae fallback
-    const shift = Math.log2(counterCap * 8);
+    const shift = Math.log2(S.counterCap * 8);
     if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
-    else { b.push(0x4d, 0x69, 0xd2); le32(b, counterCap * 8); } // imul r10, r10, row size
+    else { b.push(0x4d, 0x69, 0xd2); le32(b, S.counterCap * 8); } // imul r10, r10, row size
     b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &row0[slot]
     b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
     const post = b.length;
@@ -263,20 +280,20 @@ function countBytes(L, e) {
     for (let i = 0; i < 8; i++) b[csAt + i] = a[i];
     // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
     const f = [0x49, 0xbb];
-    le64(f, counters.add((rseq.cpus * counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
+    le64(f, S.counters.add((S.rseq.cpus * S.counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
     f.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
     f.push(0xe9); le32(f, L.thunk.add(post).sub(L.fallback.add(f.length + 4)).toInt32()); // jmp back after the commit
     writeBytes(L.fallback, f);
   } else {
     b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
-    if (cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
+    if (S.cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
     b.push(0x49, 0xff, 0x03); // inc qword [r11]
   }
-  const n = cfg.detailCalls;
+  const n = S.cfg.detailCalls;
   if (n > 0) {
     // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
     // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
-    b.push(0x49, 0xbb); le64(b, e.detail.add(D_CALLS)); // movabs r11, &detail.calls
+    b.push(0x49, 0xbb); le64(b, e.detail.add(S.layout.calls)); // movabs r11, &detail.calls
     b.push(0x49, 0x81, 0x3b); le32(b, Math.min(n, 0x7fffffff)); // cmp qword [r11], N
     b.push(0x0f, 0x82); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jb detail_stub
   } else if (n < 0) {
@@ -286,23 +303,23 @@ function countBytes(L, e) {
 }
 
 function newDetail(_index) {
-  if (detailPool === null || detailPool.used === detailPool.cap) {
+  if (S.detailPool === null || S.detailPool.used === S.detailPool.cap) {
     const cap = 1024;
-    detailPool = { base: lastingAlloc(cap * DETAIL_SIZE), used: 0, cap };
+    S.detailPool = { base: lastingAlloc(cap * S.layout.size), used: 0, cap };
   }
-  const d = detailPool.base.add(detailPool.used * DETAIL_SIZE);
-  detailPool.used++;
-  d.writeByteArray(new ArrayBuffer(DETAIL_SIZE));
+  const d = S.detailPool.base.add(S.detailPool.used * S.layout.size);
+  S.detailPool.used++;
+  d.writeByteArray(new ArrayBuffer(S.layout.size));
   return d;
 }
 
 // Every counter's value: the sum of its rows (one row unless counting per CPU).
 function readCounters() {
-  if (counterUsed === 0) return null;
-  const sums = new Array(counterUsed).fill(0);
-  for (let r = 0; r < counterRows; r++) {
-    const c32 = new Uint32Array(counters.add(r * counterCap * 8).readByteArray(counterUsed * 8));
-    for (let i = 0; i < counterUsed; i++) sums[i] += c32[2 * i] + c32[2 * i + 1] * 4294967296;
+  if (S.counterUsed === 0) return null;
+  const sums = new Array(S.counterUsed).fill(0);
+  for (let r = 0; r < S.counterRows; r++) {
+    const c32 = new Uint32Array(S.counters.add(r * S.counterCap * 8).readByteArray(S.counterUsed * 8));
+    for (let i = 0; i < S.counterUsed; i++) sums[i] += c32[2 * i] + c32[2 * i + 1] * 4294967296;
   }
   return sums;
 }
@@ -360,35 +377,35 @@ function installForkRestore() {
   w.flush();
   w.dispose();
   const register = new NativeFunction(reg, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
-  if (register(NULL, NULL, code, NULL) === 0) restoreTable = table;
+  if (register(NULL, NULL, code, NULL) === 0) S.restoreTable = table;
 }
 
 function rememberPatch(fn, original) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
   if (8 + (n + 1) * 16 > RESTORE_SIZE) return;
-  const row = restoreTable.add(8 + n * 16);
+  const row = S.restoreTable.add(8 + n * 16);
   row.writePointer(fn);
   const bytes = new Uint8Array(fn.readByteArray(8));
   if (original !== undefined) bytes.set(original.subarray(0, 5));
   row.add(8).writeByteArray(bytes.buffer);
-  restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
+  S.restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
 }
 
 function forgetLastPatch(fn) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
-  if (n > 0 && restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) restoreTable.writeU64(n - 1);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
+  if (n > 0 && S.restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) S.restoreTable.writeU64(n - 1);
 }
 
 // A library that goes away (dlclose) takes its patches with it: its rows must not write into whatever is
 // mapped there next.
 function forgetPatches(m) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
   const lo = m.base, hi = m.base.add(m.size);
   for (let i = 0; i < n; i++) {
-    const row = restoreTable.add(8 + i * 16);
+    const row = S.restoreTable.add(8 + i * 16);
     const a = row.readPointer();
     if (a.compare(lo) >= 0 && a.compare(hi) < 0) row.writePointer(NULL);
   }
@@ -416,14 +433,14 @@ function jumpTail(at, orig) {
 // cache lines. Up to 16 bytes are taken (the Interceptor may overwrite that many; hookExport checks how many it
 // did). Returns the number of bytes relocated, or 0 when they do not relocate.
 function relocatePrologue(fn, at, limit) {
-  if (relocation === null) {
+  if (S.relocation === null) {
     const w = new X86Writer(at, { pc: at });
-    relocation = { w, r: new X86Relocator(fn, w) };
+    S.relocation = { w, r: new X86Relocator(fn, w) };
   } else {
-    relocation.w.reset(at, { pc: at });
-    relocation.r.reset(fn, relocation.w);
+    S.relocation.w.reset(at, { pc: at });
+    S.relocation.r.reset(fn, S.relocation.w);
   }
-  const { w, r } = relocation;
+  const { w, r } = S.relocation;
   try {
     let n = 0;
     while (n < 16) {
@@ -447,8 +464,8 @@ function relocatePrologue(fn, at, limit) {
 // of the hooking time before the test). `limit` is the end of the module: the test reads 262 bytes.
 function mayBranchInto(fn, n, limit) {
   if (limit === undefined || fn.add(262).compare(limit) > 0) return true;
-  if (mayBranchFn === null) mayBranchFn = new NativeFunction(cm.cudatrace_may_branch_into, 'int', ['pointer', 'int']);
-  return mayBranchFn(fn, n) !== 0;
+  if (S.mayBranchFn === null) S.mayBranchFn = new NativeFunction(S.cm.cudatrace_may_branch_into, 'int', ['pointer', 'int']);
+  return S.mayBranchFn(fn, n) !== 0;
 }
 
 // Before a prologue is overwritten: no branch in the function's first 256 bytes lands inside the `n` bytes
@@ -499,11 +516,11 @@ const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0
 // ~0.15 ms each (0.6 s of a PyTorch process's start-up). r10 and r11 are scratch at a call in both x64
 // conventions, and the Interceptor gives the listener's code the registers it was entered with.
 function setupDispatch() {
-  if (!IS_X64 || cfg.detailCalls === 0 || cfg.events) return null; // events: a JavaScript listener per stub
+  if (!IS_X64 || S.cfg.detailCalls === 0 || S.cfg.events) return null; // events: a JavaScript listener per stub
   const code = lastingAlloc(PAGE);
   Memory.protect(code, PAGE, 'rwx');
   writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
-  Interceptor.attach(code, cm);
+  Interceptor.attach(code, S.cm);
   Interceptor.flush();
   return code;
 }
@@ -511,13 +528,13 @@ function setupDispatch() {
 // The stub the first calls go through: to the shared listener, or (no dispatch) its own NOPs for the
 // Interceptor and a jump to `orig`. Where it goes on can be changed later (setStubTarget).
 function stubBytes(orig, e) {
-  if (dispatch !== null) {
+  if (S.dispatch !== null) {
     const b = [0x49, 0xbb]; // movabs r11, &detail
     le64(b, e.detail);
     b.push(0x49, 0xba); // movabs r10, orig
     le64(b, orig);
     b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
-    le64(b, dispatch);
+    le64(b, S.dispatch);
     return b;
   }
   const b = NOPS16.concat([0xff, 0x25, 0, 0, 0, 0]); // jmp [rip+0]
@@ -526,14 +543,14 @@ function stubBytes(orig, e) {
 }
 
 function setStubTarget(stub, target) {
-  stub.add(dispatch !== null ? 12 : 22).writePointer(target);
+  stub.add(S.dispatch !== null ? 12 : 22).writePointer(target);
 }
 
 function newEntry(module, path, fn, aliases) {
-  const id = entries.length;
+  const id = S.entries.length;
   const e = { id, module, path, fn, aliases, slot: -1, detail: null, js: null };
-  entries.push(e);
-  lastSent.push(-1);
+  S.entries.push(e);
+  S.lastSent.push(-1);
   return e;
 }
 
@@ -549,9 +566,9 @@ function writeThunk(code, e, orig) {
 
 function writeStub(stub, e, orig) {
   writeBytes(stub, stubBytes(orig, e));
-  if (cfg.detailCalls !== 0 && dispatch === null) {
-    Interceptor.attach(stub, cm, e.detail);
-    if (cfg.events) attachEvents(stub, e);
+  if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
+    Interceptor.attach(stub, S.cm, e.detail);
+    if (S.cfg.events) attachEvents(stub, e);
   }
 }
 
@@ -591,8 +608,8 @@ function hookExport(fn, code, e, next, pending, limit, size) {
   const direct = own !== 0;
   // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
   // the jump goes in directly, without the Interceptor's transaction per function.
-  if (direct && (lateScan || !livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
-  if (!lateScan && livePatching && world !== null) {
+  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
+  if (!S.lateScan && S.livePatching && S.world !== null) {
     if (!direct) {
       if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
       jumpTail(tail, L.clone);
@@ -602,7 +619,7 @@ function hookExport(fn, code, e, next, pending, limit, size) {
     pending.push(h);
     return 'pending';
   }
-  if (direct && !lateScan && livePatching && atomicallyPatchable(fn)) {
+  if (direct && !S.lateScan && S.livePatching && atomicallyPatchable(fn)) {
     pending.push(h);
     return 'pending';
   }
@@ -619,8 +636,8 @@ function hookWithInterceptor(h) {
     if (!buildClone(fn, L.clone, next)) throw err;
     jumpTail(tail, L.clone);
     setStubTarget(L.stub, L.clone);
-    if (!lateScan && livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
-    if (!patchJump(fn, L.thunk, !lateScan && livePatching)) {
+    if (!S.lateScan && S.livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
+    if (!patchJump(fn, L.thunk, !S.lateScan && S.livePatching)) {
       throw new Error('too short to hook while the program runs (no atomic patch)');
     }
     return 'clone';
@@ -645,10 +662,10 @@ function finishPending(pending, m) {
   if (pending.length === 0) return;
   Interceptor.flush();
   const done = h => {
-    hookCounts[h.how]++;
-    hookedAddrs.set(h.fn.toString(), h.e.id);
+    S.hookCounts[h.how]++;
+    S.hookedAddrs.set(h.fn.toString(), h.e.id);
   };
-  if (world !== null) {
+  if (S.world !== null) {
     for (const h of pending) {
       if (h.how !== 'far') {
         const b = [0xe9];
@@ -661,10 +678,10 @@ function finishPending(pending, m) {
     for (const h of pending) {
       if (written.has(h)) {
         if (h.how !== 'far') rememberPatch(h.fn, h.original);
-        directPatches.push([h.fn, h.original]);
+        S.directPatches.push([h.fn, h.original]);
         done(h);
       } else {
-        skipped.push([m.name, h.e.fn, 'busy: a thread kept running its first bytes']);
+        S.skipped.push([m.name, h.e.fn, 'busy: a thread kept running its first bytes']);
         h.e.dead = true;
       }
     }
@@ -675,7 +692,7 @@ function finishPending(pending, m) {
       if (patchJump(h.fn, h.L.thunk, true)) h.how = 'inline';
       else h.how = hookWithInterceptor(h);
     } catch (err) {
-      skipped.push([m.name, h.e.fn, String(err.message || err)]);
+      S.skipped.push([m.name, h.e.fn, String(err.message || err)]);
       h.e.dead = true;
       continue;
     }
@@ -699,14 +716,14 @@ function hookFar(fn, code, e, pending, limit, size) {
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
   writeStub(L.stub, e, tail);
   const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
-  if (!lateScan && livePatching) {
-    if (world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
+  if (!S.lateScan && S.livePatching) {
+    if (S.world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
     pending.push(h);
     return 'pending';
   }
   const original = new Uint8Array(fn.readByteArray(14));
   Memory.patchCode(fn, 14, c => writeBytes(c, h.bytes));
-  directPatches.push([fn, original]);
+  S.directPatches.push([fn, original]);
   return 'far';
 }
 
@@ -760,7 +777,7 @@ function buildClone(fn, clone, next) {
 // lock cmpxchg16b when they straddle 8 bytes inside an aligned 16; `live` false (a library dlopen has not returned
 // yet) allows a plain write otherwise. Linux x86-64 (SysV calls); elsewhere Memory.patchCode.
 function atomicWriters() {
-  if (atomics !== null || Process.platform !== 'linux' || !IS_X64) return atomics;
+  if (S.atomics !== null || Process.platform !== 'linux' || !IS_X64) return S.atomics;
   const code = lastingAlloc(PAGE);
   const copy8 = [0x48, 0x8b, 0x06, 0x48, 0x89, 0x07, 0xc3]; // mov rax, [rsi]; mov [rdi], rax; ret
   const cas16 = [0x53, 0x49, 0x89, 0xd0, 0x48, 0x8b, 0x06, 0x48, 0x8b, 0x56, 0x08, 0x49, 0x8b, 0x18, 0x49, 0x8b,
@@ -769,12 +786,12 @@ function atomicWriters() {
   // lock cmpxchg16b [rdi]; sete al; movzx eax, al; pop rbx; ret
   writeBytes(code, copy8);
   writeBytes(code.add(16), cas16);
-  atomics = {
+  S.atomics = {
     copy8: new NativeFunction(code, 'void', ['pointer', 'pointer']),
     cas16: new NativeFunction(code.add(16), 'int', ['pointer', 'pointer', 'pointer']),
     scratch: code.add(256),
   };
-  return atomics;
+  return S.atomics;
 }
 
 function atomicallyPatchable(fn) {
@@ -813,7 +830,7 @@ function writeJump5(fn, bytes, live) {
 // Stopping the world to patch a running program (world.c says why). The signal handler is machine code in memory
 // that is never freed: a thread that had the signal blocked may take it after the script is gone.
 function setupWorld() {
-  if (!IS_X64 || Process.platform !== 'linux' || !cfg.worldSource) return null;
+  if (!IS_X64 || Process.platform !== 'linux' || !S.cfg.worldSource) return null;
   const sigactionPtr = Module.findGlobalExportByName('sigaction');
   if (sigactionPtr === null) return null;
   const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
@@ -850,11 +867,11 @@ function setupWorld() {
     }
     let mod;
     try {
-      mod = new CModule(cfg.worldSource, syms);
+      mod = new CModule(S.cfg.worldSource, syms);
     } catch (_) {
       return null; // no stopped world: jumps in a running program are written with one atomic store
     }
-    keep.push(mod);
+    S.keep.push(mod);
     const patch = new NativeFunction(mod.cudatrace_patch_stopped, 'int',
       ['pointer', 'int', 'pointer', 'int', 'int', 'int'], { scheduling: 'exclusive' });
     return { state, sig, patch };
@@ -876,15 +893,15 @@ function worldPatch(items) {
       writeBytes(buf.add(32 * i + 8), it.bytes);
       buf.add(32 * i + 24).writeS32(it.bytes.length);
     });
-    world.patch(world.state, world.sig, buf, todo.length, 300, PAGE);
-    patching.stops++;
-    patching.threads = Math.max(patching.threads, world.state.readU32());
-    patching.unknown = Math.max(patching.unknown, world.state.add(16).readU32());
+    S.world.patch(S.world.state, S.world.sig, buf, todo.length, 300, PAGE);
+    S.patching.stops++;
+    S.patching.threads = Math.max(S.patching.threads, S.world.state.readU32());
+    S.patching.unknown = Math.max(S.patching.unknown, S.world.state.add(16).readU32());
     const again = [];
     todo.forEach((it, i) => (buf.add(32 * i + 28).readS32() === 1 ? written : again).push(it));
     todo = again;
   }
-  patching.written += written.length;
+  S.patching.written += written.length;
   return written;
 }
 
@@ -896,7 +913,7 @@ function patchJump(fn, thunk, live) {
   le32(b, rel);
   rememberPatch(fn);
   if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
-  directPatches.push([fn, original]);
+  S.directPatches.push([fn, original]);
   return true;
 }
 
@@ -933,7 +950,7 @@ function countJs(e, t0, status, ret) {
   const j = jsCounts(e);
   j.calls++;
   if (j.first === 0) j.first = t0;
-  j.time += Number(nowNs() - t0);
+  j.time += Number(S.nowNs() - t0);
   if (status !== 0) j.statuses.set(status, (j.statuses.get(status) || 0) + 1);
   const who = callerName(ret);
   j.callers.set(who, (j.callers.get(who) || 0) + 1);
@@ -946,14 +963,14 @@ function committedNot(p) {
 }
 
 function hookSpecial(m, address, name, names) {
-  if (lateScan) pendingSpecials.push([address, new Uint8Array(address.readByteArray(5))]);
+  if (S.lateScan) S.pendingSpecials.push([address, new Uint8Array(address.readByteArray(5))]);
   const e = newEntry(m.name, m.path, name, names);
-  hookedAddrs.set(address.toString(), e.id);
+  S.hookedAddrs.set(address.toString(), e.id);
   if (name.startsWith('cuGetProcAddress')) {
     const v2 = name === 'cuGetProcAddress_v2';
     Interceptor.attach(address, {
       onEnter(args) {
-        this.t0 = nowNs();
+        this.t0 = S.nowNs();
         this.sym = args[0].isNull() ? '' : args[0].readCString();
         this.pfn = args[1];
         this.version = args[2].toInt32();
@@ -965,17 +982,17 @@ function hookSpecial(m, address, name, names) {
         try { if (!this.pfn.isNull()) p = this.pfn.readPointer(); } catch (_) { p = NULL; }
         const found = status === 0 && !p.isNull();
         const key = [this.sym, this.version, this.flags, found, name].join('|');
-        const l = lookups.get(key);
+        const l = S.lookups.get(key);
         if (l) l.count++;
-        else lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
+        else S.lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
         if (found) {
           const t = thunkForPointer(p, this.sym);
           if (t !== null) {
             this.pfn.writePointer(t);
             // The detail listener on a new thunk's stub is committed when this thread leaves JavaScript:
             // wait for it (at most 50 ms) so the first calls through the pointer record their details too.
-            for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
-            pendingSpecials.length = 0;
+            for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+            S.pendingSpecials.length = 0;
           }
         }
         countJs(e, this.t0, status, this.returnAddress);
@@ -984,7 +1001,7 @@ function hookSpecial(m, address, name, names) {
   } else if (name === 'cuGetExportTable') {
     Interceptor.attach(address, {
       onEnter(args) {
-        this.t0 = nowNs();
+        this.t0 = S.nowNs();
         let uuid = null;
         try {
           const b = new Uint8Array(args[1].readByteArray(16));
@@ -997,8 +1014,8 @@ function hookSpecial(m, address, name, names) {
       onLeave(retval) {
         const status = retval.toInt32();
         if (this.uuid !== null) {
-          let t = exportTables.get(this.uuid);
-          if (!t) { t = { uuid: this.uuid, count: 0, statuses: {} }; exportTables.set(this.uuid, t); }
+          let t = S.exportTables.get(this.uuid);
+          if (!t) { t = { uuid: this.uuid, count: 0, statuses: {} }; S.exportTables.set(this.uuid, t); }
           t.count++;
           t.statuses[status] = (t.statuses[status] || 0) + 1;
         }
@@ -1014,31 +1031,31 @@ function hookSpecial(m, address, name, names) {
 // an internal function): give the caller a counting thunk instead.
 function thunkForPointer(p, symbol) {
   const k = p.toString();
-  if (hookedAddrs.has(k)) return null; // an export we already count
-  const known = procThunks.get(k);
+  if (S.hookedAddrs.has(k)) return null; // an export we already count
+  const known = S.procThunks.get(k);
   if (known !== undefined) return known;
   if (!IS_X64) return null;
   const per = BLOCK_SIZE;
-  if (pool === null || pool.used === pool.cap) {
+  if (S.pool === null || S.pool.used === S.pool.cap) {
     const cap = 256;
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
     let base = ownMap(cap * per);
-    if (base === null) { base = Memory.alloc(cap * per); keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
-    pool = { base, used: 0, cap };
+    if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
+    S.pool = { base, used: 0, cap };
   }
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
   e.detail = newDetail(e.id);
   e.viaProc = true;
-  const slot = pool.base.add(pool.used * per);
-  pool.used++;
+  const slot = S.pool.base.add(S.pool.used * per);
+  S.pool.used++;
   writeThunk(slot, e, p);
-  if (cfg.detailCalls !== 0 && dispatch === null) {
+  if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
     const stub = blockAt(slot).stub;
-    pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
+    S.pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
   }
-  procThunks.set(k, slot);
+  S.procThunks.set(k, slot);
   sendHooks(e.id);
   return slot;
 }
@@ -1046,12 +1063,12 @@ function thunkForPointer(p, symbol) {
 function attachEvents(target, e) {
   Interceptor.attach(target, {
     onEnter(args) {
-      this.t0 = nowNs();
+      this.t0 = S.nowNs();
       this.a = [args[0], args[1], args[2], args[3], args[4], args[5]].map(x => x.toString());
     },
     onLeave(retval) {
-      if (events.length >= 100000) { eventsDropped++; return; }
-      events.push([this.t0.toString(), this.threadId, e.id, this.a, retval.toInt32()]);
+      if (S.events.length >= 100000) { S.eventsDropped++; return; }
+      S.events.push([this.t0.toString(), this.threadId, e.id, this.a, retval.toInt32()]);
     }
   });
 }
@@ -1066,7 +1083,7 @@ function resolveIfuncs(m, symbols) {
   // An IFUNC export's symbol points at its resolver; dlsym returns the implementation the loader chose.
   const out = [];
   if (Process.platform !== 'linux') return out;
-  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && exportPattern.test(s.name));
+  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && S.exportPattern.test(s.name));
   if (unknown.length === 0) return out;
   // 'exclusive': keep the JavaScript lock, so no other hook runs while the scan is half done.
   const opts = { scheduling: 'exclusive' };
@@ -1090,7 +1107,7 @@ function hookModule(m) {
     if (s.size !== undefined && s.type === 'function') sizes.set(s.address.toString(), s.size);
   }
   starts.sort((a, b) => a.compare(b));
-  const funcs = m.enumerateExports().filter(e => e.type === 'function' && exportPattern.test(e.name));
+  const funcs = m.enumerateExports().filter(e => e.type === 'function' && S.exportPattern.test(e.name));
   for (const f of resolveIfuncs(m, symbols)) funcs.push(f);
   // Two names, one address: hook once, under the canonical name.
   const byAddr = new Map();
@@ -1102,15 +1119,15 @@ function hookModule(m) {
   const groups = [];
   for (const g of byAddr.values()) {
     const name = canonical(g.names);
-    if (hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
-    if (cfg.specials.indexOf(name) >= 0 || g.names.some(n => cfg.specials.indexOf(n) >= 0)) {
+    if (S.hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
+    if (S.cfg.specials.indexOf(name) >= 0 || g.names.some(n => S.cfg.specials.indexOf(n) >= 0)) {
       try {
         hookSpecial(m, g.address, name, g.names);
       } catch (err) {
-        skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
-        const last = entries[entries.length - 1];
+        S.skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
+        const last = S.entries[S.entries.length - 1];
         if (last !== undefined && last.fn === name) last.dead = true;
-        hookedAddrs.delete(g.address.toString());
+        S.hookedAddrs.delete(g.address.toString());
       }
       continue;
     }
@@ -1118,7 +1135,7 @@ function hookModule(m) {
     // Another symbol inside the 5 bytes the jump overwrites (functions packed together): leave it alone.
     const next = nextStart(starts, g.address);
     if (next !== null && next.sub(g.address).toInt32() < 5) {
-      skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
+      S.skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
       continue;
     }
     groups.push({ address: g.address, name, names: g.names });
@@ -1129,12 +1146,12 @@ function hookModule(m) {
       const e = newEntry(m.name, m.path, g.name, g.names);
       e.detail = newDetail(e.id);
       try {
-        Interceptor.attach(g.address, cm, e.detail);
-        if (cfg.events) attachEvents(g.address, e);
+        Interceptor.attach(g.address, S.cm, e.detail);
+        if (S.cfg.events) attachEvents(g.address, e);
         e.counterIsDetail = true;
-        hookedAddrs.set(g.address.toString(), e.id);
+        S.hookedAddrs.set(g.address.toString(), e.id);
       } catch (err) {
-        skipped.push([m.name, g.name, String(err.message || err)]);
+        S.skipped.push([m.name, g.name, String(err.message || err)]);
       }
     }
     return;
@@ -1159,10 +1176,10 @@ function hookModule(m) {
       const how = far ? hookFar(g.address, slot, e, pending, limit, size)
         : hookExport(g.address, slot, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
-      hookCounts[how]++;
-      hookedAddrs.set(g.address.toString(), e.id);
+      S.hookCounts[how]++;
+      S.hookedAddrs.set(g.address.toString(), e.id);
     } catch (err) {
-      skipped.push([m.name, g.name, String(err.message || err)]);
+      S.skipped.push([m.name, g.name, String(err.message || err)]);
       e.dead = true;
     }
   }
@@ -1170,7 +1187,7 @@ function hookModule(m) {
 }
 
 function isCuda(name) {
-  for (const p of libPatterns) if (p.test(name)) return true;
+  for (const p of S.libPatterns) if (p.test(name)) return true;
   return false;
 }
 
@@ -1182,36 +1199,36 @@ function baseName(path) {
 // when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
 function scanModules(loaded) {
   const me = Process.getCurrentThreadId();
-  if (scanning === me) return; // re-entered from a load the scan itself made
+  if (S.scanning === me) return; // re-entered from a load the scan itself made
   // Another thread is mid-scan (it let go of the JavaScript lock in a native call): wait for it, so this
   // thread never runs on into a library whose hooks are not in yet.
-  while (scanning !== 0) Thread.sleep(0.001);
-  scanning = me;
+  while (S.scanning !== 0) Thread.sleep(0.001);
+  S.scanning = me;
   try {
     const added = [];
     const mods = Process.enumerateModules();
-    if (loaded && isCuda(baseName(loaded)) && !seenNames.has(baseName(loaded))) {
+    if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
       const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
       if (m !== null) mods.push(m);
     }
     for (const m of mods) {
-      if (seenModules.has(m.path)) continue;
-      seenModules.set(m.path, true);
-      seenNames.add(m.name);
+      if (S.seenModules.has(m.path)) continue;
+      S.seenModules.set(m.path, true);
+      S.seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
-      const before = entries.length, t0 = Date.now();
+      const before = S.entries.length, t0 = Date.now();
       try {
         hookModule(m);
       } catch (err) {
-        skipped.push([m.name, '*', String(err.message || err)]);
+        S.skipped.push([m.name, '*', String(err.message || err)]);
       }
-      hookTimes[m.name] = [Date.now() - t0, entries.length - before]; // start-up cost, said in the trace's notes
+      S.hookTimes[m.name] = [Date.now() - t0, S.entries.length - before]; // start-up cost, said in the trace's notes
       added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
       sendHooks(before);
     }
-    if (added.length > 0) send({ type: M.modules, pid: Process.id, modules: added });
+    if (added.length > 0) send({ type: S.M.modules, pid: Process.id, modules: added });
   } finally {
-    scanning = 0;
+    S.scanning = 0;
   }
 }
 
@@ -1250,7 +1267,7 @@ function guardAgentDescriptors() {
       fn();
     } catch (err) {
       // e.g. attached late with no memory free near libc: a subprocess that closes every descriptor may then hang
-      skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
+      S.skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
     }
   };
   guard('close_range', () => Interceptor.replace(cr, new NativeCallback(
@@ -1267,27 +1284,27 @@ function guardAgentDescriptors() {
 // the same message back for the program's own dlerror() (a failed load runs none of the library's code). Fatal errors at start-up or from lazy
 // binding ("symbol lookup error", exit status 127) never reach here: the host asks the loader afterwards.
 function noteFailedLoad(name, flags) {
-  if (dlerrorFn === null) {
+  if (S.dlerrorFn === null) {
     const e = Module.findGlobalExportByName('dlerror'), o = Module.findGlobalExportByName('dlopen');
     if (e === null || o === null) return;
-    dlerrorFn = new NativeFunction(e, 'pointer', []);
-    dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
+    S.dlerrorFn = new NativeFunction(e, 'pointer', []);
+    S.dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
   }
   // Frida's own module tracking may have made a dl* call since (which clears the message): ask again first.
   const again = () => {
-    rearming = true;
-    try { dlopenFn(Memory.allocUtf8String(name), flags); } finally { rearming = false; }
+    S.rearming = true;
+    try { S.dlopenFn(Memory.allocUtf8String(name), flags); } finally { S.rearming = false; }
   };
-  let m = dlerrorFn();
-  if (m.isNull()) { again(); m = dlerrorFn(); }
+  let m = S.dlerrorFn();
+  if (m.isNull()) { again(); m = S.dlerrorFn(); }
   const message = m.isNull() ? '' : m.readUtf8String();
   again();
   const key = name + '\u0000' + message;
-  let r = loaderErrors.get(key);
+  let r = S.loaderErrors.get(key);
   if (r === undefined) {
-    if (loaderErrors.size >= 256) return;
-    r = { requested: name, message, count: 0, t: nowNs().toString() };
-    loaderErrors.set(key, r);
+    if (S.loaderErrors.size >= 256) return;
+    r = { requested: name, message, count: 0, t: S.nowNs().toString() };
+    S.loaderErrors.set(key, r);
   }
   r.count++;
 }
@@ -1305,8 +1322,8 @@ function callerPath(name, caller) {
   if (m === null || m.path === Process.mainModule.path) return null; // the program's own paths: searched anyway
   const paths = searchPaths(m);
   if (paths === null) return null;
-  if (accessFn === null) accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
-  const exists = dir => dir !== '' && accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
+  if (S.accessFn === null) S.accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
+  const exists = dir => dir !== '' && S.accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
   const origin = m.path.substring(0, m.path.lastIndexOf('/'));
   const expand = list => list.split(':').map(d => d.replace(/\$\{ORIGIN\}|\$ORIGIN/g, origin)).filter(d => d.indexOf('$') < 0);
   if (paths.rpath !== null && paths.runpath === null) {
@@ -1321,8 +1338,8 @@ function callerPath(name, caller) {
 }
 
 function getenv(name) {
-  if (getenvFn === null) getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
-  const v = getenvFn(Memory.allocUtf8String(name));
+  if (S.getenvFn === null) S.getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
+  const v = S.getenvFn(Memory.allocUtf8String(name));
   return v.isNull() ? null : v.readUtf8String();
 }
 
@@ -1369,8 +1386,8 @@ function watchLoads() {
     try {
       Interceptor.attach(p, {
         onEnter(args) {
-          if (rearming) return;
-          loading++;
+          if (S.rearming) return;
+          S.loading++;
           const a = args[nameArg];
           this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
           this.flags = n === 'dlopen' ? args[1].toInt32() : null;
@@ -1384,8 +1401,8 @@ function watchLoads() {
           }
         },
         onLeave(retval) {
-          if (rearming) return;
-          loading--;
+          if (S.rearming) return;
+          S.loading--;
           if (retval.isNull()) {
             if (this.flags !== null && this.name !== null) {
               try { noteFailedLoad(this.name, this.flags); } catch (_) { /* the program's dlopen result stands */ }
@@ -1394,12 +1411,12 @@ function watchLoads() {
           }
           // Interceptor changes made inside this callback are committed only later, so the scan patches the
           // library's prologues itself (lateScan) and they take effect before dlopen returns.
-          lateScan = true;
-          try { scanModules(this.name); } finally { lateScan = false; }
+          S.lateScan = true;
+          try { scanModules(this.name); } finally { S.lateScan = false; }
           // cuGetProcAddress and cuGetExportTable are still hooked through the Interceptor: give it up to 50 ms
           // (Thread.sleep leaves the JavaScript runtime, which is when pending changes are flushed).
-          for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
-          pendingSpecials.length = 0;
+          for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+          S.pendingSpecials.length = 0;
         },
       });
     } catch (_) { /* another name for the same code */ }
@@ -1416,8 +1433,8 @@ function watchLoads() {
     Interceptor.attach(p, {
       onEnter(args) {
         if (isTerminate && !args[0].equals(ptr(-1))) return; // another process
-        if (exiting) return;
-        exiting = true;
+        if (S.exiting) return;
+        S.exiting = true;
         const code = (isTerminate ? args[1] : args[0]).toInt32();
         flush(true, 'exit ' + code, code);
         awaitAck(2);
@@ -1428,7 +1445,7 @@ function watchLoads() {
   // the observer only schedules a scan, since installing hooks inside its callback crashed targets, and that
   // scan waits while a dlopen is under way (the library may not be relocated yet; dlopen's onLeave scans).
   Process.attachModuleObserver({
-    onAdded(_m) { setTimeout(() => { if (loading === 0) scanModules(); }, 0); },
+    onAdded(_m) { setTimeout(() => { if (S.loading === 0) scanModules(); }, 0); },
     onRemoved(m) { forgetPatches(m); /* counts of unloaded libraries stay */ }
   });
 }
@@ -1437,14 +1454,14 @@ function watchLoads() {
 
 function sendHooks(from) {
   const rows = [];
-  for (let i = from; i < entries.length; i++) {
-    const e = entries[i];
+  for (let i = from; i < S.entries.length; i++) {
+    const e = S.entries[i];
     if (e.dead) continue; // left alone: named in `skipped`
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
-  if (rows.length > 0 || skipped.length > 0) {
-    send({ type: M.hooks, pid: Process.id, entries: rows, skipped: skipped.splice(0), methods: hookCounts, patching,
-      timing: hookTimes });
+  if (rows.length > 0 || S.skipped.length > 0) {
+    send({ type: S.M.hooks, pid: Process.id, entries: rows, skipped: S.skipped.splice(0), methods: S.hookCounts, patching: S.patching,
+      timing: S.hookTimes });
   }
 }
 
@@ -1453,19 +1470,19 @@ function sendHooks(from) {
 // 20 ms timer 50 of 150 children forked at once died of SIGSEGV). No message reaches the parent's script in a
 // child, so none of its JavaScript runs there on its own.
 function listenForFlushes() {
-  recv(M.flush, () => {
-    if (!exiting) flush(false, null);
+  recv(S.M.flush, () => {
+    if (!S.exiting) flush(false, null);
     listenForFlushes();
   });
 }
 
 function callerName(addr) {
   const k = addr.toString();
-  let n = callerNames.get(k);
+  let n = S.callerNames.get(k);
   if (n === undefined) {
     const m = Process.findModuleByAddress(addr);
     n = m ? m.name : '[anonymous]';
-    callerNames.set(k, n);
+    S.callerNames.set(k, n);
   }
   return n;
 }
@@ -1476,23 +1493,23 @@ function detailRow(e, calls) {
   const callers = new Map();
   let first = 0, time = 0;
   if (d !== null) {
-    first = u64(d.add(D_FIRST));
-    time = u64(d.add(D_TIME));
-    const nCodes = Math.min(d.add(D_N_CODES).readS32(), N_STATUSES);
+    first = u64(d.add(S.layout.first));
+    time = u64(d.add(S.layout.time));
+    const nCodes = Math.min(d.add(S.layout.nCodes).readS32(), S.layout.statuses);
     for (let i = 0; i < nCodes; i++) {
-      const code = d.add(D_CODES + 4 * i).readS32();
-      if (code !== 0) statuses.push([code, u64(d.add(D_CODE_COUNTS + 8 * i))]);
+      const code = d.add(S.layout.codes + 4 * i).readS32();
+      if (code !== 0) statuses.push([code, u64(d.add(S.layout.codeCounts + 8 * i))]);
     }
-    const oc = u64(d.add(D_OTHER_CODES));
+    const oc = u64(d.add(S.layout.otherCodes));
     if (oc > 0) statuses.push(['other', oc]);
-    const nCallers = Math.min(d.add(D_N_CALLERS).readS32(), N_CALLERS);
+    const nCallers = Math.min(d.add(S.layout.nCallers).readS32(), S.layout.callerSlots);
     for (let i = 0; i < nCallers; i++) {
-      const r = d.add(D_CALLERS + 8 * i).readPointer();
+      const r = d.add(S.layout.callers + 8 * i).readPointer();
       if (r.isNull()) continue;
       const who = callerName(r);
-      callers.set(who, (callers.get(who) || 0) + u64(d.add(D_CALLER_COUNTS + 8 * i)));
+      callers.set(who, (callers.get(who) || 0) + u64(d.add(S.layout.callerCounts + 8 * i)));
     }
-    const ocl = u64(d.add(D_OTHER_CALLERS));
+    const ocl = u64(d.add(S.layout.otherCallers));
     if (ocl > 0) callers.set('[other]', (callers.get('[other]') || 0) + ocl);
   }
   if (e.js !== null) {
@@ -1501,20 +1518,20 @@ function detailRow(e, calls) {
     for (const [c, n] of e.js.statuses) statuses.push([c, n]);
     for (const [w, n] of e.js.callers) callers.set(w, (callers.get(w) || 0) + n);
   }
-  const detailCalls = d !== null ? u64(d.add(D_CALLS)) : (e.js ? e.js.calls : 0);
+  const detailCalls = d !== null ? u64(d.add(S.layout.calls)) : (e.js ? e.js.calls : 0);
   return [e.id, calls, first.toString(), time, statuses, Array.from(callers.entries()), detailCalls];
 }
 
 // Hold the exiting (or crashing) thread until the host confirms the final batch, at most `seconds`.
 // Thread.sleep lets the agent's JavaScript thread run meanwhile, which delivers the batch and the answer.
 function awaitAck(seconds) {
-  const want = seq - 1;
-  for (let waited = 0; acked < want && waited < seconds; waited += 0.005) Thread.sleep(0.005);
+  const want = S.seq - 1;
+  for (let waited = 0; S.acked < want && waited < seconds; waited += 0.005) Thread.sleep(0.005);
 }
 
 function listenForAcks() {
-  recv(M.ack, msg => {
-    acked = Math.max(acked, msg.seq);
+  recv(S.M.ack, msg => {
+    S.acked = Math.max(S.acked, msg.seq);
     listenForAcks();
   });
 }
@@ -1522,28 +1539,28 @@ function listenForAcks() {
 function flush(final, reason, exitCode, crash, ack) {
   const sums = readCounters();
   const rows = [];
-  for (const e of entries) {
+  for (const e of S.entries) {
     let calls;
     if (e.js !== null) calls = e.js.calls;
-    else if (e.counterIsDetail) calls = u64(e.detail.add(D_CALLS));
+    else if (e.counterIsDetail) calls = u64(e.detail.add(S.layout.calls));
     else if (e.slot >= 0 && sums !== null) calls = sums[e.slot];
     else calls = 0;
     // Resend when the detail path moved too: its first-call time lands after the counter's increment.
-    const stamp = calls + '/' + (e.detail !== null ? u64(e.detail.add(D_CALLS)) : 0);
-    if (calls === 0 || stamp === lastSent[e.id]) continue;
-    lastSent[e.id] = stamp;
+    const stamp = calls + '/' + (e.detail !== null ? u64(e.detail.add(S.layout.calls)) : 0);
+    if (calls === 0 || stamp === S.lastSent[e.id]) continue;
+    S.lastSent[e.id] = stamp;
     rows.push(detailRow(e, calls));
   }
   const msg = {
-    type: M.counts, pid: Process.id, seq: seq++, final: final === true, reason: reason || null, rows,
+    type: S.M.counts, pid: Process.id, seq: S.seq++, final: final === true, reason: reason || null, rows,
     exitCode: exitCode === undefined ? null : exitCode, crash: crash === undefined ? null : crash,
-    lookups: Array.from(lookups.values()), exportTables: Array.from(exportTables.values()),
-    loaderErrors: Array.from(loaderErrors.values()), ack: ack === true,
+    lookups: Array.from(S.lookups.values()), exportTables: Array.from(S.exportTables.values()),
+    loaderErrors: Array.from(S.loaderErrors.values()), ack: ack === true,
   };
   send(msg);
-  if (events.length > 0 || eventsDropped > 0) {
-    send({ type: M.events, pid: Process.id, events: events.splice(0), dropped: eventsDropped });
-    eventsDropped = 0;
+  if (S.events.length > 0 || S.eventsDropped > 0) {
+    send({ type: S.M.events, pid: Process.id, events: S.events.splice(0), dropped: S.eventsDropped });
+    S.eventsDropped = 0;
   }
 }
 
@@ -1573,25 +1590,25 @@ function flush(final, reason, exitCode, crash, ack) {
 
 rpc.exports = {
   configure(config) {
-    cfg = config;
-    M = config.messages;
-    libPatterns = config.libraryPatterns.map(p => new RegExp(p, 'i'));
-    exportPattern = new RegExp(config.exportPattern);
+    S.cfg = config;
+    S.M = config.messages;
+    S.libPatterns = config.libraryPatterns.map(p => new RegExp(p, 'i'));
+    S.exportPattern = new RegExp(config.exportPattern);
     const symbols = {};
     const cg = Module.findGlobalExportByName('clock_gettime');
     if (cg !== null) symbols.clock_gettime = cg;
-    cm = new CModule(config.detailSource, symbols);
-    readDetailLayout(cm.cudatrace_detail_layout);
-    const nowFn = new NativeFunction(cm.cudatrace_now_ns, 'uint64', []);
-    nowNs = () => nowFn().toNumber();
-    counterCap = config.counterCapacity;
-    rseq = setupPerCpu();
-    counterRows = rseq !== null ? rseq.cpus + 1 : 1;
+    S.cm = new CModule(config.detailSource, symbols);
+    S.layout = readDetailLayout(S.cm.cudatrace_detail_layout);
+    const nowFn = new NativeFunction(S.cm.cudatrace_now_ns, 'uint64', []);
+    S.nowNs = () => nowFn().toNumber();
+    S.counterCap = config.counterCapacity;
+    S.rseq = setupPerCpu();
+    S.counterRows = S.rseq !== null ? S.rseq.cpus + 1 : 1;
     if (config.sharedCounters !== null && Process.platform === 'linux') {
-      counters = openSharedCounters(config.sharedCounters, counterCap);
-      if (counters !== null) shmPath = config.sharedCounters;
+      S.counters = openSharedCounters(config.sharedCounters, S.counterCap);
+      if (S.counters !== null) S.shmPath = config.sharedCounters;
     }
-    if (counters === null) counters = lastingAlloc(counterRows * counterCap * 8);
+    if (S.counters === null) S.counters = lastingAlloc(S.counterRows * S.counterCap * 8);
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);
@@ -1602,18 +1619,18 @@ rpc.exports = {
     listenForAcks();
     installForkRestore();
     guardAgentDescriptors();
-    world = setupWorld();
-    dispatch = setupDispatch();
-    livePatching = config.attached === true; // a spawned program is still suspended during the first scan
+    S.world = setupWorld();
+    S.dispatch = setupDispatch();
+    S.livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     scanModules();
-    livePatching = true;
+    S.livePatching = true;
     watchLoads();
     listenForFlushes();
     return {
-      pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: nowNs().toString(),
-      sharedCounters: shmPath, fastPath: IS_X64,
-      counterMode: !IS_X64 ? 'listener' : (rseq !== null ? 'per-cpu' : (cfg.counters === 'plain' ? 'plain' : 'locked')),
-      counterRows, counterCapacity: counterCap,
+      pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: S.nowNs().toString(),
+      sharedCounters: S.shmPath, fastPath: IS_X64,
+      counterMode: !IS_X64 ? 'listener' : (S.rseq !== null ? 'per-cpu' : (S.cfg.counters === 'plain' ? 'plain' : 'locked')),
+      counterRows: S.counterRows, counterCapacity: S.counterCap,
     };
   },
   flush() {
@@ -1624,14 +1641,14 @@ rpc.exports = {
   // (Frida reverts its own hooks when the script unloads). Threads still inside a thunk finish through it: the
   // thunks, their counters and detail records stay mapped.
   release() {
-    if (flushTimer !== null) { clearInterval(flushTimer); flushTimer = null; }
+    if (S.flushTimer !== null) { clearInterval(S.flushTimer); S.flushTimer = null; }
     // No thread takes a detail stub any more: Frida reverts their listeners when the script unloads.
-    for (const e of entries) if (e.detail !== null && e.slot >= 0) e.detail.add(D_CALLS).writeU64(uint64('0x4000000000000000'));
-    if (restoreTable !== null) restoreTable.writeU64(0);
+    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(uint64('0x4000000000000000'));
+    if (S.restoreTable !== null) S.restoreTable.writeU64(0);
     // A thread can be at a jump but never inside one: putting the original bytes back needs no stopped world,
     // only a store no thread sees half done.
-    const patches = directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
-    if (world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
+    const patches = S.directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
+    if (S.world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
     let left = 0;
     for (const [fn, bytes] of patches) if (bytes.length !== 5 || !writeJump5(fn, bytes, true)) left++;
     return left;

@@ -49,35 +49,35 @@ function installForkRestore() {
   w.flush();
   w.dispose();
   const register = new NativeFunction(reg, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
-  if (register(NULL, NULL, code, NULL) === 0) restoreTable = table;
+  if (register(NULL, NULL, code, NULL) === 0) S.restoreTable = table;
 }
 
 function rememberPatch(fn, original) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
   if (8 + (n + 1) * 16 > RESTORE_SIZE) return;
-  const row = restoreTable.add(8 + n * 16);
+  const row = S.restoreTable.add(8 + n * 16);
   row.writePointer(fn);
   const bytes = new Uint8Array(fn.readByteArray(8));
   if (original !== undefined) bytes.set(original.subarray(0, 5));
   row.add(8).writeByteArray(bytes.buffer);
-  restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
+  S.restoreTable.writeU64(n + 1); // last: a fork between the two writes sees the table without this row
 }
 
 function forgetLastPatch(fn) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
-  if (n > 0 && restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) restoreTable.writeU64(n - 1);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
+  if (n > 0 && S.restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) S.restoreTable.writeU64(n - 1);
 }
 
 // A library that goes away (dlclose) takes its patches with it: its rows must not write into whatever is
 // mapped there next.
 function forgetPatches(m) {
-  if (restoreTable === null) return;
-  const n = u64(restoreTable);
+  if (S.restoreTable === null) return;
+  const n = u64(S.restoreTable);
   const lo = m.base, hi = m.base.add(m.size);
   for (let i = 0; i < n; i++) {
-    const row = restoreTable.add(8 + i * 16);
+    const row = S.restoreTable.add(8 + i * 16);
     const a = row.readPointer();
     if (a.compare(lo) >= 0 && a.compare(hi) < 0) row.writePointer(NULL);
   }
@@ -105,14 +105,14 @@ function jumpTail(at, orig) {
 // cache lines. Up to 16 bytes are taken (the Interceptor may overwrite that many; hookExport checks how many it
 // did). Returns the number of bytes relocated, or 0 when they do not relocate.
 function relocatePrologue(fn, at, limit) {
-  if (relocation === null) {
+  if (S.relocation === null) {
     const w = new X86Writer(at, { pc: at });
-    relocation = { w, r: new X86Relocator(fn, w) };
+    S.relocation = { w, r: new X86Relocator(fn, w) };
   } else {
-    relocation.w.reset(at, { pc: at });
-    relocation.r.reset(fn, relocation.w);
+    S.relocation.w.reset(at, { pc: at });
+    S.relocation.r.reset(fn, S.relocation.w);
   }
-  const { w, r } = relocation;
+  const { w, r } = S.relocation;
   try {
     let n = 0;
     while (n < 16) {
@@ -136,8 +136,8 @@ function relocatePrologue(fn, at, limit) {
 // of the hooking time before the test). `limit` is the end of the module: the test reads 262 bytes.
 function mayBranchInto(fn, n, limit) {
   if (limit === undefined || fn.add(262).compare(limit) > 0) return true;
-  if (mayBranchFn === null) mayBranchFn = new NativeFunction(cm.cudatrace_may_branch_into, 'int', ['pointer', 'int']);
-  return mayBranchFn(fn, n) !== 0;
+  if (S.mayBranchFn === null) S.mayBranchFn = new NativeFunction(S.cm.cudatrace_may_branch_into, 'int', ['pointer', 'int']);
+  return S.mayBranchFn(fn, n) !== 0;
 }
 
 // Before a prologue is overwritten: no branch in the function's first 256 bytes lands inside the `n` bytes
@@ -188,11 +188,11 @@ const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0
 // ~0.15 ms each (0.6 s of a PyTorch process's start-up). r10 and r11 are scratch at a call in both x64
 // conventions, and the Interceptor gives the listener's code the registers it was entered with.
 function setupDispatch() {
-  if (!IS_X64 || cfg.detailCalls === 0 || cfg.events) return null; // events: a JavaScript listener per stub
+  if (!IS_X64 || S.cfg.detailCalls === 0 || S.cfg.events) return null; // events: a JavaScript listener per stub
   const code = lastingAlloc(PAGE);
   Memory.protect(code, PAGE, 'rwx');
   writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
-  Interceptor.attach(code, cm);
+  Interceptor.attach(code, S.cm);
   Interceptor.flush();
   return code;
 }
@@ -200,13 +200,13 @@ function setupDispatch() {
 // The stub the first calls go through: to the shared listener, or (no dispatch) its own NOPs for the
 // Interceptor and a jump to `orig`. Where it goes on can be changed later (setStubTarget).
 function stubBytes(orig, e) {
-  if (dispatch !== null) {
+  if (S.dispatch !== null) {
     const b = [0x49, 0xbb]; // movabs r11, &detail
     le64(b, e.detail);
     b.push(0x49, 0xba); // movabs r10, orig
     le64(b, orig);
     b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
-    le64(b, dispatch);
+    le64(b, S.dispatch);
     return b;
   }
   const b = NOPS16.concat([0xff, 0x25, 0, 0, 0, 0]); // jmp [rip+0]
@@ -215,14 +215,14 @@ function stubBytes(orig, e) {
 }
 
 function setStubTarget(stub, target) {
-  stub.add(dispatch !== null ? 12 : 22).writePointer(target);
+  stub.add(S.dispatch !== null ? 12 : 22).writePointer(target);
 }
 
 function newEntry(module, path, fn, aliases) {
-  const id = entries.length;
+  const id = S.entries.length;
   const e = { id, module, path, fn, aliases, slot: -1, detail: null, js: null };
-  entries.push(e);
-  lastSent.push(-1);
+  S.entries.push(e);
+  S.lastSent.push(-1);
   return e;
 }
 
@@ -238,9 +238,9 @@ function writeThunk(code, e, orig) {
 
 function writeStub(stub, e, orig) {
   writeBytes(stub, stubBytes(orig, e));
-  if (cfg.detailCalls !== 0 && dispatch === null) {
-    Interceptor.attach(stub, cm, e.detail);
-    if (cfg.events) attachEvents(stub, e);
+  if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
+    Interceptor.attach(stub, S.cm, e.detail);
+    if (S.cfg.events) attachEvents(stub, e);
   }
 }
 
@@ -280,8 +280,8 @@ function hookExport(fn, code, e, next, pending, limit, size) {
   const direct = own !== 0;
   // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
   // the jump goes in directly, without the Interceptor's transaction per function.
-  if (direct && (lateScan || !livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
-  if (!lateScan && livePatching && world !== null) {
+  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
+  if (!S.lateScan && S.livePatching && S.world !== null) {
     if (!direct) {
       if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
       jumpTail(tail, L.clone);
@@ -291,7 +291,7 @@ function hookExport(fn, code, e, next, pending, limit, size) {
     pending.push(h);
     return 'pending';
   }
-  if (direct && !lateScan && livePatching && atomicallyPatchable(fn)) {
+  if (direct && !S.lateScan && S.livePatching && atomicallyPatchable(fn)) {
     pending.push(h);
     return 'pending';
   }
@@ -308,8 +308,8 @@ function hookWithInterceptor(h) {
     if (!buildClone(fn, L.clone, next)) throw err;
     jumpTail(tail, L.clone);
     setStubTarget(L.stub, L.clone);
-    if (!lateScan && livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
-    if (!patchJump(fn, L.thunk, !lateScan && livePatching)) {
+    if (!S.lateScan && S.livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
+    if (!patchJump(fn, L.thunk, !S.lateScan && S.livePatching)) {
       throw new Error('too short to hook while the program runs (no atomic patch)');
     }
     return 'clone';
@@ -334,10 +334,10 @@ function finishPending(pending, m) {
   if (pending.length === 0) return;
   Interceptor.flush();
   const done = h => {
-    hookCounts[h.how]++;
-    hookedAddrs.set(h.fn.toString(), h.e.id);
+    S.hookCounts[h.how]++;
+    S.hookedAddrs.set(h.fn.toString(), h.e.id);
   };
-  if (world !== null) {
+  if (S.world !== null) {
     for (const h of pending) {
       if (h.how !== 'far') {
         const b = [0xe9];
@@ -350,10 +350,10 @@ function finishPending(pending, m) {
     for (const h of pending) {
       if (written.has(h)) {
         if (h.how !== 'far') rememberPatch(h.fn, h.original);
-        directPatches.push([h.fn, h.original]);
+        S.directPatches.push([h.fn, h.original]);
         done(h);
       } else {
-        skipped.push([m.name, h.e.fn, 'busy: a thread kept running its first bytes']);
+        S.skipped.push([m.name, h.e.fn, 'busy: a thread kept running its first bytes']);
         h.e.dead = true;
       }
     }
@@ -364,7 +364,7 @@ function finishPending(pending, m) {
       if (patchJump(h.fn, h.L.thunk, true)) h.how = 'inline';
       else h.how = hookWithInterceptor(h);
     } catch (err) {
-      skipped.push([m.name, h.e.fn, String(err.message || err)]);
+      S.skipped.push([m.name, h.e.fn, String(err.message || err)]);
       h.e.dead = true;
       continue;
     }
@@ -388,14 +388,14 @@ function hookFar(fn, code, e, pending, limit, size) {
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
   writeStub(L.stub, e, tail);
   const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
-  if (!lateScan && livePatching) {
-    if (world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
+  if (!S.lateScan && S.livePatching) {
+    if (S.world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
     pending.push(h);
     return 'pending';
   }
   const original = new Uint8Array(fn.readByteArray(14));
   Memory.patchCode(fn, 14, c => writeBytes(c, h.bytes));
-  directPatches.push([fn, original]);
+  S.directPatches.push([fn, original]);
   return 'far';
 }
 
@@ -449,7 +449,7 @@ function buildClone(fn, clone, next) {
 // lock cmpxchg16b when they straddle 8 bytes inside an aligned 16; `live` false (a library dlopen has not returned
 // yet) allows a plain write otherwise. Linux x86-64 (SysV calls); elsewhere Memory.patchCode.
 function atomicWriters() {
-  if (atomics !== null || Process.platform !== 'linux' || !IS_X64) return atomics;
+  if (S.atomics !== null || Process.platform !== 'linux' || !IS_X64) return S.atomics;
   const code = lastingAlloc(PAGE);
   const copy8 = [0x48, 0x8b, 0x06, 0x48, 0x89, 0x07, 0xc3]; // mov rax, [rsi]; mov [rdi], rax; ret
   const cas16 = [0x53, 0x49, 0x89, 0xd0, 0x48, 0x8b, 0x06, 0x48, 0x8b, 0x56, 0x08, 0x49, 0x8b, 0x18, 0x49, 0x8b,
@@ -458,12 +458,12 @@ function atomicWriters() {
   // lock cmpxchg16b [rdi]; sete al; movzx eax, al; pop rbx; ret
   writeBytes(code, copy8);
   writeBytes(code.add(16), cas16);
-  atomics = {
+  S.atomics = {
     copy8: new NativeFunction(code, 'void', ['pointer', 'pointer']),
     cas16: new NativeFunction(code.add(16), 'int', ['pointer', 'pointer', 'pointer']),
     scratch: code.add(256),
   };
-  return atomics;
+  return S.atomics;
 }
 
 function atomicallyPatchable(fn) {
@@ -502,7 +502,7 @@ function writeJump5(fn, bytes, live) {
 // Stopping the world to patch a running program (world.c says why). The signal handler is machine code in memory
 // that is never freed: a thread that had the signal blocked may take it after the script is gone.
 function setupWorld() {
-  if (!IS_X64 || Process.platform !== 'linux' || !cfg.worldSource) return null;
+  if (!IS_X64 || Process.platform !== 'linux' || !S.cfg.worldSource) return null;
   const sigactionPtr = Module.findGlobalExportByName('sigaction');
   if (sigactionPtr === null) return null;
   const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
@@ -539,11 +539,11 @@ function setupWorld() {
     }
     let mod;
     try {
-      mod = new CModule(cfg.worldSource, syms);
+      mod = new CModule(S.cfg.worldSource, syms);
     } catch (_) {
       return null; // no stopped world: jumps in a running program are written with one atomic store
     }
-    keep.push(mod);
+    S.keep.push(mod);
     const patch = new NativeFunction(mod.cudatrace_patch_stopped, 'int',
       ['pointer', 'int', 'pointer', 'int', 'int', 'int'], { scheduling: 'exclusive' });
     return { state, sig, patch };
@@ -565,15 +565,15 @@ function worldPatch(items) {
       writeBytes(buf.add(32 * i + 8), it.bytes);
       buf.add(32 * i + 24).writeS32(it.bytes.length);
     });
-    world.patch(world.state, world.sig, buf, todo.length, 300, PAGE);
-    patching.stops++;
-    patching.threads = Math.max(patching.threads, world.state.readU32());
-    patching.unknown = Math.max(patching.unknown, world.state.add(16).readU32());
+    S.world.patch(S.world.state, S.world.sig, buf, todo.length, 300, PAGE);
+    S.patching.stops++;
+    S.patching.threads = Math.max(S.patching.threads, S.world.state.readU32());
+    S.patching.unknown = Math.max(S.patching.unknown, S.world.state.add(16).readU32());
     const again = [];
     todo.forEach((it, i) => (buf.add(32 * i + 28).readS32() === 1 ? written : again).push(it));
     todo = again;
   }
-  patching.written += written.length;
+  S.patching.written += written.length;
   return written;
 }
 
@@ -585,7 +585,7 @@ function patchJump(fn, thunk, live) {
   le32(b, rel);
   rememberPatch(fn);
   if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
-  directPatches.push([fn, original]);
+  S.directPatches.push([fn, original]);
   return true;
 }
 

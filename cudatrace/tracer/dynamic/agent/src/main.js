@@ -22,25 +22,25 @@
 
 rpc.exports = {
   configure(config) {
-    cfg = config;
-    M = config.messages;
-    libPatterns = config.libraryPatterns.map(p => new RegExp(p, 'i'));
-    exportPattern = new RegExp(config.exportPattern);
+    S.cfg = config;
+    S.M = config.messages;
+    S.libPatterns = config.libraryPatterns.map(p => new RegExp(p, 'i'));
+    S.exportPattern = new RegExp(config.exportPattern);
     const symbols = {};
     const cg = Module.findGlobalExportByName('clock_gettime');
     if (cg !== null) symbols.clock_gettime = cg;
-    cm = new CModule(config.detailSource, symbols);
-    readDetailLayout(cm.cudatrace_detail_layout);
-    const nowFn = new NativeFunction(cm.cudatrace_now_ns, 'uint64', []);
-    nowNs = () => nowFn().toNumber();
-    counterCap = config.counterCapacity;
-    rseq = setupPerCpu();
-    counterRows = rseq !== null ? rseq.cpus + 1 : 1;
+    S.cm = new CModule(config.detailSource, symbols);
+    S.layout = readDetailLayout(S.cm.cudatrace_detail_layout);
+    const nowFn = new NativeFunction(S.cm.cudatrace_now_ns, 'uint64', []);
+    S.nowNs = () => nowFn().toNumber();
+    S.counterCap = config.counterCapacity;
+    S.rseq = setupPerCpu();
+    S.counterRows = S.rseq !== null ? S.rseq.cpus + 1 : 1;
     if (config.sharedCounters !== null && Process.platform === 'linux') {
-      counters = openSharedCounters(config.sharedCounters, counterCap);
-      if (counters !== null) shmPath = config.sharedCounters;
+      S.counters = openSharedCounters(config.sharedCounters, S.counterCap);
+      if (S.counters !== null) S.shmPath = config.sharedCounters;
     }
-    if (counters === null) counters = lastingAlloc(counterRows * counterCap * 8);
+    if (S.counters === null) S.counters = lastingAlloc(S.counterRows * S.counterCap * 8);
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);
@@ -51,18 +51,18 @@ rpc.exports = {
     listenForAcks();
     installForkRestore();
     guardAgentDescriptors();
-    world = setupWorld();
-    dispatch = setupDispatch();
-    livePatching = config.attached === true; // a spawned program is still suspended during the first scan
+    S.world = setupWorld();
+    S.dispatch = setupDispatch();
+    S.livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     scanModules();
-    livePatching = true;
+    S.livePatching = true;
     watchLoads();
     listenForFlushes();
     return {
-      pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: nowNs().toString(),
-      sharedCounters: shmPath, fastPath: IS_X64,
-      counterMode: !IS_X64 ? 'listener' : (rseq !== null ? 'per-cpu' : (cfg.counters === 'plain' ? 'plain' : 'locked')),
-      counterRows, counterCapacity: counterCap,
+      pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: S.nowNs().toString(),
+      sharedCounters: S.shmPath, fastPath: IS_X64,
+      counterMode: !IS_X64 ? 'listener' : (S.rseq !== null ? 'per-cpu' : (S.cfg.counters === 'plain' ? 'plain' : 'locked')),
+      counterRows: S.counterRows, counterCapacity: S.counterCap,
     };
   },
   flush() {
@@ -73,14 +73,14 @@ rpc.exports = {
   // (Frida reverts its own hooks when the script unloads). Threads still inside a thunk finish through it: the
   // thunks, their counters and detail records stay mapped.
   release() {
-    if (flushTimer !== null) { clearInterval(flushTimer); flushTimer = null; }
+    if (S.flushTimer !== null) { clearInterval(S.flushTimer); S.flushTimer = null; }
     // No thread takes a detail stub any more: Frida reverts their listeners when the script unloads.
-    for (const e of entries) if (e.detail !== null && e.slot >= 0) e.detail.add(D_CALLS).writeU64(uint64('0x4000000000000000'));
-    if (restoreTable !== null) restoreTable.writeU64(0);
+    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(uint64('0x4000000000000000'));
+    if (S.restoreTable !== null) S.restoreTable.writeU64(0);
     // A thread can be at a jump but never inside one: putting the original bytes back needs no stopped world,
     // only a store no thread sees half done.
-    const patches = directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
-    if (world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
+    const patches = S.directPatches.splice(0).filter(([fn]) => Process.findModuleByAddress(fn) !== null);
+    if (S.world !== null) return patches.length - worldPatch(patches.map(([fn, bytes]) => ({ fn, bytes }))).length;
     let left = 0;
     for (const [fn, bytes] of patches) if (bytes.length !== 5 || !writeJump5(fn, bytes, true)) left++;
     return left;

@@ -50,7 +50,7 @@ function nearMap(size, m, maxDistance) {
     far.far = true;
     return far;
   }
-  keep.push(p);
+  S.keep.push(p);
   Memory.protect(p, size, 'rwx');
   return p;
 }
@@ -59,7 +59,7 @@ function lastingAlloc(size) {
   const p = ownMap(size);
   if (p !== null) return p;
   const q = Memory.alloc(size);
-  keep.push(q);
+  S.keep.push(q);
   return q;
 }
 

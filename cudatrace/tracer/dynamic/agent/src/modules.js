@@ -6,7 +6,7 @@ function resolveIfuncs(m, symbols) {
   // An IFUNC export's symbol points at its resolver; dlsym returns the implementation the loader chose.
   const out = [];
   if (Process.platform !== 'linux') return out;
-  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && exportPattern.test(s.name));
+  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && S.exportPattern.test(s.name));
   if (unknown.length === 0) return out;
   // 'exclusive': keep the JavaScript lock, so no other hook runs while the scan is half done.
   const opts = { scheduling: 'exclusive' };
@@ -30,7 +30,7 @@ function hookModule(m) {
     if (s.size !== undefined && s.type === 'function') sizes.set(s.address.toString(), s.size);
   }
   starts.sort((a, b) => a.compare(b));
-  const funcs = m.enumerateExports().filter(e => e.type === 'function' && exportPattern.test(e.name));
+  const funcs = m.enumerateExports().filter(e => e.type === 'function' && S.exportPattern.test(e.name));
   for (const f of resolveIfuncs(m, symbols)) funcs.push(f);
   // Two names, one address: hook once, under the canonical name.
   const byAddr = new Map();
@@ -42,15 +42,15 @@ function hookModule(m) {
   const groups = [];
   for (const g of byAddr.values()) {
     const name = canonical(g.names);
-    if (hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
-    if (cfg.specials.indexOf(name) >= 0 || g.names.some(n => cfg.specials.indexOf(n) >= 0)) {
+    if (S.hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
+    if (S.cfg.specials.indexOf(name) >= 0 || g.names.some(n => S.cfg.specials.indexOf(n) >= 0)) {
       try {
         hookSpecial(m, g.address, name, g.names);
       } catch (err) {
-        skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
-        const last = entries[entries.length - 1];
+        S.skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
+        const last = S.entries[S.entries.length - 1];
         if (last !== undefined && last.fn === name) last.dead = true;
-        hookedAddrs.delete(g.address.toString());
+        S.hookedAddrs.delete(g.address.toString());
       }
       continue;
     }
@@ -58,7 +58,7 @@ function hookModule(m) {
     // Another symbol inside the 5 bytes the jump overwrites (functions packed together): leave it alone.
     const next = nextStart(starts, g.address);
     if (next !== null && next.sub(g.address).toInt32() < 5) {
-      skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
+      S.skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
       continue;
     }
     groups.push({ address: g.address, name, names: g.names });
@@ -69,12 +69,12 @@ function hookModule(m) {
       const e = newEntry(m.name, m.path, g.name, g.names);
       e.detail = newDetail(e.id);
       try {
-        Interceptor.attach(g.address, cm, e.detail);
-        if (cfg.events) attachEvents(g.address, e);
+        Interceptor.attach(g.address, S.cm, e.detail);
+        if (S.cfg.events) attachEvents(g.address, e);
         e.counterIsDetail = true;
-        hookedAddrs.set(g.address.toString(), e.id);
+        S.hookedAddrs.set(g.address.toString(), e.id);
       } catch (err) {
-        skipped.push([m.name, g.name, String(err.message || err)]);
+        S.skipped.push([m.name, g.name, String(err.message || err)]);
       }
     }
     return;
@@ -99,10 +99,10 @@ function hookModule(m) {
       const how = far ? hookFar(g.address, slot, e, pending, limit, size)
         : hookExport(g.address, slot, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
-      hookCounts[how]++;
-      hookedAddrs.set(g.address.toString(), e.id);
+      S.hookCounts[how]++;
+      S.hookedAddrs.set(g.address.toString(), e.id);
     } catch (err) {
-      skipped.push([m.name, g.name, String(err.message || err)]);
+      S.skipped.push([m.name, g.name, String(err.message || err)]);
       e.dead = true;
     }
   }
@@ -110,7 +110,7 @@ function hookModule(m) {
 }
 
 function isCuda(name) {
-  for (const p of libPatterns) if (p.test(name)) return true;
+  for (const p of S.libPatterns) if (p.test(name)) return true;
   return false;
 }
 
@@ -122,36 +122,36 @@ function baseName(path) {
 // when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
 function scanModules(loaded) {
   const me = Process.getCurrentThreadId();
-  if (scanning === me) return; // re-entered from a load the scan itself made
+  if (S.scanning === me) return; // re-entered from a load the scan itself made
   // Another thread is mid-scan (it let go of the JavaScript lock in a native call): wait for it, so this
   // thread never runs on into a library whose hooks are not in yet.
-  while (scanning !== 0) Thread.sleep(0.001);
-  scanning = me;
+  while (S.scanning !== 0) Thread.sleep(0.001);
+  S.scanning = me;
   try {
     const added = [];
     const mods = Process.enumerateModules();
-    if (loaded && isCuda(baseName(loaded)) && !seenNames.has(baseName(loaded))) {
+    if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
       const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
       if (m !== null) mods.push(m);
     }
     for (const m of mods) {
-      if (seenModules.has(m.path)) continue;
-      seenModules.set(m.path, true);
-      seenNames.add(m.name);
+      if (S.seenModules.has(m.path)) continue;
+      S.seenModules.set(m.path, true);
+      S.seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
-      const before = entries.length, t0 = Date.now();
+      const before = S.entries.length, t0 = Date.now();
       try {
         hookModule(m);
       } catch (err) {
-        skipped.push([m.name, '*', String(err.message || err)]);
+        S.skipped.push([m.name, '*', String(err.message || err)]);
       }
-      hookTimes[m.name] = [Date.now() - t0, entries.length - before]; // start-up cost, said in the trace's notes
+      S.hookTimes[m.name] = [Date.now() - t0, S.entries.length - before]; // start-up cost, said in the trace's notes
       added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
       sendHooks(before);
     }
-    if (added.length > 0) send({ type: M.modules, pid: Process.id, modules: added });
+    if (added.length > 0) send({ type: S.M.modules, pid: Process.id, modules: added });
   } finally {
-    scanning = 0;
+    S.scanning = 0;
   }
 }
 
@@ -190,7 +190,7 @@ function guardAgentDescriptors() {
       fn();
     } catch (err) {
       // e.g. attached late with no memory free near libc: a subprocess that closes every descriptor may then hang
-      skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
+      S.skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
     }
   };
   guard('close_range', () => Interceptor.replace(cr, new NativeCallback(
@@ -207,27 +207,27 @@ function guardAgentDescriptors() {
 // the same message back for the program's own dlerror() (a failed load runs none of the library's code). Fatal errors at start-up or from lazy
 // binding ("symbol lookup error", exit status 127) never reach here: the host asks the loader afterwards.
 function noteFailedLoad(name, flags) {
-  if (dlerrorFn === null) {
+  if (S.dlerrorFn === null) {
     const e = Module.findGlobalExportByName('dlerror'), o = Module.findGlobalExportByName('dlopen');
     if (e === null || o === null) return;
-    dlerrorFn = new NativeFunction(e, 'pointer', []);
-    dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
+    S.dlerrorFn = new NativeFunction(e, 'pointer', []);
+    S.dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
   }
   // Frida's own module tracking may have made a dl* call since (which clears the message): ask again first.
   const again = () => {
-    rearming = true;
-    try { dlopenFn(Memory.allocUtf8String(name), flags); } finally { rearming = false; }
+    S.rearming = true;
+    try { S.dlopenFn(Memory.allocUtf8String(name), flags); } finally { S.rearming = false; }
   };
-  let m = dlerrorFn();
-  if (m.isNull()) { again(); m = dlerrorFn(); }
+  let m = S.dlerrorFn();
+  if (m.isNull()) { again(); m = S.dlerrorFn(); }
   const message = m.isNull() ? '' : m.readUtf8String();
   again();
   const key = name + '\u0000' + message;
-  let r = loaderErrors.get(key);
+  let r = S.loaderErrors.get(key);
   if (r === undefined) {
-    if (loaderErrors.size >= 256) return;
-    r = { requested: name, message, count: 0, t: nowNs().toString() };
-    loaderErrors.set(key, r);
+    if (S.loaderErrors.size >= 256) return;
+    r = { requested: name, message, count: 0, t: S.nowNs().toString() };
+    S.loaderErrors.set(key, r);
   }
   r.count++;
 }
@@ -245,8 +245,8 @@ function callerPath(name, caller) {
   if (m === null || m.path === Process.mainModule.path) return null; // the program's own paths: searched anyway
   const paths = searchPaths(m);
   if (paths === null) return null;
-  if (accessFn === null) accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
-  const exists = dir => dir !== '' && accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
+  if (S.accessFn === null) S.accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
+  const exists = dir => dir !== '' && S.accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
   const origin = m.path.substring(0, m.path.lastIndexOf('/'));
   const expand = list => list.split(':').map(d => d.replace(/\$\{ORIGIN\}|\$ORIGIN/g, origin)).filter(d => d.indexOf('$') < 0);
   if (paths.rpath !== null && paths.runpath === null) {
@@ -261,8 +261,8 @@ function callerPath(name, caller) {
 }
 
 function getenv(name) {
-  if (getenvFn === null) getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
-  const v = getenvFn(Memory.allocUtf8String(name));
+  if (S.getenvFn === null) S.getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
+  const v = S.getenvFn(Memory.allocUtf8String(name));
   return v.isNull() ? null : v.readUtf8String();
 }
 
@@ -309,8 +309,8 @@ function watchLoads() {
     try {
       Interceptor.attach(p, {
         onEnter(args) {
-          if (rearming) return;
-          loading++;
+          if (S.rearming) return;
+          S.loading++;
           const a = args[nameArg];
           this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
           this.flags = n === 'dlopen' ? args[1].toInt32() : null;
@@ -324,8 +324,8 @@ function watchLoads() {
           }
         },
         onLeave(retval) {
-          if (rearming) return;
-          loading--;
+          if (S.rearming) return;
+          S.loading--;
           if (retval.isNull()) {
             if (this.flags !== null && this.name !== null) {
               try { noteFailedLoad(this.name, this.flags); } catch (_) { /* the program's dlopen result stands */ }
@@ -334,12 +334,12 @@ function watchLoads() {
           }
           // Interceptor changes made inside this callback are committed only later, so the scan patches the
           // library's prologues itself (lateScan) and they take effect before dlopen returns.
-          lateScan = true;
-          try { scanModules(this.name); } finally { lateScan = false; }
+          S.lateScan = true;
+          try { scanModules(this.name); } finally { S.lateScan = false; }
           // cuGetProcAddress and cuGetExportTable are still hooked through the Interceptor: give it up to 50 ms
           // (Thread.sleep leaves the JavaScript runtime, which is when pending changes are flushed).
-          for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
-          pendingSpecials.length = 0;
+          for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+          S.pendingSpecials.length = 0;
         },
       });
     } catch (_) { /* another name for the same code */ }
@@ -356,8 +356,8 @@ function watchLoads() {
     Interceptor.attach(p, {
       onEnter(args) {
         if (isTerminate && !args[0].equals(ptr(-1))) return; // another process
-        if (exiting) return;
-        exiting = true;
+        if (S.exiting) return;
+        S.exiting = true;
         const code = (isTerminate ? args[1] : args[0]).toInt32();
         flush(true, 'exit ' + code, code);
         awaitAck(2);
@@ -368,7 +368,7 @@ function watchLoads() {
   // the observer only schedules a scan, since installing hooks inside its callback crashed targets, and that
   // scan waits while a dlopen is under way (the library may not be relocated yet; dlopen's onLeave scans).
   Process.attachModuleObserver({
-    onAdded(_m) { setTimeout(() => { if (loading === 0) scanModules(); }, 0); },
+    onAdded(_m) { setTimeout(() => { if (S.loading === 0) scanModules(); }, 0); },
     onRemoved(m) { forgetPatches(m); /* counts of unloaded libraries stay */ }
   });
 }

@@ -9,7 +9,7 @@ function countJs(e, t0, status, ret) {
   const j = jsCounts(e);
   j.calls++;
   if (j.first === 0) j.first = t0;
-  j.time += Number(nowNs() - t0);
+  j.time += Number(S.nowNs() - t0);
   if (status !== 0) j.statuses.set(status, (j.statuses.get(status) || 0) + 1);
   const who = callerName(ret);
   j.callers.set(who, (j.callers.get(who) || 0) + 1);
@@ -22,14 +22,14 @@ function committedNot(p) {
 }
 
 function hookSpecial(m, address, name, names) {
-  if (lateScan) pendingSpecials.push([address, new Uint8Array(address.readByteArray(5))]);
+  if (S.lateScan) S.pendingSpecials.push([address, new Uint8Array(address.readByteArray(5))]);
   const e = newEntry(m.name, m.path, name, names);
-  hookedAddrs.set(address.toString(), e.id);
+  S.hookedAddrs.set(address.toString(), e.id);
   if (name.startsWith('cuGetProcAddress')) {
     const v2 = name === 'cuGetProcAddress_v2';
     Interceptor.attach(address, {
       onEnter(args) {
-        this.t0 = nowNs();
+        this.t0 = S.nowNs();
         this.sym = args[0].isNull() ? '' : args[0].readCString();
         this.pfn = args[1];
         this.version = args[2].toInt32();
@@ -41,17 +41,17 @@ function hookSpecial(m, address, name, names) {
         try { if (!this.pfn.isNull()) p = this.pfn.readPointer(); } catch (_) { p = NULL; }
         const found = status === 0 && !p.isNull();
         const key = [this.sym, this.version, this.flags, found, name].join('|');
-        const l = lookups.get(key);
+        const l = S.lookups.get(key);
         if (l) l.count++;
-        else lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
+        else S.lookups.set(key, { symbol: this.sym, version: this.version, flags: this.flags, found, count: 1, via: name });
         if (found) {
           const t = thunkForPointer(p, this.sym);
           if (t !== null) {
             this.pfn.writePointer(t);
             // The detail listener on a new thunk's stub is committed when this thread leaves JavaScript:
             // wait for it (at most 50 ms) so the first calls through the pointer record their details too.
-            for (let i = 0; i < 50 && pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
-            pendingSpecials.length = 0;
+            for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+            S.pendingSpecials.length = 0;
           }
         }
         countJs(e, this.t0, status, this.returnAddress);
@@ -60,7 +60,7 @@ function hookSpecial(m, address, name, names) {
   } else if (name === 'cuGetExportTable') {
     Interceptor.attach(address, {
       onEnter(args) {
-        this.t0 = nowNs();
+        this.t0 = S.nowNs();
         let uuid = null;
         try {
           const b = new Uint8Array(args[1].readByteArray(16));
@@ -73,8 +73,8 @@ function hookSpecial(m, address, name, names) {
       onLeave(retval) {
         const status = retval.toInt32();
         if (this.uuid !== null) {
-          let t = exportTables.get(this.uuid);
-          if (!t) { t = { uuid: this.uuid, count: 0, statuses: {} }; exportTables.set(this.uuid, t); }
+          let t = S.exportTables.get(this.uuid);
+          if (!t) { t = { uuid: this.uuid, count: 0, statuses: {} }; S.exportTables.set(this.uuid, t); }
           t.count++;
           t.statuses[status] = (t.statuses[status] || 0) + 1;
         }
@@ -90,31 +90,31 @@ function hookSpecial(m, address, name, names) {
 // an internal function): give the caller a counting thunk instead.
 function thunkForPointer(p, symbol) {
   const k = p.toString();
-  if (hookedAddrs.has(k)) return null; // an export we already count
-  const known = procThunks.get(k);
+  if (S.hookedAddrs.has(k)) return null; // an export we already count
+  const known = S.procThunks.get(k);
   if (known !== undefined) return known;
   if (!IS_X64) return null;
   const per = BLOCK_SIZE;
-  if (pool === null || pool.used === pool.cap) {
+  if (S.pool === null || S.pool.used === S.pool.cap) {
     const cap = 256;
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
     let base = ownMap(cap * per);
-    if (base === null) { base = Memory.alloc(cap * per); keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
-    pool = { base, used: 0, cap };
+    if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
+    S.pool = { base, used: 0, cap };
   }
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
   e.detail = newDetail(e.id);
   e.viaProc = true;
-  const slot = pool.base.add(pool.used * per);
-  pool.used++;
+  const slot = S.pool.base.add(S.pool.used * per);
+  S.pool.used++;
   writeThunk(slot, e, p);
-  if (cfg.detailCalls !== 0 && dispatch === null) {
+  if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
     const stub = blockAt(slot).stub;
-    pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
+    S.pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
   }
-  procThunks.set(k, slot);
+  S.procThunks.set(k, slot);
   sendHooks(e.id);
   return slot;
 }
@@ -122,12 +122,12 @@ function thunkForPointer(p, symbol) {
 function attachEvents(target, e) {
   Interceptor.attach(target, {
     onEnter(args) {
-      this.t0 = nowNs();
+      this.t0 = S.nowNs();
       this.a = [args[0], args[1], args[2], args[3], args[4], args[5]].map(x => x.toString());
     },
     onLeave(retval) {
-      if (events.length >= 100000) { eventsDropped++; return; }
-      events.push([this.t0.toString(), this.threadId, e.id, this.a, retval.toInt32()]);
+      if (S.events.length >= 100000) { S.eventsDropped++; return; }
+      S.events.push([this.t0.toString(), this.threadId, e.id, this.a, retval.toInt32()]);
     }
   });
 }
