@@ -1,12 +1,17 @@
-"""The agent's sources (``agent/src/``): the shipped agent.js is built from them, and the message names they use
-are protocol.py's."""
+"""The agent's sources (``agent/src/``): the shipped agent.js is built from them, the message names they use are
+protocol.py's, and the x86-64 encoder produces the bytes an assembler does (encoder_test.js, run by node without
+Frida)."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from cudatrace.tracer.dynamic.protocol import AGENT_MESSAGES, HOST_MESSAGES, MessageType
 
@@ -45,3 +50,13 @@ def test_agent_sends_exactly_the_agent_messages_of_the_protocol() -> None:
     assert len(re.findall(r"\bsend\(", src)) == len(re.findall(r"\bsend\(\s*(?:\{\s*type:\s*S\.M\.\w+|msg\))", src))
     assert not re.search(r"type:\s*['\"`]", src)
     assert "cudatrace:" not in src
+
+
+def test_encoder_bytes_under_node() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (scripts/test.sh installs it)")
+    test = Path(__file__).with_name("encoder_test.js")
+    done = subprocess.run([node, str(test)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "byte checks passed" in done.stdout

@@ -7,16 +7,155 @@
 
 // ---- src/encoder.js
 
-// Hooking writes ~10 of these per entry point, thousands per process: two pointer operations each, not 24.
-function le64(bytes, value) {
-  const p = value instanceof NativePointer ? value : ptr(value);
-  const lo = p.toUInt32(), hi = p.shr(32).toUInt32();
+// x86-64 machine code for the thunks, as arrays of bytes: pure functions over numbers, no Frida API, so node runs
+// them in a test (tests/tracer/dynamic/encoder_test.js). Addresses are numbers: user-space addresses are below
+// 2^47 and numbers are exact integers below 2^53. Callers turn a NativePointer into a number once (num() in
+// memory.js) and write the bytes with one copy (writeBytes). Hooking writes ~10 addresses per entry point,
+// thousands per process: encoding them is plain arithmetic, no pointer operation.
+'use strict';
+
+const RSEQ_SIG = 0x53053053; // glibc's signature on x86, checked by the kernel at abort_ip - 4
+const RSEQ_ABORT = 36; // the abort handler's offset in a descriptor block (sequenceBytes)
+const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0]; // room for the Interceptor
+
+// Little-endian 32 bits of an integer (a negative one in two's complement).
+function le32(bytes, v) {
+  bytes.push(v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff);
+}
+
+// Little-endian 64 bits of an integer below 2^53 (an address, a length).
+function le64(bytes, v) {
+  const lo = v >>> 0, hi = Math.floor(v / 4294967296) >>> 0;
   bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24, hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff,
     hi >>> 24);
 }
 
-function le32(bytes, v) {
-  bytes.push(v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff);
+// The rel32 of a branch whose next instruction is at `next`, to `target` (truncated to 32 bits, as the caller
+// placed the two within branch range).
+function rel32(next, target) {
+  return (target - next) | 0;
+}
+
+// jmp rel32 at `at` to `target`: 5 bytes.
+function jump5(at, target) {
+  const b = [0xe9];
+  le32(b, rel32(at + 5, target));
+  return b;
+}
+
+// jmp [rip+0]; dq target: 14 bytes, reaching any address.
+function jumpAbs(target) {
+  const b = [0xff, 0x25, 0, 0, 0, 0];
+  le64(b, target);
+  return b;
+}
+
+// The counting head of a thunk at o.thunk: increment the entry point's counter, then (o.budget > 0) branch to the
+// detail stub at o.stub while the detail record's call count at o.detailCalls is below the budget, or (o.budget
+// < 0) always. What follows the head goes on to the function. o.counter: the counter (row 0).
+// o.rseq null: `movabs r11, &counter; [lock] inc qword [r11]` (o.locked).
+// o.rseq {offset, cpus}: per CPU, in a restartable sequence described at o.descriptor (sequenceBytes); rows of
+// o.rowSize bytes; a thread without a valid CPU number goes to o.fallback, which takes a locked increment of
+// o.shared and jumps back after the commit.
+// Returns {head, fallback (bytes for o.fallback, or null), start, length}: the sequence is head[start, start + length).
+function countHead(o) {
+  const b = [];
+  let fallback = null, start = 0, length = 0;
+  if (o.rseq !== null) {
+    b.push(0x49, 0xbb); le64(b, o.descriptor); // movabs r11, &descriptor
+    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, o.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
+    start = b.length;
+    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, o.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
+    b.push(0x41, 0x81, 0xfa); le32(b, o.rseq.cpus); // cmp r10d, cpus
+    b.push(0x0f, 0x83); le32(b, rel32(o.thunk + b.length + 4, o.fallback)); // jae fallback
+    const shift = Math.log2(o.rowSize);
+    if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
+    else { b.push(0x4d, 0x69, 0xd2); le32(b, o.rowSize); } // imul r10, r10, row size
+    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &row0[slot]
+    b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
+    length = b.length - start;
+    // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
+    fallback = [0x49, 0xbb];
+    le64(fallback, o.shared); // movabs r11, &rowN[slot]
+    fallback.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
+    fallback.push(0xe9); le32(fallback, rel32(o.fallback + fallback.length + 4, o.thunk + b.length)); // jmp back
+  } else {
+    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
+    if (o.locked) b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
+    b.push(0x49, 0xff, 0x03); // inc qword [r11]
+  }
+  if (o.budget > 0) {
+    // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
+    // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
+    b.push(0x49, 0xbb); le64(b, o.detailCalls); // movabs r11, &detail.calls
+    b.push(0x49, 0x81, 0x3b); le32(b, Math.min(o.budget, 0x7fffffff)); // cmp qword [r11], N
+    b.push(0x0f, 0x82); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jb detail_stub
+  } else if (o.budget < 0) {
+    b.push(0xe9); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jmp detail_stub: every call
+  }
+  return { head: b, fallback, start, length };
+}
+
+// A restartable sequence's descriptor at `at` (struct rseq_cs, 32 bytes: version 0, flags 0 (restart on
+// preemption, signal and migration), start_ip, post_commit_offset, abort_ip), the signature, and the abort handler
+// at abort_ip: a jump to `restart`. 50 bytes.
+function sequenceBytes(at, start, length, restart) {
+  const b = [0, 0, 0, 0, 0, 0, 0, 0];
+  le64(b, start);
+  le64(b, length);
+  le64(b, at + RSEQ_ABORT); // abort_ip
+  le32(b, RSEQ_SIG); // at abort_ip - 4
+  return b.concat(jumpAbs(restart));
+}
+
+// The detail stub that goes to the one shared listener at `dispatch`: the record's address in r11, where to go
+// on in r10 (`movabs r11, detail; movabs r10, orig; jmp [rip+0]; dq dispatch`). `orig` sits at byte 12.
+function dispatchStub(detail, orig, dispatch) {
+  const b = [0x49, 0xbb]; // movabs r11, &detail
+  le64(b, detail);
+  b.push(0x49, 0xba); // movabs r10, orig
+  le64(b, orig);
+  return b.concat(jumpAbs(dispatch));
+}
+
+// A detail stub with a listener of its own: NOPs for the Interceptor, then a jump to `orig` (at byte 22).
+function listenerStub(orig) {
+  return NOPS16.concat(jumpAbs(orig));
+}
+
+// `mov eax, dword fs:[offset + 4]; ret`: this thread's CPU number in its rseq area at fs:offset.
+function cpuProbe(offset) {
+  const b = [0x64, 0x8b, 0x04, 0x25];
+  le32(b, offset + 4);
+  b.push(0xc3);
+  return b;
+}
+
+// The stopped world's signal handler (world.c; at `state`: the u32 ticket count, at 4 the release flag, at 8 the
+// count of threads gone on, from 24 the interrupted instruction pointers): take a ticket, record where the thread
+// was, yield until released.
+function parkHandler(state) {
+  const h = [0x49, 0xb9]; // movabs r9, &state
+  le64(h, state);
+  h.push(0x4c, 0x8b, 0x82, 0xa8, 0, 0, 0); // mov r8, [rdx + 168]: the interrupted rip in the ucontext
+  h.push(0xb8, 1, 0, 0, 0); // mov eax, 1
+  h.push(0xf0, 0x41, 0x0f, 0xc1, 0x01); // lock xadd [r9], eax: a ticket
+  h.push(0x3d, 0, 4, 0, 0); // cmp eax, 1024
+  h.push(0x73, 0x05); // jae spin
+  h.push(0x4d, 0x89, 0x44, 0xc1, 0x18); // mov [r9 + rax*8 + 24], r8
+  h.push(0x41, 0x83, 0x79, 0x04, 0x00); // spin: cmp dword [r9 + 4], 0
+  h.push(0x75, 0x09); // jne out
+  h.push(0xb8, 24, 0, 0, 0, 0x0f, 0x05); // sched_yield(): parked threads leave the CPUs to the others
+  h.push(0xeb, 0xf0); // jmp spin
+  h.push(0xf0, 0x41, 0xff, 0x41, 0x08); // out: lock inc dword [r9 + 8]
+  h.push(0xc3);
+  return h;
+}
+
+// Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
+if (typeof module !== 'undefined') {
+  module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
+    dispatchStub, listenerStub, cpuProbe, parkHandler };
 }
 
 // ---- src/state.js
@@ -55,6 +194,7 @@ const S = {
 
   // Counters: one row of counterCap (per CPU, plus a shared row, when counting per CPU)
   counters: null, // base of the counter array
+  countersAt: 0, // its address as a number, for the encoder
   counterCap: 0,
   counterUsed: 0,
   counterRows: 1,
@@ -70,6 +210,7 @@ const S = {
   directPatches: [], // [address, original first bytes] of functions patched without the Interceptor
   pendingSpecials: [], // [address, first bytes before hooking] of hooks whose Interceptor commit is awaited
   dispatch: null, // the shared detail listener's code (setupDispatch), or null
+  dispatchAt: 0, // its address as a number
   world: null, // {state, sig, patch}: stopping the world (setupWorld), or null
 
   // What the agent is doing
@@ -99,6 +240,12 @@ const IS_X64 = Process.arch === 'x64';
 
 const PAGE = Process.pageSize;
 
+// A pointer's address as a number: exact, user-space addresses are below 2^47. Three pointer operations; the
+// encoder then works on plain numbers.
+function num(p) {
+  return p.toUInt32() + p.shr(32).toUInt32() * 4294967296;
+}
+
 function u64(p) {
   return p.readU64().toNumber();
 }
@@ -121,7 +268,6 @@ function nearMap(size, m, maxDistance) {
     const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
     const munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int', ['pointer', 'size_t']);
-    const num = p => parseInt(p.toString(16), 16);
     const lo = num(m.base), hi = lo + m.size, step = 0x100000;
     for (let k = 1; k <= 1536; k++) {
       for (const hint of [lo - k * step - size, hi + k * step]) {
@@ -205,8 +351,6 @@ function allocCounter() {
 // the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
 // the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
 // row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
-const RSEQ_SIG = 0x53053053; // glibc's signature on x86
-
 const CS_SIZE = 64;
 
 function setupPerCpu() {
@@ -222,94 +366,59 @@ function setupPerCpu() {
   // Read this thread's CPU number the way the thunks do, as a check of the offset.
   const probe = ownMap(PAGE);
   if (probe === null) return null;
-  const b = [0x64, 0x8b, 0x04, 0x25]; // mov eax, dword fs:[offset + 4]
-  le32(b, offset + 4);
-  b.push(0xc3);
-  writeBytes(probe, b);
+  writeBytes(probe, cpuProbe(offset));
   const cpu = new NativeFunction(probe, 'uint32', [])();
   if (cpu >= cpus) return null;
   return { offset, cpus };
 }
 
-// A descriptor for the restartable sequence [start, start + length) of one thunk, with the signature the kernel
+// Room for the descriptor of one thunk's restartable sequence (sequenceBytes), with the signature the kernel
 // checks before abort_ip and the abort handler (a jump back to the thunk's start). Descriptors live in memory of
 // the agent's own that Frida never frees: a thread's rseq area keeps pointing at the last one it used, and the
 // kernel reads it (signature included) on every preemption, also in a forked child after Frida freed the thunks.
-function newSequence(start, length, restart) {
+// Returns {p, at}: the pointer and its number.
+function newSequence() {
   if (S.csPool === null || S.csPool.used === S.csPool.cap) {
     const cap = 4096;
     const base = ownMap(cap * CS_SIZE);
     if (base === null) throw new Error('no memory for restartable sequences');
-    S.csPool = { base, used: 0, cap };
+    S.csPool = { base, at: num(base), used: 0, cap };
   }
-  const cs = S.csPool.base.add(S.csPool.used * CS_SIZE);
-  S.csPool.used++;
-  const b = [0, 0, 0, 0, 0, 0, 0, 0]; // version 0, flags 0: restart on preemption, signal and migration
-  le64(b, start);
-  le64(b, length);
-  le64(b, cs.add(36)); // abort_ip
-  le32(b, RSEQ_SIG); // at abort_ip - 4
-  b.push(0xff, 0x25, 0, 0, 0, 0); // abort: jmp [rip+0]
-  le64(b, restart);
-  writeBytes(cs, b);
-  return cs;
+  const k = S.csPool.used++;
+  return { p: S.csPool.base.add(k * CS_SIZE), at: S.csPool.at + k * CS_SIZE };
 }
 
-// The counting head of a thunk at L.thunk for entry e; what follows it (the tail) goes on to the original
-// function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail listener.
+// The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
+// original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
+// listener. Writes the per-CPU fallback and the sequence's descriptor; returns the head's bytes.
 function countBytes(L, e) {
-  const slotAddr = S.counters.add(e.slot * 8);
-  const b = [];
-  if (S.rseq !== null) {
-    const csAt = b.length + 2;
-    b.push(0x49, 0xbb); le64(b, NULL); // movabs r11, &descriptor (filled in below)
-    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, S.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
-    const start = b.length;
-    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, S.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
-    b.push(0x41, 0x81, 0xfa); le32(b, S.rseq.cpus); // cmp r10d, cpus
-    b.push(0x0f, 0x83); le32(b, L.fallback.sub(L.thunk.add(b.length + 4)).toInt32()); // jae fallback
-    const shift = Math.log2(S.counterCap * 8);
-    if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
-    else { b.push(0x4d, 0x69, 0xd2); le32(b, S.counterCap * 8); } // imul r10, r10, row size
-    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &row0[slot]
-    b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
-    const post = b.length;
-    const cs = newSequence(L.thunk.add(start), post - start, L.thunk);
-    const a = [];
-    le64(a, cs);
-    for (let i = 0; i < 8; i++) b[csAt + i] = a[i];
-    // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
-    const f = [0x49, 0xbb];
-    le64(f, S.counters.add((S.rseq.cpus * S.counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
-    f.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
-    f.push(0xe9); le32(f, L.thunk.add(post).sub(L.fallback.add(f.length + 4)).toInt32()); // jmp back after the commit
-    writeBytes(L.fallback, f);
-  } else {
-    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
-    if (S.cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
-    b.push(0x49, 0xff, 0x03); // inc qword [r11]
+  const rowSize = S.counterCap * 8;
+  const cs = S.rseq !== null ? newSequence() : null;
+  const c = countHead({
+    thunk: L.at, fallback: L.at + FALLBACK_AT, stub: L.at + STUB_AT, counter: S.countersAt + e.slot * 8,
+    locked: S.cfg.counters !== 'plain', rseq: S.rseq, descriptor: cs !== null ? cs.at : 0,
+    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0, rowSize,
+    budget: S.cfg.detailCalls, detailCalls: e.detailAt + S.layout.calls,
+  });
+  if (cs !== null) {
+    writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
+    writeBytes(L.fallback, c.fallback);
   }
-  const n = S.cfg.detailCalls;
-  if (n > 0) {
-    // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
-    // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
-    b.push(0x49, 0xbb); le64(b, e.detail.add(S.layout.calls)); // movabs r11, &detail.calls
-    b.push(0x49, 0x81, 0x3b); le32(b, Math.min(n, 0x7fffffff)); // cmp qword [r11], N
-    b.push(0x0f, 0x82); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jb detail_stub
-  } else if (n < 0) {
-    b.push(0xe9); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jmp detail_stub: every call
-  }
-  return b;
+  return c.head;
 }
 
-function newDetail(_index) {
+// A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt).
+function newDetail(e) {
   if (S.detailPool === null || S.detailPool.used === S.detailPool.cap) {
     const cap = 1024;
-    S.detailPool = { base: lastingAlloc(cap * S.layout.size), used: 0, cap };
+    const base = lastingAlloc(cap * S.layout.size);
+    S.detailPool = { base, at: num(base), used: 0, cap };
   }
-  const d = S.detailPool.base.add(S.detailPool.used * S.layout.size);
-  S.detailPool.used++;
+  const k = S.detailPool.used++;
+  const d = S.detailPool.base.add(k * S.layout.size);
   d.writeByteArray(new ArrayBuffer(S.layout.size));
+  e.detail = d;
+  e.detailAt = S.detailPool.at + k * S.layout.size;
   return d;
 }
 
@@ -414,18 +523,17 @@ function forgetPatches(m) {
 // One hook's block of code: the thunk, the detail stub, the per-CPU fallback and room for a whole copy of a short
 // function.
 const THUNK_SIZE = 224, STUB_SIZE = 48, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
+const STUB_AT = THUNK_SIZE, FALLBACK_AT = STUB_AT + STUB_SIZE, CLONE_AT = FALLBACK_AT + FALLBACK_SIZE;
+const BLOCK_SIZE = CLONE_AT + CLONE_SIZE;
 
-const BLOCK_SIZE = THUNK_SIZE + STUB_SIZE + FALLBACK_SIZE + CLONE_SIZE;
-
-function blockAt(code) {
-  const stub = code.add(THUNK_SIZE), fallback = stub.add(STUB_SIZE);
-  return { thunk: code, stub, fallback, clone: fallback.add(FALLBACK_SIZE) };
+// The block at `code`, whose address as a number is `at`: pointers to its parts, and `at` for the encoder.
+function blockAt(code, at) {
+  return { thunk: code, stub: code.add(STUB_AT), fallback: code.add(FALLBACK_AT), clone: code.add(CLONE_AT), at };
 }
 
+// jmp [rip+0]; dq orig
 function jumpTail(at, orig) {
-  const b = [0xff, 0x25, 0, 0, 0, 0]; // jmp [rip+0]
-  le64(b, orig);
-  writeBytes(at, b);
+  writeBytes(at, jumpAbs(num(orig)));
 }
 
 // The fastest tail: the function's first instructions, relocated right after the counting head, then a jump
@@ -507,9 +615,6 @@ function patchedExtent(fn, before) {
   return end;
 }
 
-// 16 bytes of NOPs give the Interceptor room to relocate.
-const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0];
-
 // One detail listener for all entry points (x86-64): every detail stub loads its entry's record into r11 and
 // where it goes on into r10, then jumps here; the listener (detail.c) takes the record from r11, and the code
 // after the NOPs jumps to r10. One Interceptor.attach per process instead of one per entry point, which cost
@@ -522,24 +627,14 @@ function setupDispatch() {
   writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
   Interceptor.attach(code, S.cm);
   Interceptor.flush();
+  S.dispatchAt = num(code);
   return code;
 }
 
 // The stub the first calls go through: to the shared listener, or (no dispatch) its own NOPs for the
 // Interceptor and a jump to `orig`. Where it goes on can be changed later (setStubTarget).
-function stubBytes(orig, e) {
-  if (S.dispatch !== null) {
-    const b = [0x49, 0xbb]; // movabs r11, &detail
-    le64(b, e.detail);
-    b.push(0x49, 0xba); // movabs r10, orig
-    le64(b, orig);
-    b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
-    le64(b, S.dispatch);
-    return b;
-  }
-  const b = NOPS16.concat([0xff, 0x25, 0, 0, 0, 0]); // jmp [rip+0]
-  le64(b, orig);
-  return b;
+function stubBytes(origAt, e) {
+  return S.dispatch !== null ? dispatchStub(e.detailAt, origAt, S.dispatchAt) : listenerStub(origAt);
 }
 
 function setStubTarget(stub, target) {
@@ -555,17 +650,17 @@ function newEntry(module, path, fn, aliases) {
 }
 
 // A thunk + stub pair at `code` for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
-function writeThunk(code, e, orig) {
-  const L = blockAt(code);
+function writeThunk(L, e, orig) {
   const head = countBytes(L, e);
   writeBytes(L.thunk, head);
   jumpTail(L.thunk.add(head.length), orig);
-  writeStub(L.stub, e, orig);
+  writeStub(L.stub, e, num(orig));
   return L.thunk;
 }
 
-function writeStub(stub, e, orig) {
-  writeBytes(stub, stubBytes(orig, e));
+// The detail stub of entry e, going on to the address `origAt` (a number).
+function writeStub(stub, e, origAt) {
+  writeBytes(stub, stubBytes(origAt, e));
   if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
     Interceptor.attach(stub, S.cm, e.detail);
     if (S.cfg.events) attachEvents(stub, e);
@@ -578,12 +673,11 @@ function nearJumpTo(fn, target) {
 
 // The block at `code` for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
 // of them; 0 when they do not relocate) and a jump back into fn.
-function buildThunk(fn, code, e) {
-  const L = blockAt(code);
+function buildThunk(fn, L, e) {
   const head = countBytes(L, e);
   writeBytes(L.thunk, head);
   const tail = L.thunk.add(head.length);
-  return { L, tail, own: relocatePrologue(fn, tail, L.stub) };
+  return { tail, tailAt: L.at + head.length, own: relocatePrologue(fn, tail, L.stub) };
 }
 
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
@@ -594,21 +688,21 @@ function buildThunk(fn, code, e) {
 // writes the jumps itself with the other threads stopped (finishPending), once the Interceptor has committed the
 // module's detail stubs, and puts the original bytes back before the host detaches (release); without a stopped
 // world (not Linux) it writes them with one atomic store. Returns the method, or 'pending'.
-function hookExport(fn, code, e, next, pending, limit, size) {
+function hookExport(fn, L, e, next, pending, limit, size) {
   // A branch inside the function to its first 5 bytes would land in the middle of the jump written there: no
   // hook that overwrites the start is safe (the Interceptor does not see every such loop, and a program whose
   // function loops back to its second instruction crashed). A branch to later bytes of the relocated prologue
   // is fine: those bytes stay as they were.
   if (!noBranchInto(fn, 5, limit, size)) throw new Error('a branch inside it lands in its first 5 bytes');
   const before = new Uint8Array(fn.readByteArray(32));
-  const { L, tail, own } = buildThunk(fn, code, e);
+  const { tail, tailAt, own } = buildThunk(fn, L, e);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
-  writeStub(L.stub, e, own !== 0 ? tail : fn);
+  writeStub(L.stub, e, own !== 0 ? tailAt : num(fn));
   const h = { fn, L, e, tail, own, before, next, limit, size, how: 'inline' };
   const direct = own !== 0;
   // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
   // the jump goes in directly, without the Interceptor's transaction per function.
-  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
+  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.at, false)) return 'inline';
   if (!S.lateScan && S.livePatching && S.world !== null) {
     if (!direct) {
       if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
@@ -637,7 +731,7 @@ function hookWithInterceptor(h) {
     jumpTail(tail, L.clone);
     setStubTarget(L.stub, L.clone);
     if (!S.lateScan && S.livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
-    if (!patchJump(fn, L.thunk, !S.lateScan && S.livePatching)) {
+    if (!patchJump(fn, L.at, !S.lateScan && S.livePatching)) {
       throw new Error('too short to hook while the program runs (no atomic patch)');
     }
     return 'clone';
@@ -667,11 +761,7 @@ function finishPending(pending, m) {
   };
   if (S.world !== null) {
     for (const h of pending) {
-      if (h.how !== 'far') {
-        const b = [0xe9];
-        le32(b, h.L.thunk.sub(h.fn.add(5)).toInt32());
-        h.bytes = b;
-      }
+      if (h.how !== 'far') h.bytes = jump5(num(h.fn), h.L.at);
       h.original = new Uint8Array(h.fn.readByteArray(h.bytes.length));
     }
     const written = new Set(worldPatch(pending));
@@ -689,7 +779,7 @@ function finishPending(pending, m) {
   }
   for (const h of pending) {
     try {
-      if (patchJump(h.fn, h.L.thunk, true)) h.how = 'inline';
+      if (patchJump(h.fn, h.L.at, true)) h.how = 'inline';
       else h.how = hookWithInterceptor(h);
     } catch (err) {
       S.skipped.push([m.name, h.e.fn, String(err.message || err)]);
@@ -705,17 +795,11 @@ function finishPending(pending, m) {
 // plainly when the library has just been loaded or the program has not started. Far patches are not in the
 // fork handler's table (it restores 5 bytes): a forked child keeps the jump into the parent's thunk, which stays
 // mapped, and its calls through it count in the parent's counters.
-function farJump(thunk) {
-  const b = [0xff, 0x25, 0, 0, 0, 0];
-  le64(b, thunk);
-  return b;
-}
-
-function hookFar(fn, code, e, pending, limit, size) {
-  const { L, tail, own } = buildThunk(fn, code, e);
+function hookFar(fn, L, e, pending, limit, size) {
+  const { tail, tailAt, own } = buildThunk(fn, L, e);
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
-  writeStub(L.stub, e, tail);
-  const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
+  writeStub(L.stub, e, tailAt);
+  const h = { fn, L, e, tail, own, how: 'far', bytes: jumpAbs(L.at) };
   if (!S.lateScan && S.livePatching) {
     if (S.world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
     pending.push(h);
@@ -836,21 +920,7 @@ function setupWorld() {
   const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
   const state = lastingAlloc(24 + 8 * 1024);
   const handler = lastingAlloc(PAGE);
-  const h = [0x49, 0xb9]; // movabs r9, &state
-  le64(h, state);
-  h.push(0x4c, 0x8b, 0x82, 0xa8, 0, 0, 0); // mov r8, [rdx + 168]: the interrupted rip in the ucontext
-  h.push(0xb8, 1, 0, 0, 0); // mov eax, 1
-  h.push(0xf0, 0x41, 0x0f, 0xc1, 0x01); // lock xadd [r9], eax: a ticket
-  h.push(0x3d, 0, 4, 0, 0); // cmp eax, 1024
-  h.push(0x73, 0x05); // jae spin
-  h.push(0x4d, 0x89, 0x44, 0xc1, 0x18); // mov [r9 + rax*8 + 24], r8
-  h.push(0x41, 0x83, 0x79, 0x04, 0x00); // spin: cmp dword [r9 + 4], 0
-  h.push(0x75, 0x09); // jne out
-  h.push(0xb8, 24, 0, 0, 0, 0x0f, 0x05); // sched_yield(): parked threads leave the CPUs to the others
-  h.push(0xeb, 0xf0); // jmp spin
-  h.push(0xf0, 0x41, 0xff, 0x41, 0x08); // out: lock inc dword [r9 + 8]
-  h.push(0xc3);
-  writeBytes(handler, h);
+  writeBytes(handler, parkHandler(num(state)));
   const act = Memory.alloc(152), old = Memory.alloc(152); // glibc's struct sigaction
   // A real-time signal nobody handles (SIG_DFL): from SIGRTMAX-2 down.
   for (let sig = 62; sig >= 40; sig--) {
@@ -905,12 +975,10 @@ function worldPatch(items) {
   return written;
 }
 
-// Jump from fn to its thunk; false when that cannot be written safely while the program runs.
-function patchJump(fn, thunk, live) {
+// Jump from fn to its thunk at `thunkAt` (a number); false when that cannot be written safely while the program runs.
+function patchJump(fn, thunkAt, live) {
   const original = new Uint8Array(fn.readByteArray(5));
-  const rel = thunk.sub(fn.add(5)).toInt32();
-  const b = [0xe9];
-  le32(b, rel);
+  const b = jump5(num(fn), thunkAt);
   rememberPatch(fn);
   if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
   S.directPatches.push([fn, original]);
@@ -1041,19 +1109,18 @@ function thunkForPointer(p, symbol) {
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
     let base = ownMap(cap * per);
     if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
-    S.pool = { base, used: 0, cap };
+    S.pool = { base, at: num(base), used: 0, cap };
   }
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
-  e.detail = newDetail(e.id);
+  newDetail(e);
   e.viaProc = true;
-  const slot = S.pool.base.add(S.pool.used * per);
-  S.pool.used++;
-  writeThunk(slot, e, p);
+  const n = S.pool.used++;
+  const L = blockAt(S.pool.base.add(n * per), S.pool.at + n * per);
+  const slot = writeThunk(L, e, p);
   if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
-    const stub = blockAt(slot).stub;
-    S.pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
+    S.pendingSpecials.push([L.stub, new Uint8Array(stubBytes(num(p), e).slice(0, 5))]);
   }
   S.procThunks.set(k, slot);
   sendHooks(e.id);
@@ -1144,7 +1211,7 @@ function hookModule(m) {
   if (!IS_X64) {
     for (const g of groups) {
       const e = newEntry(m.name, m.path, g.name, g.names);
-      e.detail = newDetail(e.id);
+      newDetail(e);
       try {
         Interceptor.attach(g.address, S.cm, e.detail);
         if (S.cfg.events) attachEvents(g.address, e);
@@ -1161,20 +1228,21 @@ function hookModule(m) {
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
   const code = nearMap(codeSize, m, maxDistance);
   const far = code.far === true;
+  const codeAt = num(code);
   let i = 0;
   const pending = [];
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
-    e.detail = newDetail(e.id);
-    const slot = code.add(i * per);
+    newDetail(e);
+    const L = blockAt(code.add(i * per), codeAt + i * per);
     i++;
     try {
       const limit = codeEnd(codeRanges, g.address);
       const size = sizes.get(g.address.toString());
-      const how = far ? hookFar(g.address, slot, e, pending, limit, size)
-        : hookExport(g.address, slot, e, nextStart(starts, g.address), pending, limit, size);
+      const how = far ? hookFar(g.address, L, e, pending, limit, size)
+        : hookExport(g.address, L, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
       S.hookCounts[how]++;
       S.hookedAddrs.set(g.address.toString(), e.id);
@@ -1609,6 +1677,7 @@ rpc.exports = {
       if (S.counters !== null) S.shmPath = config.sharedCounters;
     }
     if (S.counters === null) S.counters = lastingAlloc(S.counterRows * S.counterCap * 8);
+    S.countersAt = num(S.counters);
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);

@@ -36,8 +36,6 @@ function allocCounter() {
 // the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
 // the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
 // row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
-const RSEQ_SIG = 0x53053053; // glibc's signature on x86
-
 const CS_SIZE = 64;
 
 function setupPerCpu() {
@@ -53,94 +51,59 @@ function setupPerCpu() {
   // Read this thread's CPU number the way the thunks do, as a check of the offset.
   const probe = ownMap(PAGE);
   if (probe === null) return null;
-  const b = [0x64, 0x8b, 0x04, 0x25]; // mov eax, dword fs:[offset + 4]
-  le32(b, offset + 4);
-  b.push(0xc3);
-  writeBytes(probe, b);
+  writeBytes(probe, cpuProbe(offset));
   const cpu = new NativeFunction(probe, 'uint32', [])();
   if (cpu >= cpus) return null;
   return { offset, cpus };
 }
 
-// A descriptor for the restartable sequence [start, start + length) of one thunk, with the signature the kernel
+// Room for the descriptor of one thunk's restartable sequence (sequenceBytes), with the signature the kernel
 // checks before abort_ip and the abort handler (a jump back to the thunk's start). Descriptors live in memory of
 // the agent's own that Frida never frees: a thread's rseq area keeps pointing at the last one it used, and the
 // kernel reads it (signature included) on every preemption, also in a forked child after Frida freed the thunks.
-function newSequence(start, length, restart) {
+// Returns {p, at}: the pointer and its number.
+function newSequence() {
   if (S.csPool === null || S.csPool.used === S.csPool.cap) {
     const cap = 4096;
     const base = ownMap(cap * CS_SIZE);
     if (base === null) throw new Error('no memory for restartable sequences');
-    S.csPool = { base, used: 0, cap };
+    S.csPool = { base, at: num(base), used: 0, cap };
   }
-  const cs = S.csPool.base.add(S.csPool.used * CS_SIZE);
-  S.csPool.used++;
-  const b = [0, 0, 0, 0, 0, 0, 0, 0]; // version 0, flags 0: restart on preemption, signal and migration
-  le64(b, start);
-  le64(b, length);
-  le64(b, cs.add(36)); // abort_ip
-  le32(b, RSEQ_SIG); // at abort_ip - 4
-  b.push(0xff, 0x25, 0, 0, 0, 0); // abort: jmp [rip+0]
-  le64(b, restart);
-  writeBytes(cs, b);
-  return cs;
+  const k = S.csPool.used++;
+  return { p: S.csPool.base.add(k * CS_SIZE), at: S.csPool.at + k * CS_SIZE };
 }
 
-// The counting head of a thunk at L.thunk for entry e; what follows it (the tail) goes on to the original
-// function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail listener.
+// The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
+// original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
+// listener. Writes the per-CPU fallback and the sequence's descriptor; returns the head's bytes.
 function countBytes(L, e) {
-  const slotAddr = S.counters.add(e.slot * 8);
-  const b = [];
-  if (S.rseq !== null) {
-    const csAt = b.length + 2;
-    b.push(0x49, 0xbb); le64(b, NULL); // movabs r11, &descriptor (filled in below)
-    b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, S.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
-    const start = b.length;
-    b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, S.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
-    b.push(0x41, 0x81, 0xfa); le32(b, S.rseq.cpus); // cmp r10d, cpus
-    b.push(0x0f, 0x83); le32(b, L.fallback.sub(L.thunk.add(b.length + 4)).toInt32()); // jae fallback
-    const shift = Math.log2(S.counterCap * 8);
-    if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
-    else { b.push(0x4d, 0x69, 0xd2); le32(b, S.counterCap * 8); } // imul r10, r10, row size
-    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &row0[slot]
-    b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
-    const post = b.length;
-    const cs = newSequence(L.thunk.add(start), post - start, L.thunk);
-    const a = [];
-    le64(a, cs);
-    for (let i = 0; i < 8; i++) b[csAt + i] = a[i];
-    // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
-    const f = [0x49, 0xbb];
-    le64(f, S.counters.add((S.rseq.cpus * S.counterCap + e.slot) * 8)); // movabs r11, &rowN[slot]
-    f.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
-    f.push(0xe9); le32(f, L.thunk.add(post).sub(L.fallback.add(f.length + 4)).toInt32()); // jmp back after the commit
-    writeBytes(L.fallback, f);
-  } else {
-    b.push(0x49, 0xbb); le64(b, slotAddr); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
-    if (S.cfg.counters !== 'plain') b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
-    b.push(0x49, 0xff, 0x03); // inc qword [r11]
+  const rowSize = S.counterCap * 8;
+  const cs = S.rseq !== null ? newSequence() : null;
+  const c = countHead({
+    thunk: L.at, fallback: L.at + FALLBACK_AT, stub: L.at + STUB_AT, counter: S.countersAt + e.slot * 8,
+    locked: S.cfg.counters !== 'plain', rseq: S.rseq, descriptor: cs !== null ? cs.at : 0,
+    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0, rowSize,
+    budget: S.cfg.detailCalls, detailCalls: e.detailAt + S.layout.calls,
+  });
+  if (cs !== null) {
+    writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
+    writeBytes(L.fallback, c.fallback);
   }
-  const n = S.cfg.detailCalls;
-  if (n > 0) {
-    // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
-    // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
-    b.push(0x49, 0xbb); le64(b, e.detail.add(S.layout.calls)); // movabs r11, &detail.calls
-    b.push(0x49, 0x81, 0x3b); le32(b, Math.min(n, 0x7fffffff)); // cmp qword [r11], N
-    b.push(0x0f, 0x82); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jb detail_stub
-  } else if (n < 0) {
-    b.push(0xe9); le32(b, L.stub.sub(L.thunk.add(b.length + 4)).toInt32()); // jmp detail_stub: every call
-  }
-  return b;
+  return c.head;
 }
 
-function newDetail(_index) {
+// A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt).
+function newDetail(e) {
   if (S.detailPool === null || S.detailPool.used === S.detailPool.cap) {
     const cap = 1024;
-    S.detailPool = { base: lastingAlloc(cap * S.layout.size), used: 0, cap };
+    const base = lastingAlloc(cap * S.layout.size);
+    S.detailPool = { base, at: num(base), used: 0, cap };
   }
-  const d = S.detailPool.base.add(S.detailPool.used * S.layout.size);
-  S.detailPool.used++;
+  const k = S.detailPool.used++;
+  const d = S.detailPool.base.add(k * S.layout.size);
   d.writeByteArray(new ArrayBuffer(S.layout.size));
+  e.detail = d;
+  e.detailAt = S.detailPool.at + k * S.layout.size;
   return d;
 }
 

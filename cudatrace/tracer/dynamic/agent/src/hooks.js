@@ -86,18 +86,17 @@ function forgetPatches(m) {
 // One hook's block of code: the thunk, the detail stub, the per-CPU fallback and room for a whole copy of a short
 // function.
 const THUNK_SIZE = 224, STUB_SIZE = 48, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
+const STUB_AT = THUNK_SIZE, FALLBACK_AT = STUB_AT + STUB_SIZE, CLONE_AT = FALLBACK_AT + FALLBACK_SIZE;
+const BLOCK_SIZE = CLONE_AT + CLONE_SIZE;
 
-const BLOCK_SIZE = THUNK_SIZE + STUB_SIZE + FALLBACK_SIZE + CLONE_SIZE;
-
-function blockAt(code) {
-  const stub = code.add(THUNK_SIZE), fallback = stub.add(STUB_SIZE);
-  return { thunk: code, stub, fallback, clone: fallback.add(FALLBACK_SIZE) };
+// The block at `code`, whose address as a number is `at`: pointers to its parts, and `at` for the encoder.
+function blockAt(code, at) {
+  return { thunk: code, stub: code.add(STUB_AT), fallback: code.add(FALLBACK_AT), clone: code.add(CLONE_AT), at };
 }
 
+// jmp [rip+0]; dq orig
 function jumpTail(at, orig) {
-  const b = [0xff, 0x25, 0, 0, 0, 0]; // jmp [rip+0]
-  le64(b, orig);
-  writeBytes(at, b);
+  writeBytes(at, jumpAbs(num(orig)));
 }
 
 // The fastest tail: the function's first instructions, relocated right after the counting head, then a jump
@@ -179,9 +178,6 @@ function patchedExtent(fn, before) {
   return end;
 }
 
-// 16 bytes of NOPs give the Interceptor room to relocate.
-const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0];
-
 // One detail listener for all entry points (x86-64): every detail stub loads its entry's record into r11 and
 // where it goes on into r10, then jumps here; the listener (detail.c) takes the record from r11, and the code
 // after the NOPs jumps to r10. One Interceptor.attach per process instead of one per entry point, which cost
@@ -194,24 +190,14 @@ function setupDispatch() {
   writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
   Interceptor.attach(code, S.cm);
   Interceptor.flush();
+  S.dispatchAt = num(code);
   return code;
 }
 
 // The stub the first calls go through: to the shared listener, or (no dispatch) its own NOPs for the
 // Interceptor and a jump to `orig`. Where it goes on can be changed later (setStubTarget).
-function stubBytes(orig, e) {
-  if (S.dispatch !== null) {
-    const b = [0x49, 0xbb]; // movabs r11, &detail
-    le64(b, e.detail);
-    b.push(0x49, 0xba); // movabs r10, orig
-    le64(b, orig);
-    b.push(0xff, 0x25, 0, 0, 0, 0); // jmp [rip+0]
-    le64(b, S.dispatch);
-    return b;
-  }
-  const b = NOPS16.concat([0xff, 0x25, 0, 0, 0, 0]); // jmp [rip+0]
-  le64(b, orig);
-  return b;
+function stubBytes(origAt, e) {
+  return S.dispatch !== null ? dispatchStub(e.detailAt, origAt, S.dispatchAt) : listenerStub(origAt);
 }
 
 function setStubTarget(stub, target) {
@@ -227,17 +213,17 @@ function newEntry(module, path, fn, aliases) {
 }
 
 // A thunk + stub pair at `code` for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
-function writeThunk(code, e, orig) {
-  const L = blockAt(code);
+function writeThunk(L, e, orig) {
   const head = countBytes(L, e);
   writeBytes(L.thunk, head);
   jumpTail(L.thunk.add(head.length), orig);
-  writeStub(L.stub, e, orig);
+  writeStub(L.stub, e, num(orig));
   return L.thunk;
 }
 
-function writeStub(stub, e, orig) {
-  writeBytes(stub, stubBytes(orig, e));
+// The detail stub of entry e, going on to the address `origAt` (a number).
+function writeStub(stub, e, origAt) {
+  writeBytes(stub, stubBytes(origAt, e));
   if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
     Interceptor.attach(stub, S.cm, e.detail);
     if (S.cfg.events) attachEvents(stub, e);
@@ -250,12 +236,11 @@ function nearJumpTo(fn, target) {
 
 // The block at `code` for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
 // of them; 0 when they do not relocate) and a jump back into fn.
-function buildThunk(fn, code, e) {
-  const L = blockAt(code);
+function buildThunk(fn, L, e) {
   const head = countBytes(L, e);
   writeBytes(L.thunk, head);
   const tail = L.thunk.add(head.length);
-  return { L, tail, own: relocatePrologue(fn, tail, L.stub) };
+  return { tail, tailAt: L.at + head.length, own: relocatePrologue(fn, tail, L.stub) };
 }
 
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
@@ -266,21 +251,21 @@ function buildThunk(fn, code, e) {
 // writes the jumps itself with the other threads stopped (finishPending), once the Interceptor has committed the
 // module's detail stubs, and puts the original bytes back before the host detaches (release); without a stopped
 // world (not Linux) it writes them with one atomic store. Returns the method, or 'pending'.
-function hookExport(fn, code, e, next, pending, limit, size) {
+function hookExport(fn, L, e, next, pending, limit, size) {
   // A branch inside the function to its first 5 bytes would land in the middle of the jump written there: no
   // hook that overwrites the start is safe (the Interceptor does not see every such loop, and a program whose
   // function loops back to its second instruction crashed). A branch to later bytes of the relocated prologue
   // is fine: those bytes stay as they were.
   if (!noBranchInto(fn, 5, limit, size)) throw new Error('a branch inside it lands in its first 5 bytes');
   const before = new Uint8Array(fn.readByteArray(32));
-  const { L, tail, own } = buildThunk(fn, code, e);
+  const { tail, tailAt, own } = buildThunk(fn, L, e);
   if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
-  writeStub(L.stub, e, own !== 0 ? tail : fn);
+  writeStub(L.stub, e, own !== 0 ? tailAt : num(fn));
   const h = { fn, L, e, tail, own, before, next, limit, size, how: 'inline' };
   const direct = own !== 0;
   // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
   // the jump goes in directly, without the Interceptor's transaction per function.
-  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.thunk, false)) return 'inline';
+  if (direct && (S.lateScan || !S.livePatching) && patchJump(fn, L.at, false)) return 'inline';
   if (!S.lateScan && S.livePatching && S.world !== null) {
     if (!direct) {
       if (!buildClone(fn, L.clone, next)) throw new Error('cannot be hooked safely while the program runs');
@@ -309,7 +294,7 @@ function hookWithInterceptor(h) {
     jumpTail(tail, L.clone);
     setStubTarget(L.stub, L.clone);
     if (!S.lateScan && S.livePatching) Interceptor.flush(); // the stub's listener before the thunk is reachable
-    if (!patchJump(fn, L.thunk, !S.lateScan && S.livePatching)) {
+    if (!patchJump(fn, L.at, !S.lateScan && S.livePatching)) {
       throw new Error('too short to hook while the program runs (no atomic patch)');
     }
     return 'clone';
@@ -339,11 +324,7 @@ function finishPending(pending, m) {
   };
   if (S.world !== null) {
     for (const h of pending) {
-      if (h.how !== 'far') {
-        const b = [0xe9];
-        le32(b, h.L.thunk.sub(h.fn.add(5)).toInt32());
-        h.bytes = b;
-      }
+      if (h.how !== 'far') h.bytes = jump5(num(h.fn), h.L.at);
       h.original = new Uint8Array(h.fn.readByteArray(h.bytes.length));
     }
     const written = new Set(worldPatch(pending));
@@ -361,7 +342,7 @@ function finishPending(pending, m) {
   }
   for (const h of pending) {
     try {
-      if (patchJump(h.fn, h.L.thunk, true)) h.how = 'inline';
+      if (patchJump(h.fn, h.L.at, true)) h.how = 'inline';
       else h.how = hookWithInterceptor(h);
     } catch (err) {
       S.skipped.push([m.name, h.e.fn, String(err.message || err)]);
@@ -377,17 +358,11 @@ function finishPending(pending, m) {
 // plainly when the library has just been loaded or the program has not started. Far patches are not in the
 // fork handler's table (it restores 5 bytes): a forked child keeps the jump into the parent's thunk, which stays
 // mapped, and its calls through it count in the parent's counters.
-function farJump(thunk) {
-  const b = [0xff, 0x25, 0, 0, 0, 0];
-  le64(b, thunk);
-  return b;
-}
-
-function hookFar(fn, code, e, pending, limit, size) {
-  const { L, tail, own } = buildThunk(fn, code, e);
+function hookFar(fn, L, e, pending, limit, size) {
+  const { tail, tailAt, own } = buildThunk(fn, L, e);
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
-  writeStub(L.stub, e, tail);
-  const h = { fn, L, e, tail, own, how: 'far', bytes: farJump(L.thunk) };
+  writeStub(L.stub, e, tailAt);
+  const h = { fn, L, e, tail, own, how: 'far', bytes: jumpAbs(L.at) };
   if (!S.lateScan && S.livePatching) {
     if (S.world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
     pending.push(h);
@@ -508,21 +483,7 @@ function setupWorld() {
   const sigaction = new NativeFunction(sigactionPtr, 'int', ['int', 'pointer', 'pointer']);
   const state = lastingAlloc(24 + 8 * 1024);
   const handler = lastingAlloc(PAGE);
-  const h = [0x49, 0xb9]; // movabs r9, &state
-  le64(h, state);
-  h.push(0x4c, 0x8b, 0x82, 0xa8, 0, 0, 0); // mov r8, [rdx + 168]: the interrupted rip in the ucontext
-  h.push(0xb8, 1, 0, 0, 0); // mov eax, 1
-  h.push(0xf0, 0x41, 0x0f, 0xc1, 0x01); // lock xadd [r9], eax: a ticket
-  h.push(0x3d, 0, 4, 0, 0); // cmp eax, 1024
-  h.push(0x73, 0x05); // jae spin
-  h.push(0x4d, 0x89, 0x44, 0xc1, 0x18); // mov [r9 + rax*8 + 24], r8
-  h.push(0x41, 0x83, 0x79, 0x04, 0x00); // spin: cmp dword [r9 + 4], 0
-  h.push(0x75, 0x09); // jne out
-  h.push(0xb8, 24, 0, 0, 0, 0x0f, 0x05); // sched_yield(): parked threads leave the CPUs to the others
-  h.push(0xeb, 0xf0); // jmp spin
-  h.push(0xf0, 0x41, 0xff, 0x41, 0x08); // out: lock inc dword [r9 + 8]
-  h.push(0xc3);
-  writeBytes(handler, h);
+  writeBytes(handler, parkHandler(num(state)));
   const act = Memory.alloc(152), old = Memory.alloc(152); // glibc's struct sigaction
   // A real-time signal nobody handles (SIG_DFL): from SIGRTMAX-2 down.
   for (let sig = 62; sig >= 40; sig--) {
@@ -577,12 +538,10 @@ function worldPatch(items) {
   return written;
 }
 
-// Jump from fn to its thunk; false when that cannot be written safely while the program runs.
-function patchJump(fn, thunk, live) {
+// Jump from fn to its thunk at `thunkAt` (a number); false when that cannot be written safely while the program runs.
+function patchJump(fn, thunkAt, live) {
   const original = new Uint8Array(fn.readByteArray(5));
-  const rel = thunk.sub(fn.add(5)).toInt32();
-  const b = [0xe9];
-  le32(b, rel);
+  const b = jump5(num(fn), thunkAt);
   rememberPatch(fn);
   if (!writeJump5(fn, b, live)) { forgetLastPatch(fn); return false; }
   S.directPatches.push([fn, original]);

@@ -41,6 +41,7 @@ rpc.exports = {
       if (S.counters !== null) S.shmPath = config.sharedCounters;
     }
     if (S.counters === null) S.counters = lastingAlloc(S.counterRows * S.counterCap * 8);
+    S.countersAt = num(S.counters);
     Process.setExceptionHandler(details => {
       try {
         flush(true, 'crash: ' + details.type, null, details.type);

@@ -2,6 +2,12 @@ const IS_X64 = Process.arch === 'x64';
 
 const PAGE = Process.pageSize;
 
+// A pointer's address as a number: exact, user-space addresses are below 2^47. Three pointer operations; the
+// encoder then works on plain numbers.
+function num(p) {
+  return p.toUInt32() + p.shr(32).toUInt32() * 4294967296;
+}
+
 function u64(p) {
   return p.readU64().toNumber();
 }
@@ -24,7 +30,6 @@ function nearMap(size, m, maxDistance) {
     const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
       ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
     const munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int', ['pointer', 'size_t']);
-    const num = p => parseInt(p.toString(16), 16);
     const lo = num(m.base), hi = lo + m.size, step = 0x100000;
     for (let k = 1; k <= 1536; k++) {
       for (const hint of [lo - k * step - size, hi + k * step]) {

@@ -67,7 +67,7 @@ function hookModule(m) {
   if (!IS_X64) {
     for (const g of groups) {
       const e = newEntry(m.name, m.path, g.name, g.names);
-      e.detail = newDetail(e.id);
+      newDetail(e);
       try {
         Interceptor.attach(g.address, S.cm, e.detail);
         if (S.cfg.events) attachEvents(g.address, e);
@@ -84,20 +84,21 @@ function hookModule(m) {
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
   const code = nearMap(codeSize, m, maxDistance);
   const far = code.far === true;
+  const codeAt = num(code);
   let i = 0;
   const pending = [];
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
-    e.detail = newDetail(e.id);
-    const slot = code.add(i * per);
+    newDetail(e);
+    const L = blockAt(code.add(i * per), codeAt + i * per);
     i++;
     try {
       const limit = codeEnd(codeRanges, g.address);
       const size = sizes.get(g.address.toString());
-      const how = far ? hookFar(g.address, slot, e, pending, limit, size)
-        : hookExport(g.address, slot, e, nextStart(starts, g.address), pending, limit, size);
+      const how = far ? hookFar(g.address, L, e, pending, limit, size)
+        : hookExport(g.address, L, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
       S.hookCounts[how]++;
       S.hookedAddrs.set(g.address.toString(), e.id);

@@ -100,19 +100,18 @@ function thunkForPointer(p, symbol) {
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
     let base = ownMap(cap * per);
     if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
-    S.pool = { base, used: 0, cap };
+    S.pool = { base, at: num(base), used: 0, cap };
   }
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
-  e.detail = newDetail(e.id);
+  newDetail(e);
   e.viaProc = true;
-  const slot = S.pool.base.add(S.pool.used * per);
-  S.pool.used++;
-  writeThunk(slot, e, p);
+  const n = S.pool.used++;
+  const L = blockAt(S.pool.base.add(n * per), S.pool.at + n * per);
+  const slot = writeThunk(L, e, p);
   if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
-    const stub = blockAt(slot).stub;
-    S.pendingSpecials.push([stub, new Uint8Array(stubBytes(p, e).slice(0, 5))]);
+    S.pendingSpecials.push([L.stub, new Uint8Array(stubBytes(num(p), e).slice(0, 5))]);
   }
   S.procThunks.set(k, slot);
   sendHooks(e.id);

@@ -32,6 +32,7 @@ const S = {
 
   // Counters: one row of counterCap (per CPU, plus a shared row, when counting per CPU)
   counters: null, // base of the counter array
+  countersAt: 0, // its address as a number, for the encoder
   counterCap: 0,
   counterUsed: 0,
   counterRows: 1,
@@ -47,6 +48,7 @@ const S = {
   directPatches: [], // [address, original first bytes] of functions patched without the Interceptor
   pendingSpecials: [], // [address, first bytes before hooking] of hooks whose Interceptor commit is awaited
   dispatch: null, // the shared detail listener's code (setupDispatch), or null
+  dispatchAt: 0, // its address as a number
   world: null, // {state, sig, patch}: stopping the world (setupWorld), or null
 
   // What the agent is doing
