@@ -26,8 +26,8 @@ function le32(bytes, v) {
 // Little-endian 64 bits of an integer below 2^53 (an address, a length).
 function le64(bytes, v) {
   const lo = v >>> 0, hi = Math.floor(v / 4294967296) >>> 0;
-  bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24, hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff,
-    hi >>> 24);
+  bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24,
+    hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff, hi >>> 24);
 }
 
 // The rel32 of a branch whose next instruction is at `next`, to `target` (truncated to 32 bits, as the caller
@@ -236,8 +236,10 @@ const S = {
 
 // ---- src/memory.js
 
-const IS_X64 = Process.arch === 'x64';
+// Memory of the agent's own: mappings that outlive the script (Frida frees what Memory.alloc gave when the host
+// detaches, and a forked child keeps the parent's mappings), near a library or anywhere.
 
+const IS_X64 = Process.arch === 'x64';
 const PAGE = Process.pageSize;
 
 // A pointer's address as a number: exact, user-space addresses are below 2^47. Three pointer operations; the
@@ -313,6 +315,9 @@ function writeBytes(at, bytes) {
 
 // ---- src/counters.js
 
+// Counter storage (a shared file the host reads after the process is gone), per-CPU counting in restartable
+// sequences, the counting head of each thunk, and the detail records whose layout detail.c defines.
+
 // detail.c's cudatrace_detail_layout: the record's size, its fields' offsets, then its array lengths.
 const LAYOUT_FIELDS = ['size', 'first', 'time', 'calls', 'nCodes', 'nCallers', 'codes', 'codeCounts', 'otherCodes',
   'callers', 'callerCounts', 'otherCallers', 'statuses', 'callerSlots'];
@@ -351,7 +356,7 @@ function allocCounter() {
 // the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
 // the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
 // row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
-const CS_SIZE = 64;
+const CS_SIZE = 64; // a descriptor block (sequenceBytes: 50 bytes)
 
 function setupPerCpu() {
   if (!IS_X64 || Process.platform !== 'linux' || S.cfg.counters !== 'per-cpu') return null;
@@ -434,6 +439,9 @@ function readCounters() {
 }
 
 // ---- src/hooks.js
+
+// Hooking one entry point on x86-64: thunks and detail stubs, prologue relocation, the checks for branches into
+// overwritten bytes, direct, atomic and stopped-world patching, and the fork handler that undoes direct patches.
 
 // Functions the agent patched itself (patchJump) with their original first bytes: a fork handler puts them back
 // in the child, whose Frida agent unloads this script and frees its thunks (the child's own agent, loaded by
@@ -1007,6 +1015,9 @@ function nextStart(starts, addr) {
 
 // ---- src/specials.js
 
+// Entry points hooked in JavaScript (cuGetProcAddress, cuGetExportTable: their arguments matter after the
+// call), counting thunks for the pointers cuGetProcAddress hands out, and --events listeners.
+
 // cuGetProcAddress(_v2) and cuGetExportTable: a few hundred calls at start-up, hooked in JavaScript because
 // they need their arguments after the call.
 function jsCounts(e) {
@@ -1141,6 +1152,9 @@ function attachEvents(target, e) {
 }
 
 // ---- src/modules.js
+
+// Which libraries are hooked and when: hooking a module's exports, scanning the module list, the dlopen/
+// LoadLibrary and exit hooks, the caller's RPATH/RUNPATH for dlopen, failed loads, guarded close_range.
 
 function canonical(names) {
   return names.slice().sort((a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0))[0];
@@ -1520,6 +1534,9 @@ function watchLoads() {
 
 // ---- src/reporting.js
 
+// What reaches the host: hooks messages, cumulative count batches (asked for by the host, or final at exit and
+// crash) and the acknowledgement the exiting thread waits for.
+
 function sendHooks(from) {
   const rows = [];
   for (let i = from; i < S.entries.length; i++) {
@@ -1528,7 +1545,8 @@ function sendHooks(from) {
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || S.skipped.length > 0) {
-    send({ type: S.M.hooks, pid: Process.id, entries: rows, skipped: S.skipped.splice(0), methods: S.hookCounts, patching: S.patching,
+    send({ type: S.M.hooks, pid: Process.id, entries: rows, skipped: S.skipped.splice(0), methods: S.hookCounts,
+      patching: S.patching,
       timing: S.hookTimes });
   }
 }
@@ -1712,7 +1730,8 @@ rpc.exports = {
   release() {
     if (S.flushTimer !== null) { clearInterval(S.flushTimer); S.flushTimer = null; }
     // No thread takes a detail stub any more: Frida reverts their listeners when the script unloads.
-    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(uint64('0x4000000000000000'));
+    const never = uint64('0x4000000000000000');
+    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(never);
     if (S.restoreTable !== null) S.restoreTable.writeU64(0);
     // A thread can be at a jump but never inside one: putting the original bytes back needs no stopped world,
     // only a store no thread sees half done.

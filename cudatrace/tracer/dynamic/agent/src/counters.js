@@ -1,3 +1,6 @@
+// Counter storage (a shared file the host reads after the process is gone), per-CPU counting in restartable
+// sequences, the counting head of each thunk, and the detail records whose layout detail.c defines.
+
 // detail.c's cudatrace_detail_layout: the record's size, its fields' offsets, then its array lengths.
 const LAYOUT_FIELDS = ['size', 'first', 'time', 'calls', 'nCodes', 'nCallers', 'codes', 'codeCounts', 'otherCodes',
   'callers', 'callerCounts', 'otherCallers', 'statuses', 'callerSlots'];
@@ -36,7 +39,7 @@ function allocCounter() {
 // the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
 // the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
 // row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
-const CS_SIZE = 64;
+const CS_SIZE = 64; // a descriptor block (sequenceBytes: 50 bytes)
 
 function setupPerCpu() {
   if (!IS_X64 || Process.platform !== 'linux' || S.cfg.counters !== 'per-cpu') return null;

@@ -17,8 +17,8 @@ function le32(bytes, v) {
 // Little-endian 64 bits of an integer below 2^53 (an address, a length).
 function le64(bytes, v) {
   const lo = v >>> 0, hi = Math.floor(v / 4294967296) >>> 0;
-  bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24, hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff,
-    hi >>> 24);
+  bytes.push(lo & 0xff, (lo >>> 8) & 0xff, (lo >>> 16) & 0xff, lo >>> 24,
+    hi & 0xff, (hi >>> 8) & 0xff, (hi >>> 16) & 0xff, hi >>> 24);
 }
 
 // The rel32 of a branch whose next instruction is at `next`, to `target` (truncated to 32 bits, as the caller

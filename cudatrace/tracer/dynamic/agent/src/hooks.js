@@ -1,3 +1,6 @@
+// Hooking one entry point on x86-64: thunks and detail stubs, prologue relocation, the checks for branches into
+// overwritten bytes, direct, atomic and stopped-world patching, and the fork handler that undoes direct patches.
+
 // Functions the agent patched itself (patchJump) with their original first bytes: a fork handler puts them back
 // in the child, whose Frida agent unloads this script and frees its thunks (the child's own agent, loaded by
 // child gating, then hooks them afresh and counts the child's calls). Layout: u64 count, then per patch u64

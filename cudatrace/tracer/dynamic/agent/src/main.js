@@ -76,7 +76,8 @@ rpc.exports = {
   release() {
     if (S.flushTimer !== null) { clearInterval(S.flushTimer); S.flushTimer = null; }
     // No thread takes a detail stub any more: Frida reverts their listeners when the script unloads.
-    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(uint64('0x4000000000000000'));
+    const never = uint64('0x4000000000000000');
+    for (const e of S.entries) if (e.detail !== null && e.slot >= 0) e.detail.add(S.layout.calls).writeU64(never);
     if (S.restoreTable !== null) S.restoreTable.writeU64(0);
     // A thread can be at a jump but never inside one: putting the original bytes back needs no stopped world,
     // only a store no thread sees half done.

@@ -1,5 +1,7 @@
-const IS_X64 = Process.arch === 'x64';
+// Memory of the agent's own: mappings that outlive the script (Frida frees what Memory.alloc gave when the host
+// detaches, and a forked child keeps the parent's mappings), near a library or anywhere.
 
+const IS_X64 = Process.arch === 'x64';
 const PAGE = Process.pageSize;
 
 // A pointer's address as a number: exact, user-space addresses are below 2^47. Three pointer operations; the

@@ -1,3 +1,6 @@
+// Which libraries are hooked and when: hooking a module's exports, scanning the module list, the dlopen/
+// LoadLibrary and exit hooks, the caller's RPATH/RUNPATH for dlopen, failed loads, guarded close_range.
+
 function canonical(names) {
   return names.slice().sort((a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0))[0];
 }

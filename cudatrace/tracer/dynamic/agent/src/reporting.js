@@ -1,3 +1,6 @@
+// What reaches the host: hooks messages, cumulative count batches (asked for by the host, or final at exit and
+// crash) and the acknowledgement the exiting thread waits for.
+
 function sendHooks(from) {
   const rows = [];
   for (let i = from; i < S.entries.length; i++) {
@@ -6,7 +9,8 @@ function sendHooks(from) {
     rows.push([e.id, e.module, e.path, e.fn, e.aliases, e.slot, e.viaProc === true]);
   }
   if (rows.length > 0 || S.skipped.length > 0) {
-    send({ type: S.M.hooks, pid: Process.id, entries: rows, skipped: S.skipped.splice(0), methods: S.hookCounts, patching: S.patching,
+    send({ type: S.M.hooks, pid: Process.id, entries: rows, skipped: S.skipped.splice(0), methods: S.hookCounts,
+      patching: S.patching,
       timing: S.hookTimes });
   }
 }

@@ -1,3 +1,6 @@
+// Entry points hooked in JavaScript (cuGetProcAddress, cuGetExportTable: their arguments matter after the
+// call), counting thunks for the pointers cuGetProcAddress hands out, and --events listeners.
+
 // cuGetProcAddress(_v2) and cuGetExportTable: a few hundred calls at start-up, hooked in JavaScript because
 // they need their arguments after the call.
 function jsCounts(e) {
