@@ -215,12 +215,11 @@ function newEntry(module, path, fn, aliases) {
   return e;
 }
 
-// A thunk + stub pair at `code` for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
+// A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
-  const head = countBytes(L, e);
-  writeBytes(L.thunk, head);
-  jumpTail(L.thunk.add(head.length), orig);
-  writeStub(L.stub, e, num(orig));
+  const head = countBytes(L, e), origAt = num(orig);
+  writeBytes(L.thunk, head.concat(jumpAbs(origAt)));
+  writeStub(L.stub, e, origAt);
   return L.thunk;
 }
 
@@ -237,7 +236,7 @@ function nearJumpTo(fn, target) {
   return fn.readU8() === 0xe9 && fn.add(5).add(fn.add(1).readS32()).equals(target);
 }
 
-// The block at `code` for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
+// Block L (blockAt) for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
 // of them; 0 when they do not relocate) and a jump back into fn.
 function buildThunk(fn, L, e) {
   const head = countBytes(L, e);
