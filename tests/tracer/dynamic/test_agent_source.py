@@ -60,3 +60,12 @@ def test_encoder_bytes_under_node() -> None:
     done = subprocess.run([node, str(test)], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "byte checks passed" in done.stdout
+
+
+def test_encoder_uses_no_frida_api() -> None:
+    # Pure over numbers, so node runs it: no pointer, no memory access, no Frida global.
+    code = "\n".join(
+        line.split("//")[0] for line in (AGENT / "src" / "encoder.js").read_text(encoding="utf-8").splitlines()
+    )
+    frida = r"\b(NativePointer|NativeFunction|ptr|NULL|Memory|Process|Module|Interceptor|X86Writer|Instruction|S)\b"
+    assert not re.search(frida, code)
