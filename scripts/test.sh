@@ -15,6 +15,7 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 command -v llvm-readobj >/dev/null || need_apt+=(llvm)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v tmux >/dev/null || need_apt+=(tmux)
+command -v node >/dev/null || need_apt+=(nodejs)
 if ((${#need_apt[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null

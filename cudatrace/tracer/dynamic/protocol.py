@@ -25,6 +25,13 @@ class MessageType(str, Enum):
     FLUSH = "cudatrace:flush"  # host -> agent: send a batch now (the periodic batch is paced by the host)
 
 
+HOST_MESSAGES: frozenset[MessageType] = frozenset({MessageType.ACK, MessageType.FLUSH})
+"""The messages the host sends to the agent (``recv`` in the agent); the agent ``send``s every other kind."""
+
+AGENT_MESSAGES: frozenset[MessageType] = frozenset(MessageType) - HOST_MESSAGES
+"""The messages the agent sends to the host, which :func:`parse_message` reads."""
+
+
 # Library file names the agent hooks (case-insensitive regular expressions on the bare file name). Linux and
 # Windows spellings; the family of each loaded library is decided on the host by identify_library().
 LIBRARY_PATTERNS: tuple[str, ...] = (

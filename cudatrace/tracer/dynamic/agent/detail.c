@@ -7,7 +7,8 @@
  * codes other than success, the calling return addresses (turned into module names by the agent), the time of
  * the first call and the time spent. Everything is lock-free: TinyCC has no __atomic builtins, and of glib's g_atomic_* only the
  * add operations are there (aligned plain loads and stores are atomic on the CPUs Frida supports). The layout of
- * CtDetail is defined here only: agent.js reads its size, offsets and capacities from cudatrace_detail_layout.
+ * CtDetail is defined here only: the agent (agent/src/counters.js) reads its size, offsets and capacities from
+ * cudatrace_detail_layout.
  *
  * It also holds the one byte loop of hooking (cudatrace_may_branch_into): in the agent's JavaScript runtime it
  * cost as much as decoding the instructions it saves decoding.
@@ -35,7 +36,7 @@ struct _CtDetail
 
 #define CT_OFFSET(field) ((gsize) & ((CtDetail *) 0)->field)
 
-/* Read by agent.js (readDetailLayout), in this order. */
+/* Read by the agent (readDetailLayout in agent/src/counters.js), in this order. */
 const gsize cudatrace_detail_layout[14] = {
   sizeof (CtDetail), CT_OFFSET (first_ns), CT_OFFSET (time_ns), CT_OFFSET (calls), CT_OFFSET (n_codes),
   CT_OFFSET (n_callers), CT_OFFSET (codes), CT_OFFSET (code_counts), CT_OFFSET (other_codes), CT_OFFSET (callers),

@@ -1,0 +1,122 @@
+// Counter storage (a shared file the host reads after the process is gone), per-CPU counting in restartable
+// sequences, the counting head of each thunk, and the detail records whose layout detail.c defines.
+
+// detail.c's cudatrace_detail_layout: the record's size, its fields' offsets, then its array lengths.
+const LAYOUT_FIELDS = ['size', 'first', 'time', 'calls', 'nCodes', 'nCallers', 'codes', 'codeCounts', 'otherCodes',
+  'callers', 'callerCounts', 'otherCallers', 'statuses', 'callerSlots'];
+
+function readDetailLayout(table) {
+  const layout = {};
+  LAYOUT_FIELDS.forEach((name, i) => { layout[name] = table.add(8 * i).readU64().toNumber(); });
+  return layout;
+}
+
+function openSharedCounters(path, cap) {
+  // Linux only: a MAP_SHARED file mapping outlives the process for the host to read.
+  const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
+  const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
+  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
+  const fd = open(Memory.allocUtf8String(path), 0x42 /* O_RDWR|O_CREAT */, 0x180 /* 0600 */);
+  if (fd < 0) return null;
+  const size = S.counterRows * cap * 8;
+  if (ftruncate(fd, size) !== 0) { close(fd); return null; }
+  const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
+  close(fd);
+  if (p.equals(ptr(-1))) return null;
+  return p;
+}
+
+function allocCounter() {
+  if (S.counterUsed >= S.counterCap) throw new Error('counter space exhausted');
+  return S.counterUsed++;
+}
+
+// Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
+// thread): each CPU has its own row of counters, and the increment is a plain `inc` inside a restartable
+// sequence, so it is exact without a locked instruction (a `lock inc` costs ~8.5 ns a call on some server CPUs,
+// the sequence ~1 ns). When the kernel preempts, migrates or signals the thread between reading its CPU number and
+// the increment, it resumes the thread at the abort handler, which starts over. Rows 0..cpus-1 are the CPUs';
+// row `cpus` takes locked increments from threads without a valid CPU number (no rseq area of their own).
+const CS_SIZE = 64; // a descriptor block (sequenceBytes: 50 bytes)
+
+function setupPerCpu() {
+  if (!IS_X64 || Process.platform !== 'linux' || S.cfg.counters !== 'per-cpu') return null;
+  const off = Module.findGlobalExportByName('__rseq_offset');
+  const size = Module.findGlobalExportByName('__rseq_size');
+  const nprocs = Module.findGlobalExportByName('get_nprocs_conf');
+  if (off === null || size === null || nprocs === null) return null; // glibc older than 2.35
+  if (size.readU32() === 0) return null; // glibc did not register (tunable glibc.pthread.rseq=0, or the kernel refused)
+  const cpus = new NativeFunction(nprocs, 'int', [])();
+  if (cpus <= 0 || cpus > 4096) return null;
+  const offset = off.readS64().toNumber();
+  // Read this thread's CPU number the way the thunks do, as a check of the offset.
+  const probe = ownMap(PAGE);
+  if (probe === null) return null;
+  writeBytes(probe, cpuProbe(offset));
+  const cpu = new NativeFunction(probe, 'uint32', [])();
+  if (cpu >= cpus) return null;
+  return { offset, cpus };
+}
+
+// Room for the descriptor of one thunk's restartable sequence (sequenceBytes), with the signature the kernel
+// checks before abort_ip and the abort handler (a jump back to the thunk's start). Descriptors live in memory of
+// the agent's own that Frida never frees: a thread's rseq area keeps pointing at the last one it used, and the
+// kernel reads it (signature included) on every preemption, also in a forked child after Frida freed the thunks.
+// Returns {p, at}: the pointer and its number.
+function newSequence() {
+  if (S.csPool === null || S.csPool.used === S.csPool.cap) {
+    const cap = 4096;
+    const base = ownMap(cap * CS_SIZE);
+    if (base === null) throw new Error('no memory for restartable sequences');
+    S.csPool = { base, at: num(base), used: 0, cap };
+  }
+  const k = S.csPool.used++;
+  return { p: S.csPool.base.add(k * CS_SIZE), at: S.csPool.at + k * CS_SIZE };
+}
+
+// The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
+// original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
+// listener. Writes the per-CPU fallback and the sequence's descriptor; returns the head's bytes.
+function countBytes(L, e) {
+  const rowSize = S.counterCap * 8;
+  const cs = S.rseq !== null ? newSequence() : null;
+  const c = countHead({
+    thunk: L.at, fallback: L.at + FALLBACK_AT, stub: L.at + STUB_AT, counter: S.countersAt + e.slot * 8,
+    locked: S.cfg.counters !== 'plain', rseq: S.rseq, descriptor: cs !== null ? cs.at : 0,
+    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0, rowSize,
+    budget: S.cfg.detailCalls, detailCalls: e.detailAt + S.layout.calls,
+  });
+  if (cs !== null) {
+    writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
+    writeBytes(L.fallback, c.fallback);
+  }
+  return c.head;
+}
+
+// A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt).
+function newDetail(e) {
+  if (S.detailPool === null || S.detailPool.used === S.detailPool.cap) {
+    const cap = 1024;
+    const base = lastingAlloc(cap * S.layout.size);
+    S.detailPool = { base, at: num(base), used: 0, cap };
+  }
+  const k = S.detailPool.used++;
+  const d = S.detailPool.base.add(k * S.layout.size);
+  d.writeByteArray(new ArrayBuffer(S.layout.size));
+  e.detail = d;
+  e.detailAt = S.detailPool.at + k * S.layout.size;
+  return d;
+}
+
+// Every counter's value: the sum of its rows (one row unless counting per CPU).
+function readCounters() {
+  if (S.counterUsed === 0) return null;
+  const sums = new Array(S.counterUsed).fill(0);
+  for (let r = 0; r < S.counterRows; r++) {
+    const c32 = new Uint32Array(S.counters.add(r * S.counterCap * 8).readByteArray(S.counterUsed * 8));
+    for (let i = 0; i < S.counterUsed; i++) sums[i] += c32[2 * i] + c32[2 * i + 1] * 4294967296;
+  }
+  return sums;
+}

@@ -1,0 +1,378 @@
+// Which libraries are hooked and when: hooking a module's exports, scanning the module list, the dlopen/
+// LoadLibrary and exit hooks, the caller's RPATH/RUNPATH for dlopen, failed loads, guarded close_range.
+
+function canonical(names) {
+  return names.slice().sort((a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0))[0];
+}
+
+function resolveIfuncs(m, symbols) {
+  // An IFUNC export's symbol points at its resolver; dlsym returns the implementation the loader chose.
+  const out = [];
+  if (Process.platform !== 'linux') return out;
+  const unknown = symbols.filter(s => s.isGlobal && s.type === 'unknown' && S.exportPattern.test(s.name));
+  if (unknown.length === 0) return out;
+  // 'exclusive': keep the JavaScript lock, so no other hook runs while the scan is half done.
+  const opts = { scheduling: 'exclusive' };
+  const dlopen = new NativeFunction(Module.getGlobalExportByName('dlopen'), 'pointer', ['pointer', 'int'], opts);
+  const dlsym = new NativeFunction(Module.getGlobalExportByName('dlsym'), 'pointer', ['pointer', 'pointer'], opts);
+  const h = dlopen(Memory.allocUtf8String(m.path), 0x4 | 0x2 /* RTLD_NOLOAD|RTLD_NOW */);
+  if (h.isNull()) return out;
+  for (const s of unknown) {
+    const impl = dlsym(h, Memory.allocUtf8String(s.name));
+    if (!impl.isNull()) out.push({ name: s.name, address: impl, size: 16, ifunc: true });
+  }
+  return out;
+}
+
+function hookModule(m) {
+  const symbols = m.enumerateSymbols();
+  const sizes = new Map();
+  const starts = [];
+  for (const s of symbols) {
+    if (s.type === 'function' || s.type === 'unknown') starts.push(s.address);
+    if (s.size !== undefined && s.type === 'function') sizes.set(s.address.toString(), s.size);
+  }
+  starts.sort((a, b) => a.compare(b));
+  const funcs = m.enumerateExports().filter(e => e.type === 'function' && S.exportPattern.test(e.name));
+  for (const f of resolveIfuncs(m, symbols)) funcs.push(f);
+  // Two names, one address: hook once, under the canonical name.
+  const byAddr = new Map();
+  for (const f of funcs) {
+    const k = f.address.toString();
+    if (!byAddr.has(k)) byAddr.set(k, { address: f.address, names: [] });
+    byAddr.get(k).names.push(f.name);
+  }
+  const groups = [];
+  for (const g of byAddr.values()) {
+    const name = canonical(g.names);
+    if (S.hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
+    if (S.cfg.specials.indexOf(name) >= 0 || g.names.some(n => S.cfg.specials.indexOf(n) >= 0)) {
+      try {
+        hookSpecial(m, g.address, name, g.names);
+      } catch (err) {
+        S.skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
+        const last = S.entries[S.entries.length - 1];
+        if (last !== undefined && last.fn === name) last.dead = true;
+        S.hookedAddrs.delete(g.address.toString());
+      }
+      continue;
+    }
+    const size = sizes.get(g.address.toString());
+    // Another symbol inside the 5 bytes the jump overwrites (functions packed together): leave it alone.
+    const next = nextStart(starts, g.address);
+    if (next !== null && next.sub(g.address).toInt32() < 5) {
+      S.skipped.push([m.name, name, 'too short to hook (' + next.sub(g.address).toInt32() + ' bytes before the next function)']);
+      continue;
+    }
+    groups.push({ address: g.address, name, names: g.names });
+  }
+  if (groups.length === 0) return;
+  if (!IS_X64) {
+    for (const g of groups) {
+      const e = newEntry(m.name, m.path, g.name, g.names);
+      newDetail(e);
+      try {
+        Interceptor.attach(g.address, S.cm, e.detail);
+        if (S.cfg.events) attachEvents(g.address, e);
+        e.counterIsDetail = true;
+        S.hookedAddrs.set(g.address.toString(), e.id);
+      } catch (err) {
+        S.skipped.push([m.name, g.name, String(err.message || err)]);
+      }
+    }
+    return;
+  }
+  const per = BLOCK_SIZE;
+  const codeSize = Math.ceil((groups.length * per) / PAGE) * PAGE;
+  const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
+  const code = nearMap(codeSize, m, maxDistance);
+  const far = code.far === true;
+  const codeAt = num(code);
+  let i = 0;
+  const pending = [];
+  const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
+  for (const g of groups) {
+    const e = newEntry(m.name, m.path, g.name, g.names);
+    e.slot = allocCounter();
+    newDetail(e);
+    const L = blockAt(code.add(i * per), codeAt + i * per);
+    i++;
+    try {
+      const limit = codeEnd(codeRanges, g.address);
+      const size = sizes.get(g.address.toString());
+      const how = far ? hookFar(g.address, L, e, pending, limit, size)
+        : hookExport(g.address, L, e, nextStart(starts, g.address), pending, limit, size);
+      if (how === 'pending') continue;
+      S.hookCounts[how]++;
+      S.hookedAddrs.set(g.address.toString(), e.id);
+    } catch (err) {
+      S.skipped.push([m.name, g.name, String(err.message || err)]);
+      e.dead = true;
+    }
+  }
+  finishPending(pending, m);
+}
+
+function isCuda(name) {
+  for (const p of S.libPatterns) if (p.test(name)) return true;
+  return false;
+}
+
+function baseName(path) {
+  return path.split(/[\\/]/).pop();
+}
+
+// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
+// when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
+function scanModules(loaded) {
+  const me = Process.getCurrentThreadId();
+  if (S.scanning === me) return; // re-entered from a load the scan itself made
+  // Another thread is mid-scan (it let go of the JavaScript lock in a native call): wait for it, so this
+  // thread never runs on into a library whose hooks are not in yet.
+  while (S.scanning !== 0) Thread.sleep(0.001);
+  S.scanning = me;
+  try {
+    const added = [];
+    const mods = Process.enumerateModules();
+    if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
+      const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
+      if (m !== null) mods.push(m);
+    }
+    for (const m of mods) {
+      if (S.seenModules.has(m.path)) continue;
+      S.seenModules.set(m.path, true);
+      S.seenNames.add(m.name);
+      if (!isCuda(m.name)) continue;
+      const before = S.entries.length, t0 = Date.now();
+      try {
+        hookModule(m);
+      } catch (err) {
+        S.skipped.push([m.name, '*', String(err.message || err)]);
+      }
+      S.hookTimes[m.name] = [Date.now() - t0, S.entries.length - before]; // start-up cost, said in the trace's notes
+      added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
+      sendHooks(before);
+    }
+    if (added.length > 0) send({ type: S.M.modules, pid: Process.id, modules: added });
+  } finally {
+    S.scanning = 0;
+  }
+}
+
+// A program may close every descriptor it did not open itself before it execs a child: Python's subprocess
+// (close_fds, the default), closefrom(), daemons. Frida's own connection to the host goes with them; its threads
+// then spin on a dead descriptor and the child waits for ever at exec for a host that no longer hears it. So
+// close_range() and closefrom() leave the descriptors Frida cloaks (its own) open and close the rest.
+function guardAgentDescriptors() {
+  if (Process.platform !== 'linux') return;
+  const cr = Module.findGlobalExportByName('close_range');
+  const getrlimit = Module.findGlobalExportByName('getrlimit');
+  if (cr === null) return; // glibc older than 2.34: nothing to guard through these names
+  const closeRange = new NativeFunction(cr, 'int', ['uint', 'uint', 'int']);
+  const lim = Memory.alloc(16);
+  const limitOf = () => {
+    // Descriptors above the soft limit are rare (opened before it was lowered): look no further, bounded.
+    let n = 1 << 20;
+    if (getrlimit !== null && new NativeFunction(getrlimit, 'int', ['int', 'pointer'])(7 /* RLIMIT_NOFILE */, lim) === 0) {
+      n = Math.min(n, Number(lim.readU64()));
+    }
+    return n;
+  };
+  const closeAround = (first, last, flags) => {
+    const hi = Math.min(last, limitOf() - 1);
+    let from = first, rc = 0;
+    for (let fd = first; fd <= hi; fd++) {
+      if (!Cloak.hasFileDescriptor(fd)) continue;
+      if (fd > from) rc |= closeRange(from, fd - 1, flags);
+      from = fd + 1;
+    }
+    if (from <= last) rc |= closeRange(from, last, flags);
+    return rc === 0 ? 0 : -1;
+  };
+  const guard = (name, fn) => {
+    try {
+      fn();
+    } catch (err) {
+      // e.g. attached late with no memory free near libc: a subprocess that closes every descriptor may then hang
+      S.skipped.push(['libc', name, 'not guarded: ' + String(err.message || err)]);
+    }
+  };
+  guard('close_range', () => Interceptor.replace(cr, new NativeCallback(
+    (first, last, flags) => closeAround(first >>> 0, last >>> 0, flags), 'int', ['uint', 'uint', 'int'])));
+  const cf = Module.findGlobalExportByName('closefrom');
+  if (cf !== null) {
+    guard('closefrom', () => Interceptor.replace(cf, new NativeCallback(
+      low => { closeAround(Math.max(low, 0), 0xffffffff, 0); }, 'void', ['int'])));
+  }
+}
+
+// Libraries a dlopen could not load, with the loader's message (Linux). Reading dlerror() clears it for the
+// program, so the agent asks the loader once more with the same name and flags, which fails the same way and puts
+// the same message back for the program's own dlerror() (a failed load runs none of the library's code). Fatal errors at start-up or from lazy
+// binding ("symbol lookup error", exit status 127) never reach here: the host asks the loader afterwards.
+function noteFailedLoad(name, flags) {
+  if (S.dlerrorFn === null) {
+    const e = Module.findGlobalExportByName('dlerror'), o = Module.findGlobalExportByName('dlopen');
+    if (e === null || o === null) return;
+    S.dlerrorFn = new NativeFunction(e, 'pointer', []);
+    S.dlopenFn = new NativeFunction(o, 'pointer', ['pointer', 'int']);
+  }
+  // Frida's own module tracking may have made a dl* call since (which clears the message): ask again first.
+  const again = () => {
+    S.rearming = true;
+    try { S.dlopenFn(Memory.allocUtf8String(name), flags); } finally { S.rearming = false; }
+  };
+  let m = S.dlerrorFn();
+  if (m.isNull()) { again(); m = S.dlerrorFn(); }
+  const message = m.isNull() ? '' : m.readUtf8String();
+  again();
+  const key = name + '\u0000' + message;
+  let r = S.loaderErrors.get(key);
+  if (r === undefined) {
+    if (S.loaderErrors.size >= 256) return;
+    r = { requested: name, message, count: 0, t: S.nowNs().toString() };
+    S.loaderErrors.set(key, r);
+  }
+  r.count++;
+}
+
+// dlopen finds a bare name through the calling library's RPATH or RUNPATH ($ORIGIN: the caller's own folder).
+// glibc learns the caller from dlopen's return address, and the Interceptor's listener (it needs the return, to
+// hook the library before dlopen returns) hands dlopen an address of Frida's, so glibc searched the program's paths
+// instead: a library loading a sibling by name (libnvrtc its libnvrtc-builtins, cuDNN its sub-libraries) failed
+// under the tracer only. The agent looks where the caller's paths would, in the loader's order, and passes the
+// file it finds there; null when the loader would find the same without the caller (or nothing).
+function callerPath(name, caller) {
+  if (name === null || name.indexOf('/') >= 0 || Process.platform !== 'linux') return null;
+  if (Process.findModuleByName(name) !== null) return null; // loaded already: dlopen takes it by name
+  const m = Process.findModuleByAddress(caller);
+  if (m === null || m.path === Process.mainModule.path) return null; // the program's own paths: searched anyway
+  const paths = searchPaths(m);
+  if (paths === null) return null;
+  if (S.accessFn === null) S.accessFn = new NativeFunction(Module.getGlobalExportByName('access'), 'int', ['pointer', 'int']);
+  const exists = dir => dir !== '' && S.accessFn(Memory.allocUtf8String(dir + '/' + name), 0 /* F_OK */) === 0;
+  const origin = m.path.substring(0, m.path.lastIndexOf('/'));
+  const expand = list => list.split(':').map(d => d.replace(/\$\{ORIGIN\}|\$ORIGIN/g, origin)).filter(d => d.indexOf('$') < 0);
+  if (paths.rpath !== null && paths.runpath === null) {
+    for (const d of expand(paths.rpath)) if (exists(d)) return d + '/' + name; // before LD_LIBRARY_PATH
+    return null;
+  }
+  if (paths.runpath === null) return null;
+  const env = getenv('LD_LIBRARY_PATH');
+  if (env !== null) for (const d of env.split(/[:;]/)) if (exists(d)) return null; // found there first anyway
+  for (const d of expand(paths.runpath)) if (exists(d)) return d + '/' + name;
+  return null;
+}
+
+function getenv(name) {
+  if (S.getenvFn === null) S.getenvFn = new NativeFunction(Module.getGlobalExportByName('getenv'), 'pointer', ['pointer']);
+  const v = S.getenvFn(Memory.allocUtf8String(name));
+  return v.isNull() ? null : v.readUtf8String();
+}
+
+// DT_RPATH and DT_RUNPATH of a loaded ELF module, read from its dynamic section in memory.
+function searchPaths(m) {
+  const b = m.base;
+  if (b.readU32() !== 0x464c457f || b.add(4).readU8() !== 2) return null; // ELF64 only
+  const phoff = b.add(0x20).readU64().toNumber(), phentsize = b.add(0x36).readU16(), phnum = b.add(0x38).readU16();
+  let dyn = null, low = null;
+  for (let i = 0; i < phnum && i < 64; i++) {
+    const ph = b.add(phoff + i * phentsize);
+    const type = ph.readU32(), vaddr = ph.add(0x10).readU64().toNumber();
+    if (type === 1 && (low === null || vaddr < low)) low = vaddr; // PT_LOAD
+    if (type === 2) dyn = vaddr; // PT_DYNAMIC
+  }
+  if (dyn === null || low === null) return null;
+  const bias = b.sub(low - (low % 0x1000));
+  let strtab = null, rpath = null, runpath = null;
+  for (let d = bias.add(dyn), i = 0; i < 4096; i++, d = d.add(16)) {
+    const tag = d.readS64().toNumber(), val = d.add(8).readU64();
+    if (tag === 0) break;
+    if (tag === 5) strtab = val; // DT_STRTAB: glibc makes it absolute in place; relative when it has not
+    else if (tag === 15) rpath = val.toNumber();
+    else if (tag === 29) runpath = val.toNumber();
+  }
+  if (strtab === null || (rpath === null && runpath === null)) return null;
+  const str = ptr(strtab.toString()).compare(b) < 0 ? bias.add(strtab.toString()) : ptr(strtab.toString());
+  return {
+    rpath: rpath === null ? null : str.add(rpath).readUtf8String(),
+    runpath: runpath === null ? null : str.add(runpath).readUtf8String(),
+  };
+}
+
+function watchLoads() {
+  // Hooks go in when dlopen returns: the library is then relocated and initialized.
+  const wide = new Set(['LoadLibraryExW', 'LoadLibraryW']);
+  const names = Process.platform === 'windows'
+    ? ['LoadLibraryExW', 'LoadLibraryExA', 'LoadLibraryW', 'LoadLibraryA']
+    : ['dlopen', 'dlmopen', 'android_dlopen_ext'];
+  for (const n of names) {
+    const p = Module.findGlobalExportByName(n);
+    if (p === null) continue;
+    const nameArg = n === 'dlmopen' ? 1 : 0;
+    try {
+      Interceptor.attach(p, {
+        onEnter(args) {
+          if (S.rearming) return;
+          S.loading++;
+          const a = args[nameArg];
+          this.name = a.isNull() ? null : (wide.has(n) ? a.readUtf16String() : a.readUtf8String());
+          this.flags = n === 'dlopen' ? args[1].toInt32() : null;
+          if (n === 'dlopen' || n === 'dlmopen') {
+            let found = null;
+            try { found = callerPath(this.name, this.returnAddress); } catch (_) { /* the program's own name stands */ }
+            if (found !== null) {
+              this.path = Memory.allocUtf8String(found); // kept alive by the invocation until onLeave
+              args[nameArg] = this.path;
+            }
+          }
+        },
+        onLeave(retval) {
+          if (S.rearming) return;
+          S.loading--;
+          if (retval.isNull()) {
+            if (this.flags !== null && this.name !== null) {
+              try { noteFailedLoad(this.name, this.flags); } catch (_) { /* the program's dlopen result stands */ }
+            }
+            return;
+          }
+          // Interceptor changes made inside this callback are committed only later, so the scan patches the
+          // library's prologues itself (lateScan) and they take effect before dlopen returns.
+          S.lateScan = true;
+          try { scanModules(this.name); } finally { S.lateScan = false; }
+          // cuGetProcAddress and cuGetExportTable are still hooked through the Interceptor: give it up to 50 ms
+          // (Thread.sleep leaves the JavaScript runtime, which is when pending changes are flushed).
+          for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
+          S.pendingSpecials.length = 0;
+        },
+      });
+    } catch (_) { /* another name for the same code */ }
+  }
+  // The exit code, and the last batch (an rpc.exports.dispose would do this too, but a script that has one
+  // stops Frida's child gating from reporting forks).
+  const exits = Process.platform === 'windows' ? ['ExitProcess', 'TerminateProcess'] : ['exit', '_exit', '_Exit'];
+  const exitAddrs = new Set();
+  for (const n of exits) {
+    const p = Module.findGlobalExportByName(n);
+    if (p === null || exitAddrs.has(p.toString())) continue;
+    exitAddrs.add(p.toString());
+    const isTerminate = n === 'TerminateProcess';
+    Interceptor.attach(p, {
+      onEnter(args) {
+        if (isTerminate && !args[0].equals(ptr(-1))) return; // another process
+        if (S.exiting) return;
+        S.exiting = true;
+        const code = (isTerminate ? args[1] : args[0]).toInt32();
+        flush(true, 'exit ' + code, code);
+        awaitAck(2);
+      }
+    });
+  }
+  // Modules loaded by other means (a loader of its own, a DT_NEEDED of a dlopen'd library seen here first):
+  // the observer only schedules a scan, since installing hooks inside its callback crashed targets, and that
+  // scan waits while a dlopen is under way (the library may not be relocated yet; dlopen's onLeave scans).
+  Process.attachModuleObserver({
+    onAdded(_m) { setTimeout(() => { if (S.loading === 0) scanModules(); }, 0); },
+    onRemoved(m) { forgetPatches(m); /* counts of unloaded libraries stay */ }
+  });
+}
