@@ -426,6 +426,8 @@ class Program(Record):
     verdict: Verdict | None = None
     fixed_in: str | None = None  # the first release in which every blocker is translated, if any
     requires: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))  # a wheel's required distributions
+    # (extra, distribution): what ``pip install 'name[extra]'`` adds to a wheel
+    extras: tuple[tuple[str, str], ...] = field(default=(), metadata=spec(omit="falsy"))
 
     json_order = ("name", "version", "root", "kind", "platform", "verdict", "fixed_in")
 

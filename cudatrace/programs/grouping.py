@@ -59,6 +59,7 @@ class _Dist:
     top_level: tuple[str, ...] = ()
     read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
     requires: tuple[str, ...] = ()  # distributions it always requires (Requires-Dist without a marker), normalized
+    extras: tuple[tuple[str, str], ...] = ()  # (extra, distribution) that ``pip install 'name[extra]'`` adds
 
 
 def _read_text(path: Path) -> str:
@@ -73,11 +74,29 @@ def _read_text(path: Path) -> str:
 _REQUIRES = re.compile(r"^Requires-Dist:[ \t]*([A-Za-z0-9][A-Za-z0-9._-]*)([^;\n]*)(;[^\n]*)?$", re.MULTILINE)
 
 
+_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
+def _norm_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _requires(meta: str) -> tuple[str, ...]:
     """The distributions a METADATA file always requires: ``Requires-Dist`` lines without an environment marker
     (an ``extra == ...`` or platform condition may not hold), names normalized as pip compares them."""
-    names = {re.sub(r"[-_.]+", "-", m.group(1)).lower() for m in _REQUIRES.finditer(meta) if not m.group(3)}
+    names = {_norm_dist(m.group(1)) for m in _REQUIRES.finditer(meta) if not m.group(3)}
     return tuple(sorted(names))
+
+
+def _extras(meta: str) -> tuple[tuple[str, str], ...]:
+    """(extra, distribution) for each ``Requires-Dist`` that only an extra brings (onnxruntime-gpu's ``cuda``
+    extra brings nvidia-cuda-runtime): what ``pip install 'pkg[extra]'`` would add."""
+    out = set()
+    for m in _REQUIRES.finditer(meta):
+        extra = _EXTRA.search(m.group(3) or "")
+        if extra:
+            out.add((extra.group(1), _norm_dist(m.group(1))))
+    return tuple(sorted(out))
 
 
 def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
@@ -90,6 +109,7 @@ def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
     dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), site)
     dist.read = read
     dist.requires = _requires(meta)
+    dist.extras = _extras(meta)
     for line in read(f"{info}/RECORD").splitlines():
         rel = line.rsplit(",", 2)[0].strip().strip('"')
         if rel:
@@ -549,6 +569,7 @@ def group_programs(result: ScanResult) -> tuple[Program, ...]:
                 kind=g.kind,
                 binaries=tuple(p.path for p in parts if p.role is PartRole.STARTUP),
                 requires=g.dist.requires if g.dist is not None else (),
+                extras=g.dist.extras if g.dist is not None else (),
                 on_demand=tuple(p for p in parts if p.role is PartRole.ON_DEMAND),
                 parts=parts,
                 platform=_platform(g.binaries),

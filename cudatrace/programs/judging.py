@@ -125,7 +125,34 @@ def _missing_line(m: MissingLibrary) -> str:
     return f"{m.name} ({who} {how})"
 
 
-def _missing_reasons(missing: Sequence[MissingLibrary], rel: str) -> list[Reason]:
+def _extras_remedy(program: Program, cuda: Sequence[MissingLibrary]) -> str | None:
+    """``pip install 'onnxruntime-gpu[cuda]'`` when extras of the wheel bring some of the missing libraries."""
+    if not program.extras:
+        return None
+    exports = load_exports()
+    chosen: dict[str, list[str]] = {}  # extra -> libraries it brings
+    for m in cuda:
+        shipping = set(exports.library_packages.get(m.name, ()))
+        for extra, dist in program.extras:
+            if dist in shipping:
+                chosen.setdefault(extra, []).append(m.name)
+                break
+    if not chosen:
+        return None
+    brought = sorted({lib for libs in chosen.values() for lib in libs})
+    rest = len(cuda) - len(brought)
+    tail = (
+        f"; the other {counted(rest, 'library', 'libraries')} from the nvidia-* wheels or the CUDA toolkit"
+        if rest
+        else ""
+    )
+    return (
+        f"pip install '{program.name}[{','.join(sorted(chosen))}]' installs {', '.join(brought)}{tail}; ZLUDA runs "
+        "NVIDIA's libraries on its driver where their GPU code carries PTX"
+    )
+
+
+def _missing_reasons(missing: Sequence[MissingLibrary], rel: str, program: Program) -> list[Reason]:
     """One reason for the CUDA libraries nothing ships, one for the program's own libraries it does not ship."""
     cuda = [m for m in missing if identify_library(m.name) is not None]
     own = [m for m in missing if identify_library(m.name) is None]
@@ -140,7 +167,8 @@ def _missing_reasons(missing: Sequence[MissingLibrary], rel: str) -> list[Reason
                 f"{'is' if len(cuda) == 1 else 'are'} shipped by nothing scanned with it and not replaced by ZLUDA "
                 f"{rel}: {'; '.join(lines[:6])}{'; ...' if len(lines) > 6 else ''}; a part that links one fails to "
                 "load, a part that loads one by name fails at its first real call, unless the system provides it",
-                "install NVIDIA's libraries next to the program (the nvidia-* wheels or the CUDA toolkit); ZLUDA "
+                _extras_remedy(program, cuda)
+                or "install NVIDIA's libraries next to the program (the nvidia-* wheels or the CUDA toolkit); ZLUDA "
                 "runs them on its driver where their GPU code carries PTX",
                 None,
                 tuple(m.name for m in cuda),
@@ -232,7 +260,7 @@ def judge_program(
             failing.append((part, v))
     reasons.extend(_part_reasons(failing, rel))
     missing, required = _missing(program, by_path, shipped, cat, rel)
-    reasons.extend(_missing_reasons(missing, rel))
+    reasons.extend(_missing_reasons(missing, rel, program))
     reasons.extend(_required_reason(required, rel))
     if not reasons:
         reasons.append(

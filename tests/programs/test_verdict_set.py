@@ -238,8 +238,8 @@ def test_an_extension_module_imported_inside_try_is_start_up(tmp_path: Path) -> 
     assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
 
 
-@pytest.mark.parametrize("requires", [True, False], ids=["required", "not-required"])
-def test_a_library_a_required_wheel_ships_is_not_missing(requires: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("requires", ["always", "extra", "no"])
+def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path: Path) -> None:
     # faiss-gpu-cu12 links libcudart.so.12 and ships none: its METADATA requires nvidia-cuda-runtime-cu12, which
     # pip installs with it. The same here with libnccl.so.2 (ZLUDA replaces no NCCL) and nvidia-nccl-cu12.
     from tests.binaries import _run, build_cuda_stub_libs
@@ -257,20 +257,29 @@ def test_a_library_a_required_wheel_ships_is_not_missing(requires: bool, tmp_pat
     _run(["gcc", "-shared", "-fPIC", "-o", str(pkg / ext), "ext.c", f"-L{libs}", "-l:libcuda.so.1",
           "-l:libnccl.so.2"], tmp_path)  # fmt: skip
     pb._record(site, "ncclpkg-0.1.dist-info", ["ncclpkg/__init__.py", f"ncclpkg/{ext}"])
-    if requires:
-        meta = site / "ncclpkg-0.1.dist-info" / "METADATA"
-        extra = "Requires-Dist: nvidia-nccl-cu12>=2.20\nRequires-Dist: torch; extra == 'x'\n"
-        meta.write_text(meta.read_text() + extra)
+    meta = site / "ncclpkg-0.1.dist-info" / "METADATA"
+    if requires == "always":
+        meta.write_text(
+            meta.read_text() + "Requires-Dist: nvidia-nccl-cu12>=2.20\nRequires-Dist: torch; extra == 'x'\n"
+        )
+    elif requires == "extra":  # onnxruntime-gpu's [cuda] extra brings the CUDA runtime
+        meta.write_text(meta.read_text() + 'Provides-Extra: multi\nRequires-Dist: nvidia-nccl-cu12; extra == "multi"\n')
     p = _program(_judge(site), ProgramKind.WHEEL)
     assert p.verdict is not None
     codes = {r.code: r for r in p.verdict.reasons}
-    if requires:
+    if requires == "always":
         assert p.requires == ("nvidia-nccl-cu12",) and p.missing == ()
         assert "library_missing" not in codes
         assert "libnccl.so.2 from nvidia-nccl-cu12" in codes["library_from_requirement"].message
     else:
         assert [m.name for m in p.missing] == ["libnccl.so.2"] and "library_from_requirement" not in codes
         assert "libnccl.so.2" in codes["library_missing"].message
+        remedy = codes["library_missing"].remedy or ""
+        if requires == "extra":
+            assert p.extras == (("multi", "nvidia-nccl-cu12"),)
+            assert remedy.startswith("pip install 'ncclpkg[multi]' installs libnccl.so.2;")
+        else:
+            assert remedy.startswith("install NVIDIA's libraries next to the program")
 
 
 def test_on_demand_parts_failing_for_one_cause_share_one_reason(tmp_path: Path) -> None:
