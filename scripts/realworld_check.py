@@ -60,6 +60,8 @@ WHEELS = [
     ("bitsandbytes win", "bitsandbytes", WINDOWS),
     ("bitsandbytes linux", "bitsandbytes", LINUX),
     ("jax-cuda12-plugin linux", "jax-cuda12-plugin", LINUX),
+    ("ctranslate2 linux", "ctranslate2", LINUX),
+    ("faiss-gpu-cu12 linux", "faiss-gpu-cu12", LINUX),
     ("nvidia-nvjitlink-cu12 linux", "nvidia-nvjitlink-cu12", LINUX),
 ]
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
