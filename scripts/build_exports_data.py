@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build cudatrace/tracer/static/data/exports.json.gz from the reference export lists.
+"""Build cudatrace/data/exports.json.gz from the reference export lists.
 
 Usage: ``python3 scripts/build_exports_data.py [REFERENCE_EXPORTS_DIR] [OUT_FILE]``
 (defaults: ``/work/shared/reference/exports`` and the package data file).
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_REF = Path("/work/shared/reference/exports")
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "cudatrace" / "tracer" / "static" / "data" / "exports.json.gz"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "cudatrace" / "data" / "exports.json.gz"
 HEADER_VERSIONS = ("12.9", "13.0", "13.5")  # oldest first: newer headers override renames
 
 

@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cudatrace.errors import CudatraceError
-from cudatrace.tracer.static.libraries import family_of_function, identify_library
+from cudatrace.libraries import family_of_function, identify_library
 from cudatrace.tracer.static.pe import parse_pe
 
 LINUX = [f"manylinux_2_{minor}_x86_64" for minor in range(35, 16, -1)] + ["manylinux2014_x86_64", "linux_x86_64"]

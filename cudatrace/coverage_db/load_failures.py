@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cudatrace.coverage_db.catalog import Catalog
+from cudatrace.libraries import family_of_function
 from cudatrace.model import (
     EntryHow,
     EntryPointUse,
@@ -21,7 +22,6 @@ from cudatrace.model import (
     TraceResult,
     ZludaStatus,
 )
-from cudatrace.tracer.static.libraries import family_of_function
 
 
 def _symbol_fate(symbol: str, release: str, catalog: Catalog) -> str:
@@ -102,7 +102,7 @@ def _family(f: LoadFailure) -> Family | None:
         if fam is not None:
             return fam
     if f.library:
-        from cudatrace.tracer.static.libraries import identify_library
+        from cudatrace.libraries import identify_library
 
         lib = identify_library(f.library.split(" ", 1)[0])
         if lib is not None:

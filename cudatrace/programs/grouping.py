@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudatrace.libraries import identify_library
 from cudatrace.model import BinaryFormat, BinaryScan, PartRole, Program, ProgramKind, ProgramPart, ScanResult
-from cudatrace.tracer.static.libraries import identify_library
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 MAX_PY_FILES = 5000

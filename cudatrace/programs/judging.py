@@ -25,6 +25,7 @@ from cudatrace.coverage_db.verdict import (
     rank_reasons,
     status_of,
 )
+from cudatrace.libraries import identify_library, load_exports
 from cudatrace.model import (
     BinaryScan,
     Family,
@@ -39,7 +40,6 @@ from cudatrace.model import (
     Verdict,
     VerdictStatus,
 )
-from cudatrace.tracer.static.libraries import identify_library, load_exports
 from cudatrace.wording import agrees, counted
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.

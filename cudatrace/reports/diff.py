@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from cudatrace.codec import Record, counts
+from cudatrace.libraries import identify_library
 from cudatrace.model import EntryHow, EntryPointUse, Family, LoggedCall, TraceResult
 from cudatrace.reports.document import format_codes, printable
-from cudatrace.tracer.static.libraries import identify_library
 from cudatrace.wording import agrees, counted, ordinal
 
 DIFF_SCHEMA = "cudatrace.diff/1"

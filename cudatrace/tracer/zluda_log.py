@@ -38,6 +38,7 @@ from typing import cast
 
 from cudatrace import __version__
 from cudatrace.errors import InputError
+from cudatrace.libraries import family_of_function
 from cudatrace.model import (
     STATUS_UNKNOWN_CUT,
     EntryHow,
@@ -55,7 +56,6 @@ from cudatrace.model import (
 )
 from cudatrace.tracer.dynamic.statuses import export_table_name, returns_status, status_name
 from cudatrace.tracer.static.fatbin import cubin_arch, extract_gpu_code, ptx_facts
-from cudatrace.tracer.static.libraries import family_of_function
 from cudatrace.wording import agrees, counted
 
 BLOCK = 4 * 1024 * 1024  # bytes read at a time

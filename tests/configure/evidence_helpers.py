@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cudatrace.configure.evidence import ProgramEvidence, evidence_from_documents
+from cudatrace.libraries import identify_library
 from cudatrace.model import (
     BinaryFormat,
     BinaryScan,
@@ -17,7 +18,6 @@ from cudatrace.model import (
     ScanResult,
     StaticRuntime,
 )
-from cudatrace.tracer.static.libraries import identify_library
 
 
 def scan_of(

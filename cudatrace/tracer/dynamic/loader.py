@@ -16,8 +16,8 @@ import struct
 import subprocess
 from collections.abc import Mapping
 
+from cudatrace.libraries import family_of_function, identify_library
 from cudatrace.model import LoadFailure
-from cudatrace.tracer.static.libraries import family_of_function, identify_library
 
 _UNDEFINED = re.compile(r"undefined symbol: ([^\s,]+)")
 _VERSION = re.compile(r"version [`']([^'`]+)' not found")
@@ -39,7 +39,7 @@ def _library_of_symbol(symbol: str) -> str | None:
     # The NVIDIA library that exports ``symbol`` on Linux (libcuda.so.1 for cuInit), from the export lists.
     if family_of_function(symbol) is None:
         return None
-    from cudatrace.tracer.static.libraries import load_exports
+    from cudatrace.libraries import load_exports
 
     libs = load_exports().exporting_libraries(symbol, "linux")
     return sorted(libs, key=len)[0] if libs else None

@@ -32,6 +32,7 @@ from typing import IO, Any, Protocol
 
 from cudatrace import __version__
 from cudatrace.errors import TraceError
+from cudatrace.libraries import family_of_function, identify_library
 from cudatrace.model import (
     CudaLibrary,
     EntryHow,
@@ -66,7 +67,6 @@ from cudatrace.tracer.dynamic.protocol import (
     parse_message,
 )
 from cudatrace.tracer.dynamic.statuses import export_table_name, status_name, status_names
-from cudatrace.tracer.static.libraries import family_of_function, identify_library
 
 # Frida's exception types -> the signal that ends the process when nobody handles it (POSIX names; on Windows
 # the same crashes are exceptions, named the same way for the report).

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from cudatrace.libraries import family_of_function
 from cudatrace.model import Family
-from cudatrace.tracer.static.libraries import family_of_function
 
 # The status type of each family, also where the tables lack the family (its headers were not at hand).
 STATUS_TYPES: dict[Family, str] = {

@@ -19,8 +19,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
+from cudatrace.libraries import identify_library, load_exports
 from cudatrace.model import Family, StaticRuntime
-from cudatrace.tracer.static.libraries import identify_library, load_exports
 from cudatrace.tracer.static.parsed import ParsedBinary
 
 # A runtime resolves hundreds of driver entry points; a program that dlsyms a few is not a runtime.

@@ -31,6 +31,13 @@ from pathlib import Path
 
 from cudatrace import __version__
 from cudatrace.errors import CorruptBinaryError, CudatraceError, InputError, UnsupportedBinaryError
+from cudatrace.libraries import (
+    ExportsData,
+    LibraryId,
+    family_of_function,
+    identify_library,
+    load_exports,
+)
 from cudatrace.model import (
     BinaryFormat,
     BinaryScan,
@@ -47,13 +54,6 @@ from cudatrace.model import (
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime, may_hold_static_runtime
 from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, release_pages
-from cudatrace.tracer.static.libraries import (
-    ExportsData,
-    LibraryId,
-    family_of_function,
-    identify_library,
-    load_exports,
-)
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, overload
 
-from cudatrace.tracer.static.libraries import family_of_function, identify_library
+from cudatrace.libraries import family_of_function, identify_library
 
 WINDOW = 16 * 1024 * 1024  # bytes searched per step by iter_strings
 MAX_STRING = 4096  # longest string iter_strings yields (longer runs are cut)
@@ -316,7 +316,7 @@ def extract_cuda_strings(buf: Buffer, exclude: Sequence[tuple[int, int]] = ()) -
     """CUDA library file names and entry point names that ``buf`` holds as strings, outside ``exclude``.
 
     ``exclude`` lists (offset, length) ranges not to read (symbol string tables, fatbins). Entry point names
-    are filtered by :func:`~cudatrace.tracer.static.libraries.family_of_function` only; telling real driver
+    are filtered by :func:`~cudatrace.libraries.family_of_function` only; telling real driver
     entry points from look-alikes is the caller's job (it knows the export lists). ``buf`` is read in windows
     of :data:`WINDOW` bytes, each copied once (the scanner streams the file itself, see
     :class:`CudaStringSearch`).

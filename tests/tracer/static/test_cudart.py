@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatrace.libraries import load_exports
 from cudatrace.tracer.static.cudart import (
     detect_static_runtime,
     header_version,
@@ -16,7 +17,6 @@ from cudatrace.tracer.static.cudart import (
     release_string_version,
 )
 from cudatrace.tracer.static.elf import parse_elf
-from cudatrace.tracer.static.libraries import load_exports
 from cudatrace.tracer.static.strings import extract_cuda_strings
 from tests import binaries
 

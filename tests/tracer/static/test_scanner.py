@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from cudatrace.errors import InputError
+from cudatrace.libraries import family_of_function
 from cudatrace.model import SCAN_SCHEMA, BinaryScan, EntryHow, Family, LibraryHow, ScanResult
-from cudatrace.tracer.static.libraries import family_of_function
 from cudatrace.tracer.static.scanner import collect_files, scan_file, scan_paths
 
 
@@ -239,7 +239,7 @@ def test_progress_reports_every_file(app_folder: Path) -> None:
 
 
 def test_unversioned_attribution_rules() -> None:
-    from cudatrace.tracer.static.libraries import identify_library, load_exports
+    from cudatrace.libraries import identify_library, load_exports
     from cudatrace.tracer.static.scanner import _attribute_unversioned
 
     data = load_exports()

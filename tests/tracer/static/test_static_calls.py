@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cudatrace.errors import CorruptBinaryError
-from cudatrace.tracer.static.libraries import load_exports
+from cudatrace.libraries import load_exports
 from cudatrace.tracer.static.scanner import scan_file
 from cudatrace.tracer.static.static_calls import read_runtime_calls
 from tests import program_binaries as pb

@@ -95,7 +95,7 @@ def test_real_dlopen_program(elf_dlopen: Path) -> None:
 
 def test_static_runtime_names(nvcc_static: Path) -> None:
     """The check of the issue: `nvcc k.cu` carries 481 driver entry point names (strings -> export lists)."""
-    from cudatrace.tracer.static.libraries import load_exports
+    from cudatrace.libraries import load_exports
 
     with nvcc_static.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         found = extract_cuda_strings(mm)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from cudatrace.libraries import LibraryId, family_of_function, identify_library, load_exports
 from cudatrace.model import Family
-from cudatrace.tracer.static.libraries import LibraryId, family_of_function, identify_library, load_exports
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 # NVIDIA's export lists, one CSV per library file, that scripts/build_exports_data.py builds the package data from
 # (the exports/ folder of the reference data, beside zluda/ and hipify/; see docs/coverage.md). Only the
 # cross-checks need them; $CUDATRACE_REFERENCE points elsewhere.
@@ -241,7 +241,7 @@ def test_package_data_matches_reference() -> None:
 
     script = _build_script()
     rebuilt = script.encode(script.build(EXPORTS))  # type: ignore[attr-defined]
-    shipped = resources.files("cudatrace.tracer.static").joinpath("data", "exports.json.gz").read_bytes()
+    shipped = resources.files("cudatrace").joinpath("data", "exports.json.gz").read_bytes()
     assert gzip.decompress(shipped) == gzip.decompress(rebuilt), "run scripts/build_exports_data.py"
 
 

@@ -9,6 +9,9 @@ Two questions the scanner asks of every name it meets:
   Prefix rules alone cannot tell real driver entry points from look-alikes (``cuFile*`` is GPUDirect Storage,
   ``cuDNN`` is a word); :func:`load_exports` holds the real export lists for that, built into package data by
   ``scripts/build_exports_data.py`` from NVIDIA's libraries and CUDA headers.
+
+Knowledge every layer shares (the scanner, the tracer, the verdict, the program grouping and the diff of two
+runs), so it sits beside the model and depends on nothing but it.
 """
 
 from __future__ import annotations
@@ -207,7 +210,7 @@ class ExportsData:
 @lru_cache(maxsize=1)
 def load_exports() -> ExportsData:
     """The export lists shipped as package data (read once, then cached)."""
-    raw = resources.files("cudatrace.tracer.static").joinpath("data", _DATA_FILE).read_bytes()
+    raw = resources.files("cudatrace").joinpath("data", _DATA_FILE).read_bytes()
     doc = json.loads(gzip.decompress(raw))
     functions: dict[str, frozenset[str]] = {}
     families: dict[str, Family] = {}
