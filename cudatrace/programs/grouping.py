@@ -123,24 +123,37 @@ def _dist_of_folder(folder: Path) -> _Dist:
     return _dist_of(site, folder.name, lambda rel: _read_text(site / rel))
 
 
-def _dists_of_wheel(wheel: Path) -> list[_Dist]:
-    """The distribution inside a ``.whl`` file scanned without unpacking: its dist-info and Python files are read
-    from the archive (each at most MAX_TEXT_BYTES; a damaged archive has none)."""
+class _WheelReader:
+    """Members of a ``.whl`` file read as text when asked (at most MAX_TEXT_BYTES each, "" when absent or damaged):
+    only the dist-info and the Python files the import graph reaches are decompressed, one at a time."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self._zf = zf
+        self.infos = {i.filename: i for i in zf.infolist()[:200_000]}
+
+    def __call__(self, rel: str) -> str:
+        info = self.infos.get(rel)
+        if info is None or info.file_size > MAX_TEXT_BYTES:
+            return ""
+        try:
+            return self._zf.read(info).decode("utf-8", errors="replace")
+        except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error):
+            return ""
+
+    def close(self) -> None:
+        self._zf.close()
+
+
+def _dists_of_wheel(wheel: Path, opened: list[_WheelReader]) -> list[_Dist]:
+    """The distribution inside a ``.whl`` file scanned without unpacking (a damaged archive has none). Its reader
+    joins ``opened``, which the caller closes when the grouping is done."""
     try:
-        zf = zipfile.ZipFile(wheel)
+        reader = _WheelReader(zipfile.ZipFile(wheel))
     except (OSError, zipfile.BadZipFile, ValueError):
         return []
-    with zf:
-        infos = {i.filename: i for i in zf.infolist()[:200_000]}
-        texts: dict[str, str] = {}
-        for name, info in infos.items():
-            if (name.endswith(".py") or ".dist-info/" in name) and info.file_size <= MAX_TEXT_BYTES:
-                try:
-                    texts[name] = zf.read(info).decode("utf-8", errors="replace")
-                except (OSError, zipfile.BadZipFile, ValueError, EOFError, zlib.error):
-                    continue
-    folders = sorted({n.split("/", 1)[0] for n in infos if n.split("/", 1)[0].endswith(".dist-info")})
-    return [_dist_of(wheel, f, lambda rel: texts.get(rel, "")) for f in folders[:1]]
+    opened.append(reader)
+    folders = sorted({n.split("/", 1)[0] for n in reader.infos if n.split("/", 1)[0].endswith(".dist-info")})
+    return [_dist_of(wheel, f, reader) for f in folders[:1]]
 
 
 class _Sites:
@@ -148,11 +161,18 @@ class _Sites:
 
     def __init__(self) -> None:
         self._by_folder: dict[Path, list[_Dist]] = {}
+        self._wheels: list[_WheelReader] = []
+
+    def close(self) -> None:
+        """Close the ``.whl`` files opened to read their distributions."""
+        for reader in self._wheels:
+            reader.close()
+        self._wheels.clear()
 
     def dists(self, folder: Path) -> list[_Dist]:
         found = self._by_folder.get(folder)
         if found is None and folder.suffix.lower() == ".whl" and folder.is_file():
-            found = self._by_folder[folder] = _dists_of_wheel(folder)
+            found = self._by_folder[folder] = _dists_of_wheel(folder, self._wheels)
         if found is None:
             found = []
             try:
@@ -290,13 +310,8 @@ def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
             if name:
                 out.add(name)
     for m in _FROM.finditer(text):
-        base = m.group(1)
-        if base.startswith("."):
-            dots = len(base) - len(base.lstrip("."))
-            pkg = module.split(".") if is_package else module.split(".")[:-1]
-            pkg = pkg[: len(pkg) - (dots - 1)] if dots > 1 else pkg
-            rest = base.lstrip(".")
-            base = ".".join([*pkg, rest] if rest else pkg)
+        dotted = m.group(1)
+        base = _absolute(dotted.lstrip("."), len(dotted) - len(dotted.lstrip(".")), module, is_package)
         if not base:
             continue
         out.add(base)
@@ -526,6 +541,13 @@ def group_programs(result: ScanResult) -> tuple[Program, ...]:
     Programs with no CUDA evidence in any binary are left out.
     """
     sites = _Sites()
+    try:
+        return _group_programs(result, sites)
+    finally:
+        sites.close()
+
+
+def _group_programs(result: ScanResult, sites: _Sites) -> tuple[Program, ...]:
     groups: dict[tuple[str, str], _Group] = {}
     roots = [os.path.abspath(r) for r in result.roots]
     for b in result.binaries:
