@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
 from cudatrace.model import TraceResult, ZludaStatus
 from cudatrace.wording import counted
@@ -170,7 +171,7 @@ def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
     release = hi if hi is not None and (lo is None or cat.release(lo).ordinal <= cat.release(hi).ordinal) else None
     served = served_stubs(trace, release, cat) if release is not None else ()
     if served and release is not None:
-        shown = ", ".join(served[:5]) + (f" and {len(served) - 5} more" if len(served) > 5 else "")
+        shown = remedies.name_list(served, 5)
         words.append(
             f"but {counted(len(served), 'entry point')} returned success that ZLUDA {release} only stubs "
             f"({shown}): not "

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.coverage_db.remedies import name_list
 from cudatrace.coverage_db.verdict import (
     annotate_scan,
     annotate_trace,
@@ -116,7 +117,7 @@ def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
 
 
 def _missing_line(m: MissingLibrary) -> str:
-    who = ", ".join(m.wanted_by[:3]) + (f" and {len(m.wanted_by) - 3} more" if len(m.wanted_by) > 3 else "")
+    who = name_list(m.wanted_by, 3)
     many = len(m.wanted_by)
     if m.how == "needed":
         how = agrees(many, "links it", "link it")
@@ -221,7 +222,7 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
         part, v = members[0]
         worst = v.reasons[0] if v.reasons else None
         names = [p.feature or _short(p.path) for p, _ in members]
-        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        listed = name_list(names, 6)
         what = "cannot run" if status is VerdictStatus.BLOCKED else "are at risk"
         because = f"; the first, {_short(part.path)}: {worst.message}" if worst else ""
         functions = tuple(sorted({f for _, m in members for f in (m.reasons[0].functions if m.reasons else ())}))

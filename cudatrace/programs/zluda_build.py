@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.coverage_db.remedies import name_list
 from cudatrace.errors import CudatraceError
 from cudatrace.model import BinaryFormat, ZludaStatus
 
@@ -44,20 +45,12 @@ class BuildExports:
             return head + ": statuses come from the catalog"
         parts = [head]
         if self.unknown:
-            shown = ", ".join(self.unknown[:5]) + (
-                f" and {len(self.unknown) - 5} more" if len(self.unknown) > 5 else ""
-            )
+            shown = name_list(self.unknown, 5)
             parts.append(f"{len(self.unknown)} the catalog does not know ({shown}): their statuses are inferred (stub)")
         if self.lacking:
-            shown = ", ".join(self.lacking[:5]) + (
-                f" and {len(self.lacking) - 5} more" if len(self.lacking) > 5 else ""
-            )
+            shown = name_list(self.lacking, 5)
             parts.append(f"{len(self.lacking)} the catalog lists are missing from the file ({shown}): inferred absent")
         return "; ".join(parts) + ". This build is not one the catalog knows: a newer tag or a local build"
-
-
-def _names(names: tuple[str, ...], limit: int = 5) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def inspect_build(folder: str, release: str, catalog: Catalog | None = None) -> BuildExports | None:
