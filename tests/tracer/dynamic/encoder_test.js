@@ -114,7 +114,11 @@ const ls = enc.listenerStub(0x7fffabcdef01);
 same(ls.slice(0, 16), enc.NOPS16, 'listener stub NOPs');
 same(ls.slice(16), enc.jumpAbs(0x7fffabcdef01), 'listener stub jump');
 // hooks.js's setStubTarget rewrites where a stub goes on: byte 12 (dispatch) or 22 (own listener).
+assert.equal(enc.DISPATCH_STUB_TARGET, 12);
+assert.equal(enc.LISTENER_STUB_TARGET, 22);
 same(ls.slice(22), bytes(enc.le64, 0x7fffabcdef01), 'listener stub target at 22');
+same(enc.dispatchStub(0x7fff12345678, 0x7fffabcdef01, 0x7ffff7a00000).slice(12, 20), bytes(enc.le64, 0x7fffabcdef01),
+  'dispatch stub target at 12');
 // mov eax, dword ptr fs:[-0x9c]; ret
 same(enc.cpuProbe(-0xa0), [0x64, 0x8b, 0x04, 0x25, 0x64, 0xff, 0xff, 0xff, 0xc3], 'CPU number probe');
 same(enc.parkHandler(0x7ffff7fd0000).slice(0, 10), [0x49, 0xb9, 0x00, 0x00, 0xfd, 0xf7, 0xff, 0x7f, 0, 0],

@@ -110,6 +110,9 @@ function sequenceBytes(at, start, length, restart) {
 
 // The detail stub that goes to the one shared listener at `dispatch`: the record's address in r11, where to go
 // on in r10 (`movabs r11, detail; movabs r10, orig; jmp [rip+0]; dq dispatch`). `orig` sits at byte 12.
+// Where each stub holds the address it goes on to (rewritten in place by hooks.js, setStubTarget).
+const DISPATCH_STUB_TARGET = 12, LISTENER_STUB_TARGET = 22;
+
 function dispatchStub(detail, orig, dispatch) {
   const b = [0x49, 0xbb]; // movabs r11, &detail
   le64(b, detail);
@@ -155,7 +158,7 @@ function parkHandler(state) {
 // Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
 if (typeof module !== 'undefined') {
   module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
-    dispatchStub, listenerStub, cpuProbe, parkHandler };
+    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler };
 }
 
 // ---- src/state.js
@@ -646,7 +649,7 @@ function stubBytes(origAt, e) {
 }
 
 function setStubTarget(stub, target) {
-  stub.add(S.dispatch !== null ? 12 : 22).writePointer(target);
+  stub.add(S.dispatch !== null ? DISPATCH_STUB_TARGET : LISTENER_STUB_TARGET).writePointer(target);
 }
 
 function newEntry(module, path, fn, aliases) {

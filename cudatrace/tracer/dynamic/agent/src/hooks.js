@@ -204,7 +204,7 @@ function stubBytes(origAt, e) {
 }
 
 function setStubTarget(stub, target) {
-  stub.add(S.dispatch !== null ? 12 : 22).writePointer(target);
+  stub.add(S.dispatch !== null ? DISPATCH_STUB_TARGET : LISTENER_STUB_TARGET).writePointer(target);
 }
 
 function newEntry(module, path, fn, aliases) {
