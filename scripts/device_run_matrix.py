@@ -5,7 +5,10 @@ status, standard output (the programs print only deterministic, rounded results)
 traced calls per family. A program that does not work untraced on the machine (a missing package) is listed as
 such. ``--pid`` attaches to a running PyTorch loop, lets it run traced for a while, then detaches.
 
-    python3 scripts/device_run_matrix.py [--only NAME,...] [--timeout S] [--out FOLDER]
+    python3 scripts/device_run_matrix.py [--only NAME,...] [--repeat N] [--timeout S] [--out FOLDER]
+
+``--repeat N`` runs each program traced N times after its untraced run (a row per traced run): a hang that
+strikes one run in several shows up.
 
 Prints a Markdown table (docs/run.md keeps the figures) and writes each trace under ``--out``.
 """
@@ -99,6 +102,15 @@ if __name__ == "__main__":
     [p.join() for p in ps]
     print(sorted(q.get() for _ in ps))
 """,
+    "multiprocessing Pool (spawn, terminate)": """
+import torch.multiprocessing as mp
+def work(i):
+    import torch
+    return float(torch.ones(4, device="cuda").sum()) + i
+if __name__ == "__main__":
+    with mp.get_context("spawn").Pool(2) as pool:  # leaving the block terminates the workers (SIGTERM)
+        print(sorted(pool.map(work, range(4))))
+""",
 }
 
 PID_LOOP = """
@@ -139,6 +151,7 @@ def _families(trace: dict[str, object]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--out", default=os.environ.get("OUT", tempfile.gettempdir()))
     args = ap.parse_args()
@@ -157,29 +170,41 @@ def main() -> int:
         prog.write_text(src)
         base = [sys.executable, str(prog)]
         rc0, out0, err0, t0 = _run(base, args.timeout, env)
-        trace_path = out / f"trace{i}.json"
-        cmd = _traced(trace_path, "--", *base)
-        rc1, out1, err1, t1 = _run(cmd, args.timeout, env)
-        fams = "-"
-        if trace_path.is_file():
-            try:
-                fams = _families(json.loads(trace_path.read_text()))
-            except (OSError, ValueError):
-                fams = "unreadable trace"
-        same = "yes" if (out0 == out1 and rc0 == rc1) else "NO"
-        u = f"rc {rc0}, {t0:.1f} s" if rc0 is not None else f"timeout {t0:.0f} s"
-        t = f"rc {rc1}, {t1:.1f} s" if rc1 is not None else f"TIMEOUT {t1:.0f} s"
-        ratio = f"{t1 / t0:.2f}" if rc0 is not None and rc1 is not None and t0 > 0 else "-"
-        rows.append(f"| {name} | {u} | {t} | {same} | {rc0} / {rc1} | {ratio} | {fams} |")
-        if same != "yes":
-            print(f"--- {name}: untraced stdout {out0[-300:]!r} stderr {err0[-600:]!r}", flush=True)
-            print(f"--- {name}: traced stdout {out1[-300:]!r} stderr {err1[-600:]!r}", flush=True)
-        print(rows[-1], flush=True)
+        for k in range(args.repeat):
+            label = name if args.repeat == 1 else f"{name} ({k + 1})"
+            rows.append(_traced_row(label, out / f"trace{i}-{k}.json", base, (rc0, out0, err0, t0), args.timeout, env))
+            print(rows[-1], flush=True)
     if not only or "--pid" in only:
         rows.append(_pid_row(work, out, env))
         print(rows[-1], flush=True)
     print("\n".join(rows))
     return 0
+
+
+def _traced_row(
+    name: str,
+    trace_path: Path,
+    base: list[str],
+    untraced: tuple[int | None, str, str, float],
+    timeout: float,
+    env: dict[str, str],
+) -> str:
+    rc0, out0, err0, t0 = untraced
+    rc1, out1, err1, t1 = _run(_traced(trace_path, "--", *base), timeout, env)
+    fams = "-"
+    if trace_path.is_file():
+        try:
+            fams = _families(json.loads(trace_path.read_text()))
+        except (OSError, ValueError):
+            fams = "unreadable trace"
+    same = "yes" if (out0 == out1 and rc0 == rc1) else "NO"
+    u = f"rc {rc0}, {t0:.1f} s" if rc0 is not None else f"timeout {t0:.0f} s"
+    t = f"rc {rc1}, {t1:.1f} s" if rc1 is not None else f"TIMEOUT {t1:.0f} s"
+    ratio = f"{t1 / t0:.2f}" if rc0 is not None and rc1 is not None and t0 > 0 else "-"
+    if same != "yes":
+        print(f"--- {name}: untraced stdout {out0[-300:]!r} stderr {err0[-600:]!r}", flush=True)
+        print(f"--- {name}: traced stdout {out1[-300:]!r} stderr {err1[-600:]!r}", flush=True)
+    return f"| {name} | {u} | {t} | {same} | {rc0} / {rc1} | {ratio} | {fams} |"
 
 
 def _pid_row(work: Path, out: Path, env: dict[str, str]) -> str:

@@ -112,6 +112,8 @@ class AgentHello:
     counter_mode: str = CounterMode.LOCKED.value  # what the agent counts with: a CounterMode, or "listener"
     counter_rows: int = 1  # rows of counter_capacity counters in the shared file (per-CPU: CPUs + 1)
     counter_capacity: int = COUNTER_CAPACITY
+    shared_detail: str | None = None  # the shared file of detail records, one per counter slot (Linux)
+    detail_layout: tuple[int, ...] = ()  # detail.c's cudatrace_detail_layout: the records' size and offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,8 @@ def parse_hello(d: Mapping[str, Any]) -> AgentHello:
         str(d.get("counterMode", CounterMode.LOCKED.value)),
         int(d.get("counterRows", 1)),
         int(d.get("counterCapacity", COUNTER_CAPACITY)),
+        d.get("sharedDetail"),
+        tuple(int(v) for v in d.get("detailLayout") or ()),
     )
 
 

@@ -66,6 +66,7 @@ from cudatrace.tracer.dynamic.protocol import (
     parse_hello,
     parse_message,
 )
+from cudatrace.tracer.dynamic.shared import DetailLayout, ProcessMaps, read_detail_rows
 from cudatrace.tracer.dynamic.statuses import export_table_name, status_name, status_names
 
 # Frida's exception types -> the signal that ends the process when nobody handles it (POSIX names; on Windows
@@ -186,6 +187,8 @@ class _Proc:
     ended: bool = False
     detach_reason: str | None = None
     shm_path: str | None = None
+    maps: ProcessMaps | None = None  # the process's file mappings, to name callers in its shared detail records
+    maps_at: float = 0.0  # when they were read (monotonic)
     events_dropped: int = 0
     methods: dict[str, int] = field(default_factory=dict)
     patching: dict[str, int] = field(default_factory=dict)
@@ -329,21 +332,50 @@ class Collector:
             return [k for k, p in self._procs.items() if not p.ended]
 
     def _read_shared_counters(self, proc: _Proc) -> None:
-        # The shared file holds every counter's final value, even after SIGKILL: take it when it is larger.
+        # The shared files hold every counter's final value and every detail record, even after SIGKILL: take
+        # what is larger than the last batch said.
         values = self._shared_values(proc)
-        if proc.shm_path:
-            with contextlib.suppress(OSError):
-                os.unlink(proc.shm_path)
+        details = self._shared_details(proc, values)
+        for path in (proc.shm_path, proc.hello.shared_detail if proc.hello is not None else None):
+            if path:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
         n = len(values)
         for e in proc.entries.values():
-            if 0 <= e.slot < n and values[e.slot] > 0:
+            count = values[e.slot] if 0 <= e.slot < n else 0
+            old = proc.rows.get(e.id)
+            rec = details.get(e.id)
+            if rec is not None and (old is None or rec.detail_calls > old.detail_calls):
+                calls = max(count, rec.calls, old.calls if old is not None else 0)
+                proc.rows[e.id] = CountRow(
+                    e.id, calls, rec.first_ns, rec.time_ns, rec.statuses, rec.callers, rec.detail_calls
+                )
+            elif count > 0 and old is None:
+                proc.rows[e.id] = CountRow(e.id, count, 0, 0, (), (), 0)
+            elif old is not None and count > old.calls:
+                proc.rows[e.id] = CountRow(
+                    e.id, count, old.first_ns, old.time_ns, old.statuses, old.callers, old.detail_calls
+                )
+
+    @staticmethod
+    def _shared_details(proc: _Proc, values: list[int]) -> dict[int, CountRow]:
+        # Detail records of the entry points whose last batch (if any) missed calls that the counters saw.
+        hello = proc.hello
+        if hello is None or not hello.shared_detail:
+            return {}
+        layout = DetailLayout.from_hello(hello.detail_layout)
+        if layout is None:
+            return {}
+        n = len(values)
+        wanted = {}
+        for e in proc.entries.values():
+            if 0 <= e.slot < min(n, hello.counter_capacity) and values[e.slot] > 0:
                 old = proc.rows.get(e.id)
-                if old is None:
-                    proc.rows[e.id] = CountRow(e.id, values[e.slot], 0, 0, (), (), 0)
-                elif values[e.slot] > old.calls:
-                    proc.rows[e.id] = CountRow(
-                        e.id, values[e.slot], old.first_ns, old.time_ns, old.statuses, old.callers, old.detail_calls
-                    )
+                if old is None or old.detail_calls < values[e.slot]:
+                    wanted[e.id] = e.slot
+        if not wanted:
+            return {}
+        return read_detail_rows(hello.shared_detail, layout, wanted, proc.maps)
 
     @staticmethod
     def _shared_values(proc: _Proc) -> list[int]:
@@ -387,6 +419,14 @@ class Collector:
             proc = self._procs.get(key)
             if proc is None or proc.ended:
                 return
+            pid, stale = proc.pid, time.monotonic() - proc.maps_at > 1.0
+        if stale:  # callers in the shared detail records are named from this if no final batch comes
+            maps = ProcessMaps.read(pid)
+        with self._lock:
+            if proc.ended:
+                return
+            if stale and maps is not None:
+                proc.maps, proc.maps_at = maps, time.monotonic()
             values = self._shared_values(proc)
             live = {e.id: values[e.slot] for e in proc.entries.values() if 0 <= e.slot < len(values)}
             for r in proc.rows.values():
@@ -639,7 +679,14 @@ def _agent_source() -> tuple[str, str, str]:
 
 
 def _shm_folder() -> str:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    # The agents' shared files go to /dev/shm unless it is small or nearly full (a container's 64 MB /dev/shm is
+    # also where PyTorch's DataLoader puts its tensors): then to the temporary folder, which works the same.
+    try:
+        st = os.statvfs("/dev/shm")
+        roomy = st.f_bavail * st.f_frsize >= 256 << 20
+    except OSError:
+        roomy = False
+    return "/dev/shm" if roomy and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
 
 class _Tracer:
@@ -660,6 +707,7 @@ class _Tracer:
         self.spawned: set[int] = set()
         self.pending = 0  # children announced but not yet registered
         self._lock = threading.Lock()
+        self._inject_lock = threading.Lock()
         self._tag = f"cudatrace-{os.getpid()}-{id(self):x}"
         self._root_pid: int | None = None  # a held shell's pid: its exec is the program (launch.py)
         self.root_ready = threading.Event()
@@ -703,28 +751,21 @@ class _Tracer:
         """Attach to ``pid``, follow its children, load and configure the agent. Returns the process key.
         ``running``: the process is running (``--pid``), not suspended at spawn or fork."""
         key = self.collector.add_process(pid, parent, argv)
-        try:
-            session = self.device.attach(pid)
-        except Exception as exc:
-            # Not traced: it must not count as a live process of the tree (the run would wait for it for ever).
-            self.collector.process_ended(key, "not-traced")
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if isinstance(exc, self.frida.ProcessNotFoundError):
-                raise TraceError(f"no such process: {first}", str(pid)) from exc
-            if isinstance(exc, self.frida.PermissionDeniedError):
-                raise TraceError(f"not allowed to attach (ptrace restrictions?): {first}", str(pid)) from exc
-            if isinstance(exc, self.frida.NotSupportedError):
-                why = " (a statically linked program: no dynamic loader to load the agent)" if _is_static(argv) else ""
-                raise TraceError(f"cannot inject into this process{why}: {first}", str(pid)) from exc
-            raise
-        with self._lock:
-            self.sessions[key] = session
-        session.on("detached", lambda reason, crash: self._on_detached(key, reason, crash))
-        with contextlib.suppress(Exception):
-            session.enable_child_gating()
-        script = session.create_script(self.agent_js, name="cudatrace")
-        script.on("message", lambda message, data: self._on_message(key, message))
-        script.load()
+        # One injection at a time, from the attach to the loaded script: injecting into two children of a forking
+        # process at once left the forking parent in a ptrace stop held by Frida's injector, for ever, in about 1
+        # run of 25 that fork 20 children from a threaded program (scripts/fork_hang_check.py; with only the
+        # attach serialised, 1 in 9; serialised to the loaded script, none in 70). The agents' configuration
+        # (their hooking) still runs in all the children at once.
+        with self._inject_lock:
+            session = self._attach(key, pid, argv)
+            with self._lock:
+                self.sessions[key] = session
+            session.on("detached", lambda reason, crash: self._on_detached(key, reason, crash))
+            with contextlib.suppress(Exception):
+                session.enable_child_gating()
+            script = session.create_script(self.agent_js, name="cudatrace")
+            script.on("message", lambda message, data: self._on_message(key, message))
+            script.load()
         with self._lock:
             self.scripts[key] = script
         shm = None
@@ -743,6 +784,22 @@ class _Tracer:
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)
         return key
+
+    def _attach(self, key: str, pid: int, argv: tuple[str, ...]) -> Any:
+        try:
+            return self.device.attach(pid)
+        except Exception as exc:
+            # Not traced: it must not count as a live process of the tree (the run would wait for it for ever).
+            self.collector.process_ended(key, "not-traced")
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if isinstance(exc, self.frida.ProcessNotFoundError):
+                raise TraceError(f"no such process: {first}", str(pid)) from exc
+            if isinstance(exc, self.frida.PermissionDeniedError):
+                raise TraceError(f"not allowed to attach (ptrace restrictions?): {first}", str(pid)) from exc
+            if isinstance(exc, self.frida.NotSupportedError):
+                why = " (a statically linked program: no dynamic loader to load the agent)" if _is_static(argv) else ""
+                raise TraceError(f"cannot inject into this process{why}: {first}", str(pid)) from exc
+            raise
 
     def _on_message(self, key: str, message: Mapping[str, Any]) -> None:
         if message.get("type") == "send":

@@ -69,3 +69,14 @@ def test_encoder_uses_no_frida_api() -> None:
     )
     frida = r"\b(NativePointer|NativeFunction|ptr|NULL|Memory|Process|Module|Interceptor|X86Writer|Instruction|S)\b"
     assert not re.search(frida, code)
+
+
+def test_the_detail_layout_is_read_in_one_order_by_agent_host_and_detail_c() -> None:
+    from cudatrace.tracer.dynamic.shared import LAYOUT_FIELDS
+
+    js = re.search(r"const LAYOUT_FIELDS = \[([^\]]*)\]", _sources(), re.S)
+    assert js is not None
+    names = re.findall(r"'(\w+)'", js.group(1))
+    assert [re.sub(r"([A-Z])", r"_\1", n).lower() for n in names] == list(LAYOUT_FIELDS)
+    table = re.search(r"cudatrace_detail_layout\[(\d+)\]", (AGENT / "detail.c").read_text(encoding="utf-8"))
+    assert table is not None and int(table.group(1)) == len(LAYOUT_FIELDS)

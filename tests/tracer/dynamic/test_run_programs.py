@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -127,15 +126,48 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     try:
         proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
     except pytest.fail.Exception:
-        # Frida's own fork handling can leave the parent in a ptrace stop (1-2 runs in 25, also under a bare Frida
-        # client: scripts/fork_hang_check.py, docs/run.md). That hang is measured there; this test is about the
-        # children, so a second run decides.
+        # Frida can leave a child that forks and execs in a ptrace stop held by its injector (about 1 run in 20
+        # here, docs/run.md). That hang is measured there; this test is about the children, so a second run decides.
         warnings.warn("the first run hung in Frida's fork handling; ran again", stacklevel=1)
         proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
     assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
     assert proc.returncode == 0
     images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
     assert images.count("true") + images.count("/bin/true") == 30, images
+
+
+THREADED_FORKS = """
+import os, subprocess, sys, threading
+stop = False
+def spin():
+    while not stop:
+        sum(range(1000))
+for _ in range(4):
+    threading.Thread(target=spin, daemon=True).start()
+pids = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        sum(range(100000))
+        os._exit(0)
+    pids.append(pid)
+bad = sum(os.waitpid(p, 0)[1] != 0 for p in pids)
+out = subprocess.check_output([sys.executable, "-c", "print(1)"], text=True).strip()
+stop = True
+print("bad", bad, "sub", out)
+"""
+
+
+def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None:
+    # What torch.compile does when it starts its compile workers. Injecting into several of the children at once
+    # used to leave the parent in a ptrace stop for ever (about 1 run in 25; scripts/fork_hang_check.py measures
+    # the rate over many runs).
+    prog = tmp_path / "forks.py"
+    prog.write_text(THREADED_FORKS)
+    proc, trace = traced([sys.executable, str(prog)], tmp_path, timeout=90)
+    assert proc.stdout == "bad 0 sub 1\n", proc.stderr
+    assert proc.returncode == 0
+    assert len(trace["processes"]) >= 22, trace["processes"]  # the program, 20 forks, the subprocess (and its exec)
 
 
 def test_a_script_chain_runs_as_the_kernel_runs_it(tmp_path: Path) -> None:

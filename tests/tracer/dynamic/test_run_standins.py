@@ -302,6 +302,26 @@ def test_sigkill_keeps_the_counts(standins: Standins) -> None:
     calls = calls_of(trace)
     assert calls["cuMemAlloc_v2"].calls == 3
     assert calls["cuLaunchKernel"].calls > 14  # the loop's launches up to the kill, read from the shared counters
+    # No final batch came: statuses, callers and times are read from the shared detail records.
+    assert dict(calls["cuMemAdvise"].statuses) == {"CUDA_ERROR_NOT_SUPPORTED": 2}
+    assert dict(calls["cublasSgemm_v2"].callers) == {"app": 5}
+    assert dict(calls["cuLaunchKernel"].callers).keys() == {"app", "libcublas.so.12"}
+    assert calls["cuMemAdvise"].first_call_s is not None and calls["cuMemAdvise"].first_call_s >= 0
+
+
+def test_sigterm_that_the_program_does_not_handle_keeps_statuses(standins: Standins) -> None:
+    # multiprocessing's terminate(), timeout(1): the default action of SIGTERM ends the process without exit().
+    watch = _Watch()
+    result: list[TraceResult] = []
+    t = threading.Thread(target=lambda: result.append(trace_program([str(standins.app), "loop"], sink=watch)))
+    t.start()
+    assert watch.event.wait(30)
+    time.sleep(0.3)
+    os.kill(watch.pids[0], signal.SIGTERM)
+    t.join(30)
+    calls = calls_of(result[0])
+    assert dict(calls["cuMemAdvise"].statuses) == {"CUDA_ERROR_NOT_SUPPORTED": 2}
+    assert dict(calls["cuMemAlloc_v2"].callers) == {"app": 3}
 
 
 def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path) -> None:

@@ -11,21 +11,53 @@ function readDetailLayout(table) {
   return layout;
 }
 
-function openSharedCounters(path, cap) {
-  // Linux only: a MAP_SHARED file mapping outlives the process for the host to read.
+// A file mapped MAP_SHARED (Linux): its pages outlive the process for the host to read. Returns {p, fd} (the
+// descriptor stays open, close-on-exec, when `keepFd`), or null.
+function openShared(path, size, keepFd) {
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
   const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
     ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
-  const fd = open(Memory.allocUtf8String(path), 0x42 /* O_RDWR|O_CREAT */, 0x180 /* 0600 */);
+  const fd = open(Memory.allocUtf8String(path), 0x80042 /* O_RDWR|O_CREAT|O_CLOEXEC */, 0x180 /* 0600 */);
   if (fd < 0) return null;
-  const size = S.counterRows * cap * 8;
   if (ftruncate(fd, size) !== 0) { close(fd); return null; }
   const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
-  close(fd);
+  if (p.equals(ptr(-1)) || !keepFd) close(fd);
   if (p.equals(ptr(-1))) return null;
-  return p;
+  return { p, fd: keepFd ? fd : -1 };
+}
+
+function openSharedCounters(path, cap) {
+  const m = openShared(path, S.counterRows * cap * 8, false);
+  return m === null ? null : m.p;
+}
+
+// Detail records in a shared file, one per counter slot, so that the statuses, times and callers of a process
+// ended by SIGKILL (or any signal it does not handle) are read by the host too. The file is sparse; the records
+// in use are reserved in chunks (posix_fallocate), so a full file system is a fallback to private memory, never a
+// SIGBUS in the program.
+function openSharedDetail(path, cap) {
+  const m = openShared(path, cap * S.layout.size, true);
+  if (m === null) return null;
+  const fallocate = new NativeFunction(Module.getGlobalExportByName('posix_fallocate'), 'int',
+    ['int', 'int64', 'int64']);
+  return { p: m.p, at: num(m.p), fd: m.fd, cap, reserved: 0, fallocate };
+}
+
+// The shared record of counter slot `slot`, or null (no shared file, or no room left on its file system).
+function sharedDetail(slot) {
+  const D = S.detailShared;
+  if (D === null || slot < 0 || slot >= D.cap) return null;
+  if (slot >= D.reserved) {
+    const want = Math.min(D.cap, (Math.floor(slot / 1024) + 1) * 1024);
+    if (D.fallocate(D.fd, 0, want * S.layout.size) !== 0) {
+      S.detailShared = null; // records from here on are private: their statuses come with the batches only
+      return null;
+    }
+    D.reserved = want;
+  }
+  return { p: D.p.add(slot * S.layout.size), at: D.at + slot * S.layout.size };
 }
 
 function allocCounter() {
@@ -95,8 +127,15 @@ function countBytes(L, e) {
   return c.head;
 }
 
-// A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt).
+// A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt): the shared file's
+// record of its slot (zero from the file) or one from the agent's own memory.
 function newDetail(e) {
+  const shared = sharedDetail(e.slot);
+  if (shared !== null) {
+    e.detail = shared.p;
+    e.detailAt = shared.at;
+    return shared.p;
+  }
   if (S.detailPool === null || S.detailPool.used === S.detailPool.cap) {
     const cap = 1024;
     const base = lastingAlloc(cap * S.layout.size);

@@ -38,7 +38,11 @@ rpc.exports = {
     S.counterRows = S.rseq !== null ? S.rseq.cpus + 1 : 1;
     if (config.sharedCounters !== null && Process.platform === 'linux') {
       S.counters = openSharedCounters(config.sharedCounters, S.counterCap);
-      if (S.counters !== null) S.shmPath = config.sharedCounters;
+      if (S.counters !== null) {
+        S.shmPath = config.sharedCounters;
+        S.detailShared = openSharedDetail(config.sharedCounters + '.detail', S.counterCap);
+        if (S.detailShared !== null) S.detailPath = config.sharedCounters + '.detail';
+      }
     }
     if (S.counters === null) S.counters = lastingAlloc(S.counterRows * S.counterCap * 8);
     S.countersAt = num(S.counters);
@@ -62,6 +66,7 @@ rpc.exports = {
     return {
       pid: Process.id, arch: Process.arch, platform: Process.platform, nowNs: S.nowNs().toString(),
       sharedCounters: S.shmPath, fastPath: IS_X64,
+      sharedDetail: S.detailPath, detailLayout: LAYOUT_FIELDS.map(name => S.layout[name]),
       counterMode: !IS_X64 ? 'listener' : (S.rseq !== null ? 'per-cpu' : (S.cfg.counters === 'plain' ? 'plain' : 'locked')),
       counterRows: S.counterRows, counterCapacity: S.counterCap,
     };

@@ -37,6 +37,8 @@ const S = {
   counterUsed: 0,
   counterRows: 1,
   shmPath: null, // the shared counter file, when mapped
+  detailShared: null, // {p, at, fd, cap, reserved, fallocate}: detail records in a shared file (openSharedDetail)
+  detailPath: null, // that file's path, told to the host
   rseq: null, // {offset, cpus} when per-CPU counting is on
 
   // Memory of the agent's own
