@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from cudatrace.coverage_db.store import ProgramRecord, Store
 from cudatrace.errors import InputError, UsageError
@@ -16,15 +16,53 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+def same_programs(store: Store, records: Sequence[ProgramRecord]) -> tuple[ProgramRecord, ...]:
+    """``records`` (newest first) with each program once. Records of one name are the same program when they
+    share the content hash (a ``.whl`` and the folder it was unpacked to) or the place (a later scan of one of its
+    files, which finds the same dist-info): the record whose newest scan holds the most binaries stands for them
+    (the fullest picture of the program), the newest of those on a tie. Records without a hash that share no
+    place (a traced executable that could not be read) stay apart."""
+    groups: dict[int, list[int]] = {}
+    owner: dict[tuple[str, str, str], int] = {}
+    for i, rec in enumerate(records):
+        keys = [("path", _norm(rec.name), rec.path)]
+        if rec.sha256:
+            keys.append(("sha", _norm(rec.name), rec.sha256))
+        found = sorted({owner[k] for k in keys if k in owner})
+        head = found[0] if found else i
+        members = groups.setdefault(head, [])
+        members.append(i)
+        for other in found[1:]:  # this record joins two groups: one program
+            members.extend(groups.pop(other))
+            for k, v in owner.items():
+                if v == other:
+                    owner[k] = head
+        for k in keys:
+            owner[k] = head
+    picked = []
+    for members in groups.values():
+        if len(members) == 1:
+            picked.append(members[0])
+            continue
+
+        def size(i: int) -> int:
+            scans, _traces = store.latest_documents(records[i].id)
+            return max((len(s.binaries) for s in scans), default=0)
+
+        picked.append(max(sorted(members), key=lambda i: (size(i), -i)))
+    return tuple(records[i] for i in sorted(picked))
+
+
 def find_program(store: Store, query: str) -> ProgramRecord:
     """The one program ``query`` names; a clear error when none or several do.
 
     Exact name or path matches win. Otherwise a program (a distribution, an application folder: a name with no
     file suffix) whose name starts with the query wins over single binaries that only contain it in their path,
     so ``onnxruntime`` finds the ``onnxruntime-gpu`` program even when the store still holds per-binary results of
-    its providers from older scans.
+    its providers from older scans. The same program recorded at two places (:func:`same_programs`) counts once:
+    the newest record.
     """
-    found = store.find_programs(query)
+    found = list(same_programs(store, store.find_programs(query)))
     if not found:
         raise InputError(f"no program matching {query!r} in the coverage store", str(store.path))
     exact = [p for p in found if p.name.lower() == query.lower() or p.path == query]

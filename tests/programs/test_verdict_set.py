@@ -171,6 +171,27 @@ def test_report_program_prefers_the_program_over_old_per_binary_results(
     assert "matches" in capsys.readouterr().err
 
 
+def test_report_program_finds_one_program_scanned_at_several_places(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # onnxruntime-gpu scanned as the .whl pip downloaded, then unpacked, then one of its providers alone: one
+    # program (one name, one content hash or one place), reported from its fullest scan, counted once by --all
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    wheel = tmp_path / "mypkg-1.2.0-cp311-cp311-linux_x86_64.whl"
+    _zip_wheel(site, wheel)
+    extra = next((site / "mypkg").glob("_extra*"))
+    for target in (wheel, site, extra):
+        assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(target)]) in (0, 8)
+    capsys.readouterr()
+    assert cli_main(["report", "--db", db, "--program", "mypkg", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["program"] == "mypkg" and report["verdict"]["status"] == "at_risk"  # not the blocked plugin alone
+    assert cli_main(["report", "--db", db, "--all", "--format", "json"]) == 0
+    agg = json.loads(capsys.readouterr().out)
+    assert [p["program"] for p in agg["programs"]] == ["mypkg"] and agg["nvidia_libraries"] == 1
+
+
 def test_terminal_shows_the_programs_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["scan", "--no-store", "--no-progress", str(pb.build_plugin_app())]) == 0
     out = capsys.readouterr().out
