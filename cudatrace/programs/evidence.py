@@ -161,7 +161,8 @@ def gather_documents(
 ) -> ProgramDocuments:
     """One program file's documents: ``documents`` (scan and trace files) when given, else the store's newest
     scan and run of this exact file (same path and content; ``db`` None: the default store), else a scan of the
-    program made now. A missing or non-binary program is an InputError before anything else is read."""
+    program made now, grouped into its program as ``scan`` groups one. A missing or non-binary program is an
+    InputError before anything else is read."""
     path = Path(program).resolve()
     platform = platform_of(path)
     if documents:
@@ -181,9 +182,14 @@ def gather_documents(
                 scans, traces = store.latest_documents(rec.id)
                 if scans or traces:
                     return ProgramDocuments(path, platform, scans, traces, FROM_STORE, rec.name)
+    from dataclasses import replace
+
+    from cudatrace.programs.grouping import group_programs
     from cudatrace.tracer.static.scanner import scan_file
 
     scanned = scan_file(str(path))
     if scanned is None:
         raise InputError("not a PE or ELF program", str(path))
-    return ProgramDocuments(path, platform, (ScanResult(binaries=(scanned,), roots=(str(path),)),), (), FROM_SCAN_NOW)
+    result = ScanResult(binaries=(scanned,), roots=(str(path),))
+    result = replace(result, programs=group_programs(result))  # judged as a program, as a stored scan is
+    return ProgramDocuments(path, platform, (result,), (), FROM_SCAN_NOW)

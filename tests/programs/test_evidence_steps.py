@@ -139,6 +139,7 @@ def test_a_program_files_documents_come_from_files_then_the_store_then_a_scan_no
         1,
         (),
     )
+    assert [p.name for p in now.scans[0].programs] == ["saxpy"]  # grouped as scan groups it, judged as a program
     with open_store(db) as store:
         store.record_scan(scan_paths([str(program)]))
     stored = gather_documents(os.path.relpath(program), db=db)  # any spelling of the same file

@@ -316,3 +316,23 @@ def test_on_demand_parts_failing_for_one_cause_share_one_reason(tmp_path: Path) 
     assert message.startswith("2 on-demand parts cannot run under ZLUDA")
     assert "the cuda plugin" in message and "cuda2" in message and "SASS only" in message
     assert grouped[0].remedy is not None and "PTX" in grouped[0].remedy
+
+
+def test_a_provider_the_python_code_loads_is_named_once(tmp_path: Path) -> None:
+    # onnxruntime-gpu's provider scanned with its wheel's dist-info but without the module that names it: a library
+    # the package's Python code loads, whose feature is its own name, not "the the cuda execution provider backend"
+    import subprocess
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(pb.build_site(), site, symlinks=True)
+    lib = site / "mypkg" / "libmypkg_providers_cuda.so"
+    (tmp_path / "p.c").write_text("int cuInit(unsigned);\nint provider_entry(void) { return cuInit(0); }\n")
+    libs = pb.build_cuda_stub_libs()
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "p.c"), f"-L{libs}", "-l:libcuda.so.1"]
+    subprocess.run(cmd, check=True)
+    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "mypkg/libmypkg_providers_cuda.so,sha256=x,1\n")
+    pkg = _program(_judge(lib), ProgramKind.WHEEL)
+    (part,) = pkg.parts
+    assert part.feature == "the cuda execution provider"
+    assert "a library the package's Python code loads at run time" in part.why
