@@ -21,6 +21,7 @@ from cudatrace.model import ScanResult, TraceResult
 FROM_DOCUMENTS = "saved documents"
 FROM_STORE = "the coverage store: newest scan and run of this file"
 FROM_STORE_PROGRAM = "the coverage store: newest scan and run of this program"
+FROM_STORE_CONTAINING = "the coverage store: newest scan and run of the program that holds this file"
 FROM_STORE_HISTORY = "the coverage store: every scan and run of this program"
 FROM_SCAN_NOW = "a scan made now (nothing in the store for this file)"
 
@@ -33,7 +34,7 @@ class ProgramDocuments:
     platform: str  # "linux" | "windows" ("" when the documents do not say)
     scans: tuple[ScanResult, ...]
     traces: tuple[TraceResult, ...]
-    source: str  # FROM_DOCUMENTS, FROM_STORE, FROM_STORE_PROGRAM, FROM_STORE_HISTORY or FROM_SCAN_NOW
+    source: str  # one of the FROM_* sentences above
     name: str = ""  # the program's name ("" when the documents name it: a report takes it from them)
 
     @property
@@ -160,8 +161,9 @@ def gather_documents(
     use_store: bool = True,
 ) -> ProgramDocuments:
     """One program file's documents: ``documents`` (scan and trace files) when given, else the store's newest
-    scan and run of this exact file (same path and content; ``db`` None: the default store), else a scan of the
-    program made now, grouped into its program as ``scan`` groups one. A missing or non-binary program is an
+    scan and run of this exact file (same path and content; ``db`` None: the default store), else those of the
+    stored program that holds it (an extension module of a scanned wheel), else a scan of the program made now,
+    grouped into its program as ``scan`` groups one. A missing or non-binary program is an
     InputError before anything else is read."""
     path = Path(program).resolve()
     platform = platform_of(path)
@@ -173,7 +175,7 @@ def gather_documents(
     if use_store:
         from cudatrace.coverage_db.store import open_store
         from cudatrace.digest import sha256_of
-        from cudatrace.programs.lookup import find_file_programs
+        from cudatrace.programs.lookup import find_containing_programs, find_file_programs
 
         spellings = (str(path), os.path.abspath(program))  # the store keeps the absolute path as scanned
         digest = sha256_of(path)
@@ -182,6 +184,9 @@ def gather_documents(
                 scans, traces = store.latest_documents(rec.id)
                 if scans or traces:
                     return ProgramDocuments(path, platform, scans, traces, FROM_STORE, rec.name)
+            for rec in find_containing_programs(store, spellings, digest):
+                scans, traces = store.latest_documents(rec.id)
+                return ProgramDocuments(path, platform, scans, traces, FROM_STORE_CONTAINING, rec.name)
     from dataclasses import replace
 
     from cudatrace.programs.grouping import group_programs

@@ -96,3 +96,28 @@ def find_file_programs(store: Store, paths: Iterable[str | os.PathLike[str]], sh
             if rec.path in spellings and rec.sha256 in (sha256, None):
                 found.setdefault(rec.id, rec)
     return tuple(found.values())
+
+
+def find_containing_programs(
+    store: Store, paths: Iterable[str | os.PathLike[str]], sha256: str, *, levels: int = 16
+) -> tuple[ProgramRecord, ...]:
+    """The store's grouped programs that hold one file on disk as one of their binaries: recorded at a folder
+    above one of ``paths`` (a wheel's site-packages, an application folder; up to ``levels`` up) whose newest
+    scan lists a binary at that path with this content; nearest folder first. A scan groups an extension module
+    into its distribution, so the store knows the module only through its program."""
+    given = dict.fromkeys(os.fspath(p) for p in paths)
+    found: dict[int, ProgramRecord] = {}
+    for path in given:
+        folder = os.path.dirname(path)
+        for _ in range(levels):
+            for rec in store.find_programs(folder):
+                if rec.path != folder or rec.id in found:
+                    continue
+                scans, _traces = store.latest_documents(rec.id)
+                if any(b.path == path and b.sha256 == sha256 for s in scans for b in s.binaries):
+                    found[rec.id] = rec
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    return tuple(found.values())

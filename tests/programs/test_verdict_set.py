@@ -336,3 +336,27 @@ def test_a_provider_the_python_code_loads_is_named_once(tmp_path: Path) -> None:
     (part,) = pkg.parts
     assert part.feature == "the cuda execution provider"
     assert "a library the package's Python code loads at run time" in part.why
+
+
+def test_doctor_and_configure_plan_a_wheel_module_from_its_stored_program(tmp_path: Path) -> None:
+    # the store knows the extension module only through its wheel's program; its on-demand SASS-only module costs
+    # a feature, so the plan warns instead of saying the program cannot run (as the program's verdict says)
+    from cudatrace.configure.evidence import evidence_of
+    from cudatrace.configure.layout import detect_zluda
+    from cudatrace.configure.mapping import plan_mapping
+    from cudatrace.programs.evidence import FROM_STORE_CONTAINING, gather_documents
+    from tests.configure.trees import make_zluda_tree
+
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    assert cli_main(["scan", "--db", db, "--no-progress", "-q", str(site)]) == 0
+    core = next((site / "mypkg").glob("_core*"))
+    extra = next((site / "mypkg").glob("_extra*"))
+    documents = gather_documents(core, db=db)
+    assert (documents.source, documents.name) == (FROM_STORE_CONTAINING, "mypkg")
+    evidence = evidence_of(documents)
+    assert evidence.on_demand_feature(str(extra)) == "the Python module mypkg._extra"
+    plan = plan_mapping(evidence, detect_zluda(str(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux"))))
+    gpu = [u for u in plan.unserved if u.what == extra.name]
+    assert len(gpu) == 1 and not gpu[0].cannot_run and "on demand" in gpu[0].reason
+    assert not any(u.cannot_run for u in plan.unserved) and plan.verdict == "at_risk"
