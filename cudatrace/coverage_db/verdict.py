@@ -717,10 +717,13 @@ def export_table_reasons(cat: Catalog, rel: str, requests: Iterable[ExportTableR
         return []
     out: list[Reason] = []
     translated: dict[str, int] = {}
+    stubbed: set[str] = set()  # defined, but every function slot is a stub: a call through it fails
     for req in requests:
         table = cat.export_table(req.uuid, rel)
         if table is not None:
             translated[table.name] = translated.get(table.name, 0) + req.count
+            if table.stub_slots and not table.working_slots:
+                stubbed.add(table.name)
             continue
         name = req.name or cat.export_table_name(req.uuid) or req.uuid
         since = cat.export_table_first(req.uuid, after=rel)
@@ -780,11 +783,12 @@ def export_table_reasons(cat: Catalog, rel: str, requests: Iterable[ExportTableR
         )
     if translated:
         names = remedies.name_list(sorted(translated))
+        stubs = f"; every function slot of {remedies.name_list(sorted(stubbed))} is a stub" if stubbed else ""
         out.append(
             Reason(
                 Severity.INFO,
                 "export_table_translated",
-                f"export tables ZLUDA {rel} defines ({lookup.source}): {names}",
+                f"export tables ZLUDA {rel} defines ({lookup.source}): {names}{stubs}",
                 None,
                 Family.DRIVER,
                 tuple(sorted(translated)),

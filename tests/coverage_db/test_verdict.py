@@ -677,3 +677,11 @@ def test_an_absent_table_a_later_release_defines_names_that_release() -> None:
     later = [r for r in v4["export_table_absent"] if r.functions[0] in ("CONTEXT_CHECKS", "INTEGRITY_CHECK")]
     fixed, reason = fixing_reason(cat, "v4", VerdictStatus.AT_RISK, later)
     assert fixed == "v5-preview.43" and reason is not None and "since v5-preview.43" in reason.message
+
+
+def test_a_defined_table_whose_slots_are_all_stubs_says_so() -> None:
+    from cudatrace.coverage_db.verdict import export_table_reasons
+
+    heap = ExportTableRequest("195BCBF4-D67D-024A-ACC5-1D29CEA631AE", None, 1, "CUDA_SUCCESS")  # HEAP_ACCESS
+    (reason,) = export_table_reasons(load_catalog(), "v6-preview.69", [heap])
+    assert reason.code == "export_table_translated" and "every function slot of HEAP_ACCESS is a stub" in reason.message
