@@ -26,7 +26,7 @@ BLOCKER_WORDS = {
     "library_missing": "a missing library",
     "on_demand_blocked": "an on-demand part",
     "ptx_recent_arch_only": "PTX for recent GPUs only",
-    "export_table_unknown": "an unknown export table",
+    "export_table_absent": "an export table no release defines",
 }
 """What a blocker that is not an entry point is, by its reason code, as a sentence names it."""
 

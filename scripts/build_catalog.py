@@ -185,7 +185,17 @@ def build(reference: Path) -> dict[str, Any]:
                 int(r["last_ordinal"]),
             ]
         )
+    ordinal_of = {t["tag"]: t["ordinal"] for t in tags}
+    for tag, tables in DARK_API_FROM_SOURCES.items():
+        o = ordinal_of[tag]
+        for module, guid, name, length in tables:
+            dark.append([module, guid, name, length, 0, "not_extracted", "", "", "", o, o])
     dark.sort(key=lambda d: (d[1], d[4], d[9]))
+    newest = max(ordinal_of.values())
+    dark_lookup = [
+        [ordinal_of[first], ordinal_of[last] if last else newest, source, lookup, unknown]
+        for first, last, source, lookup, unknown in DARK_API_LOOKUP
+    ]
 
     env = []
     for r in _rows(z / "env_vars.csv"):
@@ -268,6 +278,7 @@ def build(reference: Path) -> dict[str, Any]:
         "packaging": packaging,
         "proc": dict(sorted(proc.items())),
         "dark_api": dark,
+        "dark_api_lookup": dark_lookup,
         "env": env,
         "counts": counts,
         "hipify": dict(sorted(hipify.items())),
@@ -337,6 +348,60 @@ PACKAGING_FROM_SOURCES: dict[tuple[str, str], dict[str, list[str]]] = {
     ("driver", "v4"): {"windows": ["nvcuda.dll"], "linux": ["libcuda.so", "libcuda.so.1"]},
     ("nvml", "v4"): {"windows": ["nvml.dll"], "linux": ["libnvidia-ml.so"]},
 }
+
+
+# The export tables (cuGetExportTable GUIDs) of the releases before ZLUDA's dark_api crate, read from ZLUDA's
+# sources at each tag (the reference's dark_api.csv starts at v5-preview.43, where the crate begins); the GUIDs are
+# written in the byte order zluda_trace prints. Slots are not extracted for these releases.
+# * v1, v2: zluda/src/impl/export_table.rs, `get` matches four *_GUID constants (CUuuid byte arrays).
+# * v3: zluda_dark_api/src/lib.rs, the `dark_api_table!` list; CONTEXT_WRAPPER and ANTI_ZLUDA carry the GUIDs that
+#   later releases name CONTEXT_CHECKS and INTEGRITY_CHECK; ZLUDA_EXT is ZLUDA's own (its libraries ask the driver
+#   for HIP streams through it).
+# * v4: zluda/src/impl/export_table.rs, `get` matches seven *_GUID constants.
+_V1_TABLES = (
+    ("cuda", "A094798C-2E74-2E74-93F2-0800200C0A66", "TOOLS_RUNTIME_CALLBACK_HOOKS", 0),
+    ("cuda", "6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9", "CUDART_INTERFACE", 0),
+    ("cuda", "42D85A81-23F6-CB47-8298-F6E78A3AECDC", "TOOLS_TLS", 0),
+    ("cuda", "C693336E-1121-DF11-A8C3-68F355D89593", "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", 0),
+)
+DARK_API_FROM_SOURCES: dict[str, tuple[tuple[str, str, str, int], ...]] = {
+    "v1": _V1_TABLES,
+    "v2": _V1_TABLES,
+    "v3": (
+        ("cuda", "6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9", "CUDART_INTERFACE", 10),
+        ("cuda", "A094798C-2E74-2E74-93F2-0800200C0A66", "TOOLS_RUNTIME_CALLBACK_HOOKS", 7),
+        ("cuda", "42D85A81-23F6-CB47-8298-F6E78A3AECDC", "TOOLS_TLS", 3),
+        ("cuda", "C693336E-1121-DF11-A8C3-68F355D89593", "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", 4),
+        ("cuda", "0CA50B8C-1004-929A-89A7-D0DF10E77286", "CTX_CREATE_BYPASS", 2),
+        ("cuda", "195BCBF4-D67D-024A-ACC5-1D29CEA631AE", "HEAP_ACCESS", 3),
+        ("cuda", "B10541E1-F7C7-C74A-9F64-F223BE99F1E2", "DEVICE_EXTENDED_RT", 26),
+        ("cuda", "7F9212D6-261D-DD4D-8AF6-38DD1AEB10AE", "DLSS", 58),
+        ("cuda", "263E8860-7CD2-6143-92F6-BBD5006DFA7E", "CONTEXT_WRAPPER", 3),
+        ("cuda", "D4082055-BDE6-704B-8D34-BA123C66E1F2", "ANTI_ZLUDA", 3),
+        ("zluda_ext", "70E1FAEE-2608-4025-82A7-E0BCC12ECC60", "ZLUDA_EXT", 2),
+    ),
+    "v4": (
+        *_V1_TABLES,
+        ("cuda", "0CA50B8C-1004-929A-89A7-D0DF10E77286", "CTX_CREATE_BYPASS", 0),
+        ("cuda", "195BCBF4-D67D-024A-ACC5-1D29CEA631AE", "HEAP_ACCESS", 0),
+        ("cuda", "B10541E1-F7C7-C74A-9F64-F223BE99F1E2", "DEVICE_EXTENDED_RT", 0),
+    ),
+}
+
+# Where each release defines its export tables, the function that looks a GUID up, and what it returns for a GUID
+# it does not know (read from that function's fallback arm at each tag; last None: up to the newest tag).
+DARK_API_LOOKUP: tuple[tuple[str, str | None, str, str, str], ...] = (
+    ("v1", "v2", "zluda/src/impl/export_table.rs", "export_table::get", "CUDA_ERROR_NOT_SUPPORTED"),
+    ("v3", "v3", "zluda_dark_api/src/lib.rs", "zluda/src/impl/dark_api.rs get_table", "CUDA_ERROR_UNKNOWN"),
+    ("v4", "v4", "zluda/src/impl/export_table.rs", "export_table::get", "CUDA_ERROR_NOT_SUPPORTED"),
+    (
+        "v5-preview.43",
+        None,
+        "dark_api/src/lib.rs",
+        "zluda/src/impl/driver.rs get_export_table",
+        "CUDA_ERROR_INVALID_VALUE",
+    ),
+)
 
 
 def main(argv: list[str] | None = None) -> int:

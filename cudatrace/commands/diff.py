@@ -51,9 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def load_run(path: str, release: str | None, *, progress: bool = True) -> TraceResult:
     """A trace document, or a zluda_trace log read on the fly; classified against ``release`` when unclassified."""
-    from cudatrace.commands.import_log import is_log_path, load_log
-    from cudatrace.commands.report import load_document
+    from cudatrace.commands.import_log import load_log
     from cudatrace.coverage_db.verdict import annotate_trace
+    from cudatrace.programs.documents import is_log_path, load_document
 
     if is_log_path(path):
         trace = load_log(path, progress=progress)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from pathlib import Path
 
 from cudatrace.commands._common import (
     add_loudness_args,
@@ -16,6 +14,7 @@ from cudatrace.commands._common import (
 )
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import TraceResult
+from cudatrace.programs.documents import read_log_document
 from cudatrace.reports.render import formats_for, render
 
 
@@ -46,35 +45,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run_import_log)
 
 
-def is_log_path(path: str) -> bool:
-    """True for a folder, or a file that does not start like a JSON document: a zluda_trace log to read."""
-    p = Path(path)
-    if p.is_dir():
-        return True
-    if not p.is_file() or p.suffix.lower() == ".json":
-        return False
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(256).lstrip()
-    except OSError:
-        return False  # the JSON loader names the file and the error
-    # a JSON document opens with {"...; a log may open with a dark-API call, {CUDART_INTERFACE}::...
-    return re.match(rb'\{\s*("|\})', head) is None
-
-
 def load_log(path: str, program: str | None = None, *, progress: bool = True) -> TraceResult:
     """A zluda_trace log read and dated (its release bounds filled in), not yet classified; how much is read
     shows on stderr when it is a terminal and ``progress`` is on."""
-    from cudatrace.coverage_db.log_release import date_log
-    from cudatrace.tracer.zluda_log import read_log
-
     status = _Status() if progress and sys.stderr.isatty() else None
     try:
-        trace = read_log(path, program=program, progress=status.show if status else None)
+        return read_log_document(path, program, status.show if status else None)
     finally:
         if status is not None:
             status.clear()
-    return date_log(trace)
 
 
 def run_import_log(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -25,12 +24,13 @@ from cudatrace.commands._common import (
     render_options,
     write_output,
 )
+from cudatrace.errors import EXIT_OK, ReportError, UsageError
+from cudatrace.model import REPORT_SCHEMA, TraceResult
 from cudatrace.programs.documents import AGGREGATE_SCHEMA, MAX_DOCUMENT_BYTES, load_document
+from cudatrace.programs.evidence import ProgramDocuments
+from cudatrace.reports.document import Report
 
 __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
-from cudatrace.errors import EXIT_OK, ReportError, UsageError
-from cudatrace.model import REPORT_SCHEMA, ScanResult, TraceResult
-from cudatrace.reports.document import Report
 from cudatrace.reports.render import formats_for, render
 
 FORMATS = formats_for(Report)
@@ -94,28 +94,12 @@ def _environment(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def _load(path: str, progress: bool) -> ScanResult | TraceResult | dict[str, Any]:
-    """A JSON document, or a zluda_trace log (a folder, or a file that is not JSON) read as by import-log."""
-    from cudatrace.commands.import_log import is_log_path, load_log
-
-    return load_log(path, progress=progress) if is_log_path(path) else load_document(path)
-
-
 def _releases(args: argparse.Namespace) -> list[str]:
     """``--zluda A,B,C``: several releases only with --all (compared oldest first as given)."""
     names = [n.strip() for n in str(release_of(args) or "latest").split(",") if n.strip()] or ["latest"]
     if len(names) > 1 and not args.all:
         raise UsageError("several --zluda releases are compared only with --all")
     return list(dict.fromkeys(announce_release(n) for n in names))
-
-
-def _annotate(
-    scans: list[ScanResult] | tuple[ScanResult, ...], traces: list[TraceResult] | tuple[TraceResult, ...], release: str
-) -> tuple[list[ScanResult], list[TraceResult]]:
-    from cudatrace.programs.judging import judge_documents
-
-    judged_scans, judged_traces = judge_documents(scans, traces, release)
-    return list(judged_scans), list(judged_traces)
 
 
 def replaced_caller_for(release: str) -> Callable[[str], bool]:
@@ -129,7 +113,7 @@ def replaced_caller_for(release: str) -> Callable[[str], bool]:
     return replaced
 
 
-def _run_environment(env: dict[str, str], traces: list[TraceResult]) -> dict[str, str]:
+def _run_environment(env: dict[str, str], traces: tuple[TraceResult, ...]) -> dict[str, str]:
     for t in traces:
         if t.platform:
             env.setdefault("OS", t.platform)
@@ -142,7 +126,7 @@ def _run_environment(env: dict[str, str], traces: list[TraceResult]) -> dict[str
     return env
 
 
-def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | None:
+def _log_release(args: argparse.Namespace, traces: tuple[TraceResult, ...]) -> str | None:
     """Without --zluda, the release an imported log names (the newest release its format fits), if any."""
     if args.release is not None or getattr(args, "zluda_dir", None) is not None:
         return None
@@ -150,72 +134,58 @@ def _log_release(args: argparse.Namespace, traces: list[TraceResult]) -> str | N
     return announce_release(named[0]) if named else None
 
 
-def _from_files(args: argparse.Namespace) -> Any:
-    from cudatrace.reports.document import Aggregate, build_report
+def _report_of(args: argparse.Namespace, gathered: ProgramDocuments, release: str) -> Report:
+    """One program's gathered documents judged for ``release`` and built into its report."""
+    from cudatrace.programs.judging import judge_gathered
+    from cudatrace.reports.document import build_report
 
-    docs = [(f, _load(f, progress=not args.quiet)) for f in args.files]
-    saved = [(f, d) for f, d in docs if isinstance(d, dict)]
-    if saved:
-        if len(docs) > 1:
-            raise UsageError(f"{saved[0][0]}: a saved report is rendered on its own; give it without other files")
-        path, raw = saved[0]
+    judged = judge_gathered(gathered, release)
+    env = _run_environment(_environment(args.env), judged.traces)
+    return build_report(
+        list(judged.scans),
+        list(judged.traces),
+        release,
+        program=args.name or gathered.name or None,
+        environment=env,
+        replaced_caller=replaced_caller_for(release),
+    )
+
+
+def _from_files(args: argparse.Namespace) -> Any:
+    from cudatrace.commands.import_log import load_log
+    from cudatrace.programs.evidence import SavedDocument, gather_files
+    from cudatrace.reports.document import Aggregate
+
+    gathered = gather_files(args.files, read_log=functools.partial(load_log, progress=not args.quiet))
+    if isinstance(gathered, SavedDocument):
+        raw = gathered.document
         try:
             return Report.from_dict(raw) if raw.get("schema") == REPORT_SCHEMA else Aggregate.from_dict(raw)
         except ReportError as exc:
-            raise ReportError(str(exc), path) from None
-    scans = [d for _, d in docs if isinstance(d, ScanResult)]
-    traces = [d for _, d in docs if isinstance(d, TraceResult)]
-    release = _log_release(args, traces) or _releases(args)[-1]
-    scans, traces = _annotate(scans, traces, release)
-    env = _run_environment(_environment(args.env), traces)
-    return build_report(
-        scans, traces, release, program=args.name, environment=env, replaced_caller=replaced_caller_for(release)
-    )
+            raise ReportError(str(exc), gathered.path) from None
+    release = _log_release(args, gathered.traces) or _releases(args)[-1]
+    return _report_of(args, gathered, release)
 
 
 def _from_store(args: argparse.Namespace) -> Any:
-    from cudatrace.coverage_db.store import open_store
-    from cudatrace.reports.document import aggregate_reports, build_report, compare_releases
+    from cudatrace.programs.evidence import gather_store, gather_stored
+    from cudatrace.reports.document import aggregate_reports, compare_releases
 
     releases = _releases(args)
-    release = releases[-1]
-    env = _environment(args.env)
-    with open_store(args.db) as store:
-        if args.all:
-            rows = []
-            nvidia = 0
-            for rec in store.programs():
-                scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
-                if _nvidia_only(scans, traces):
-                    nvidia += 1  # NVIDIA's own libraries are not programs: they never count as blocked ones
-                    continue
-                rows.append((rec, scans, traces))
-            names = Counter(rec.name for rec, _, _ in rows)
-            aggregates = []
-            for rel in releases:
-                reports = []
-                for rec, scans, traces in rows:
-                    s, t = _annotate(scans, traces, rel)
-                    name = rec.name if names[rec.name] == 1 else f"{rec.name} ({rec.path})"
-                    reports.append(build_report(s, t, rel, program=name, replaced_caller=replaced_caller_for(rel)))
-                aggregates.append(replace(aggregate_reports(reports, rel), nvidia_libraries=nvidia))
-            return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
-        from cudatrace.programs.lookup import find_program
-
-        rec = find_program(store, args.program)
-        scans, traces = store.documents(rec.id) if args.history else store.latest_documents(rec.id)
-    release = _log_release(args, list(traces)) or release
-    s, t = _annotate(scans, traces, release)
-    env = _run_environment(env, t)
-    return build_report(
-        s, t, release, program=args.name or rec.name, environment=env, replaced_caller=replaced_caller_for(release)
-    )
-
-
-def _nvidia_only(scans: tuple[ScanResult, ...], traces: tuple[TraceResult, ...]) -> bool:
-    """True for a stored program that is NVIDIA's own libraries (an nvidia-* wheel, cuBLAS ...)."""
-    programs = [p for s in scans for p in s.programs]
-    return not traces and bool(programs) and all(p.is_nvidia for p in programs)
+    if args.all:
+        everything = gather_store(db=args.db, history=args.history)
+        programs = [g for g in everything if not g.is_nvidia]  # NVIDIA's own libraries never count as blocked
+        aggregates = [
+            replace(
+                aggregate_reports([_report_of(args, g, rel) for g in programs], rel),
+                nvidia_libraries=len(everything) - len(programs),
+            )
+            for rel in releases
+        ]
+        return compare_releases(aggregates) if len(aggregates) > 1 else aggregates[0]
+    gathered = gather_stored(args.program, db=args.db, history=args.history)
+    release = _log_release(args, gathered.traces) or releases[-1]
+    return _report_of(args, gathered, release)
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -226,6 +196,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise UsageError("nothing to report: give scan/trace JSON FILES, --program NAME or --all")
     if args.all and args.name:
         raise UsageError("--name names one program; --all reports every program")
+    _environment(args.env)  # a malformed --env is a usage error before any document is read
     doc = _from_files(args) if args.files else _from_store(args)
     options = render_options(args)
     write_output(render(doc, args.format, options), args.output)

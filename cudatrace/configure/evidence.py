@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cudatrace.model import CudaLibrary, Family, LibraryHow, ScanResult, TraceResult
+from cudatrace.model import CudaLibrary, Family, LibraryHow, PartRole, ScanResult, TraceResult
 from cudatrace.programs.evidence import ProgramDocuments, platform_of
 
 
@@ -30,12 +30,19 @@ class ProgramEvidence:
     verdict_release: str | None = None  # the ZLUDA release the evidence was classified against
     machine: str = ""  # the program binary's machine: "x86_64", "i386", ... ("" when unknown)
     sources: tuple[str, ...] = ()  # "scan", "trace", "store", "scanned now"
+    # what only the on-demand parts of a grouped program need, with the feature they serve: (library file name or
+    # binary path, feature); the program starts without them (docs/programs.md)
+    on_demand: tuple[tuple[str, str], ...] = ()
     scans: tuple[ScanResult, ...] = field(default=(), compare=False, repr=False)  # the documents it came from
     traces: tuple[TraceResult, ...] = field(default=(), compare=False, repr=False)
 
     def library_names(self) -> tuple[str, ...]:
         """The file names the program asks for."""
         return tuple(lib.name for lib in self.libraries)
+
+    def on_demand_feature(self, name: str) -> str | None:
+        """The feature of the on-demand parts that alone need this library file or binary, or None."""
+        return next((f for n, f in self.on_demand if n == name), None)
 
     def uses(self, family: Family) -> bool:
         """True when the program names, loads or calls anything of this family."""
@@ -64,10 +71,22 @@ def evidence_from_documents(
     release: str | None = None
     machine = ""
     program_names = {str(program), os.path.abspath(program), Path(program).name}
+    # grouped scans: which binaries only serve a feature on demand; what only they need is optional
+    optional_parts: dict[str, str] = {}
+    required_parts: set[str] = set()
+    for scan in scans:
+        for prog in scan.programs:
+            for part in prog.parts:
+                if part.role is PartRole.ON_DEMAND:
+                    optional_parts[part.path] = part.feature or Path(part.path).name
+                else:
+                    required_parts.add(part.path)
+    wanted_by: dict[str, set[str]] = {}  # library key -> the binaries (or "" for a traced run) that want it
 
-    def _add_lib(lib: CudaLibrary) -> None:
+    def _add_lib(lib: CudaLibrary, by: str = "") -> None:
         base = lib.name.replace("\\", "/").rsplit("/", 1)[-1]  # a traced process reports full paths
         key = base.lower() if (platform or "") == "windows" else base
+        wanted_by.setdefault(key, set()).add(by)
         if key not in libs or libs[key].how is LibraryHow.DLOPEN_STRING:
             libs[key] = CudaLibrary(base, lib.family, lib.how, lib.version)
 
@@ -79,7 +98,7 @@ def evidence_from_documents(
             if b.verdict is not None:
                 release = release or b.verdict.release
             for lib in b.cuda_libraries:
-                _add_lib(lib)
+                _add_lib(lib, b.path)
             families.update(e.family for e in b.imports)
             if b.static_runtime is not None:
                 needs_driver = True
@@ -103,6 +122,13 @@ def evidence_from_documents(
         needs_driver = True
     if needs_driver:
         families.add(Family.DRIVER)
+    on_demand: dict[str, str] = {}
+    for key, by in wanted_by.items():
+        if by and all(b in optional_parts and b not in required_parts for b in by):
+            on_demand[libs[key].name] = ", ".join(sorted({optional_parts[b] for b in by}))
+    for path in sass_only:
+        if path in optional_parts and path not in required_parts:
+            on_demand[path] = optional_parts[path]
     return ProgramEvidence(
         program=str(program),
         platform=platform or platform_of(program),
@@ -115,6 +141,7 @@ def evidence_from_documents(
         verdict_release=release,
         machine=machine,
         sources=tuple(sources),
+        on_demand=tuple(sorted(on_demand.items())),
         scans=tuple(scans),
         traces=tuple(traces),
     )

@@ -339,6 +339,14 @@ def select_release(
     return chosen, notes
 
 
+def _on_demand_only(u: Unserved, evidence: ProgramEvidence) -> Unserved:
+    """A library only the program's on-demand parts need does not stop the program: it loses that feature."""
+    feature = evidence.on_demand_feature(u.what)
+    if feature is None or not u.cannot_run:
+        return u
+    return replace(u, reason=f"{u.reason}; only {feature} needs it: the program starts without it", cannot_run=False)
+
+
 def plan_mapping(
     evidence: ProgramEvidence,
     zluda: ZludaLayout,
@@ -491,9 +499,10 @@ def plan_mapping(
                     cannot_run=True,
                 )
             )
-    if evidence.sass_only:
+    startup_sass = [p for p in evidence.sass_only if evidence.on_demand_feature(p) is None]
+    if startup_sass:
         archs = ", ".join(evidence.sass_archs) or "NVIDIA architectures"
-        names = ", ".join(Path(p).name for p in evidence.sass_only[:5])
+        names = ", ".join(Path(p).name for p in startup_sass[:5])
         unserved.append(
             Unserved(
                 "GPU code",
@@ -503,6 +512,19 @@ def plan_mapping(
                 cannot_run=True,
             )
         )
+    for path in evidence.sass_only:
+        feature = evidence.on_demand_feature(path)
+        if feature is not None:
+            unserved.append(
+                Unserved(
+                    Path(path).name,
+                    Family.OTHER,
+                    f"GPU code is SASS only with no PTX (ZLUDA recompiles PTX only); it serves {feature} on demand: "
+                    "the program starts without that feature",
+                    "rebuild it with PTX embedded, or do without the feature",
+                )
+            )
+    unserved = [_on_demand_only(u, evidence) for u in unserved]
 
     launcher_files: tuple[str, ...] = ()
     if platform == "windows":

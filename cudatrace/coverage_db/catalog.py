@@ -239,6 +239,17 @@ class ExportSlot:
 
 
 @dataclass(frozen=True, slots=True)
+class ExportTableLookup:
+    """How one release answers ``cuGetExportTable``: where its tables are defined (a path in ZLUDA's sources at
+    that tag), the function that looks a GUID up, and what that function returns for a GUID it does not know."""
+
+    release: str
+    source: str  # e.g. "dark_api/src/lib.rs"
+    lookup: str  # e.g. "zluda/src/impl/driver.rs get_export_table"
+    unknown_result: str  # e.g. "CUDA_ERROR_INVALID_VALUE"
+
+
+@dataclass(frozen=True, slots=True)
 class ExportTable:
     """An undocumented driver export table (``cuGetExportTable`` GUID) as ZLUDA knows it in one release."""
 
@@ -943,22 +954,47 @@ class Catalog:
         return guid.strip().strip("{}").upper()
 
     def export_table_name(self, guid: str) -> str | None:
-        """The name ZLUDA gives an export table GUID in any release, or None."""
+        """The name ZLUDA gives an export table GUID (in the newest release that defines it), or None."""
         g = self._guid_key(guid)
-        return next((d[2] for d in self._doc["dark_api"] if d[1] == g), None)
+        rows = [d for d in self._doc["dark_api"] if d[1] == g]
+        return max(rows, key=lambda d: d[10])[2] if rows else None
 
     def export_table_span(self, name: str) -> tuple[str, str] | None:
-        """The first and last release whose ``dark_api`` defines an export table of this name, or None."""
-        ords = [(d[9], d[10]) for d in self._doc["dark_api"] if d[2] == name]
+        """The first and last release whose ``dark_api`` crate defines an export table of this name, or None: the
+        releases whose trace tools print the table by this name (v1 to v4, read from older files, are left out)."""
+        ords = [(d[9], d[10]) for d in self._doc["dark_api"] if d[2] == name and d[5] != "not_extracted"]
         if not ords:
             return None
         return self._tag(min(o[0] for o in ords)), self._tag(max(o[1] for o in ords))
 
+    def export_table_lookup(self, release: str) -> ExportTableLookup | None:
+        """How ``release`` looks export tables up (where they are defined, what an unknown GUID gets), or None when
+        the catalog holds no export tables of it."""
+        rel = self._rel(release)
+        for first, last, source, lookup, unknown in self._doc.get("dark_api_lookup", ()):
+            if first <= rel.ordinal <= last:
+                return ExportTableLookup(rel.name, source, lookup, unknown)
+        return None
+
     def export_tables_known(self, release: str) -> bool:
-        """Whether the catalog holds ``release``'s export tables: from v5-preview.43, where ZLUDA's ``dark_api``
-        crate begins (v3 and v4 kept their GUIDs elsewhere, not extracted)."""
-        first = min((d[9] for d in self._doc["dark_api"]), default=0)
-        return self._rel(release).ordinal >= first
+        """Whether the catalog holds ``release``'s export tables: every release, read from ZLUDA's sources
+        (``dark_api/src/lib.rs`` from v5-preview.43, the older files before it: :meth:`export_table_lookup`)."""
+        return self.export_table_lookup(release) is not None
+
+    def export_table_first(self, table: str, *, after: str) -> str | None:
+        """The first release after ``after`` (in history order) that defines the export table ``table`` (a name or
+        a GUID) and every release after it up to the newest does, or None."""
+        key = self._guid_key(table)
+        guids = {d[1] for d in self._doc["dark_api"] if key in (d[1], d[2].upper())}  # a name: its table's GUID
+        start = self._rel(after).ordinal
+        ords = {o for d in self._doc["dark_api"] if d[1] in guids for o in range(d[9], d[10] + 1) if o > start}
+        newest = max(r.ordinal for r in self._tags)
+        if newest not in ords:
+            return None
+        first = newest
+        while first - 1 in ords:
+            first -= 1
+        return self._tag(first)
 
     def export_table(self, guid: str, release: str) -> ExportTable | None:
         """The export table with this GUID as ``release`` knows it, or None (``cuGetExportTable`` then fails)."""

@@ -107,3 +107,44 @@ def stub_decision(function: str) -> StubDecision:
     if found is not None:
         return found
     return StubDecision(function, "blocker", "not listed as a tolerated probe: the program needs the call's work", "")
+
+
+@dataclass(frozen=True, slots=True)
+class TableDecision:
+    """An export table no ZLUDA release defines: who asks for it, and whether a program survives its absence
+    (``probe``: the caller goes on without it) or never asks ZLUDA for it (``replaced``: only libraries ZLUDA
+    replaces request it), on what authority."""
+
+    guid: str
+    decision: str  # "probe" | "replaced"
+    requested_by: tuple[str, ...]
+    why: str
+    source: str
+    when_returns: str = ""  # a probe is tolerated only when the lookup fails with this code ("": any)
+
+
+@functools.lru_cache(maxsize=1)
+def table_decisions() -> dict[str, TableDecision]:
+    """The package's table of requested export tables (``export_tables`` of data/called_stubs.json), by GUID."""
+    try:
+        raw = resources.files("cudatrace.coverage_db").joinpath("data", STUBS_FILE).read_text("utf-8")
+        rows = json.loads(raw).get("export_tables", [])
+        table = {
+            str(r["guid"]).upper(): TableDecision(
+                str(r["guid"]).upper(),
+                str(r["decision"]),
+                tuple(str(x) for x in r["requested_by"]),
+                str(r["why"]),
+                str(r["source"]),
+                str(r.get("when_returns", "")),
+            )
+            for r in rows
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CatalogError(f"cannot read the export-table decisions: {exc}", STUBS_FILE) from exc
+    return table
+
+
+def table_decision(guid: str) -> TableDecision | None:
+    """The decision for one export-table GUID (braces and case ignored), or None when the table lists none."""
+    return table_decisions().get(guid.strip().strip("{}").upper())

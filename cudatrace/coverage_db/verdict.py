@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
+from cudatrace.coverage_db.runtime_map import table_decision
 from cudatrace.model import (
     BinaryFormat,
     BinaryScan,
@@ -70,7 +71,10 @@ CODE_RANK: dict[str, int] = {
     "panicking_called": 11,
     "library_not_replaced": 12,
     "library_loaded_unused": 22,
-    "export_table_unknown": 13,
+    "export_table_absent": 13,
+    "export_table_translated": 24,
+    "export_table_tolerated": 20,
+    "export_table_replaced": 20,
     "stub_imported": 14,
     "panicking_imported": 15,
     "absent_delay_import": 16,
@@ -448,22 +452,7 @@ def judge(
                 )
             )
 
-    for req in export_tables if cat.export_tables_known(rel) else ():
-        table = cat.export_table(req.uuid, rel)
-        if table is None:
-            name = req.name or cat.export_table_name(req.uuid) or req.uuid
-            reasons.append(
-                Reason(
-                    Severity.RISK,
-                    "export_table_unknown",
-                    f"export table {name} (requested {counted(req.count, 'time')}) is unknown to ZLUDA {rel}: "
-                    "cuGetExportTable returns CUDA_ERROR_INVALID_VALUE",
-                    None,
-                    Family.DRIVER,
-                    (name,),
-                    req.count,
-                )
-            )
+    reasons.extend(export_table_reasons(cat, rel, export_tables))
 
     lookups = list(proc_lookups)
     if lookups:
@@ -716,6 +705,99 @@ def runtime_reasons(
     return out
 
 
+def export_table_reasons(cat: Catalog, rel: str, requests: Iterable[ExportTableRequest]) -> list[Reason]:
+    """Each export table a run requested (``cuGetExportTable``), judged for ``rel`` from ZLUDA's sources: the tables
+    the release defines are translated (one info reason naming them); a table it does not define is absent, a risk
+    that says what the lookup returns, cites the source file, and names the first release that defines it (or that
+    none does). A table no release defines that the export-table decisions (data/called_stubs.json) list is
+    tolerated (NVIDIA's runtime goes on without it) or replaced (only libraries the release replaces ask for it):
+    info, with the decision's source. Nothing when the catalog holds no export tables of the release."""
+    lookup = cat.export_table_lookup(rel)
+    if lookup is None:
+        return []
+    out: list[Reason] = []
+    translated: dict[str, int] = {}
+    stubbed: set[str] = set()  # defined, but every function slot is a stub: a call through it fails
+    for req in requests:
+        table = cat.export_table(req.uuid, rel)
+        if table is not None:
+            translated[table.name] = translated.get(table.name, 0) + req.count
+            if table.stub_slots and not table.working_slots:
+                stubbed.add(table.name)
+            continue
+        name = req.name or cat.export_table_name(req.uuid) or req.uuid
+        since = cat.export_table_first(req.uuid, after=rel)
+        absent = (
+            f"export table {name} (requested {counted(req.count, 'time')}) is absent from ZLUDA {rel}: "
+            f"{lookup.source} does not define it, so cuGetExportTable returns {lookup.unknown_result} "
+            f"({lookup.lookup})"
+        )
+        decided = table_decision(req.uuid) if since is None else None
+        if decided is not None and decided.decision == "probe" and decided.when_returns in ("", lookup.unknown_result):
+            out.append(
+                Reason(
+                    Severity.INFO,
+                    "export_table_tolerated",
+                    f"{absent}; tolerated: {decided.why} ({decided.source})",
+                    None,
+                    Family.DRIVER,
+                    (name,),
+                    req.count,
+                )
+            )
+            continue
+        if (
+            decided is not None
+            and decided.decision == "replaced"
+            and all(cat.replaces(lib, rel) for lib in decided.requested_by)
+        ):
+            out.append(
+                Reason(
+                    Severity.INFO,
+                    "export_table_replaced",
+                    f"export table {name} (requested {counted(req.count, 'time')}) never reaches ZLUDA {rel}: "
+                    f"{decided.why}, and ZLUDA {rel} replaces {remedies.name_list(list(decided.requested_by))} "
+                    f"(no ZLUDA release defines the table; {decided.source})",
+                    None,
+                    Family.DRIVER,
+                    (name,),
+                    req.count,
+                )
+            )
+            continue
+        later = (
+            f"ZLUDA defines it since {since}"
+            if since
+            else f"no ZLUDA release up to {cat.latest} defines it (checked in every release's sources)"
+        )
+        out.append(
+            Reason(
+                Severity.RISK,
+                "export_table_absent",
+                f"{absent}; {later}",
+                f"upgrade to ZLUDA {since}" if since else None,
+                Family.DRIVER,
+                (name,),
+                req.count,
+            )
+        )
+    if translated:
+        names = remedies.name_list(sorted(translated))
+        stubs = f"; every function slot of {remedies.name_list(sorted(stubbed))} is a stub" if stubbed else ""
+        out.append(
+            Reason(
+                Severity.INFO,
+                "export_table_translated",
+                f"export tables ZLUDA {rel} defines ({lookup.source}): {names}{stubs}",
+                None,
+                Family.DRIVER,
+                tuple(sorted(translated)),
+                sum(translated.values()),
+            )
+        )
+    return out
+
+
 def fixing_reason(
     cat: Catalog, rel: str, status: VerdictStatus, reasons: Sequence[Reason]
 ) -> tuple[str | None, Reason | None]:
@@ -738,6 +820,10 @@ def fixing_reason(
             lib = r.message.split(":", 1)[0].split()[0]
             first = cat.first_shipping(lib, after=rel) if zluda_library_of_file(lib) else None
             (firsts.append(first) if first else never.append(lib))
+            continue
+        if r.code == "export_table_absent":
+            first = cat.export_table_first(r.functions[0], after=rel) if r.functions else None
+            (firsts.append(first) if first else never.append(blocker_words(r.code)))
             continue
         if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing"):
             never.append(blocker_words(r.code))
@@ -1006,9 +1092,21 @@ def _slot_words(name: str, release: str, cat: Catalog) -> str:
         return (
             f"a call through slot {slot} of export table {table_name}; the catalog holds no export tables of {release}"
         )
-    table = next((t for t in cat.export_tables(release) if t.name == table_name or t.guid == table_name.upper()), None)
+    table = next(
+        (
+            t
+            for t in cat.export_tables(release)
+            if table_name in (t.name, cat.export_table_name(t.guid)) or t.guid == table_name.upper()
+        ),
+        None,
+    )  # a log names a table as the newest release does; v3 called some of them otherwise
     if table is None:
         return f"a call through export table {table_name}, which ZLUDA {release} does not know"
+    if all(x.kind == "not_extracted" for x in table.slots):
+        return (
+            f"a call through slot {slot} of export table {table_name}, which ZLUDA {release} defines; the catalog "
+            "does not hold that release's slots"
+        )
     found = next((x for x in table.slots if x.function == slot or str(x.index) == slot), None)
     if found is None:
         return f"a call through slot {slot} of export table {table_name}, which is NULL in ZLUDA {release}"

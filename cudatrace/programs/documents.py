@@ -1,4 +1,5 @@
-"""Reading saved documents: the one loader every command uses (``report FILES``, ``configure --evidence``).
+"""Reading saved documents: the one loader every command uses (``report FILES``, ``configure --evidence``,
+``diff``), and the reading of a zluda_trace log given in their place.
 
 A scan or trace comes back as its model object, a saved report or aggregate as its raw mapping; anything else
 (missing, a folder, too large, not UTF-8 JSON, nested too deeply, not an object, another schema, damaged fields,
@@ -8,6 +9,8 @@ names that are not strings) is a one-line error naming the file, never a traceba
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +99,30 @@ def load_evidence(paths: list[str] | tuple[str, ...]) -> tuple[tuple[ScanResult,
         else:
             raise ReportError(f"not a cudatrace scan or trace document (schema {doc.get('schema')!r})", path)
     return tuple(scans), tuple(traces)
+
+
+def is_log_path(path: str) -> bool:
+    """True for a folder, or a file that does not start like a JSON document: a zluda_trace log to read."""
+    p = Path(path)
+    if p.is_dir():
+        return True
+    if not p.is_file() or p.suffix.lower() == ".json":
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(256).lstrip()
+    except OSError:
+        return False  # the JSON loader names the file and the error
+    # a JSON document opens with {"...; a log may open with a dark-API call, {CUDART_INTERFACE}::...
+    return re.match(rb'\{\s*("|\})', head) is None
+
+
+def read_log_document(
+    path: str, program: str | None = None, progress: Callable[[int], None] | None = None
+) -> TraceResult:
+    """A zluda_trace log read and dated (its release bounds filled in), not yet judged; ``progress`` is told how
+    many bytes were read."""
+    from cudatrace.coverage_db.log_release import date_log
+    from cudatrace.tracer.zluda_log import read_log
+
+    return date_log(read_log(path, program=program, progress=progress))

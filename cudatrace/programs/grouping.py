@@ -460,7 +460,9 @@ def _roles(group: _Group) -> list[ProgramPart]:
                 "a library the package's Python code loads at run time (ctypes or a plugin loader; which one can "
                 "depend on the machine)"
             )
-            feat = f"the {feature_of(b.name, group.name, *owners).strip()} backend"
+            own = feature_of(b.name, group.name, *owners).strip()
+            # a provider or plugin already names itself ("the cuda execution provider"); a bare stem is a backend
+            feat = own if own.startswith("the ") else f"the {own} backend"
         else:
             why = "neither linked nor named by the start-up parts: loaded at run time by a path the files do not spell"
             feat = None

@@ -41,6 +41,7 @@ from cudatrace.model import (
     Verdict,
     VerdictStatus,
 )
+from cudatrace.programs.evidence import ProgramDocuments
 from cudatrace.wording import agrees, counted
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
@@ -303,11 +304,22 @@ def judge_documents(
     return tuple(annotate_scan(s, release) for s in scans), tuple(annotate_trace(t, release) for t in traces)
 
 
+def judge_gathered(documents: ProgramDocuments, release: str | None) -> ProgramDocuments:
+    """A program's gathered documents (:mod:`cudatrace.programs.evidence`) judged for ``release`` (None: the
+    newest), as :func:`judge_documents` judges them; name, place and source kept."""
+    scans, traces = judge_documents(documents.scans, documents.traces, release)
+    return replace(documents, scans=scans, traces=traces)
+
+
 def judge_evidence(scans: Sequence[ScanResult], traces: Sequence[TraceResult], release: str | None) -> Verdict | None:
     """The one verdict of a program's scan and run documents for ``release`` (None: the newest): the verdicts of
-    every CUDA-using binary and every run merged (:func:`~cudatrace.coverage_db.verdict.merge_verdicts`); None
-    when no binary uses CUDA and no run was traced."""
+    the programs a grouped scan holds (an on-demand plugin that cannot run puts the program at risk, it does not
+    block it), else of every CUDA-using binary, and of every run, merged
+    (:func:`~cudatrace.coverage_db.verdict.merge_verdicts`); None when nothing uses CUDA and no run was traced."""
     judged_scans, judged_traces = judge_documents(scans, traces, release)
-    verdicts = [b.verdict for s in judged_scans for b in s.binaries if b.verdict is not None]
+    verdicts: list[Verdict] = []
+    for s in judged_scans:
+        programs = [p.verdict for p in s.programs if p.verdict is not None]
+        verdicts.extend(programs or (b.verdict for b in s.binaries if b.verdict is not None))
     verdicts.extend(t.verdict for t in judged_traces if t.verdict is not None)
     return merge_verdicts(verdicts, verdicts[0].release) if verdicts else None

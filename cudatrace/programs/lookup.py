@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from cudatrace.coverage_db.store import ProgramRecord, Store
 from cudatrace.errors import InputError, UsageError
@@ -16,15 +16,53 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+def same_programs(store: Store, records: Sequence[ProgramRecord]) -> tuple[ProgramRecord, ...]:
+    """``records`` (newest first) with each program once. Records of one name are the same program when they
+    share the content hash (a ``.whl`` and the folder it was unpacked to) or the place (a later scan of one of its
+    files, which finds the same dist-info): the record whose newest scan holds the most binaries stands for them
+    (the fullest picture of the program), the newest of those on a tie. Records without a hash that share no
+    place (a traced executable that could not be read) stay apart."""
+    groups: dict[int, list[int]] = {}
+    owner: dict[tuple[str, str, str], int] = {}
+    for i, rec in enumerate(records):
+        keys = [("path", _norm(rec.name), rec.path)]
+        if rec.sha256:
+            keys.append(("sha", _norm(rec.name), rec.sha256))
+        found = sorted({owner[k] for k in keys if k in owner})
+        head = found[0] if found else i
+        members = groups.setdefault(head, [])
+        members.append(i)
+        for other in found[1:]:  # this record joins two groups: one program
+            members.extend(groups.pop(other))
+            for k, v in owner.items():
+                if v == other:
+                    owner[k] = head
+        for k in keys:
+            owner[k] = head
+    picked = []
+    for members in groups.values():
+        if len(members) == 1:
+            picked.append(members[0])
+            continue
+
+        def size(i: int) -> int:
+            scans, _traces = store.latest_documents(records[i].id)
+            return max((len(s.binaries) for s in scans), default=0)
+
+        picked.append(max(sorted(members), key=lambda i: (size(i), -i)))
+    return tuple(records[i] for i in sorted(picked))
+
+
 def find_program(store: Store, query: str) -> ProgramRecord:
     """The one program ``query`` names; a clear error when none or several do.
 
     Exact name or path matches win. Otherwise a program (a distribution, an application folder: a name with no
     file suffix) whose name starts with the query wins over single binaries that only contain it in their path,
     so ``onnxruntime`` finds the ``onnxruntime-gpu`` program even when the store still holds per-binary results of
-    its providers from older scans.
+    its providers from older scans. The same program recorded at two places (:func:`same_programs`) counts once:
+    the newest record.
     """
-    found = store.find_programs(query)
+    found = list(same_programs(store, store.find_programs(query)))
     if not found:
         raise InputError(f"no program matching {query!r} in the coverage store", str(store.path))
     exact = [p for p in found if p.name.lower() == query.lower() or p.path == query]
@@ -57,4 +95,29 @@ def find_file_programs(store: Store, paths: Iterable[str | os.PathLike[str]], sh
         for rec in store.find_programs(name):
             if rec.path in spellings and rec.sha256 in (sha256, None):
                 found.setdefault(rec.id, rec)
+    return tuple(found.values())
+
+
+def find_containing_programs(
+    store: Store, paths: Iterable[str | os.PathLike[str]], sha256: str, *, levels: int = 16
+) -> tuple[ProgramRecord, ...]:
+    """The store's grouped programs that hold one file on disk as one of their binaries: recorded at a folder
+    above one of ``paths`` (a wheel's site-packages, an application folder; up to ``levels`` up) whose newest
+    scan lists a binary at that path with this content; nearest folder first. A scan groups an extension module
+    into its distribution, so the store knows the module only through its program."""
+    given = dict.fromkeys(os.fspath(p) for p in paths)
+    found: dict[int, ProgramRecord] = {}
+    for path in given:
+        folder = os.path.dirname(path)
+        for _ in range(levels):
+            for rec in store.find_programs(folder):
+                if rec.path != folder or rec.id in found:
+                    continue
+                scans, _traces = store.latest_documents(rec.id)
+                if any(b.path == path and b.sha256 == sha256 for s in scans for b in s.binaries):
+                    found[rec.id] = rec
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
     return tuple(found.values())

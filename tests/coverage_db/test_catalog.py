@@ -401,8 +401,53 @@ def test_export_tables(cat: Catalog) -> None:
     assert cat.export_table("{" + guid.lower() + "}", "v6-preview.69") is not None
     old = cat.export_table(guid, "v6-preview.47")  # the same table, named UNKNOWN_CHECKS before v6-preview.48
     assert old is not None and old.name == "UNKNOWN_CHECKS"
-    assert cat.export_table(guid, "v4") is None  # the export-table data starts at v5-preview.43
+    assert cat.export_table(guid, "v4") is None  # v4's export_table.rs does not define it
+    v3 = cat.export_table(guid, "v3")  # v3's zluda_dark_api defines it under another name
+    assert v3 is not None and v3.name == "CONTEXT_WRAPPER" and cat.export_table_name(guid) == "CONTEXT_CHECKS"
     assert cat.export_table("00000000-0000-0000-0000-000000000000", "v6-preview.69") is None
+
+
+# Export tables per release, read from ZLUDA's sources at each tag (scripts/build_catalog.py, DARK_API_FROM_SOURCES
+# for v1 to v4, the reference's dark_api.csv from v5-preview.43): v1/v2 zluda/src/impl/export_table.rs (4 tables),
+# v3 zluda_dark_api/src/lib.rs (11), v4 zluda/src/impl/export_table.rs (7).
+@pytest.mark.parametrize(
+    ("release", "names", "source", "unknown"),
+    [
+        ("v1", {"CUDART_INTERFACE", "TOOLS_TLS", "TOOLS_RUNTIME_CALLBACK_HOOKS",
+                "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301"}, "zluda/src/impl/export_table.rs", "CUDA_ERROR_NOT_SUPPORTED"),
+        ("v3", {"CUDART_INTERFACE", "DLSS", "CONTEXT_WRAPPER", "ANTI_ZLUDA", "ZLUDA_EXT", "DEVICE_EXTENDED_RT"},
+         "zluda_dark_api/src/lib.rs", "CUDA_ERROR_UNKNOWN"),
+        ("v4", {"CUDART_INTERFACE", "CTX_CREATE_BYPASS", "HEAP_ACCESS", "DEVICE_EXTENDED_RT"},
+         "zluda/src/impl/export_table.rs", "CUDA_ERROR_NOT_SUPPORTED"),
+        ("v7-preview.9", {"CUDART_INTERFACE", "CONTEXT_CHECKS", "INTEGRITY_CHECK", "HYBRID_CUDART"},
+         "dark_api/src/lib.rs", "CUDA_ERROR_INVALID_VALUE"),
+    ],
+)  # fmt: skip
+def test_export_tables_of_every_release(cat: Catalog, release: str, names: set[str], source: str, unknown: str) -> None:
+    lookup = cat.export_table_lookup(release)
+    assert lookup is not None and (lookup.source, lookup.unknown_result) == (source, unknown)
+    assert names <= {t.name for t in cat.export_tables(release)}
+    assert (
+        len(cat.export_tables("v1")) == 4 and len(cat.export_tables("v4")) == 7 and len(cat.export_tables("v3")) == 11
+    )
+
+
+@pytest.mark.parametrize(
+    "guid", ["F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9", "21318C60-9714-3248-8CA6-41FF7324C8F2",
+             "69A28E9F-2449-8B47-B030-C5DA330EA4E9"],
+)  # fmt: skip
+def test_tables_pytorch_requests_that_no_release_defines(cat: Catalog, guid: str) -> None:
+    # requested by PyTorch's CUDA runtime, cuBLAS and NVML on NVIDIA (docs/examples/ppo-trace.json)
+    for rel in cat.releases(include_intel=True):
+        assert cat.export_table(guid, rel) is None
+    assert cat.export_table_first(guid, after="v1") is None and cat.export_table_name(guid) is None
+
+
+def test_first_release_defining_a_table(cat: Catalog) -> None:
+    assert cat.export_table_first("INTEGRITY_CHECK", after="v4") == "v5-preview.43"
+    assert cat.export_table_first("D4082055-BDE6-704B-8D34-BA123C66E1F2", after="v2") == "v5-preview.43"
+    assert cat.export_table_first("HYBRID_CUDART", after="v6-preview.1") == "v6-preview.28"
+    assert cat.export_table_first("CONTEXT_CHECKS", after="v4") == "v5-preview.43"  # named UNKNOWN_CHECKS there
 
 
 def test_env_vars(cat: Catalog) -> None:

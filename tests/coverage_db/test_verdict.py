@@ -361,7 +361,7 @@ def test_annotate_trace() -> None:
     assert out.verdict is not None and out.verdict.release == "v7-preview.9"
     assert all(c.zluda is not None for c in out.calls)
     # cudnnBackendExecute is a stub called from the program's own path (libtorch_cuda.so): the first failing call
-    assert codes(out.verdict)[:3] == ["first_failing_call", "stub_called", "export_table_unknown"]
+    assert codes(out.verdict)[:3] == ["first_failing_call", "stub_called", "export_table_absent"]
     first = out.verdict.reasons[0]
     assert first.functions[0] == "cudnnBackendExecute" and "from libtorch_cuda.so" in first.message
     assert out.verdict.reasons[1].calls == 40 and out.verdict.status is VerdictStatus.BLOCKED
@@ -618,3 +618,70 @@ def test_the_first_failing_call_of_a_committed_trace_is_placed_among_entry_point
     assert f"first called at {failing.first_call_s * 1000:.3f} ms, the 15th of 87 entry points the program reached" in (
         first.message
     )
+
+
+# The nine tables a traced PyTorch run (PPO on NVIDIA, docs/examples/ppo-trace.json) requested, with their counts.
+PPO_TABLES = (
+    ("42D85A81-23F6-CB47-8298-F6E78A3AECDC", "TOOLS_TLS", 4),
+    ("263E8860-7CD2-6143-92F6-BBD5006DFA7E", "CONTEXT_CHECKS", 3),
+    ("6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9", "CUDART_INTERFACE", 3),
+    ("A094798C-2E74-2E74-93F2-0800200C0A66", "TOOLS_RUNTIME_CALLBACK_HOOKS", 3),
+    ("C693336E-1121-DF11-A8C3-68F355D89593", "CONTEXT_LOCAL_STORAGE_INTERFACE_V0301", 3),
+    ("D4082055-BDE6-704B-8D34-BA123C66E1F2", "INTEGRITY_CHECK", 3),
+    ("F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9", None, 3),  # in libcudart.so.12 and .so.13: the runtime asks for it
+    ("21318C60-9714-3248-8CA6-41FF7324C8F2", None, 1),  # in libcublas.so.13 and libcublasLt.so.13 only
+    ("69A28E9F-2449-8B47-B030-C5DA330EA4E9", None, 1),  # NVML's, by elimination
+)
+
+
+def _table_reasons(release: str) -> dict[str, list[Reason]]:
+    from cudatrace.coverage_db.verdict import export_table_reasons
+
+    reqs = [ExportTableRequest(g, n, c, "CUDA_SUCCESS") for g, n, c in PPO_TABLES]
+    out: dict[str, list[Reason]] = {}
+    for r in export_table_reasons(load_catalog(), release, reqs):
+        out.setdefault(r.code, []).append(r)
+    return out
+
+
+def test_pytorch_export_tables_judged_per_release() -> None:
+    newest = _table_reasons("v7-preview.9")
+    assert set(newest) == {"export_table_translated", "export_table_tolerated", "export_table_replaced"}
+    (translated,) = newest["export_table_translated"]
+    assert (
+        set(translated.functions) == {n for _, n, _ in PPO_TABLES if n} and "dark_api/src/lib.rs" in translated.message
+    )
+    (tolerated,) = newest["export_table_tolerated"]
+    assert tolerated.functions == ("F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9",)
+    assert "CUDA_ERROR_INVALID_VALUE" in tolerated.message and "libcudart.so.12" in tolerated.message
+    assert {r.functions[0][:8] for r in newest["export_table_replaced"]} == {"21318C60", "69A28E9F"}
+    # v5-preview.43 replaces cuBLAS 12 but not libcublas.so.13: cuBLAS 13's own table request reaches ZLUDA
+    early = _table_reasons("v5-preview.43")
+    (absent,) = early["export_table_absent"]
+    assert absent.severity is Severity.RISK and absent.functions == ("21318C60-9714-3248-8CA6-41FF7324C8F2",)
+    assert "no ZLUDA release up to" in absent.message
+    # v4 defines 7 tables (zluda/src/impl/export_table.rs): CONTEXT_CHECKS and INTEGRITY_CHECK come with
+    # v5-preview.43; an unknown GUID gets CUDA_ERROR_NOT_SUPPORTED there, which no report shows the runtime surviving
+    v4 = _table_reasons("v4")
+    missing = {r.functions[0]: r for r in v4["export_table_absent"]}
+    assert {"CONTEXT_CHECKS", "INTEGRITY_CHECK", "F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9"} <= set(missing)
+    assert missing["INTEGRITY_CHECK"].remedy == "upgrade to ZLUDA v5-preview.43"
+    assert "CUDA_ERROR_NOT_SUPPORTED (export_table::get)" in missing["CONTEXT_CHECKS"].message
+
+
+def test_an_absent_table_a_later_release_defines_names_that_release() -> None:
+    from cudatrace.coverage_db.verdict import fixing_reason
+
+    cat = load_catalog()
+    v4 = _table_reasons("v4")
+    later = [r for r in v4["export_table_absent"] if r.functions[0] in ("CONTEXT_CHECKS", "INTEGRITY_CHECK")]
+    fixed, reason = fixing_reason(cat, "v4", VerdictStatus.AT_RISK, later)
+    assert fixed == "v5-preview.43" and reason is not None and "since v5-preview.43" in reason.message
+
+
+def test_a_defined_table_whose_slots_are_all_stubs_says_so() -> None:
+    from cudatrace.coverage_db.verdict import export_table_reasons
+
+    heap = ExportTableRequest("195BCBF4-D67D-024A-ACC5-1D29CEA631AE", None, 1, "CUDA_SUCCESS")  # HEAP_ACCESS
+    (reason,) = export_table_reasons(load_catalog(), "v6-preview.69", [heap])
+    assert reason.code == "export_table_translated" and "every function slot of HEAP_ACCESS is a stub" in reason.message

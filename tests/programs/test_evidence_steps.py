@@ -18,10 +18,21 @@ import pytest
 
 from cudatrace.coverage_db.store import open_store
 from cudatrace.coverage_db.verdict import rank_reasons
-from cudatrace.errors import InputError
+from cudatrace.errors import InputError, UsageError
 from cudatrace.model import ScanResult, TraceResult, VerdictStatus
-from cudatrace.programs.evidence import FROM_DOCUMENTS, FROM_SCAN_NOW, FROM_STORE, gather_documents
-from cudatrace.programs.judging import judge_documents, judge_evidence
+from cudatrace.programs.evidence import (
+    FROM_DOCUMENTS,
+    FROM_SCAN_NOW,
+    FROM_STORE,
+    FROM_STORE_PROGRAM,
+    ProgramDocuments,
+    SavedDocument,
+    gather_documents,
+    gather_files,
+    gather_store,
+    gather_stored,
+)
+from cudatrace.programs.judging import judge_documents, judge_evidence, judge_gathered
 from cudatrace.programs.lookup import find_file_programs
 from cudatrace.tracer.static.scanner import scan_paths
 from cudatrace.tracer.zluda_log import read_log
@@ -128,6 +139,7 @@ def test_a_program_files_documents_come_from_files_then_the_store_then_a_scan_no
         1,
         (),
     )
+    assert [p.name for p in now.scans[0].programs] == ["saxpy"]  # grouped as scan groups it, judged as a program
     with open_store(db) as store:
         store.record_scan(scan_paths([str(program)]))
     stored = gather_documents(os.path.relpath(program), db=db)  # any spelling of the same file
@@ -144,3 +156,34 @@ def test_a_missing_or_foreign_program_is_refused_before_any_document_is_read(tmp
     for path, words in ((tmp_path / "missing", "does not exist"), (tmp_path / "notes.txt", "not a PE or ELF")):
         with pytest.raises(InputError, match=words):
             gather_documents(path, documents=(str(tmp_path / "no-such.json"),))
+
+
+def test_documents_given_as_files_and_a_stored_program_are_gathered_the_same_way(tmp_path: Path) -> None:
+    scan = _scan("saxpy_sass_only")
+    _trace()  # skips without the log
+    saved = tmp_path / "scan.json"
+    saved.write_text(json.dumps(scan.to_dict()))
+    gathered = gather_files([str(saved), str(V6_LOG)])  # a scan document and a zluda_trace log side by side
+    assert isinstance(gathered, ProgramDocuments)
+    assert (gathered.source, gathered.platform, len(gathered.scans), len(gathered.traces)) == (
+        FROM_DOCUMENTS,
+        "linux",
+        1,
+        1,
+    )
+    log = gathered.traces[0].source
+    assert log is not None and log.releases[0] == "v6-preview.48"  # dated as import-log dates it
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"schema": "cudatrace.report/1"}))
+    assert isinstance(gather_files([str(report)]), SavedDocument)
+    with pytest.raises(UsageError, match="rendered on its own"):
+        gather_files([str(report), str(saved)])
+    db = str(tmp_path / "db.sqlite")
+    with open_store(db) as store:
+        store.record_scan(scan)
+    stored = gather_stored("saxpy_sass", db=db)
+    assert (stored.name, stored.source, stored.platform) == ("saxpy_sass_only", FROM_STORE_PROGRAM, "linux")
+    judged = judge_gathered(stored, "v5")
+    assert judged.name == stored.name and judged.scans[0].zluda_release == "v5"
+    (everything,) = gather_store(db=db)
+    assert everything.name == "saxpy_sass_only" and not everything.is_nvidia

@@ -171,6 +171,27 @@ def test_report_program_prefers_the_program_over_old_per_binary_results(
     assert "matches" in capsys.readouterr().err
 
 
+def test_report_program_finds_one_program_scanned_at_several_places(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # onnxruntime-gpu scanned as the .whl pip downloaded, then unpacked, then one of its providers alone: one
+    # program (one name, one content hash or one place), reported from its fullest scan, counted once by --all
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    wheel = tmp_path / "mypkg-1.2.0-cp311-cp311-linux_x86_64.whl"
+    _zip_wheel(site, wheel)
+    extra = next((site / "mypkg").glob("_extra*"))
+    for target in (wheel, site, extra):
+        assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(target)]) in (0, 8)
+    capsys.readouterr()
+    assert cli_main(["report", "--db", db, "--program", "mypkg", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["program"] == "mypkg" and report["verdict"]["status"] == "at_risk"  # not the blocked plugin alone
+    assert cli_main(["report", "--db", db, "--all", "--format", "json"]) == 0
+    agg = json.loads(capsys.readouterr().out)
+    assert [p["program"] for p in agg["programs"]] == ["mypkg"] and agg["nvidia_libraries"] == 1
+
+
 def test_terminal_shows_the_programs_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["scan", "--no-store", "--no-progress", str(pb.build_plugin_app())]) == 0
     out = capsys.readouterr().out
@@ -295,3 +316,47 @@ def test_on_demand_parts_failing_for_one_cause_share_one_reason(tmp_path: Path) 
     assert message.startswith("2 on-demand parts cannot run under ZLUDA")
     assert "the cuda plugin" in message and "cuda2" in message and "SASS only" in message
     assert grouped[0].remedy is not None and "PTX" in grouped[0].remedy
+
+
+def test_a_provider_the_python_code_loads_is_named_once(tmp_path: Path) -> None:
+    # onnxruntime-gpu's provider scanned with its wheel's dist-info but without the module that names it: a library
+    # the package's Python code loads, whose feature is its own name, not "the the cuda execution provider backend"
+    import subprocess
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(pb.build_site(), site, symlinks=True)
+    lib = site / "mypkg" / "libmypkg_providers_cuda.so"
+    (tmp_path / "p.c").write_text("int cuInit(unsigned);\nint provider_entry(void) { return cuInit(0); }\n")
+    libs = pb.build_cuda_stub_libs()
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "p.c"), f"-L{libs}", "-l:libcuda.so.1"]
+    subprocess.run(cmd, check=True)
+    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "mypkg/libmypkg_providers_cuda.so,sha256=x,1\n")
+    pkg = _program(_judge(lib), ProgramKind.WHEEL)
+    (part,) = pkg.parts
+    assert part.feature == "the cuda execution provider"
+    assert "a library the package's Python code loads at run time" in part.why
+
+
+def test_doctor_and_configure_plan_a_wheel_module_from_its_stored_program(tmp_path: Path) -> None:
+    # the store knows the extension module only through its wheel's program; its on-demand SASS-only module costs
+    # a feature, so the plan warns instead of saying the program cannot run (as the program's verdict says)
+    from cudatrace.configure.evidence import evidence_of
+    from cudatrace.configure.layout import detect_zluda
+    from cudatrace.configure.mapping import plan_mapping
+    from cudatrace.programs.evidence import FROM_STORE_CONTAINING, gather_documents
+    from tests.configure.trees import make_zluda_tree
+
+    db = str(tmp_path / "s.sqlite3")
+    site = pb.build_site()
+    assert cli_main(["scan", "--db", db, "--no-progress", "-q", str(site)]) == 0
+    core = next((site / "mypkg").glob("_core*"))
+    extra = next((site / "mypkg").glob("_extra*"))
+    documents = gather_documents(core, db=db)
+    assert (documents.source, documents.name) == (FROM_STORE_CONTAINING, "mypkg")
+    evidence = evidence_of(documents)
+    assert evidence.on_demand_feature(str(extra)) == "the Python module mypkg._extra"
+    plan = plan_mapping(evidence, detect_zluda(str(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux"))))
+    gpu = [u for u in plan.unserved if u.what == extra.name]
+    assert len(gpu) == 1 and not gpu[0].cannot_run and "on demand" in gpu[0].reason
+    assert not any(u.cannot_run for u in plan.unserved) and plan.verdict == "at_risk"

@@ -121,7 +121,7 @@ def test_linux_trace_folder(tmp_path: Path, modules: dict[str, bytes]) -> None:
     # the verdict and the first failure explained
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.AT_RISK
     codes = {r.code for r in trace.verdict.reasons}
-    assert {"stub_called", "export_table_unknown", "first_failure", "ptx_rejected"} <= codes
+    assert {"stub_called", "export_table_absent", "first_failure", "ptx_rejected"} <= codes
 
 
 def test_failure_inside_a_failing_call_came_first(tmp_path: Path) -> None:
@@ -211,9 +211,10 @@ def test_zluda_dump_v3_messages(tmp_path: Path) -> None:
     assert [(t.uuid, t.name) for t in trace.export_tables] == [
         ("6BD5FB6C-5BF4-E74A-8987-D93912FD9DF9", "CUDART_INTERFACE")
     ]
-    # the GUIDs and v3's own messages date it; the catalog holds no export tables of v3, so none is called unknown
+    # the GUIDs and v3's own messages date it; v3's zluda_dark_api defines CUDART_INTERFACE, so it is translated
     assert src.releases == ("v3", "v3") and trace.zluda_release == "v3"
-    assert trace.verdict is not None and "export_table_unknown" not in [r.code for r in trace.verdict.reasons]
+    assert trace.verdict is not None and "export_table_absent" not in [r.code for r in trace.verdict.reasons]
+    assert "export_table_translated" in [r.code for r in trace.verdict.reasons]
     for text in ("Could not resolve CUDA function cuMemAllocAsync", "Observed wrapped context", "Unknown module"):
         assert any(text in n for n in trace.notes)
     assert any("1 line of the program's own output" in n for n in trace.notes)
