@@ -514,6 +514,31 @@ def _release_range(v: Any) -> tuple[str | None, str | None]:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelDump(Record):
+    """The launches of one kernel whose arguments zluda_dump saved in folders beside its log.
+
+    v2's zluda_dump saved every launch (``NNNN_<kernel>/``: ``launch.txt``, ``module.ptx``, the arguments before
+    the launch in ``pre/`` and after it in ``post/``); v3's saved, in its side-by-side mode, a launch whose results
+    differed between the two drivers beyond a threshold (``<kernel>[_N]/kernel_launch.json``, ``module.ptx``,
+    ``pre/``, ``post/``).
+    """
+
+    kernel: str
+    form: str  # "v2" (every launch) | "v3" (a side-by-side mismatch)
+    launches: int  # folders of this kernel
+    first_launch: int | None = None  # v2: the launch's number in the process (NNNN: cuLaunchKernel calls before it)
+    last_launch: int | None = None
+    grid: tuple[int, ...] | None = None  # of the first launch saved: (x, y, z)
+    block: tuple[int, ...] | None = None
+    shared_mem: int | None = None
+    arguments: int = 0  # arguments saved before the first launch (v2: arg_NNN, or arg_NNN.buffer for device memory)
+    buffers: int = 0  # of them, device buffers copied out (v3: the buffers the arguments point to)
+    unfinished: int = 0  # v2: launches with no post/ (the launch or its stream's sync did not return success)
+    module: str | None = None  # the module.ptx of the first launch, relative to the folder
+    folders: tuple[str, ...] = ()  # the first few folders
+
+
+@dataclass(frozen=True, slots=True)
 class LogSource(Record):
     """Where an imported zluda_trace (or older zluda_dump) log came from and how reading it went."""
 
@@ -534,6 +559,8 @@ class LogSource(Record):
     ptx_errors: tuple[tuple[str, str], ...] = ()  # (module, first error) for each module ZLUDA's PTX parser rejected
     # the call whose line the log is cut inside (its status was never written), in words; None when not cut in a call
     cut_call: str | None = field(default=None, metadata=spec(omit="none"))
+    # kernel launches whose arguments zluda_dump saved beside the log (v2 and v3), one record per kernel
+    kernel_dumps: tuple[KernelDump, ...] = field(default=(), metadata=spec(omit="falsy"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,8 @@ BLOCKER_WORDS = {
     "on_demand_blocked": "an on-demand part",
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "export_table_absent": "an export table no release defines",
+    "side_by_side_mismatch": "kernels whose results differed side by side",
+    "launch_unfinished": "a kernel launch that never returned",
 }
 """What a blocker that is not an entry point is, by its reason code, as a sentence names it."""
 

@@ -110,3 +110,97 @@ def trace_v6_linux(root: Path, modules: dict[str, bytes]) -> Path:
             "module_0003_01.bin": (DATA / "fatbin" / "plain_sm80.fatbin").read_bytes(),
         },
     )
+
+
+# A PTX module as a program of v2's time loaded it (two kernels), written for the launch-folder fixtures.
+DUMP_PTX = (
+    b".version 6.4\n.target sm_61\n.address_size 64\n\n"
+    b".visible .entry saxpy(.param .f32 a, .param .u64 x, .param .u64 y, .param .u32 n)\n{\n\tret;\n}\n\n"
+    b".visible .entry _Z6reducePfS_i(.param .u64 in, .param .u64 out, .param .u32 n)\n{\n\tret;\n}\n"
+)
+DUMP_PTX_OTHER = (
+    b".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry scale(.param .u64 p)\n{\n\tret;\n}\n"
+)
+
+
+def _v2_launch(root: Path, number: int, kernel: str, args: list[bytes | None], post: bool, module: bytes) -> None:
+    """One launch folder as v2's zluda_dump wrote it (``dump_pre_data`` and ``dump_arguments`` in
+    ``zluda_dump/src/lib.rs`` at tag v2): ``launch.txt``, ``module.ptx``, ``pre/`` and ``post/`` with
+    ``arg_NNN`` for a value and ``arg_NNN.buffer`` for a device allocation (None in ``args``)."""
+    d = root / f"{number:04}_{kernel}"
+    d.mkdir(parents=True)
+    (d / "launch.txt").write_text("4\n1\n1\n256\n1\n1\n0\n")
+    (d / "module.ptx").write_bytes(module)
+    for sub in ("pre", "post") if post else ("pre",):
+        (d / sub).mkdir()
+        for i, value in enumerate(args):
+            name = f"arg_{i:03}" if value is not None else f"arg_{i:03}.buffer"
+            (d / sub / name).write_bytes(value if value is not None else bytes(4096))
+
+
+def dump_v2_folder(root: Path, stderr: str | None = None) -> Path:
+    """``$ZLUDA_DUMP_DIR/saxpy`` as v2's zluda_dump left it: launches 0, 1 and 4 of ``saxpy`` and launch 3 of
+    ``_Z6reducePfS_i`` saved (2 left out, as ``ZLUDA_DUMP_KERNEL`` or an unparsed module leaves a launch), the
+    last one without ``post/`` (the program stopped in it); ``stderr`` saved beside them when given."""
+    folder = root / "saxpy"
+    saxpy = [b"\x00\x00\x00\x40", None, None, b"\x00\x04\x00\x00"]
+    for n in (0, 1, 4):
+        _v2_launch(folder, n, "saxpy", saxpy, n != 4, DUMP_PTX)
+    _v2_launch(folder, 3, "_Z6reducePfS_i", [None, None, b"\x00\x04\x00\x00"], True, DUMP_PTX)
+    if stderr is not None:
+        (folder / "stderr.txt").write_text(stderr)
+    return folder
+
+
+def _v3_launch(root: Path, folder: str, kernel: str, buffers: list[int], module: bytes) -> None:
+    """One launch folder of v3's side-by-side mode (``DumpWriter::save_kernel_launch_impl`` in
+    ``zluda_dump/src/trace.rs`` at tag v3): ``kernel_launch.json`` as serde's pretty printer writes the
+    ``KernelLaunch`` struct (name, parameters, the flattened host arguments, allocations), ``module.ptx``, and
+    the buffers before and after, named by device address in decimal."""
+    d = root / folder
+    d.mkdir(parents=True)
+    launch = (
+        "{\n"
+        f'  "name": "{kernel}",\n'
+        '  "parameters": {\n    "gridDimX": 16,\n    "gridDimY": 1,\n    "gridDimZ": 1,\n'
+        '    "blockDimX": 128,\n    "blockDimY": 1,\n    "blockDimZ": 1,\n    "sharedMemBytes": 1024\n  },\n'
+        '  "explicit_arguments": [\n'
+        + ",\n".join(
+            "    {\n"
+            '      "buffers": [\n        {\n          "offset_into_argument": 0,\n'
+            f'          "buffer": {{\n            "offset_into_buffer": 0,\n            "buffer_key": {b}\n'
+            "          }\n        }\n      ],\n"
+            '      "data": {\n        "layout": {\n          "size": 8,\n          "align": 8\n        },\n'
+            '        "ptr": [0, 0, 0, 0, 0, 0, 0, 0]\n      }\n    }'
+            for b in buffers
+        )
+        + '\n  ],\n  "texrefs": {},\n  "globals": {},\n  "allocations": {}\n}'
+    )
+    (d / "kernel_launch.json").write_text(launch)
+    (d / "module.ptx").write_bytes(module)
+    for sub in ("pre", "post"):
+        (d / sub).mkdir()
+        for b in buffers:
+            (d / sub / str(b)).write_bytes(bytes(1024))
+
+
+DUMP_V3_LOG = (
+    "cuInit(Flags: 0) -> CUDA_SUCCESS\n"
+    "    Created dump directory /tmp/zdump/scale\n"
+    "cuModuleLoadData(module: 0x5580aa000000, image: 0x5580ab000000) -> CUDA_SUCCESS\n"
+    "cuLaunchKernel(f: 0x5580ac000000, gridDimX: 16, gridDimY: 1, gridDimZ: 1, blockDimX: 128, blockDimY: 1, "
+    "blockDimZ: 1, sharedMemBytes: 1024, hStream: 0x0, kernelParams: 0x7ffd10000000, extra: 0x0) -> CUDA_SUCCESS\n"
+    "    Mismatched elements for argument 0x7f10e4000000. Mismatched elements: 256 / 256 (100%)\n"
+    "cuLaunchKernel(f: 0x5580ac000000, gridDimX: 16, gridDimY: 1, gridDimZ: 1, blockDimX: 128, blockDimY: 1, "
+    "blockDimZ: 1, sharedMemBytes: 1024, hStream: 0x0, kernelParams: 0x7ffd10000000, extra: 0x0) -> CUDA_SUCCESS\n"
+    "    Mismatched elements for argument 0x7f10e4000000. Mismatched elements: 128 / 256 (50%)\n"
+)
+
+
+def dump_v3_side_by_side(root: Path) -> Path:
+    """A v3 dump folder (``log.txt``, a saved module) with two launches of ``scale`` whose results differed side
+    by side: ``scale/`` and ``scale_1/`` (the second folder of a kernel takes a suffix)."""
+    folder = write_folder(root, "scale", DUMP_V3_LOG, {"module_0001.ptx": DUMP_PTX_OTHER})
+    for name in ("scale", "scale_1"):
+        _v3_launch(folder, name, "scale", [139710000000000], DUMP_PTX_OTHER)
+    return folder

@@ -46,6 +46,12 @@ FORMAT_BOUNDS: dict[str, tuple[str | None, str | None, str]] = {
     "format:nested": (NESTED_FIRST, None, f"calls nested under their caller: {NESTED_FIRST} or newer"),
     "format:v5": (NESTED_FIRST, None, f"messages zluda_dump prints from {NESTED_FIRST}: {NESTED_FIRST} or newer"),
     "format:saved-module": ("v5-preview.133", None, "Saved module to messages: v5-preview.133 or newer"),
+    "dump:v2-kernels": ("v2", "v2", "a folder per kernel launch (NNNN_<kernel>/launch.txt): v2's zluda_dump"),
+    "dump:v3-kernels": (
+        "v3",
+        "v3",
+        "kernel launches saved by the side-by-side mode (<kernel>/kernel_launch.json): v3's zluda_dump",
+    ),
 }
 
 

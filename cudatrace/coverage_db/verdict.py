@@ -41,6 +41,7 @@ from cudatrace.model import (
     ExportTableRequest,
     Family,
     GpuCode,
+    KernelDump,
     LibraryHow,
     LoggedCall,
     ProcLookup,
@@ -61,6 +62,8 @@ CODE_RANK: dict[str, int] = {
     "sass_only": 0,
     "ptx_rejected": 9,
     "log_cut": 18,
+    "launch_unfinished": 8,
+    "side_by_side_mismatch": 9,
     "first_failing_call": 1,
     "runtime_call_unserved": 1,
     "absent_import": 1,
@@ -1024,6 +1027,46 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     return out
 
 
+def kernel_dump_reasons(dumps: tuple[KernelDump, ...]) -> list[Reason]:
+    """What the kernel launches zluda_dump saved show: a v2 launch that never returned success (no ``post/``
+    folder), and v3 launches whose results differed between the two drivers of its side-by-side mode."""
+    out: list[Reason] = []
+    unfinished = [k for k in dumps if k.form == "v2" and k.unfinished]
+    if unfinished:
+        names = tuple(k.kernel for k in unfinished)
+        n = sum(k.unfinished for k in unfinished)
+        out.append(
+            Reason(
+                Severity.RISK,
+                "launch_unfinished",
+                f"{counted(n, 'launch', 'launches')} of {', '.join(names[:5])} never returned success: v2's "
+                "zluda_dump saved the arguments before the launch but not after it (it writes them after the launch "
+                "and its stream's synchronization succeed), so the program stopped in that launch",
+                "run the kernel alone with its saved arguments (the pre/ folder and module.ptx) to see whether "
+                "ZLUDA's compilation of it fails, and report it with the folder",
+                functions=names,
+                calls=n,
+            )
+        )
+    mismatched = [k for k in dumps if k.form == "v3"]
+    if mismatched:
+        names = tuple(k.kernel for k in mismatched)
+        n = sum(k.launches for k in mismatched)
+        out.append(
+            Reason(
+                Severity.RISK,
+                "side_by_side_mismatch",
+                f"{counted(n, 'launch', 'launches')} of {', '.join(names[:5])}"
+                f"{f' and {len(names) - 5} more' if len(names) > 5 else ''} gave other results on the two drivers "
+                "v3's zluda_dump ran side by side: these kernels compute wrongly on one of them",
+                "report the kernel to ZLUDA with its saved launch folder (kernel_launch.json, module.ptx, pre/, post/)",
+                functions=names,
+                calls=n,
+            )
+        )
+    return out
+
+
 def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     """Fill every call's ``zluda`` and the trace's ``verdict`` for ``release`` (None: the newest).
 
@@ -1059,6 +1102,8 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
                 "or report the instruction to ZLUDA with the module's .log",
             )
         )
+    if trace.source is not None and trace.source.kernel_dumps:
+        extra.extend(kernel_dump_reasons(trace.source.kernel_dumps))
     if trace.source is not None and trace.source.truncated:
         under = {"zluda": "under ZLUDA", "nvidia": "under NVIDIA's driver"}.get(trace.source.backend or "", "")
         first = f"; the first failing call was {trace.first_failure.function}" if trace.first_failure else ""

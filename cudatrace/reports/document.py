@@ -735,7 +735,8 @@ def build_report(
             if e.time_ns is not None:
                 a.time_ns = (a.time_ns or 0) + e.time_ns
         if t.gpu_code is not None and t.gpu_code.has_kernels and t.source is not None:
-            folder = _basename(t.source.path.replace("\\", "/").rsplit("/", 1)[0])
+            where = t.source.path.replace("\\", "/")
+            folder = _basename(where if t.source.form == "dump folder" else where.rsplit("/", 1)[0])
             gpu.append(BinaryGpu.of(f"modules saved in {folder}", t.gpu_code, None))
         ff = t.first_failure
         for p in t.proc_lookups:

@@ -55,7 +55,7 @@ def _log_header(con: Console, trace: TraceResult) -> None:
     src = trace.source
     assert src is not None
     con.print(Text.assemble(("zluda_trace log: ", "bold"), _t(src.path), ("  program: ", "bold"), _t(trace.command[0])))
-    form = "stderr capture" if src.form == "stderr" else "log.txt"
+    form = {"stderr": "stderr capture", "dump folder": "launch folders, no log file"}.get(src.form, "log.txt")
     backend = {"zluda": "ZLUDA", "nvidia": "NVIDIA's driver"}.get(src.backend or "", "unknown driver")
     device = f" ({src.device})" if src.device else ""
     con.print(_t(f"{src.tool}, {form}, {src.lines:,} lines, {src.bytes_read:,} bytes; {backend}{device}"))
@@ -69,6 +69,12 @@ def _log_header(con: Console, trace: TraceResult) -> None:
                 con.print(hanging("", _t(r.message + (f"; remedy: {r.remedy}" if r.remedy else ""))))
     if trace.gpu_code is not None:
         con.print(Text.assemble(("GPU modules saved: ", "bold"), _t(trace.gpu_code.summary())))
+    if src.kernel_dumps:
+        launches = sum(k.launches for k in src.kernel_dumps)
+        shown = ", ".join(f"{k.kernel} x{k.launches}" for k in src.kernel_dumps[:6])
+        more = f" and {len(src.kernel_dumps) - 6} more" if len(src.kernel_dumps) > 6 else ""
+        what = "saved with their arguments" if src.kernel_dumps[0].form == "v2" else "that differed side by side"
+        con.print(Text.assemble((f"Kernel launches {what}: ", "bold"), _t(f"{launches:,} ({shown}{more})")))
 
 
 def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 120, *, verbosity: int = 1) -> str:

@@ -56,6 +56,7 @@ from cudatrace.model import (
 )
 from cudatrace.tracer.dynamic.statuses import export_table_name, returns_status, status_name
 from cudatrace.tracer.static.fatbin import cubin_arch, extract_gpu_code, ptx_facts
+from cudatrace.tracer.zluda_dumps import has_kernel_dumps, read_kernel_dumps
 from cudatrace.wording import agrees, counted
 
 BLOCK = 4 * 1024 * 1024  # bytes read at a time
@@ -907,6 +908,14 @@ class LogReader:
             acc.statuses["NULL"] = acc.statuses.get("NULL", 0) + 1
         return ("nvapi", (iface, null))
 
+    def imply_calls(self, calls: tuple[tuple[str, int], ...]) -> None:
+        """Count calls the program made that no line shows (v2's launch folders prove them), as the program's."""
+        for name, n in calls:
+            family = family_of_function(name) or Family.DRIVER
+            acc = self.entries.setdefault(name, _Acc(family, ""))
+            acc.calls += n
+            acc.callers[APPLICATION] = acc.callers.get(APPLICATION, 0) + n
+
     # -- ranges read in parallel ---------------------------------------------------------------------------
 
     def finish_range(self) -> None:
@@ -1241,13 +1250,20 @@ def _read_parallel(log: Path, program: str | None, size: int, n: int) -> LogRead
     return merged
 
 
-def find_log(path: str) -> tuple[Path, Path | None]:
-    """The log file and its trace folder (None for a lone file) for ``path``, a folder or a file."""
+def find_log(path: str) -> tuple[Path | None, Path | None]:
+    """The log file and its trace folder for ``path``, a folder or a file.
+
+    The folder is None for a lone file (unless it lies in a folder of kernel launches, see below); the log is
+    None for a folder of v2's zluda_dump, which wrote no log file (its ``NNNN_<kernel>`` launch folders are read;
+    a stderr capture saved in the folder is read with them).
+    """
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or folder", path)
     if p.is_file():
-        return p, p.parent if p.name == "log.txt" else None
+        if p.name == "log.txt" or has_kernel_dumps(p.parent):
+            return p, p.parent
+        return p, None
     if not p.is_dir():
         raise InputError("not a file or folder", path)
     log = p / "log.txt"
@@ -1255,6 +1271,10 @@ def find_log(path: str) -> tuple[Path, Path | None]:
         return log, p
     try:
         subs = sorted(d for d in p.iterdir() if (d / "log.txt").is_file())[:50]
+        if not subs and not has_kernel_dumps(p):
+            subs = sorted(d for d in islice(p.iterdir(), 1000) if d.is_dir() and has_kernel_dumps(d))[:50]
+            if len(subs) == 1:
+                return _stderr_capture(subs[0]), subs[0]
     except OSError as exc:
         raise InputError(f"cannot list: {exc.strerror or exc}", path) from None
     if len(subs) == 1:
@@ -1262,26 +1282,27 @@ def find_log(path: str) -> tuple[Path, Path | None]:
     if subs:
         names = ", ".join(d.name for d in subs[:8])
         raise InputError(f"holds the logs of {len(subs)} executables ({names}): give one of these folders", path)
-    if _v2_dump_folder(p):
-        raise InputError(
-            "a folder of v2's zluda_dump (a kernel's arguments per NNNN_<kernel> folder, no log.txt): give the "
-            "program's captured stderr, which holds that release's messages",
-            path,
-        )
+    if has_kernel_dumps(p):
+        return _stderr_capture(p), p
     raise InputError("no log.txt here (a zluda_trace folder is $ZLUDA_LOG_DIR/<executable>)", path)
 
 
-def _v2_dump_folder(folder: Path) -> bool:
-    """Whether ``folder`` is what v2's zluda_dump wrote: ``NNNN_<kernel>/`` folders with ``module.ptx`` and
-    ``launch.txt`` (``dump_pre_data`` in zluda_dump/src/lib.rs at v2)."""
+def _stderr_capture(folder: Path) -> Path | None:
+    """A file in ``folder`` that holds zluda_dump's stderr lines (v2 printed there, beside its launch folders)."""
     try:
         with os.scandir(folder) as it:
-            for entry in islice(it, 200):
-                if re.match(r"^\d{4}_", entry.name) and (Path(entry.path) / "launch.txt").is_file():
-                    return True
+            files = sorted(e.path for e in islice(it, MAX_MODULE_FILES) if e.is_file() and not e.name.startswith("."))
     except OSError:
-        return False
-    return False
+        return None
+    for f in files[:50]:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(64 * 1024)
+        except OSError:
+            continue
+        if b"[ZLUDA_DUMP] " in head and b"\x00" not in head:
+            return Path(f)
+    return None
 
 
 def scan_modules(
@@ -1427,6 +1448,66 @@ def read_log(
     Raises :class:`InputError` naming the file when it is missing, unreadable or not a zluda_trace log.
     """
     log, folder = find_log(path)
+    if log is not None:
+        reader = _read_file(log, program, progress, workers)
+    else:  # v2's launch folders alone: that release wrote no log file
+        reader = LogReader(str(folder), program)
+        reader.tool = "zluda_dump"
+        reader.markers["tool:zluda_dump"] = None
+    if reader.program is None:
+        reader.program = _program_of(reader.trace_dir, folder)
+    gpu: GpuCode | None = None
+    modules: tuple[str, ...] = ()
+    notes: list[str] = []
+    rejected: list[tuple[str, str]] = []
+    dumps = read_kernel_dumps(folder) if folder is not None else None
+    if folder is not None:
+        gpu, modules, notes, rejected = scan_modules(folder, reader.saved)
+    elif reader.saved:
+        notes.append(
+            f"the log saved {counted(len(reader.saved), 'module')} beside it; give the trace folder to scan "
+            f"them as GPU code"
+        )
+        notes.extend(
+            f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]
+        )
+    if dumps:
+        for m in dumps.markers:
+            reader.markers.setdefault(m, None)
+        images = (*(gpu.images if gpu is not None else ()), *dumps.images)
+        gpu = GpuCode(images, (gpu.containers if gpu is not None else 0) + len(dumps.images))
+        modules = (*modules, *dumps.modules)
+        notes.extend(dumps.notes)
+        if dumps.implied and reader.calls_total == 0:
+            reader.imply_calls(dumps.implied)
+            shown = ", ".join(f"{name} x{n}" for name, n in dumps.implied)
+            notes.append(
+                f"calls the launch folders prove the program made, at least (each returned success, but a launch "
+                f"without post/): {shown}; its modules were loaded by cuModuleLoadData or cuModuleLoadDataEx"
+            )
+    if log is None:
+        notes.insert(
+            0,
+            "v2's zluda_dump wrote no log file and no line per call, only its messages on stderr: the launch "
+            "folders are read; save the program's captured stderr in this folder to read its messages too",
+        )
+    elif reader.calls_total == 0 and ("format:v2" in reader.markers or "dump:v2-kernels" in reader.markers):
+        notes.insert(0, "v2's zluda_dump wrote no line per call, only its messages: the log shows no call")
+    elif reader.calls_total == 0:
+        notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
+    trace = reader.result(gpu, modules, notes)
+    if trace.source is not None and (rejected or dumps):
+        kernels = dumps.kernels if dumps else ()
+        form = trace.source.form if log is not None else "dump folder"
+        trace = replace(trace, source=replace(trace.source, ptx_errors=tuple(rejected), kernel_dumps=kernels,
+                                              form=form))  # fmt: skip
+    return trace
+
+
+def _read_file(
+    log: Path, program: str | None, progress: Callable[[int], None] | None, workers: int | None
+) -> LogReader:
+    """Read one log file, serially or in ranges; refuse a file none of whose lines is a traced call."""
     reader = LogReader(str(log), program)
     try:
         size = log.stat().st_size
@@ -1441,27 +1522,4 @@ def read_log(
         raise InputError(f"cannot read: {exc.strerror or exc}", str(log)) from None
     if reader.calls_total == 0 and reader.messages_total == 0 and (reader.unparsed or reader.overlong):
         raise InputError("not a zluda_trace log: no line of it is a traced call", str(log))
-    if reader.program is None:
-        reader.program = _program_of(reader.trace_dir, folder)
-    gpu: GpuCode | None = None
-    modules: tuple[str, ...] = ()
-    notes: list[str] = []
-    rejected: list[tuple[str, str]] = []
-    if folder is not None:
-        gpu, modules, notes, rejected = scan_modules(folder, reader.saved)
-    elif reader.saved:
-        notes.append(
-            f"the log saved {counted(len(reader.saved), 'module')} beside it; give the trace folder to scan "
-            f"them as GPU code"
-        )
-        notes.extend(
-            f"ZLUDA's PTX parser reported errors; its log is {n} in the trace folder" for n in reader.parse_logs[:20]
-        )
-    if reader.calls_total == 0 and "format:v2" in reader.markers:
-        notes.insert(0, "v2's zluda_dump wrote no line per call, only its messages: the log shows no call")
-    elif reader.calls_total == 0:
-        notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
-    trace = reader.result(gpu, modules, notes)
-    if rejected and trace.source is not None:
-        trace = replace(trace, source=replace(trace.source, ptx_errors=tuple(rejected)))
-    return trace
+    return reader

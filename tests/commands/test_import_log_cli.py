@@ -169,3 +169,15 @@ def test_a_call_cut_off_is_no_error_and_no_first_failure(tmp_path: Path, capsys:
     assert code == 0, err
     assert "No entry point returned an error code." in out
     assert "cut inside the call to cuMemFree_v2: its status was never written" in " ".join(out.split())
+
+
+def test_import_log_of_launch_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """v2's launch folders on a terminal and in the issue form: the launches, the stopped one, the module."""
+    folder = z.dump_v2_folder(tmp_path)
+    code, out, _ = _run(["import-log", str(folder), "--no-store", "--no-color"], capsys)
+    assert code == 0
+    assert "zluda_dump, launch folders, no log file" in out
+    assert "Kernel launches saved with their arguments: 4 (saxpy x3, _Z6reducePfS_i x1)" in out
+    assert "ZLUDA v2: at risk" in out and "1 launch of saxpy never returned success" in out
+    code, md, _ = _run(["report", str(folder), "--format", "markdown"], capsys)
+    assert code == 0 and "modules saved in saxpy: PTX for sm\\_61" in md

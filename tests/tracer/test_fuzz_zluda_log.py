@@ -162,3 +162,32 @@ def test_memory_stays_flat_on_a_big_log(tmp_path: Path, monkeypatch: pytest.Monk
         peaks.append(peak)
     assert peaks[1] < peaks[0] + 256 * 1024, peaks
     assert peaks[1] < 2 * 1024 * 1024, peaks
+
+
+@settings(max_examples=max(20, EXAMPLES // 5), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["0000_k", "0007_saxpy", "k_1", "99999_x", "0001_"]),
+            st.sampled_from(["launch.txt", "kernel_launch.json", "module.ptx", "pre/arg_000", "post/1"]),
+            st.binary(max_size=300),
+        ),
+        max_size=12,
+    )
+)
+def test_fuzzed_launch_folders_never_raise_anything_else(files: list[tuple[str, str, bytes]]) -> None:
+    """Launch folders of v2 and v3 with hostile contents: a document or the one-line input error."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "app"
+        folder.mkdir()
+        for sub, name, data in files:
+            f = folder / sub / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(data)
+        try:
+            trace = read_log(str(folder))
+        except InputError:
+            return
+        assert trace.source is not None and len(trace.source.kernel_dumps) <= 5

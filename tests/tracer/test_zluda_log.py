@@ -270,16 +270,6 @@ def test_log_txt_is_dated_by_its_messages(tmp_path: Path, log: str, tool: str, r
     assert trace.source is not None and (trace.source.tool, trace.source.releases) == (tool, releases)
 
 
-def test_a_v2_dump_folder_asks_for_the_stderr(tmp_path: Path) -> None:
-    """v2's zluda_dump wrote no log.txt, only a folder per kernel launch: the error says to give the stderr."""
-    launch = tmp_path / "app" / "0000_saxpy"
-    launch.mkdir(parents=True)
-    (launch / "launch.txt").write_text("1024\n1\n1\n256\n1\n1\n0\n")
-    (launch / "module.ptx").write_text(".version 6.4\n")
-    with pytest.raises(InputError, match=r"v2's zluda_dump .*captured stderr"):
-        read_log(str(tmp_path / "app"))
-
-
 def test_canonical_guid() -> None:
     # v3's lower-case Windows field order and v4's upper-case byte order name the same table
     assert zluda_log.canonical_guid("{6cfbd56b-f45b-4ae7-8987-d93912fd9df9}") == (
