@@ -18,10 +18,12 @@ call, the first application calls in order (for ``diff``) and bounded lists of m
 :data:`MAX_LINE` is counted and skipped; a log whose last line has no newline was cut while being written (the
 program stopped) and says so. Nothing here executes or decompresses more than a bounded prefix of a module.
 
-Speed: each distinct name and each (name, result) pair is judged once; the common line (a call of a known entry
-point or dark-API function that did not fail) takes an inline path (:meth:`LogReader.feed_lines`) that most of
-the time costs a ``startswith`` and an ``endswith`` of the line, the call that followed the previous one last
-time being the likely next one; a message seen before that is only counted is looked up whole; and a log of
+Speed: each distinct name and each (name, result) pair is judged once; a call of a known name and result (one
+that did not fail, and, once the first failure is known, a failing one or a lookup) takes an inline path
+(:meth:`LogReader.feed_lines`) that most of the time costs a ``startswith`` and an ``endswith`` of the line, the
+call that followed the previous one last time being the likely next one; a message is told by its first bytes
+(indented, no ``(``), one seen before that is only counted is looked up whole; no regex runs on a line that
+repeats a shape; and a log of
 :data:`PARALLEL_MIN` bytes or more is read by one process per CPU, each a range starting at a top-level call,
 merged in file order (:meth:`LogReader.merge`).
 """
@@ -266,17 +268,33 @@ _SPECIAL = frozenset({*_PROC_ADDRESS, "cuGetExportTable", "cuDeviceGetName"})
 
 
 class _Inline:
-    """An entry of the inline path: a call of a known name that did not fail, as its line starts and ends."""
+    """An entry of the inline path: a call of a known name, as its line starts and ends, and how it is counted.
 
-    __slots__ = ("deferred", "depth", "info", "next", "result", "start", "suffix")
+    ``mode`` 0: a call that did not fail, counted inline; 1: the same at depth 0 of an entry point whose counts
+    already name the program, counted in ``_Name.top``; 2: a failing call, or one whose arguments are read (a
+    lookup, an export table, the device name, an NvAPI query), recorded by :meth:`LogReader._record` with what
+    the entry knows, without the line being parsed again.
+    """
 
-    def __init__(self, head: bytes, result_b: bytes, info: _Name, depth: int, deferred: bool) -> None:
+    __slots__ = (
+        *("code", "depth", "failed", "indent", "info", "mode", "name_b", "next", "result", "result_b", "start"),
+        "suffix",
+    )
+
+    def __init__(
+        self, head: bytes, result_b: bytes, info: _Name, depth: int, mode: int, indent: int, code: str | None
+    ) -> None:
         self.start = head + b"("  # the indentation and the name, up to the first "("
         self.suffix = b") -> " + result_b
         self.info = info
         self.depth = depth
-        self.deferred = deferred  # a depth-0 call of an entry point, counted in info.top
+        self.mode = mode
+        self.indent = indent
+        self.name_b = head[indent:]
+        self.result_b = result_b
         self.result = result_b.decode("utf-8", "replace")
+        self.code = code  # the failure code it counts as, None for none
+        self.failed = code is not None
         # the entry of the line that followed a line of this one the last time (logs repeat their sequences)
         self.next: _Inline | None = None
 
@@ -351,6 +369,7 @@ class LogReader:
         self._failed: set[int] = set()  # calls of the current top-level call marked failed by a message
         self._special_seen: dict[tuple[bytes, bytes, bytes], tuple[str, object]] = {}
         self._kinds: dict[bytes, str] = {}  # a message line as printed -> its kind, for the messages only counted
+        self._kinds_raw: dict[bytes, str] = {}  # the same, indentation included (only messages under a call)
 
     # -- lines --------------------------------------------------------------------------------------------------
 
@@ -380,13 +399,8 @@ class LogReader:
         depth = indent >> 2
         if depth > MAX_DEPTH:
             depth = MAX_DEPTH
-        if complete and (depth or self.stack):
-            kind = self._kinds.get(stripped)
-            if kind is not None:  # a message seen before, neither a call nor one of the messages read for facts
-                self.messages_total += 1
-                if kind in self.messages:  # (one left out once is left out for good: the table was full)
-                    self.messages[kind] += 1
-                return
+        if complete and (depth or self.stack) and self._known_message(body, stripped, depth):
+            return
         if not complete and b"(" not in stripped and _CUT_NAME.fullmatch(stripped) is not None:
             # cut inside the name of a call: which entry point it was is lost with its status
             ancestors = tuple(f[2] for f in self.stack if f[0] < depth)
@@ -399,6 +413,24 @@ class LogReader:
                 self.unparsed_examples.append(stripped[:120].decode("utf-8", "replace"))
         elif self.tool is None:
             self.tool = "zluda_trace"
+
+    def _known_message(self, line: bytes, stripped: bytes, depth: int) -> bool:
+        """Count ``stripped`` if it is a message seen before that is only counted (neither a call nor one of the
+        messages read for facts); ``line`` is the line with its indentation, remembered for feed_lines."""
+        kind = self._kinds.get(stripped)
+        if kind is None:
+            return False
+        self.messages_total += 1
+        if kind in self.messages:  # (one left out once is left out for good: the table was full)
+            self.messages[kind] += 1
+        if depth and len(self._kinds_raw) < MAX_KINDS:  # feed_lines finds it by the whole line next time
+            self._kinds_raw[line] = kind
+        return True
+
+    def _counted_message(self, line: bytes, stripped: bytes, depth: int) -> None:
+        """A complete indented line with no ``(`` (so no call), as :meth:`feed` reads it after the line count."""
+        if not self._known_message(line, stripped, depth):
+            self._message(stripped, depth)
 
     def _call(self, body: bytes, depth: int, complete: bool, indent: int) -> bool:
         paren = body.find(b"(")
@@ -545,6 +577,7 @@ class LogReader:
         depth: int,
         indent: int,
         cut: bool = False,
+        learnt: bool = False,
     ) -> None:
         stack = self.stack
         while stack and stack[-1][0] >= depth:
@@ -583,8 +616,9 @@ class LogReader:
                     callers[caller] = 1
             if kind != _K_ENTRY and not cut:  # a cut line's arguments are partial and its result lost
                 self._args(info, name_b, body[paren + 1 : arrow - 1], result_b)
-        if code is None and result_b and (kind <= _K_DARK or kind == _K_OTHER):
-            self._learn(info, name_b, result_b, depth, indent)
+        if result_b and not cut and not learnt:
+            inline = code is None and (kind <= _K_DARK or kind == _K_OTHER)
+            self._learn(info, name_b, result_b, depth, indent, not inline, code)
         frame = (depth, info, seq, self.lines, body)
         stack.append(frame)
         result = result_b.decode("utf-8", "replace") if code is not None or depth == 0 else ""
@@ -597,8 +631,11 @@ class LogReader:
             self.sequence.append(LoggedCall(seq, self.lines, 0, info.name, info.family, result, code is not None,
                                             None, text))  # fmt: skip
 
-    def _learn(self, info: _Name, name_b: bytes, result_b: bytes, depth: int, indent: int) -> None:
-        """Let the next line of this indentation, name and result (a call that did not fail) take the inline path.
+    def _learn(
+        self, info: _Name, name_b: bytes, result_b: bytes, depth: int, indent: int, full: bool, code: str | None
+    ) -> None:
+        """Let the next line of this indentation, name and result take the inline path (``full``: a failing call or
+        one whose arguments are read, which the inline path hands to :meth:`_record` without parsing it again).
 
         The :class:`_Inline` entry is kept by the line's start alone in :attr:`_heads` (the first result seen) and
         by its start and result in :attr:`_fast`. A depth-0 call of an entry point whose counts already name the
@@ -609,8 +646,8 @@ class LogReader:
             return
         head = b" " * indent + name_b
         acc = info.acc
-        deferred = depth == 0 and acc is not None and APPLICATION in acc.callers
-        entry = _Inline(head, result_b, info, depth, deferred)
+        mode = 2 if full else 1 if depth == 0 and acc is not None and APPLICATION in acc.callers else 0
+        entry = _Inline(head, result_b, info, depth, mode, indent, code)
         fast[(head, result_b)] = entry
         self._heads.setdefault(head, entry)
 
@@ -626,13 +663,17 @@ class LogReader:
     def feed_lines(self, lines: list[bytes]) -> None:
         """Complete lines (without their newlines), in order.
 
-        The common line (a call that did not fail, to an entry point or a dark-API function seen before with the
-        same result, in a log.txt or after the log's prefix) takes the inline path below. Its entry is found
-        without building a key when the line starts and ends as the one that followed the line before last time
-        (``_Inline.next``: logs repeat their sequences of calls), else by its start (indentation and name, up to
-        the first ``(``) in :attr:`_heads` and its end, else by its (start, result) pair in :attr:`_fast`. The
-        counters are locals; a depth-0 call of an entry point is only counted in ``_Name.top`` and remembered as
-        the stack's frame until a line needs the stack. Anything else goes through :meth:`feed`.
+        A call of a name and result seen before (in a log.txt or after the log's prefix) takes the inline path
+        below. Its entry is found without building a key when the line starts and ends as the one that followed
+        the line before last time (``_Inline.next``: logs repeat their sequences of calls), else by its start
+        (indentation and name, up to the first ``(``) in :attr:`_heads` and its end, else by its (start, result)
+        pair in :attr:`_fast`. A call that did not fail is counted here (the counters are locals; a depth-0 call
+        of an entry point only in ``_Name.top``, remembered as the stack's frame until a line needs the stack); a
+        failing call, or one whose arguments are read, is counted here too once the first failure is known (its
+        code from the entry, its arguments looked up by :meth:`_args`), else handed to :meth:`_record` unparsed.
+        A message line is told by its first bytes: no ``(`` and an indentation (a counted message seen before is
+        looked up whole, a saved module's name taken from the line, any other read by :meth:`_message`), and it
+        leaves the prediction to the call before it. Anything else goes through :meth:`feed`.
         """
         fast, heads = self._fast, self._heads
         stack = self.stack
@@ -653,6 +694,8 @@ class LogReader:
         top_seq = top_n = 0
         top_raw = b""
         prev: _Inline | None = None  # the entry of the line before, whose ``next`` predicts this line's
+        kinds, messages, saved = self._kinds_raw, self.messages, self.saved
+        saved_known = "format:saved-module" in self.markers  # the first such line went through feed
         for line in lines:
             raw = line
             if plen:
@@ -666,17 +709,52 @@ class LogReader:
             # entry that followed the line before last time is tried first, then the one of the line's start.
             hit = prev.next if prev is not None else None
             if hit is None or not raw.startswith(hit.start) or not raw.endswith(hit.suffix):
-                hit = heads.get(raw[: raw.find(b"(")])
+                paren = raw.find(b"(")
+                hit = heads.get(raw[:paren]) if paren > 0 else None
                 if hit is None or not raw.endswith(hit.suffix):
                     if not crlf and raw[-1:] == b"\r":
                         raw = raw[:-1]
-                    head, _, rest = raw.partition(b"(")
-                    _, sep, result_b = rest.rpartition(b") -> ")
-                    hit = fast.get((head, result_b)) if sep else None
+                    hit = None
+                    if paren > 0:
+                        _, sep, result_b = raw[paren + 1 :].rpartition(b") -> ")
+                        if sep:
+                            hit = fast.get((raw[:paren], result_b))
+                    if hit is None:
+                        # A message under a call (the entry of the call before stays the predictor of the line
+                        # after it): one seen before that is only counted is looked up whole; an indented line
+                        # without "(", which cannot be a call, is read as feed reads a message.
+                        kind = kinds.get(raw)
+                        if kind is not None:
+                            n_lines += 1
+                            self.messages_total += 1
+                            if kind in messages:  # (one left out once is left out for good: the table was full)
+                                messages[kind] += 1
+                            continue
+                        if paren < 0 and raw[:4] == b"    ":
+                            n_lines += 1
+                            stripped = raw.lstrip(b" ")
+                            if not stripped or stripped.isspace():
+                                continue
+                            if saved_known and stripped.startswith(b"Saved module to "):
+                                self.messages_total += 1  # (each names another file: not looked up whole)
+                                if len(saved) < MAX_MODULE_FILES:
+                                    saved.append(stripped[16:].decode("utf-8", "replace").strip())
+                                continue
+                            if top is not None:
+                                stack.clear()
+                                stack.append((0, top, top_seq, top_n, top_raw))
+                                top = None
+                            self.lines, self.seq, self.calls_total = n_lines, seq, seq
+                            depth = (len(raw) - len(stripped)) >> 2
+                            self._counted_message(raw, stripped, depth if depth < MAX_DEPTH else MAX_DEPTH)
+                            saved_known = "format:saved-module" in self.markers
+                            win = 1 if self.platform_hint == "windows" else 0
+                            continue
                 if prev is not None:
                     prev.next = hit
             prev = hit
-            if hit is not None and hit.deferred:
+            mode = hit.mode if hit is not None else -1
+            if mode == 1 and hit is not None:
                 # a depth-0 call of an entry point: counted in info.top, added up by _flush; the stack is set when
                 # a line needs it
                 info = hit.info
@@ -699,6 +777,30 @@ class LogReader:
                 info, depth, result = hit.info, hit.depth, hit.result
                 callers = None
                 acc = info.acc
+                if mode == 2:
+                    # A failing call, or one whose arguments are read. Until the first failure is known (the failure
+                    # group needs the stack's frames), or for a dark-API call, it is recorded as feed would record
+                    # it, without the line being parsed again; after, its code is counted and its arguments looked
+                    # up here, the rest as for any call.
+                    if acc is None or self.first_failure is None:
+                        body = raw[hit.indent :]
+                        result_b = hit.result_b
+                        self.lines, self.seq, self.calls_total = n_lines + 1, seq, seq
+                        self._record(info, hit.name_b, body, len(hit.name_b), len(body) - len(result_b) - 4,
+                                     result_b, depth, hit.indent, False, True)  # fmt: skip
+                        n_lines, seq = self.lines, self.seq
+                        room = len(sequence) < max_sequence
+                        continue
+                    code = hit.code
+                    if code is not None:
+                        statuses = acc.statuses
+                        count = statuses.get(code)
+                        if count is not None:
+                            statuses[code] = count + 1
+                        elif len(statuses) < max_codes:
+                            statuses[code] = 1
+                    if info.kind != _K_ENTRY:
+                        self._args(info, hit.name_b, raw[len(hit.start) : len(raw) - len(hit.suffix)], hit.result_b)
                 if acc is not None:  # an entry point (one in _fast always has its counts)
                     acc.calls += 1
                     callers = acc.callers
@@ -720,7 +822,8 @@ class LogReader:
                     caller = application
                     if room:
                         text = raw.lstrip(b" ")[:200].decode("utf-8", "replace")
-                        sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, False, None, text))
+                        sequence.append(LoggedCall(seq, n_lines, 0, info.name, info.family, result, hit.failed, None,
+                                                   text))  # fmt: skip
                         room = len(sequence) < max_sequence
                 else:
                     while stack and stack[-1][0] >= depth:
@@ -737,6 +840,7 @@ class LogReader:
                 continue
             self.lines, self.seq, self.calls_total = n_lines, seq, seq
             self.feed(line)
+            saved_known = "format:saved-module" in self.markers
             n_lines, seq = self.lines, self.seq
             room = len(sequence) < max_sequence
             prefix = self._prefix()
@@ -927,6 +1031,7 @@ class LogReader:
         self._heads = {}
         self._special_seen = {}
         self._kinds = {}
+        self._kinds_raw = {}
         self.stack = []
 
     def merge(self, other: LogReader) -> None:

@@ -131,8 +131,30 @@ def test_the_inline_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         lines.append(b"    " + b"x" * 600 + b" a long message line")
     reader = LogReader("caps.log")
     reader.feed_lines(lines)
-    assert len(reader._fast) == 40 and len(reader._kinds) == 30
+    assert len(reader._fast) == 40 and len(reader._kinds) == 30 and len(reader._kinds_raw) <= 30
     assert reader.calls_total == 501 and reader.messages_total == 1000
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+@pytest.mark.parametrize(
+    "text", [z.TRACE_V6_LINUX, z.NVIDIA_STDERR, z.DUMP_V5, z.TRACE_V7_WINDOWS, z.DUMP_V3, z.DUMP_V4, z.CUT]
+)
+def test_repeated_shapes_take_the_inline_path_exactly(text: str, crlf: bool) -> None:
+    """A fixture three times over: its failing calls, lookups, export tables and messages are seen again, so they
+    take the inline path (recorded from their entries, messages looked up whole); the document is what feeding
+    the lines one by one gives."""
+    data = (text.rstrip("\n") + "\n") * 3
+    raw = data.encode().replace(b"\n", b"\r\n") if crlf else data.encode()
+    slow = LogReader("rep.log")
+    for line, complete in iter_lines(io.BytesIO(raw), slow):
+        slow.feed(line, complete)
+    fast = LogReader("rep.log")
+    for lines, last in iter_blocks(io.BytesIO(raw), fast):
+        fast.feed_lines(lines)
+        if last is not None:
+            fast.feed(last, complete=False)
+    assert fast.result(None, (), []).to_dict() == slow.result(None, (), []).to_dict()
+    assert any(e.mode == 2 for e in fast._fast.values()) or "cuGetProcAddress" not in text
 
 
 def _peak(path: Path) -> tuple[int, TraceResult]:
