@@ -22,8 +22,9 @@ from dataclasses import replace
 
 from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.errors import CatalogError
 from cudatrace.model import TraceResult, ZludaStatus
-from cudatrace.wording import counted
+from cudatrace.wording import agrees, counted
 
 DUMP_LAST = "v5-preview.78"  # the last release whose tracer was zluda_dump
 TRACE_FIRST = "v5-preview.79"
@@ -186,7 +187,85 @@ def date_log(trace: TraceResult, catalog: Catalog | None = None) -> TraceResult:
         )
         source = replace(source, release_evidence=tuple(words))
         release = None
+    if (
+        lo is None
+        and any(c.calls for c in trace.calls)
+        and (hi is None or cat.release(hi).ordinal >= _ord(cat, CALLS_FIRST))
+    ):
+        lo = CALLS_FIRST  # the floor every log of calls has, said only when nothing else bounds it from below
+        words.append(CALLS_WORDS)
+        source = replace(source, releases=(lo, hi), release_evidence=tuple(words))
     notes = trace.notes
     if words and not any(n.startswith("the log's format fits ZLUDA") for n in notes):
-        notes = (*notes, f"the log's format fits ZLUDA {_span(lo, hi)} ({'; '.join(words)})")
+        fits = consistent_releases(lo, hi, cat)
+        if len(fits) <= 1:  # one release, or bounds that contradict each other (the words say so)
+            notes = (*notes, f"the log's format fits ZLUDA {_span(lo, hi)} ({'; '.join(words)})")
+        else:
+            judged = release or trace.zluda_release
+            against = (
+                f"{judged}, the newest of them" if judged == hi and judged else f"the newest release, {cat.latest}"
+            )
+            notes = (
+                *notes,
+                f"the log's format fits {len(fits)} ZLUDA releases, {_span(lo, hi)} ({'; '.join(words)}); nothing in "
+                f"the log tells them apart, so it is judged against {against}, unless --release names another; "
+                + status_spread(trace, lo, hi, cat),
+            )
     return replace(trace, source=source, zluda_release=release or trace.zluda_release, notes=notes)
+
+
+CALLS_FIRST = "v3"
+CALLS_WORDS = "a line per call: v3 or newer (v2's zluda_dump printed messages only, v1 had no tracer)"
+
+
+def _ord(cat: Catalog, name: str) -> int:
+    return cat.release(name).ordinal
+
+
+def consistent_releases(lo: str | None, hi: str | None, catalog: Catalog | None = None) -> tuple[str, ...]:
+    """Every release from ``lo`` to ``hi`` (None: open) in history order, v1 and v2 included: those a log whose
+    format sets these bounds can come from."""
+    cat = catalog or load_catalog()
+    first = _ord(cat, lo) if lo else -1
+    last = _ord(cat, hi) if hi else 1 << 30
+    return tuple(r for r in cat.releases(include_intel=True) if first <= _ord(cat, r) <= last)
+
+
+def status_spread(trace: TraceResult, lo: str | None, hi: str | None, catalog: Catalog | None = None) -> str:
+    """Whether the entry points ``trace`` calls keep one ZLUDA status over the releases from ``lo`` to ``hi``
+    (translated, stub, or not exported), as a sentence: when some change, which release wrote the log matters."""
+    cat = catalog or load_catalog()
+    first = _ord(cat, lo) if lo else 0
+    last = _ord(cat, hi) if hi else _ord(cat, cat.latest)
+    called = sorted({c.function: c.family for c in trace.calls if c.calls}.items())[:500]
+    differ: list[str] = []
+    for function, family in called:
+        try:
+            runs = [h for h in cat.history(function, family) if h.last_ordinal >= first and h.first_ordinal <= last]
+        except CatalogError:  # a name ZLUDA never declares (an NVIDIA library of its own, NvAPI): no spread to tell
+            continue
+        changes = False
+        # per ZLUDA library (cuDNN 8 and 9 are two), leaving out the 32-bit Windows driver a 64-bit log never loads
+        for library in {h.library for h in runs} - {"driver_win32"}:
+            mine = [h for h in runs if h.library == library]
+            statuses = {h.status for h in mine}
+            reach = first - 1
+            for a, b in sorted((max(h.first_ordinal, first), min(h.last_ordinal, last)) for h in mine):
+                if a > reach + 1:
+                    break
+                reach = max(reach, b)
+            if reach < last:  # some release of the span has no row: the function is not exported there
+                statuses.add(ZludaStatus.ABSENT)
+            changes = changes or len(statuses) > 1
+        if changes:
+            differ.append(function)
+    if not differ:
+        n = len(called)
+        return (
+            f"the {counted(n, 'entry point')} it calls {agrees(n, 'keeps', 'keep')} one ZLUDA status over all of them"
+        )
+    return (
+        f"{counted(len(differ), 'entry point')} of the {len(called)} it calls "
+        f"{agrees(len(differ), 'changes', 'change')} status among them ({remedies.name_list(differ, 6)}): the "
+        "verdict depends on which of them wrote the log"
+    )

@@ -7,11 +7,13 @@ GPU modules, the release the format fits, the verdict.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from cudatrace.coverage_db import log_release as zluda_log_release
 from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
@@ -541,7 +543,10 @@ def test_public_fragments_with_a_kernel_not_found(
     # against the newest release
     oldest = "v5-preview.133" if name == "vosen_627" else "v5-preview.79"
     assert src.releases == (oldest, None) and trace.zluda_release is None
-    assert any(n.startswith(f"the log's format fits ZLUDA {oldest} or newer (") for n in trace.notes)
+    note = next(n for n in trace.notes if n.startswith("the log's format fits "))
+    # every release from the oldest on is named as possible, and the one judged against as a choice, not a finding
+    assert f" ZLUDA releases, {oldest} or newer (" in note and "nothing in the log tells them apart" in note
+    assert "judged against the newest release, v7-preview.9, unless --release names another" in note
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
     first = _reason(trace, "first_failure")
     assert first.functions == ("cuModuleGetFunction",)
@@ -599,7 +604,7 @@ def test_public_fragment_from_the_fork_is_dated_to_v3s_format() -> None:
 @pytest.mark.parametrize(
     ("markers", "span"),
     [
-        (("tool:zluda_dump",), "v5-preview.78 or older"),
+        (("tool:zluda_dump",), "v3 to v5-preview.78"),  # (a log of calls is v3 or newer)
         (("tool:zluda_trace",), "v5-preview.79 or newer"),
         (("tool:zluda_trace", "table:UNKNOWN_CHECKS"), "v5-preview.79 to v6-preview.47"),
     ],
@@ -609,13 +614,15 @@ def test_release_span_note_reads_as_a_range(tmp_path: Path, markers: tuple[str, 
     trace = read_log(str(z.write_folder(tmp_path, "app", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")))
     assert trace.source is not None
     dated = date_log(replace(trace, source=replace(trace.source, markers=markers)))
-    note = next(n for n in dated.notes if n.startswith("the log's format fits ZLUDA"))
-    assert note.startswith(f"the log's format fits ZLUDA {span} (") and "any release" not in note
+    note = next(n for n in dated.notes if n.startswith("the log's format fits "))
+    assert re.match(rf"the log's format fits \d+ ZLUDA releases, {re.escape(span)} \(", note), note
+    assert "any release" not in note
 
 
 def test_public_fragment_626_log_txt_form() -> None:
     """The log.txt lines spordniar quoted in vosen/ZLUDA#626 before the failure: no prefix, cuBLASLt calls with a
-    struct argument, all succeeding; nothing in them dates the log, so no note claims a release span."""
+    struct argument, all succeeding; nothing in them dates the log beyond its having a line per call, so the note
+    names every release from v3 on as possible, and which of the entry points change status over them."""
     trace = _load(_public("vosen_626_comment"))
     src = trace.source
     assert src is not None and (src.tool, src.form, src.lines, src.unparsed) == ("zluda_trace", "log.txt", 15, 0)
@@ -629,7 +636,28 @@ def test_public_fragment_626_log_txt_form() -> None:
         (Family.CUBLASLT, "cublasLtMatmulPreferenceDestroy"): 1,
     }
     assert all(c.statuses == () for c in trace.calls) and trace.first_failure is None
-    assert src.markers == () and src.releases == (None, None) and trace.zluda_release is None
-    assert not any("format fits" in n for n in trace.notes)
+    assert src.markers == () and src.releases == ("v3", None) and trace.zluda_release is None
+    note = next(n for n in trace.notes if "format fits" in n)
+    assert note.startswith("the log's format fits 191 ZLUDA releases, v3 or newer (a line per call")
+    assert "6 entry points of the 6 it calls change status among them (cuCtxGetDevice," in note
     assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
     assert [r.code for r in trace.verdict.reasons] == ["translated"]
+
+
+def test_releases_a_log_cannot_tell_apart_are_named(tmp_path: Path) -> None:
+    """zluda_dump of v5-preview.43 to .78 prints the same lines: the note counts the releases the log fits, says
+    which one it is judged against as a choice, and whether its entry points keep one status over them."""
+    f = tmp_path / "stderr.txt"
+    f.write_text(z.DUMP_V5)
+    trace = date_log(read_log(str(f)))
+    assert trace.source is not None and trace.source.releases == ("v5-preview.43", "v5-preview.78")
+    note = next(n for n in trace.notes if "format fits" in n)
+    assert note.startswith("the log's format fits 36 ZLUDA releases, v5-preview.43 to v5-preview.78 (")
+    assert "judged against v5-preview.78, the newest of them, unless --release names another" in note
+    assert note.endswith("the 6 entry points it calls keep one ZLUDA status over all of them")
+    assert zluda_log_release.consistent_releases("v5-preview.77", "v5-preview.79") == (
+        "v5-preview.77",
+        "v5-preview.78",
+        "v5-preview.79",
+    )
+    assert zluda_log_release.consistent_releases(None, "v3") == ("v1", "v2", "v3")
