@@ -423,7 +423,7 @@ class LogReader:
         self.messages_total += 1
         if kind in self.messages:  # (one left out once is left out for good: the table was full)
             self.messages[kind] += 1
-        if depth and len(self._kinds_raw) < MAX_KINDS:  # feed_lines finds it by the whole line next time
+        if depth and len(self._kinds_raw) < MAX_KINDS and len(line) <= MAX_KIND_LINE:  # feed_lines finds it whole
             self._kinds_raw[line] = kind
         return True
 
@@ -643,6 +643,10 @@ class LogReader:
         """
         fast = self._fast
         if len(fast) >= MAX_FAST or self._names.get(name_b) is not info:
+            return
+        # a call of a longer start and result keeps the full path: the table's memory stays bounded whatever
+        # lines a hostile log repeats
+        if indent + len(name_b) + len(result_b) > MAX_KIND_LINE:
             return
         head = b" " * indent + name_b
         acc = info.acc

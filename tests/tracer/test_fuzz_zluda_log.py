@@ -157,6 +157,20 @@ def test_repeated_shapes_take_the_inline_path_exactly(text: str, crlf: bool) -> 
     assert any(e.mode == 2 for e in fast._fast.values()) or "cuGetProcAddress" not in text
 
 
+def test_long_lines_are_not_remembered() -> None:
+    """Calls with long results and messages with long indentation keep the full path: the inline tables hold no
+    line longer than a few hundred bytes, however many such lines a log repeats."""
+    lines = [b"cuInit(Flags: 0) -> CUDA_SUCCESS"]
+    for i in range(200):
+        lines.append(b"cuMemFree_v2(dptr: 0x1) -> R%d" % i + b"x" * 5000)
+        lines.append(b" " * 4000 + b"Odd message %d" % (i % 3))
+    reader = LogReader("long.log")
+    reader.feed_lines(lines * 2)
+    assert all(len(e.start) + len(e.suffix) < 1024 for e in reader._fast.values())
+    assert all(len(k) <= zluda_log.MAX_KIND_LINE for k in reader._kinds_raw)
+    assert reader.calls_total == 402 and reader.messages_total == 400
+
+
 def _peak(path: Path) -> tuple[int, TraceResult]:
     tracemalloc.start()
     try:
