@@ -124,13 +124,17 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     (tmp_path / "forks.c").write_text(FORK_EXEC)
     prog = tmp_path / "forks"
     subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "forks.c")], check=True)
-    try:
-        proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
-    except pytest.fail.Exception:
-        # Frida can leave a child that forks and execs in a ptrace stop held by its injector (about 1 run in 20
-        # here, docs/run.md). That hang is measured there; this test is about the children, so a second run decides.
-        warnings.warn("the first run hung in Frida's fork handling; ran again", stacklevel=1)
-        proc, trace = traced([str(prog), "30"], tmp_path, timeout=120)
+    # Frida can leave a child that forks and execs in a ptrace stop held by its injector (about 1 run in 15 to 20
+    # here, more on a loaded machine; docs/run.md). That hang is measured there; this test is about the children,
+    # so up to three runs decide (a run takes under 15 s).
+    for attempt in range(3):
+        try:
+            proc, trace = traced([str(prog), "30"], tmp_path, timeout=60)
+            break
+        except pytest.fail.Exception:
+            if attempt == 2:
+                raise
+            warnings.warn("a run hung in Frida's fork handling; ran again", stacklevel=1)
     assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
     assert proc.returncode == 0
     images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
