@@ -1039,7 +1039,7 @@ def kernel_dump_reasons(dumps: tuple[KernelDump, ...]) -> list[Reason]:
             Reason(
                 Severity.RISK,
                 "launch_unfinished",
-                f"{counted(n, 'launch', 'launches')} of {', '.join(names[:5])} never returned success: v2's "
+                f"{counted(n, 'launch', 'launches')} of {remedies.name_list(names, 5)} never returned success: v2's "
                 "zluda_dump saved the arguments before the launch but not after it (it writes them after the launch "
                 "and its stream's synchronization succeed), so the program stopped in that launch",
                 "run the kernel alone with its saved arguments (the pre/ folder and module.ptx) to see whether "
@@ -1056,9 +1056,8 @@ def kernel_dump_reasons(dumps: tuple[KernelDump, ...]) -> list[Reason]:
             Reason(
                 Severity.RISK,
                 "side_by_side_mismatch",
-                f"{counted(n, 'launch', 'launches')} of {', '.join(names[:5])}"
-                f"{f' and {len(names) - 5} more' if len(names) > 5 else ''} gave other results on the two drivers "
-                "v3's zluda_dump ran side by side: these kernels compute wrongly on one of them",
+                f"{counted(n, 'launch', 'launches')} of {remedies.name_list(names, 5)} gave other results on the "
+                "two drivers v3's zluda_dump ran side by side: these kernels compute wrongly on one of them",
                 "report the kernel to ZLUDA with its saved launch folder (kernel_launch.json, module.ptx, pre/, post/)",
                 functions=names,
                 calls=n,

@@ -21,6 +21,8 @@ import pytest
 from tests.standins import Standins, build_standins
 
 pytest.importorskip("frida", reason="frida is needed to trace programs")
+
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF programs and a POSIX shell")
 
 RUN = [sys.executable, "-m", "cudatrace", "run", "--no-store"]
@@ -141,26 +143,15 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     assert images.count("true") + images.count("/bin/true") == 30, images
 
 
-THREADED_FORKS = """
-import os, subprocess, sys, threading
-stop = False
-def spin():
-    while not stop:
-        sum(range(1000))
-for _ in range(4):
-    threading.Thread(target=spin, daemon=True).start()
-pids = []
-for _ in range(20):
-    pid = os.fork()
-    if pid == 0:
-        sum(range(100000))
-        os._exit(0)
-    pids.append(pid)
-bad = sum(os.waitpid(p, 0)[1] != 0 for p in pids)
-out = subprocess.check_output([sys.executable, "-c", "print(1)"], text=True).strip()
-stop = True
-print("bad", bad, "sub", out)
-"""
+def _threaded_forks() -> str:
+    """The program of scripts/fork_hang_check.py: four busy threads, 20 forks, then a subprocess."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fork_hang_check", ROOT / "scripts" / "fork_hang_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.PROGRAM)
 
 
 def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None:
@@ -168,7 +159,7 @@ def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None
     # used to leave the parent in a ptrace stop for ever (about 1 run in 25; scripts/fork_hang_check.py measures
     # the rate over many runs).
     prog = tmp_path / "forks.py"
-    prog.write_text(THREADED_FORKS)
+    prog.write_text(_threaded_forks())
     proc, trace = traced([sys.executable, str(prog)], tmp_path, timeout=90)
     assert proc.stdout == "bad 0 sub 1\n", proc.stderr
     assert proc.returncode == 0

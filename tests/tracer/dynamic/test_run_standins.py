@@ -288,16 +288,21 @@ class _Watch:
         pass
 
 
-def test_sigkill_keeps_the_counts(standins: Standins) -> None:
+def _loop_ended_by(standins: Standins, sig: int) -> TraceResult:
+    """A traced run of ``app loop``, ended by ``sig`` once its first batch with calls came."""
     watch = _Watch()
     result: list[TraceResult] = []
     t = threading.Thread(target=lambda: result.append(trace_program([str(standins.app), "loop"], sink=watch)))
     t.start()
     assert watch.event.wait(30)
     time.sleep(0.3)
-    os.kill(watch.pids[0], signal.SIGKILL)
+    os.kill(watch.pids[0], sig)
     t.join(30)
-    trace = result[0]
+    return result[0]
+
+
+def test_sigkill_keeps_the_counts(standins: Standins) -> None:
+    trace = _loop_ended_by(standins, signal.SIGKILL)
     assert trace.exit.signal in ("killed", "SIGKILL")  # SIGKILL when the status could still be reaped
     calls = calls_of(trace)
     assert calls["cuMemAlloc_v2"].calls == 3
@@ -311,15 +316,7 @@ def test_sigkill_keeps_the_counts(standins: Standins) -> None:
 
 def test_sigterm_that_the_program_does_not_handle_keeps_statuses(standins: Standins) -> None:
     # multiprocessing's terminate(), timeout(1): the default action of SIGTERM ends the process without exit().
-    watch = _Watch()
-    result: list[TraceResult] = []
-    t = threading.Thread(target=lambda: result.append(trace_program([str(standins.app), "loop"], sink=watch)))
-    t.start()
-    assert watch.event.wait(30)
-    time.sleep(0.3)
-    os.kill(watch.pids[0], signal.SIGTERM)
-    t.join(30)
-    calls = calls_of(result[0])
+    calls = calls_of(_loop_ended_by(standins, signal.SIGTERM))
     assert dict(calls["cuMemAdvise"].statuses) == {"CUDA_ERROR_NOT_SUPPORTED": 2}
     assert dict(calls["cuMemAlloc_v2"].callers) == {"app": 3}
 
