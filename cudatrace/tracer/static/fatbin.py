@@ -38,7 +38,7 @@ import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, cast
+from typing import IO, NamedTuple, cast
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.model import GpuCode, GpuImage, ImageKind
@@ -658,8 +658,11 @@ def _plan(size: int, regions: Sequence[FatbinRegion], search_elsewhere: bool) ->
     return tuple(steps)
 
 
-@dataclass(frozen=True, slots=True)
-class _Image:
+# _Image and _Hit are named tuples rather than dataclasses: a part of cuFFT holds thousands of each, and they are
+# pickled from one process to another twice; a tuple pickles several times faster.
+
+
+class _Image(NamedTuple):
     """One entry as a walk read it: its image (None for an unknown kind), its problem, and with a recording
     budget the budget questions it asked (``checks``) and whether the budget refused it."""
 
@@ -669,8 +672,7 @@ class _Image:
     refused: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Hit:
+class _Hit(NamedTuple):
     """A magic a walk met at ``offset``, searching from ``searched_from``; the search goes on at ``resume``.
 
     ``images`` is None for a magic that starts no container (``message`` says why for a fatbin section, where
@@ -760,7 +762,8 @@ def _walk(buf: mmap.mmap | bytes, seg: _Segment, lo: int, hi: int, caps: _Caps, 
 class _Replay:
     """Applies walks in file order with the caps, the error list and the budget of the whole file."""
 
-    def __init__(self, budget: DecodeBudget, check_budget: bool) -> None:
+    def __init__(self, size: int, budget: DecodeBudget, check_budget: bool) -> None:
+        self.size = size
         self.budget = budget
         self.check_budget = check_budget  # the walks decoded against budgets of their own: replay their checks
         self.images: list[GpuImage] = []
@@ -872,13 +875,15 @@ class _Replay:
                 dropped += 1
         if dropped:
             errors.append(f"... and {dropped} more fatbin problems")
-        return GpuInventory(GpuCode(tuple(self.images), self.containers), tuple(errors), tuple(self.spans))
+        return GpuInventory(self.size, GpuCode(tuple(self.images), self.containers), tuple(errors), tuple(self.spans))
 
 
 @dataclass(frozen=True, slots=True)
 class GpuInventory:
-    """The GPU code of one file, its partial-error messages, and the (offset, end) of every container read."""
+    """The GPU code of one file of ``size`` bytes, its partial-error messages, and the (offset, end) of every
+    container read."""
 
+    size: int
     gpu_code: GpuCode
     errors: tuple[str, ...]
     spans: tuple[tuple[int, int], ...]
@@ -927,7 +932,7 @@ def merge_gpu_code_parts(parts: Sequence[GpuCodePart]) -> GpuInventory | None:
     for part in parts:
         for index, walk in part.walks:
             by_segment.setdefault(index, []).append(walk)
-    replay = _Replay(file_budget(parts[0].size), check_budget=True)
+    replay = _Replay(parts[0].size, file_budget(parts[0].size), check_budget=True)
     for index, step in enumerate(parts[0].plan):
         if isinstance(step, str):
             replay.error(step)
@@ -961,7 +966,7 @@ def gpu_inventory(
     buf: mmap.mmap | bytes, regions: Sequence[FatbinRegion], *, search_elsewhere: bool = True
 ) -> GpuInventory:
     """:func:`extract_gpu_code` as one :class:`GpuInventory`, read in this process."""
-    replay = _Replay(file_budget(len(buf)), check_budget=False)
+    replay = _Replay(len(buf), file_budget(len(buf)), check_budget=False)
     for step in _plan(len(buf), regions, search_elsewhere):
         if isinstance(step, str):
             replay.error(step)

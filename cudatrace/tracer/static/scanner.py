@@ -46,14 +46,20 @@ from cudatrace.model import (
     EntryPointUse,
     Family,
     FileError,
-    GpuCode,
     LibraryHow,
     ScanResult,
     StaticRuntime,
 )
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime, may_hold_static_runtime
-from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, release_pages
+from cudatrace.tracer.static.fatbin import (
+    FatbinRegion,
+    GpuCodePart,
+    GpuInventory,
+    extract_gpu_code_part,
+    gpu_inventory,
+    release_pages,
+)
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
@@ -112,9 +118,8 @@ def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
     return parse_pe(buf, path)
 
 
-def _gpu_code(buf: mmap.mmap, parsed: ParsedBinary, spans: list[tuple[int, int]]) -> tuple[GpuCode, tuple[str, ...]]:
-    regions = [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
-    return extract_gpu_code(buf, regions, spans=spans)
+def _fatbin_regions(parsed: ParsedBinary) -> list[FatbinRegion]:
+    return [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
 
 
 def _format_of(head: bytes) -> BinaryFormat | None:
@@ -210,11 +215,12 @@ def _stream(
     return _StreamFacts(digest.hexdigest() if digest else None, search.result(), search.needle_hits())
 
 
-def scan_file(path: str) -> BinaryScan | None:
+def scan_file(path: str, gpu: GpuInventory | None = None) -> BinaryScan | None:
     """Scan one file: a :class:`BinaryScan`, or None when it is neither PE nor ELF (or not a regular file).
 
     Raises :class:`CudatraceError` subclasses naming ``path`` for unreadable or corrupt files; never executes
-    anything from the file.
+    anything from the file. ``gpu`` is the file's GPU code inventory when other processes have read it already
+    (:func:`scan_gpu_part`); it is used when the file still has the size it was read at.
     """
     try:
         st = os.stat(path)
@@ -229,7 +235,7 @@ def scan_file(path: str) -> BinaryScan | None:
             if fmt is None:
                 return None
             with map_file(fh, path) as buf:
-                return _scan_mapped(path, fmt, buf, fh.fileno())
+                return _scan_mapped(path, fmt, buf, fh.fileno(), gpu)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
 
@@ -265,25 +271,45 @@ def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int
     return out
 
 
-def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> BinaryScan:
+def scan_gpu_part(path: str, lo: int, hi: int) -> GpuCodePart | None:
+    """The fatbin containers that start in the bytes ``[lo, hi)`` of the file at ``path``, read for
+    :func:`~cudatrace.tracer.static.fatbin.merge_gpu_code_parts`; None when the file cannot be read that way
+    (not a binary, unreadable, corrupt: its whole scan says why)."""
+    try:
+        with open(path, "rb") as fh:
+            fmt = _format_of(fh.read(4096))
+            if fmt is None:
+                return None
+            with map_file(fh, path) as buf:
+                parsed = _parse(fmt, buf, path)
+                release_pages(buf, 0, len(buf))
+                return extract_gpu_code_part(buf, _fatbin_regions(parsed), lo, hi)
+    except (OSError, ValueError, CudatraceError):
+        return None
+
+
+def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, gpu: GpuInventory | None = None) -> BinaryScan:
     # A file larger than one window is hashed in a worker thread from the start, beside everything else; a
     # smaller one by the string pass (starting a thread would cost more than it saves).
     hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW else None
     try:
-        return _scan_parts(path, fmt, buf, fd, hasher)
+        return _scan_parts(path, fmt, buf, fd, hasher, gpu if gpu is not None and gpu.size == len(buf) else None)
     finally:
         if hasher is not None:
             hasher.cancel()  # returns at once when the hash is done; stops it when the scan failed
 
 
-def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None) -> BinaryScan:
+def _scan_parts(
+    path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None, gpu: GpuInventory | None
+) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
     # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
     # left out of the string search like the sections are.
-    containers: list[tuple[int, int]] = []
-    gpu_code, gpu_errors = _gpu_code(buf, parsed, containers)
-    exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in containers]
+    if gpu is None:
+        gpu = gpu_inventory(buf, _fatbin_regions(parsed))
+    gpu_code, gpu_errors = gpu.gpu_code, gpu.errors
+    exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in gpu.spans]
     # cudart's needles are only worth a search when the binary might carry a static runtime.
     needles = NEEDLES if may_hold_static_runtime(parsed) else ()
     stream = _stream(fd, len(buf), exclude, needles, path, hash_too=hasher is None)
@@ -595,15 +621,15 @@ def file_error(path: str, exc: CudatraceError) -> FileError:
 ScanOutcome = BinaryScan | FileError | None
 
 
-def scan_one(path: str) -> ScanOutcome:
+def scan_one(path: str, gpu: GpuInventory | None = None) -> ScanOutcome:
     """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
 
-    Bugs (any other exception) still raise, with their traceback.
+    Bugs (any other exception) still raise, with their traceback. ``gpu`` as for :func:`scan_file`.
     """
     if os.path.isdir(path):  # only folders that could not be listed come back from the walk
         return FileError(path, "unreadable", f"{path}: cannot list this folder")
     try:
-        return scan_file(path)
+        return scan_file(path, gpu)
     except CudatraceError as exc:
         return file_error(path, exc)
     except (MemoryError, RecursionError) as exc:

@@ -1,0 +1,87 @@
+"""One big file over several processes: its fatbin containers in parts, then the rest of its scan.
+
+A library such as cuFFT (279 MB, 12,381 containers) spends most of its scan reading GPU code. :func:`plan_split`
+cuts such a file into byte ranges (one :class:`GpuPartTask` each), which worker processes read at the same time
+(:func:`~cudatrace.tracer.static.scanner.scan_gpu_part`); a :class:`FinishTask` then puts the parts together
+(:func:`~cudatrace.tracer.static.fatbin.merge_gpu_code_parts`) and scans the rest of the file with that
+inventory. The result is the one a single process gives, byte for byte: when the parts cannot tell it (a part
+could not be read, the walks do not join up, the file's decompression budget would have run out differently),
+the finishing process reads the file whole instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import pickle
+from dataclasses import dataclass
+
+from cudatrace.tracer.static.fatbin import MAGIC_BYTES, GpuCodePart, merge_gpu_code_parts
+from cudatrace.tracer.static.scanner import ScanOutcome, scan_gpu_part, scan_one
+
+SPLIT_FILE = 64 * 1024 * 1024  # files at least this big are read in parts ...
+SPLIT_SPAN = 16 * 1024 * 1024  # ... when their fatbin magics spread over at least this many bytes
+PART_BYTES = 32 * 1024 * 1024  # of that spread per part at least
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPartTask:
+    """Read the fatbin containers that start in the bytes ``[lo, hi)`` of ``path``."""
+
+    path: str
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishTask:
+    """Scan ``path`` with the GPU code its parts found: each what :func:`run_split_task` gave for a
+    :class:`GpuPartTask`.
+
+    A part travels as its pickled bytes: the parent hands them from one worker to the next without reading them
+    (unpickling and pickling again thousands of images cost the parent a third of a second for cuFFT).
+    """
+
+    path: str
+    parts: tuple[bytes, ...]
+
+
+SplitTask = GpuPartTask | FinishTask
+
+
+def plan_split(path: str, jobs: int, size: int | None = None) -> tuple[GpuPartTask, ...] | None:
+    """The parts to read ``path`` in with ``jobs`` processes, or None when it is not worth it (small, no fatbin
+    magic, or all of its magics close together).
+
+    Only the first and the last magic are looked for (a search at memory speed, from either end), and the bytes
+    between them are cut evenly: GPU code lies between them, the rest of the file costs the parts nothing.
+    """
+    if jobs < 2:
+        return None
+    try:
+        size = os.stat(path).st_size if size is None else size
+        if size < SPLIT_FILE:
+            return None
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            first = buf.find(MAGIC_BYTES)
+            last = buf.rfind(MAGIC_BYTES) if first >= 0 else -1
+            size = len(buf)
+    except (OSError, ValueError):
+        return None  # the scan of the file says what is wrong with it
+    span = last - first
+    if first < 0 or span < SPLIT_SPAN:
+        return None
+    parts = max(2, min(jobs, span // PART_BYTES))
+    cuts = [0, *(first + span * k // parts for k in range(1, parts)), size]
+    return tuple(GpuPartTask(path, lo, hi) for lo, hi in itertools.pairwise(cuts))
+
+
+def run_split_task(task: SplitTask) -> bytes | ScanOutcome:
+    """What a worker process does with one task of a split file: a part's pickled
+    :class:`~cudatrace.tracer.static.fatbin.GpuCodePart` (or None), or the file's scan outcome."""
+    if isinstance(task, GpuPartTask):
+        return pickle.dumps(scan_gpu_part(task.path, task.lo, task.hi), protocol=pickle.HIGHEST_PROTOCOL)
+    parts = [pickle.loads(p) for p in task.parts]
+    whole = [p for p in parts if isinstance(p, GpuCodePart)]
+    return scan_one(task.path, merge_gpu_code_parts(whole) if len(whole) == len(parts) else None)
