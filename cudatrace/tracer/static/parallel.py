@@ -30,8 +30,16 @@ from typing import Any, TypeVar
 from cudatrace.errors import EXIT_BUG, CudatraceError
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
-from cudatrace.tracer.static.scanner import ScanOutcome, scan_one
-from cudatrace.tracer.static.split import FinishTask, GpuPartTask, SplitTask, plan_split, run_split_task
+from cudatrace.tracer.static.scanner import BIG_FILE_MODULES, LIEF_MIN_SIZE, ScanOutcome, scan_one
+from cudatrace.tracer.static.split import (
+    FinishTask,
+    GpuPartTask,
+    SplitPlan,
+    SplitTask,
+    plan_split,
+    probe_task,
+    run_split_task,
+)
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
 WINDOW_PER_JOB = 16  # files handed out ahead of the oldest unfinished one, per process
@@ -59,12 +67,13 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _context() -> Any:  # a ForkServerContext or SpawnContext
+def _context(big_files: bool = False) -> Any:  # a ForkServerContext or SpawnContext
     # forkserver: workers fork from a clean server that has imported the scanner once (cheap to start, no
-    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows).
+    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows). With
+    # big files to scan, the server imports what parsing them takes too (when it is not running already).
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner"])
+        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner", *(BIG_FILE_MODULES if big_files else ())])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -117,8 +126,10 @@ MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan 
 
 
 class _Pool:
-    def __init__(self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
-        self._ctx = _context()
+    def __init__(
+        self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any], big_files: bool = False
+    ) -> None:
+        self._ctx = _context(big_files)
         self._scan = scan
         self._run_task = run_task
         self.start_failures = 0
@@ -236,7 +247,7 @@ class _Schedule:
         self.window = jobs * WINDOW_PER_JOB
         self.done: dict[int, Any] = {}
         self.next_out = 0
-        self.to_split = set(big) if split else set()  # plan_split says which are worth it
+        self.to_split = set(big) if split else set()  # a ProbeTask says which are worth it
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
 
     def finished(self, index: int) -> bool:
@@ -251,15 +262,10 @@ class _Schedule:
                 continue
             if index not in self.big and index >= self.next_out + self.window:
                 return None
+            self.pending.popleft()
             if isinstance(task, str) and index in self.to_split:
-                self.to_split.discard(index)
-                parts = plan_split(task, self.jobs, self.sizes[index])
-                if parts:
-                    self.pending.popleft()
-                    self.pending.extendleft(reversed([(index, p) for p in parts]))
-                    self.parts[index] = (parts, {})
-                continue
-            return self.pending.popleft()
+                return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
+            return index, task
         return None
 
     def give_back(self, tasks: Sequence[tuple[int, Task]]) -> None:
@@ -269,6 +275,10 @@ class _Schedule:
     def result(self, index: int, task: Task, payload: Any) -> None:
         if self.finished(index):
             return  # a part of a file that already failed
+        if isinstance(payload, SplitPlan):
+            self.parts[index] = (payload.parts, {})
+            self.pending.extendleft(reversed([(index, p) for p in payload.parts]))
+            return
         if isinstance(task, GpuPartTask):
             tasks, got = self.parts[index]
             got[task] = payload
@@ -302,7 +312,7 @@ def _parallel(
 ) -> Iterator[tuple[str, T | FileError]]:
     plan = _Schedule(files, jobs, progress, split=run_task is not None)
     workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
-    pool = _Pool(workers, scan, run_task or _no_tasks)
+    pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
     try:
         while plan.next_out < len(files):
             # Round by round, one task per worker each, so the parts of a split file go to different workers.

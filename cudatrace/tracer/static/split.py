@@ -1,7 +1,8 @@
 """One big file over several processes: its fatbin containers in parts, then the rest of its scan.
 
 A library such as cuFFT (279 MB, 12,381 containers) spends most of its scan reading GPU code. :func:`plan_split`
-cuts such a file into byte ranges (one :class:`GpuPartTask` each), which worker processes read at the same time
+(run by a worker, :class:`ProbeTask`) cuts such a file into byte ranges (one :class:`GpuPartTask` each), which
+worker processes read at the same time
 (:func:`~cudatrace.tracer.static.scanner.scan_gpu_part`); a :class:`FinishTask` then puts the parts together
 (:func:`~cudatrace.tracer.static.fatbin.merge_gpu_code_parts`) and scans the rest of the file with that
 inventory. The result is the one a single process gives, byte for byte: when the parts cannot tell it (a part
@@ -26,6 +27,31 @@ PART_BYTES = 32 * 1024 * 1024  # of that spread per part at least
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeTask:
+    """Decide whether a big file is read in parts by ``jobs`` processes: a :class:`SplitPlan` if so, else scan
+    it at once (a worker does this, so that the parent never reads a file). The thresholds are the parent's
+    (:func:`probe_task`)."""
+
+    path: str
+    jobs: int
+    min_size: int = SPLIT_FILE
+    min_span: int = SPLIT_SPAN
+    part_bytes: int = PART_BYTES
+
+
+def probe_task(path: str, jobs: int) -> ProbeTask:
+    """The :class:`ProbeTask` for ``path`` with this process's thresholds."""
+    return ProbeTask(path, jobs, SPLIT_FILE, SPLIT_SPAN, PART_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPlan:
+    """What a :class:`ProbeTask` gives for a file worth reading in parts: the parts."""
+
+    parts: tuple[GpuPartTask, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class GpuPartTask:
     """Read the fatbin containers that start in the bytes ``[lo, hi)`` of ``path``."""
 
@@ -47,21 +73,32 @@ class FinishTask:
     parts: tuple[bytes, ...]
 
 
-SplitTask = GpuPartTask | FinishTask
+SplitTask = ProbeTask | GpuPartTask | FinishTask
 
 
-def plan_split(path: str, jobs: int, size: int | None = None) -> tuple[GpuPartTask, ...] | None:
-    """The parts to read ``path`` in with ``jobs`` processes, or None when it is not worth it (small, no fatbin
-    magic, or all of its magics close together).
+def plan_split(
+    path: str,
+    jobs: int,
+    *,
+    min_size: int | None = None,
+    min_span: int | None = None,
+    part_bytes: int | None = None,
+) -> tuple[GpuPartTask, ...] | None:
+    """The parts to read ``path`` in with ``jobs`` processes, or None when it is not worth it (under
+    ``min_size`` bytes, no fatbin magic, or all of its magics within ``min_span`` bytes). Each part gets
+    ``part_bytes`` of the span at least. The thresholds default to :data:`SPLIT_FILE`, :data:`SPLIT_SPAN` and
+    :data:`PART_BYTES`.
 
     Only the first and the last magic are looked for (a search at memory speed, from either end), and the bytes
     between them are cut evenly: GPU code lies between them, the rest of the file costs the parts nothing.
     """
+    min_size = SPLIT_FILE if min_size is None else min_size
+    min_span = SPLIT_SPAN if min_span is None else min_span
+    part_bytes = PART_BYTES if part_bytes is None else part_bytes
     if jobs < 2:
         return None
     try:
-        size = os.stat(path).st_size if size is None else size
-        if size < SPLIT_FILE:
+        if os.stat(path).st_size < min_size:
             return None
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             first = buf.find(MAGIC_BYTES)
@@ -70,16 +107,21 @@ def plan_split(path: str, jobs: int, size: int | None = None) -> tuple[GpuPartTa
     except (OSError, ValueError):
         return None  # the scan of the file says what is wrong with it
     span = last - first
-    if first < 0 or span < SPLIT_SPAN:
+    if first < 0 or span < min_span:
         return None
-    parts = max(2, min(jobs, span // PART_BYTES))
+    parts = max(2, min(jobs, span // max(1, part_bytes)))
     cuts = [0, *(first + span * k // parts for k in range(1, parts)), size]
     return tuple(GpuPartTask(path, lo, hi) for lo, hi in itertools.pairwise(cuts))
 
 
-def run_split_task(task: SplitTask) -> bytes | ScanOutcome:
-    """What a worker process does with one task of a split file: a part's pickled
+def run_split_task(task: SplitTask) -> SplitPlan | bytes | ScanOutcome:
+    """What a worker process does with one task of a big file: the plan of its parts, a part's pickled
     :class:`~cudatrace.tracer.static.fatbin.GpuCodePart` (or None), or the file's scan outcome."""
+    if isinstance(task, ProbeTask):
+        plan = plan_split(
+            task.path, task.jobs, min_size=task.min_size, min_span=task.min_span, part_bytes=task.part_bytes
+        )
+        return SplitPlan(plan) if plan else scan_one(task.path)
     if isinstance(task, GpuPartTask):
         return pickle.dumps(scan_gpu_part(task.path, task.lo, task.hi), protocol=pickle.HIGHEST_PROTOCOL)
     parts = [pickle.loads(p) for p in task.parts]

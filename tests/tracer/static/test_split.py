@@ -16,7 +16,7 @@ from cudatrace.model import FileError
 from cudatrace.tracer.static import fatbin, parallel, split
 from cudatrace.tracer.static.parallel import scan_outcomes
 from cudatrace.tracer.static.scanner import plan_files, scan_one
-from cudatrace.tracer.static.split import FinishTask, GpuPartTask, plan_split, run_split_task
+from cudatrace.tracer.static.split import FinishTask, GpuPartTask, ProbeTask, SplitPlan, plan_split, run_split_task
 
 CUDA_LIBS = Path("/usr/local/cuda/lib64")
 
@@ -101,6 +101,14 @@ def test_small_or_gpu_free_files_are_not_split(nvcc_many: Path, elf_plain: Path)
     assert plan_split(str(nvcc_many), 2) is None  # 1 MB: below SPLIT_FILE
     assert plan_split(str(elf_plain), 8) is None
     assert plan_split(str(nvcc_many) + ".gone", 2) is None
+    # The worker that probes such a file scans it at once.
+    assert run_split_task(ProbeTask(str(nvcc_many), 2)) == scan_one(str(nvcc_many))
+
+
+def test_a_probe_plans_the_parts_of_a_file_worth_splitting(nvcc_many: Path, split_everything: None) -> None:
+    plan = run_split_task(split.probe_task(str(nvcc_many), 3))
+    assert isinstance(plan, SplitPlan) and plan.parts == plan_split(str(nvcc_many), 3)
+    assert plan.parts[0].lo == 0 and plan.parts[-1].hi == nvcc_many.stat().st_size
 
 
 def test_jobs_give_the_same_outcomes_with_files_read_in_parts(cuda_tree: Path, split_everything: None) -> None:
