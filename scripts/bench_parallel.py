@@ -5,9 +5,12 @@ it. Prints the median wall time of each, its speed-up over one process, MB/s, an
 is the same byte for byte.
 
 The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand
-real ELF files) and the bundled examples. One untimed round warms the page cache first.
+real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) each such file is also scanned alone,
+in the same turns: one big library whose fatbin containers are read in parts by several processes. One untimed
+round warms the page cache first. The load average is printed before and after: on a shared machine a busy
+moment hits every N alike (the runs take turns), but it shrinks what a second process can give.
 
-Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [PATH ...]``
+Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [--big FILE]... [PATH ...]``
 """
 
 from __future__ import annotations
@@ -63,29 +66,40 @@ def main() -> int:
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--jobs", default=f"1,2{',' + str(os.cpu_count()) if (os.cpu_count() or 1) > 2 else ''}")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan FILE alone")
+    ap.add_argument("--no-folder", action="store_true", help="only the --big files")
     args = ap.parse_args()
     paths = args.paths or [p for p in DEFAULT_PATHS if os.path.exists(p)]
     jobs = [int(j) for j in args.jobs.split(",")]
-    mb = _size(paths) / 1e6
-    times: dict[int, list[float]] = {j: [] for j in jobs}
-    digests: set[str] = set()
+    runs = [] if args.no_folder else [("folder", paths)]
+    runs += [(f"big: {Path(f).name}", [f]) for f in args.big]
+    load_before = os.getloadavg()[0]
+    times: dict[tuple[str, int], list[float]] = {(name, j): [] for name, _p in runs for j in jobs}
+    digests: dict[str, set[str]] = {name: set() for name, _p in runs}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"
-        _run(jobs[0], paths, out)  # warm the page cache
+        for _name, files in runs:
+            _run(jobs[0], files, out)  # warm the page cache
         for _ in range(args.repeat):
-            for j in jobs:  # in turns, so a busy moment of the machine hits every N alike
-                wall, digest = _run(j, paths, out)
-                times[j].append(wall)
-                digests.add(digest)
-    print(f"files: {' '.join(paths)} ({mb:.0f} MB); {os.cpu_count()} CPUs; median of {args.repeat}")
-    print(f"{'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8}")
-    base = statistics.median(times[jobs[0]])
-    for j in jobs:
-        med = statistics.median(times[j])
-        print(f"{j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f}")
-    same = len(digests) == 1
+            for name, files in runs:
+                for j in jobs:  # in turns, so a busy moment of the machine hits every N alike
+                    wall, digest = _run(j, files, out)
+                    times[(name, j)].append(wall)
+                    digests[name].add(digest)
+    print(f"{os.cpu_count()} CPUs; median of {args.repeat} runs in turns")
+    print(f"{'run':<28} {'MB':>6} {'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8} {'document':>9}")
+    same = True
+    for name, files in runs:
+        mb = _size(files) / 1e6
+        base = statistics.median(times[(name, jobs[0])])
+        for j in jobs:
+            med = statistics.median(times[(name, j)])
+            doc = "same" if len(digests[name]) == 1 else "DIFFERENT"
+            print(f"{name:<28} {mb:>6.0f} {j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f} {doc:>9}")
+        same = same and len(digests[name]) == 1
+    print(f"folder: {' '.join(paths)}" if not args.no_folder else "", end="\n" if not args.no_folder else "")
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
     return 0 if same else 1
 
 

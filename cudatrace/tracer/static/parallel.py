@@ -172,18 +172,21 @@ def scan_outcomes(
     *,
     scan: ScanFunction = scan_one,
     run_task: Callable[[SplitTask], Any] = run_split_task,
+    wanted: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, ScanOutcome]]:
     """``(path, outcome)`` for every file of ``files``, in that order, scanned by ``jobs`` processes.
 
     ``scan`` is what a worker calls per path (a module-level function, so it can be sent to a worker); with
     ``jobs`` 1 or a single file everything runs in this process. With more, a big file whose GPU code is spread
-    wide is read in parts by several processes (:mod:`split`; ``run_task`` runs those parts).
+    wide is read in parts by several processes (:mod:`split`; ``run_task`` runs those parts), and a file for
+    which ``wanted`` says False gets None without a worker (asked as the file's turn comes, while the workers
+    scan the files before it).
     """
     progress = progress or NullProgress()
     progress.start(len(files))
     if jobs <= 1 or not files or (len(files) == 1 and plan_split(files[0], jobs) is None):
         return _serial(scan, files, progress)
-    return _parallel(files, jobs, progress, scan, run_task)
+    return _parallel(files, jobs, progress, scan, run_task, wanted)
 
 
 def map_paths(
@@ -235,8 +238,11 @@ class _Schedule:
     then its parts take its place at the head of the queue, and when they are all back its finishing task does.
     """
 
-    def __init__(self, files: Sequence[str], jobs: int, progress: Progress, split: bool) -> None:
+    def __init__(
+        self, files: Sequence[str], jobs: int, progress: Progress, split: bool, wanted: Callable[[str], bool] | None
+    ) -> None:
         self.files = files
+        self.wanted = wanted
         self.jobs = jobs
         self.progress = progress
         self.sizes = file_sizes(files)
@@ -263,6 +269,9 @@ class _Schedule:
             if index not in self.big and index >= self.next_out + self.window:
                 return None
             self.pending.popleft()
+            if isinstance(task, str) and self.wanted is not None and not self.wanted(task):
+                self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
+                continue
             if isinstance(task, str) and index in self.to_split:
                 return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
             return index, task
@@ -309,8 +318,9 @@ def _parallel(
     progress: Progress,
     scan: Callable[[str], T],
     run_task: Callable[[SplitTask], Any] | None = None,
+    wanted: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, T | FileError]]:
-    plan = _Schedule(files, jobs, progress, split=run_task is not None)
+    plan = _Schedule(files, jobs, progress, run_task is not None, wanted)
     workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
     pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
     try:
@@ -332,7 +342,11 @@ def _parallel(
                     w.queued.append(task)
             busy = [w for w in pool.workers if w.queued]
             if not busy:
-                raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
+                before = plan.next_out
+                yield from plan.ready()  # files settled without a worker (not binaries)
+                if plan.next_out == before and plan.next_out < len(files):
+                    raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
+                continue
             ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
             for w in busy:
                 if w.conn not in ready and w.process.sentinel not in ready:

@@ -676,9 +676,11 @@ def scan_paths(
         tally.failed.extend(got.failed)
         tally.skipped += got.skipped
     plain = [f for f in files if f not in named_zips]
-    if jobs > 1 or dask is not None:
-        # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
-        # files, 461 binaries in one), and sending each to a worker cost more than the workers saved.
+    # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
+    # files, 461 binaries in one), and sending each to a worker cost more than the workers saved. Local workers
+    # are spared them as each file's turn comes (the heads are read while the workers scan); Dask's chunks are
+    # cut from the binaries alone.
+    if dask is not None:
         candidates = [f for f in plain if _worth_scanning(f)]
         tally.skipped += len(plain) - len(candidates)
         plain = candidates
@@ -688,7 +690,7 @@ def scan_paths(
 
             outcomes = stack.enter_context(dask_outcomes(plain, dask, jobs, progress))
         else:
-            outcomes = scan_outcomes(plain, jobs, progress or NullProgress())
+            outcomes = scan_outcomes(plain, jobs, progress or NullProgress(), wanted=_worth_scanning)
         for _path, outcome in outcomes:
             tally.add(outcome)
     notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)
