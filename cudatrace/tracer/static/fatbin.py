@@ -796,10 +796,9 @@ class _Replay:
 
     def hit(self, seg: _Segment, hit: _Hit) -> bool:
         """Apply one hit; False when it cannot be applied as one process would have read it."""
-        name = seg.name(hit.offset)
         if hit.images is None:
             if hit.message:
-                self.error(f"{hit.message} ({name})")
+                self.error(f"{hit.message} ({seg.name(hit.offset)})")
             self.stray_magic(hit.offset)
             return True
         self.containers += 1
@@ -807,7 +806,7 @@ class _Replay:
             self.errors.append(f"more than {MAX_CONTAINERS} fatbin containers: the search stopped at 0x{hit.offset:x}")
             self.full = True
         for message in hit.problems:
-            self.error(f"{message} ({name})")
+            self.error(f"{message} ({seg.name(hit.offset)})")
         for read in hit.images:
             if len(self.images) >= MAX_IMAGES:
                 if not self.full:

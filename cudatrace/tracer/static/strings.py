@@ -38,6 +38,9 @@ _MAX_NAME = 127  # longest entry point name considered
 #: file name's head (120 UTF-16 characters) and tail, and a needle with its tail all fit.
 MARGIN = 256
 MAX_NEEDLE_HITS = 64  # per needle and file: a hostile file cannot make the list long
+# Included ranges up to this long are first checked for holding only NUL bytes (the padding between fatbin
+# containers): five regex searches of a 16-byte gap cost more than the check.
+_ZERO_RUN = 4096
 NEEDLE_TAIL = 48  # bytes kept after each needle hit
 
 _PRINTABLE = bytes(range(0x20, 0x7F))
@@ -281,6 +284,8 @@ class CudaStringSearch:
             if r_start >= hi:
                 break
             a, b = max(r_start, lo) - base, min(r_end, hi) - base
+            if b - a <= _ZERO_RUN and not window[a:b].strip(b"\0"):
+                continue  # only NUL bytes: no name or library anchor starts here (cuFFT: 9,325 such gaps)
             r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
             if self._complete:
                 self._complete = _function_names(window, a, b, r_lo, r_hi, self._names, self._budget)
