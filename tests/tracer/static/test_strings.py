@@ -172,3 +172,18 @@ def test_windows_agree_with_the_whole_buffer_on_a_real_binary(nvcc_static: Path)
     whole = extract_cuda_strings(data, [(4096, 8192)])
     assert len(whole.function_names) > 400
     assert _search_in_windows(data, 4099, [(4096, 8192)]).result() == whole
+
+
+def test_small_gaps_between_excluded_ranges_are_searched_unless_only_nul() -> None:
+    # The layout of cuFFT's GPU code: excluded containers with 16-byte gaps between them. Gaps of NUL bytes are
+    # passed over; a gap holding a name (or a name that starts in one and runs to its end) is still found.
+    block = b"X" * 100
+    gaps = [b"\0" * 16, b"\0cuInit\0" + b"\0" * 8, b"\0" * 16, b"\0libcublas.so.12\0", b"\0" * 4]
+    buf = b"".join(block + g for g in gaps)
+    exclude, pos = [], 0
+    for g in gaps:
+        exclude.append((pos, len(block)))
+        pos += len(block) + len(g)
+    found = extract_cuda_strings(buf, exclude=exclude)
+    assert found.function_names == ("cuInit",)
+    assert found.library_names == ("libcublas.so.12",)
