@@ -10,7 +10,10 @@ in the same turns: one big library whose fatbin containers are read in parts by 
 round warms the page cache first. The load average is printed before and after: on a shared machine a busy
 moment hits every N alike (the runs take turns), but it shrinks what a second process can give.
 
-Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [--big FILE]... [PATH ...]``
+With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
+change), in the same turns; its documents must be the same too.
+
+Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [--big FILE]... [--baseline DIR] [PATH ...]``
 """
 
 from __future__ import annotations
@@ -49,15 +52,15 @@ def _size(paths: list[str]) -> int:
     return total
 
 
-def _run(jobs: int, paths: list[str], out: Path) -> tuple[float, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[float, str]:
+    env = dict(os.environ, PYTHONPATH=str(repo))
     cmd = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress"]
     cmd += ["--format", "json", "-o", str(out), "--jobs", str(jobs), *paths]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 4):
-        sys.exit(f"scan --jobs {jobs} failed ({proc.returncode}): {proc.stderr.strip()}")
+        sys.exit(f"scan --jobs {jobs} ({repo}) failed ({proc.returncode}): {proc.stderr.strip()}")
     return wall, hashlib.sha256(out.read_bytes()).hexdigest()
 
 
@@ -68,36 +71,41 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan FILE alone")
     ap.add_argument("--no-folder", action="store_true", help="only the --big files")
+    ap.add_argument("--baseline", type=Path, help="also run every case with the cudatrace of this checkout")
     args = ap.parse_args()
     paths = args.paths or [p for p in DEFAULT_PATHS if os.path.exists(p)]
     jobs = [int(j) for j in args.jobs.split(",")]
     runs = [] if args.no_folder else [("folder", paths)]
     runs += [(f"big: {Path(f).name}", [f]) for f in args.big]
     load_before = os.getloadavg()[0]
-    times: dict[tuple[str, int], list[float]] = {(name, j): [] for name, _p in runs for j in jobs}
+    repos = [("this", REPO)] + ([("before", args.baseline.resolve())] if args.baseline else [])
+    cases = [(name, files, who, repo, j) for name, files in runs for who, repo in repos for j in jobs]
+    times: dict[tuple[str, str, int], list[float]] = {(c[0], c[2], c[4]): [] for c in cases}
     digests: dict[str, set[str]] = {name: set() for name, _p in runs}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"
         for _name, files in runs:
             _run(jobs[0], files, out)  # warm the page cache
         for _ in range(args.repeat):
-            for name, files in runs:
-                for j in jobs:  # in turns, so a busy moment of the machine hits every N alike
-                    wall, digest = _run(j, files, out)
-                    times[(name, j)].append(wall)
-                    digests[name].add(digest)
+            for name, files, who, repo, j in cases:  # in turns, so a busy moment hits every case alike
+                wall, digest = _run(j, files, out, repo)
+                times[(name, who, j)].append(wall)
+                digests[name].add(digest)
     print(f"{os.cpu_count()} CPUs; median of {args.repeat} runs in turns")
-    print(f"{'run':<28} {'MB':>6} {'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8} {'document':>9}")
+    print(f"{'run':<28} {'code':>6} {'MB':>6} {'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8} {'document':>9}")
     same = True
     for name, files in runs:
         mb = _size(files) / 1e6
-        base = statistics.median(times[(name, jobs[0])])
-        for j in jobs:
-            med = statistics.median(times[(name, j)])
-            doc = "same" if len(digests[name]) == 1 else "DIFFERENT"
-            print(f"{name:<28} {mb:>6.0f} {j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f} {doc:>9}")
+        doc = "same" if len(digests[name]) == 1 else "DIFFERENT"
+        for who, _repo in repos:
+            base = statistics.median(times[(name, who, jobs[0])])
+            for j in jobs:
+                med = statistics.median(times[(name, who, j)])
+                row = f"{name:<28} {who:>6} {mb:>6.0f} {j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f}"
+                print(f"{row} {doc:>9}")
         same = same and len(digests[name]) == 1
-    print(f"folder: {' '.join(paths)}" if not args.no_folder else "", end="\n" if not args.no_folder else "")
+    if not args.no_folder:
+        print(f"folder: {' '.join(paths)}")
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
     print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
     return 0 if same else 1
