@@ -6,7 +6,9 @@ is the same byte for byte.
 
 The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand
 real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) each such file is also scanned alone,
-in the same turns: one big library whose fatbin containers are read in parts by several processes. One untimed
+in the same turns: one big library whose fatbin containers are read in parts by several processes; and the CPU
+time of its parts and of its finishing scan, each alone, is printed beside that of one process's scan (the
+critical path with free CPUs, which a loaded machine's wall times hide). One untimed
 round warms the page cache first. The load average is printed before and after: on a shared machine a busy
 moment hits every N alike (the runs take turns), but it shrinks what a second process can give.
 
@@ -64,6 +66,65 @@ def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[flo
     return wall, hashlib.sha256(out.read_bytes()).hexdigest()
 
 
+_SPLIT_CPU = """
+import statistics, sys, time
+from cudatrace.tracer.static.scanner import scan_one
+from cudatrace.tracer.static.split import FinishTask, plan_split, run_split_task
+path, jobs, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+scan_one(path)  # imports (lief) and page cache
+def cpu(f, *a):
+    t = time.process_time(); r = f(*a); return time.process_time() - t, r
+serial, parts, finish = [], [], []
+for _ in range(repeat):
+    serial.append(cpu(scan_one, path)[0])
+    tasks = plan_split(path, jobs)
+    if tasks is None:
+        print("not split"); raise SystemExit
+    done = [cpu(run_split_task, t) for t in tasks]
+    parts.append(max(c for c, _r in done))
+    finish.append(cpu(run_split_task, FinishTask(path, tuple(r for _c, r in done)))[0])
+m = statistics.median
+print(f"{m(serial):.2f} {m(parts):.2f} {m(finish):.2f}")
+"""
+
+
+def _split_cpu(path: str, jobs: int, repeat: int) -> str:
+    """CPU seconds of one process's scan of ``path``, of the longest of its ``jobs`` parts and of the finishing
+    scan, each task run alone in one process (so the load of the machine hardly shows); with ``jobs`` free CPUs
+    the file takes about the longest part plus the finish."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-c", _SPLIT_CPU, path, str(jobs), str(repeat)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+    if len(out) != 3:
+        return f"{Path(path).name}: {' '.join(out)}"
+    serial, part, finish = (float(x) for x in out)
+    return (
+        f"{Path(path).name:<24} one process {serial:.2f}  longest of {jobs} parts {part:.2f}  finish {finish:.2f}  "
+        f"critical path {part + finish:.2f} ({serial / (part + finish):.2f}x shorter)"
+    )
+
+
+def _spin(seconds: float) -> float:
+    """Busy-loop for ``seconds`` of wall time; the CPU seconds this process got meanwhile."""
+    start, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - start < seconds:
+        pass
+    return time.process_time() - cpu
+
+
+def _ceiling(jobs: int, seconds: float = 1.0) -> float:
+    """How much more CPU ``jobs`` busy processes get than one, right now: the most any speed-up can be.
+
+    On a machine shared with other work, N CPUs do not give N times one process's share.
+    """
+    import multiprocessing
+
+    one = _spin(seconds)
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        many = sum(pool.map(_spin, [seconds] * jobs))
+    return many / one if one > 0 else float("nan")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*")
@@ -78,6 +139,8 @@ def main() -> int:
     runs = [] if args.no_folder else [("folder", paths)]
     runs += [(f"big: {Path(f).name}", [f]) for f in args.big]
     load_before = os.getloadavg()[0]
+    top = max(jobs)
+    ceiling_before = _ceiling(top) if top > 1 else 1.0
     repos = [("this", REPO)] + ([("before", args.baseline.resolve())] if args.baseline else [])
     cases = [(name, files, who, repo, j) for name, files in runs for who, repo in repos for j in jobs]
     times: dict[tuple[str, str, int], list[float]] = {(c[0], c[2], c[4]): [] for c in cases}
@@ -108,6 +171,16 @@ def main() -> int:
         print(f"folder: {' '.join(paths)}")
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
     print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+    if args.big and top > 1:
+        print(f"CPU seconds of a big file's tasks, each alone in one process (median of {args.repeat}):")
+        for f in args.big:
+            print("  " + _split_cpu(f, top, args.repeat))
+    if top > 1:
+        ceiling_after = _ceiling(top)
+        print(
+            f"CPU {top} busy processes got, against one: {ceiling_before:.2f}x before, {ceiling_after:.2f}x after "
+            f"(no speed-up of --jobs {top} can exceed it)"
+        )
     return 0 if same else 1
 
 

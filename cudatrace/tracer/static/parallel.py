@@ -36,7 +36,6 @@ from cudatrace.tracer.static.split import (
     GpuPartTask,
     SplitPlan,
     SplitTask,
-    plan_split,
     probe_task,
     run_split_task,
 )
@@ -181,10 +180,13 @@ def scan_outcomes(
     wide is read in parts by several processes (:mod:`split`; ``run_task`` runs those parts), and a file for
     which ``wanted`` says False gets None without a worker (asked as the file's turn comes, while the workers
     scan the files before it).
+
+    A file alone is never split: starting the worker processes costs about what reading its GPU code in parts
+    saves, since the rest of its scan (the string search, the hash) still runs in one process after the parts.
     """
     progress = progress or NullProgress()
     progress.start(len(files))
-    if jobs <= 1 or not files or (len(files) == 1 and plan_split(files[0], jobs) is None):
+    if jobs <= 1 or len(files) <= 1:
         return _serial(scan, files, progress)
     return _parallel(files, jobs, progress, scan, run_task, wanted)
 
