@@ -5,12 +5,13 @@ it. Prints the median wall time of each, its speed-up over one process, MB/s, an
 is the same byte for byte.
 
 The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand
-real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) each such file is also scanned alone,
-in the same turns: one big library whose fatbin containers are read in parts by several processes; and the CPU
-time of its parts and of its finishing scan, each alone, is printed beside that of one process's scan (the
-critical path with free CPUs, which a loaded machine's wall times hide). One untimed
-round warms the page cache first. The load average is printed before and after: on a shared machine a busy
-moment hits every N alike (the runs take turns), but it shrinks what a second process can give.
+real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) those files are also scanned
+together, in the same turns: big libraries whose fatbin containers are read in parts by several processes (a
+file scanned alone stays in one process). For each of them the CPU time of its parts and of its finishing scan,
+each run alone, is printed beside that of one process's scan: the critical path with free CPUs, which a loaded
+machine's wall times hide. One untimed round warms the page cache first. The load average is printed before
+and after, and how much more CPU N busy processes got than one: on a shared machine a busy moment hits every N
+alike (the runs take turns), but it caps what more processes can give.
 
 With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
 change), in the same turns; its documents must be the same too.
@@ -130,14 +131,15 @@ def main() -> int:
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--jobs", default=f"1,2{',' + str(os.cpu_count()) if (os.cpu_count() or 1) > 2 else ''}")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan FILE alone")
+    ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan these files together")
     ap.add_argument("--no-folder", action="store_true", help="only the --big files")
     ap.add_argument("--baseline", type=Path, help="also run every case with the cudatrace of this checkout")
     args = ap.parse_args()
     paths = args.paths or [p for p in DEFAULT_PATHS if os.path.exists(p)]
     jobs = [int(j) for j in args.jobs.split(",")]
     runs = [] if args.no_folder else [("folder", paths)]
-    runs += [(f"big: {Path(f).name}", [f]) for f in args.big]
+    if args.big:
+        runs.append((f"{len(args.big)} big file{'s' if len(args.big) > 1 else ''}", list(args.big)))
     load_before = os.getloadavg()[0]
     top = max(jobs)
     ceiling_before = _ceiling(top) if top > 1 else 1.0
