@@ -58,11 +58,18 @@ from cudatrace.tracer.static.fatbin import (
     GpuInventory,
     extract_gpu_code_part,
     gpu_inventory,
+    merge_gpu_code_parts,
     release_pages,
 )
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
-from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
+from cudatrace.tracer.static.strings import (
+    MARGIN,
+    CudaStrings,
+    CudaStringSearch,
+    find_needles,
+    join_needle_hits,
+)
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
@@ -218,12 +225,45 @@ def _stream(
     return _StreamFacts(digest.hexdigest() if digest else None, search.result(), search.needle_hits())
 
 
-def scan_file(path: str, gpu: GpuInventory | None = None) -> BinaryScan | None:
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """What one process read of the bytes ``[lo, hi)`` of a file scanned in parts (:func:`scan_file_part`): its
+    fatbin containers, the static runtime's needles found there (None when the binary cannot hold one), and for
+    the part asked to, the SHA-256 of the whole file."""
+
+    gpu: GpuCodePart
+    needle_hits: dict[bytes, tuple[bytes, ...]] | None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAlready:
+    """What other processes read of a file of ``size`` bytes, put together (:func:`join_file_parts`): the rest of
+    its scan (:func:`scan_file`) takes these instead of reading them again."""
+
+    size: int
+    gpu: GpuInventory
+    needle_hits: dict[bytes, tuple[bytes, ...]] | None
+    sha256: str | None
+
+
+def join_file_parts(parts: Sequence[FilePart]) -> ReadAlready | None:
+    """The parts of one file, in file order, put together; None when they cannot give what one process finds
+    (then the file is read whole)."""
+    gpu = merge_gpu_code_parts([p.gpu for p in parts])
+    if gpu is None or not parts:
+        return None
+    hits = [p.needle_hits for p in parts]
+    needle_hits = None if any(h is None for h in hits) else join_needle_hits([h for h in hits if h is not None])
+    return ReadAlready(gpu.size, gpu, needle_hits, next((p.sha256 for p in parts if p.sha256), None))
+
+
+def scan_file(path: str, read: ReadAlready | None = None) -> BinaryScan | None:
     """Scan one file: a :class:`BinaryScan`, or None when it is neither PE nor ELF (or not a regular file).
 
     Raises :class:`CudatraceError` subclasses naming ``path`` for unreadable or corrupt files; never executes
-    anything from the file. ``gpu`` is the file's GPU code inventory when other processes have read it already
-    (:func:`scan_gpu_part`); it is used when the file still has the size it was read at.
+    anything from the file. ``read`` is what other processes read of the file already (:func:`scan_file_part`);
+    it is used when the file still has the size it was read at.
     """
     try:
         st = os.stat(path)
@@ -238,7 +278,7 @@ def scan_file(path: str, gpu: GpuInventory | None = None) -> BinaryScan | None:
             if fmt is None:
                 return None
             with map_file(fh, path) as buf:
-                return _scan_mapped(path, fmt, buf, fh.fileno(), gpu)
+                return _scan_mapped(path, fmt, buf, fh.fileno(), read)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
 
@@ -274,48 +314,69 @@ def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int
     return out
 
 
-def scan_gpu_part(path: str, lo: int, hi: int) -> GpuCodePart | None:
-    """The fatbin containers that start in the bytes ``[lo, hi)`` of the file at ``path``, read for
-    :func:`~cudatrace.tracer.static.fatbin.merge_gpu_code_parts`; None when the file cannot be read that way
-    (not a binary, unreadable, corrupt: its whole scan says why)."""
+def scan_file_part(path: str, lo: int, hi: int, hash_whole: bool = False) -> FilePart | None:
+    """Read the bytes ``[lo, hi)`` of the file at ``path`` for a scan in parts: the fatbin containers that start
+    there (:func:`~cudatrace.tracer.static.fatbin.extract_gpu_code_part`), the static runtime's needles, and
+    with ``hash_whole`` the SHA-256 of the whole file (in a thread, beside the rest). None when the file cannot
+    be read that way (not a binary, unreadable, corrupt: its whole scan says why)."""
     try:
         with open(path, "rb") as fh:
             fmt = _format_of(fh.read(4096))
             if fmt is None:
                 return None
             with map_file(fh, path) as buf:
-                parsed = _parse(fmt, buf, path)
-                release_pages(buf, 0, len(buf))
-                return extract_gpu_code_part(buf, _fatbin_regions(parsed), lo, hi)
+                hasher = _Hasher(fh.fileno(), len(buf), path) if hash_whole else None
+                try:
+                    parsed = _parse(fmt, buf, path)
+                    release_pages(buf, 0, len(buf))
+                    gpu = extract_gpu_code_part(buf, _fatbin_regions(parsed), lo, hi)
+                    hits = find_needles(buf, NEEDLES, lo, hi) if may_hold_static_runtime(parsed) else None
+                    release_pages(buf, lo, hi)
+                    return FilePart(gpu, hits, hasher.result() if hasher is not None else None)
+                finally:
+                    if hasher is not None:
+                        hasher.cancel()
     except (OSError, ValueError, CudatraceError):
         return None
 
 
-def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, gpu: GpuInventory | None = None) -> BinaryScan:
+def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, read: ReadAlready | None = None) -> BinaryScan:
+    if read is not None and read.size != len(buf):
+        read = None  # the file changed since its parts were read
     # A file larger than one window is hashed in a worker thread from the start, beside everything else; a
     # smaller one by the string pass (starting a thread would cost more than it saves).
-    hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW else None
+    hashed = read is not None and read.sha256 is not None
+    hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW and not hashed else None
     try:
-        return _scan_parts(path, fmt, buf, fd, hasher, gpu if gpu is not None and gpu.size == len(buf) else None)
+        return _scan_parts(path, fmt, buf, fd, hasher, read)
     finally:
         if hasher is not None:
             hasher.cancel()  # returns at once when the hash is done; stops it when the scan failed
 
 
 def _scan_parts(
-    path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None, gpu: GpuInventory | None
+    path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None, read: ReadAlready | None
 ) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
     # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
     # left out of the string search like the sections are.
-    if gpu is None:
-        gpu = gpu_inventory(buf, _fatbin_regions(parsed))
+    gpu = read.gpu if read is not None else gpu_inventory(buf, _fatbin_regions(parsed))
     gpu_code, gpu_errors = gpu.gpu_code, gpu.errors
     exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in gpu.spans]
     # cudart's needles are only worth a search when the binary might carry a static runtime.
     needles = NEEDLES if may_hold_static_runtime(parsed) else ()
-    stream = _stream(fd, len(buf), exclude, needles, path, hash_too=hasher is None)
+    found_needles = read.needle_hits if read is not None and needles else None
+    sha256 = read.sha256 if read is not None else None
+    stream = _stream(
+        fd,
+        len(buf),
+        exclude,
+        () if found_needles is not None else needles,
+        path,
+        hash_too=sha256 is None and hasher is None,
+    )
+    literals = found_needles if found_needles is not None else stream.literals
     found = stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
@@ -354,7 +415,7 @@ def _scan_parts(
         driver_names,
         found.library_names,
         [i.ptx_version for i in gpu_code.ptx],
-        literals=stream.literals,
+        literals=literals,
     )
     if static_runtime is not None:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
@@ -371,7 +432,7 @@ def _scan_parts(
         path=path,
         format=fmt,
         size=len(buf),
-        sha256=hasher.result() if hasher is not None else stream.sha256 or "",
+        sha256=sha256 or (hasher.result() if hasher is not None else stream.sha256 or ""),
         machine=parsed.machine,
         cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name, x.how.value))),
         imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function, u.how.value))),
@@ -624,15 +685,15 @@ def file_error(path: str, exc: CudatraceError) -> FileError:
 ScanOutcome = BinaryScan | FileError | None
 
 
-def scan_one(path: str, gpu: GpuInventory | None = None) -> ScanOutcome:
+def scan_one(path: str, read: ReadAlready | None = None) -> ScanOutcome:
     """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
 
-    Bugs (any other exception) still raise, with their traceback. ``gpu`` as for :func:`scan_file`.
+    Bugs (any other exception) still raise, with their traceback. ``read`` as for :func:`scan_file`.
     """
     if os.path.isdir(path):  # only folders that could not be listed come back from the walk
         return FileError(path, "unreadable", f"{path}: cannot list this folder")
     try:
-        return scan_file(path, gpu)
+        return scan_file(path, read)
     except CudatraceError as exc:
         return file_error(path, exc)
     except (MemoryError, RecursionError) as exc:

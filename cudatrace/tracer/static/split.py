@@ -1,13 +1,14 @@
 """One big file over several processes: its fatbin containers in parts, then the rest of its scan.
 
 A library such as cuFFT (279 MB, 12,381 containers) spends most of its scan reading GPU code. :func:`plan_split`
-(run by a worker, :class:`ProbeTask`) cuts such a file into byte ranges (one :class:`GpuPartTask` each), which
-worker processes read at the same time
-(:func:`~cudatrace.tracer.static.scanner.scan_gpu_part`); a :class:`FinishTask` then puts the parts together
-(:func:`~cudatrace.tracer.static.fatbin.merge_gpu_code_parts`) and scans the rest of the file with that
-inventory. The result is the one a single process gives, byte for byte: when the parts cannot tell it (a part
-could not be read, the walks do not join up, the file's decompression budget would have run out differently),
-the finishing process reads the file whole instead.
+(run by a worker, :class:`ProbeTask`) cuts such a file into byte ranges, one :class:`GpuPartTask` each, which
+worker processes read at the same time (:func:`~cudatrace.tracer.static.scanner.scan_file_part`: the fatbin
+containers, the static runtime's needles, and for the first part the file's hash). A :class:`FinishTask` then
+puts the parts together (:func:`~cudatrace.tracer.static.scanner.join_file_parts`) and scans the rest of the
+file with them: the string search outside the GPU code, and what the scan makes of it all. The result is the one
+a single process gives, byte for byte: when the parts cannot tell it (a part could not be read, the walks do not
+join up, the file's decompression budget would have run out differently), the finishing process reads the file
+whole instead.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import os
 import pickle
 from dataclasses import dataclass
 
-from cudatrace.tracer.static.fatbin import MAGIC_BYTES, GpuCodePart, merge_gpu_code_parts
-from cudatrace.tracer.static.scanner import ScanOutcome, scan_gpu_part, scan_one
+from cudatrace.tracer.static.fatbin import MAGIC_BYTES
+from cudatrace.tracer.static.scanner import FilePart, ScanOutcome, join_file_parts, scan_file_part, scan_one
 
 SPLIT_FILE = 64 * 1024 * 1024  # files at least this big are read in parts ...
 SPLIT_SPAN = 16 * 1024 * 1024  # ... when their fatbin magics spread over at least this many bytes
@@ -53,11 +54,13 @@ class SplitPlan:
 
 @dataclass(frozen=True, slots=True)
 class GpuPartTask:
-    """Read the fatbin containers that start in the bytes ``[lo, hi)`` of ``path``."""
+    """Read the bytes ``[lo, hi)`` of ``path`` for its scan in parts: the fatbin containers that start there and
+    the static runtime's needles; with ``hash_whole`` the whole file's SHA-256 too."""
 
     path: str
     lo: int
     hi: int
+    hash_whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,19 +114,21 @@ def plan_split(
         return None
     parts = max(2, min(jobs, span // max(1, part_bytes)))
     cuts = [0, *(first + span * k // parts for k in range(1, parts)), size]
-    return tuple(GpuPartTask(path, lo, hi) for lo, hi in itertools.pairwise(cuts))
+    # The first part hashes the whole file as well: the finishing scan is what one process still does alone.
+    return tuple(GpuPartTask(path, lo, hi, lo == 0) for lo, hi in itertools.pairwise(cuts))
 
 
 def run_split_task(task: SplitTask) -> SplitPlan | bytes | ScanOutcome:
     """What a worker process does with one task of a big file: the plan of its parts, a part's pickled
-    :class:`~cudatrace.tracer.static.fatbin.GpuCodePart` (or None), or the file's scan outcome."""
+    :class:`~cudatrace.tracer.static.scanner.FilePart` (or None), or the file's scan outcome."""
     if isinstance(task, ProbeTask):
         plan = plan_split(
             task.path, task.jobs, min_size=task.min_size, min_span=task.min_span, part_bytes=task.part_bytes
         )
         return SplitPlan(plan) if plan else scan_one(task.path)
     if isinstance(task, GpuPartTask):
-        return pickle.dumps(scan_gpu_part(task.path, task.lo, task.hi), protocol=pickle.HIGHEST_PROTOCOL)
+        part = scan_file_part(task.path, task.lo, task.hi, task.hash_whole)
+        return pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
     parts = [pickle.loads(p) for p in task.parts]
-    whole = [p for p in parts if isinstance(p, GpuCodePart)]
-    return scan_one(task.path, merge_gpu_code_parts(whole) if len(whole) == len(parts) else None)
+    read = [p for p in parts if isinstance(p, FilePart)]
+    return scan_one(task.path, join_file_parts(read) if len(read) == len(parts) else None)

@@ -4,6 +4,7 @@ while reading a part costs that file alone."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
 from pathlib import Path
@@ -15,7 +16,7 @@ from cudatrace.errors import EXIT_PARTIAL
 from cudatrace.model import FileError
 from cudatrace.tracer.static import fatbin, parallel, split
 from cudatrace.tracer.static.parallel import scan_outcomes
-from cudatrace.tracer.static.scanner import plan_files, scan_one
+from cudatrace.tracer.static.scanner import join_file_parts, plan_files, scan_one
 from cudatrace.tracer.static.split import FinishTask, GpuPartTask, ProbeTask, SplitPlan, plan_split, run_split_task
 
 CUDA_LIBS = Path("/usr/local/cuda/lib64")
@@ -81,11 +82,16 @@ def die_finishing(task: split.SplitTask) -> object:
 def test_parts_put_together_give_the_scan_of_one_process(nvcc_many: Path, split_everything: None) -> None:
     whole = scan_one(str(nvcc_many))
     assert whole is not None and not isinstance(whole, FileError) and whole.gpu_code.containers >= 12
+    # Its static runtime is told by nvcc's release string, which the parts find (the finish does not search).
+    assert whole.static_runtime is not None and "nvcc release" in whole.static_runtime.evidence
     for jobs in (2, 3, 5, 8):
         tasks = plan_split(str(nvcc_many), jobs)
         assert tasks is not None and len(tasks) == jobs
+        assert [t.hash_whole for t in tasks] == [True] + [False] * (jobs - 1)
         parts = tuple(run_split_task(t) for t in tasks)
         assert all(isinstance(p, bytes) for p in parts)
+        read = join_file_parts([pickle.loads(p) for p in parts])  # type: ignore[arg-type]
+        assert read is not None and read.sha256 == whole.sha256 and read.needle_hits
         assert run_split_task(FinishTask(str(nvcc_many), parts)) == whole  # type: ignore[arg-type]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import shutil
 import subprocess
@@ -187,3 +188,18 @@ def test_small_gaps_between_excluded_ranges_are_searched_unless_only_nul() -> No
     found = extract_cuda_strings(buf, exclude=exclude)
     assert found.function_names == ("cuInit",)
     assert found.library_names == ("libcublas.so.12",)
+
+
+def test_needles_found_in_ranges_join_into_the_whole_files() -> None:
+    needles = [b"Cuda compilation tools, release ", b"no CUDA-capable device"]
+    buf = b"".join(
+        (b"x" * (i % 7) + needles[i % 2] + b"%d.%d junk " % (i, i)) if i % 3 else b"\0" * 300 for i in range(400)
+    )
+    search = strings.CudaStringSearch(len(buf), (), needles)
+    search.feed(buf, 0, 0, len(buf))
+    whole = search.needle_hits()
+    assert len(whole[needles[0]]) == strings.MAX_NEEDLE_HITS
+    for cuts in ([], [1], [len(buf) // 3, len(buf) // 2], list(range(17, len(buf), 977))):
+        bounds = [0, *cuts, len(buf)]
+        parts = [strings.find_needles(buf, needles, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        assert strings.join_needle_hits(parts) == whole, cuts
