@@ -14,7 +14,6 @@ whole instead.
 from __future__ import annotations
 
 import itertools
-import mmap
 import os
 import pickle
 from dataclasses import dataclass
@@ -92,7 +91,7 @@ def plan_split(
     ``part_bytes`` of the span at least. The thresholds default to :data:`SPLIT_FILE`, :data:`SPLIT_SPAN` and
     :data:`PART_BYTES`.
 
-    Only the first and the last magic are looked for (a search at memory speed, from either end), and the bytes
+    Only the first and the last magic are looked for (read from either end), and the bytes
     between them are cut evenly: GPU code lies between them, the rest of the file costs the parts nothing.
     """
     min_size = SPLIT_FILE if min_size is None else min_size
@@ -101,13 +100,13 @@ def plan_split(
     if jobs < 2:
         return None
     try:
-        if os.stat(path).st_size < min_size:
-            return None
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            first = buf.find(MAGIC_BYTES)
-            last = buf.rfind(MAGIC_BYTES) if first >= 0 else -1
-            size = len(buf)
-    except (OSError, ValueError):
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < min_size:
+                return None
+            first = _find_magic(fh.fileno(), size, reverse=False)
+            last = _find_magic(fh.fileno(), size, reverse=True) if first >= 0 else -1
+    except OSError:
         return None  # the scan of the file says what is wrong with it
     span = last - first
     if first < 0 or span < min_span:
@@ -116,6 +115,23 @@ def plan_split(
     cuts = [0, *(first + span * k // parts for k in range(1, parts)), size]
     # The first part hashes the whole file as well: the finishing scan is what one process still does alone.
     return tuple(GpuPartTask(path, lo, hi, lo == 0) for lo, hi in itertools.pairwise(cuts))
+
+
+PROBE_CHUNK = 8 * 1024 * 1024
+
+
+def _find_magic(fd: int, size: int, *, reverse: bool) -> int:
+    """The offset of the first (or last) fatbin magic in the file, or -1, read in chunks with ``pread``: through a
+    mapping, the page faults of a 100 MB library without GPU code cost 0.1 s before its scan even starts."""
+    step = PROBE_CHUNK
+    overlap = len(MAGIC_BYTES) - 1
+    starts = range(0, size, step)
+    for lo in reversed(starts) if reverse else starts:
+        chunk = os.pread(fd, min(step + overlap, size - lo), lo)
+        hit = chunk.rfind(MAGIC_BYTES) if reverse else chunk.find(MAGIC_BYTES)
+        if hit >= 0:
+            return lo + hit
+    return -1
 
 
 def run_split_task(task: SplitTask) -> SplitPlan | bytes | ScanOutcome:
