@@ -261,14 +261,21 @@ class _Schedule:
     def finished(self, index: int) -> bool:
         return index < self.next_out or index in self.done
 
-    def take(self) -> tuple[int, Task] | None:
-        """The next task to hand out, or None when the window holds everything back."""
+    def take(self, idle: bool) -> tuple[int, Task] | None:
+        """The next task to hand out to a worker (``idle``: one with nothing queued), or None when the window holds
+        everything back.
+
+        A finishing task carries megabytes of parts: it goes only to an idle worker, which is reading its pipe. A
+        busy one may be writing a big reply meanwhile, and the two writes would wait for each other for ever.
+        """
         while self.pending:
             index, task = self.pending[0]
             if self.finished(index):  # a part of a file that already failed
                 self.pending.popleft()
                 continue
             if index not in self.big and index >= self.next_out + self.window:
+                return None
+            if isinstance(task, FinishTask) and not idle:
                 return None
             self.pending.popleft()
             if isinstance(task, str) and self.wanted is not None and not self.wanted(task):
@@ -332,7 +339,7 @@ def _parallel(
                 for w in list(pool.workers):
                     if len(w.queued) > _depth:
                         continue
-                    task = plan.take()
+                    task = plan.take(idle=not w.queued)
                     if task is None:
                         break
                     try:

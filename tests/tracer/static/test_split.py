@@ -158,3 +158,14 @@ def test_a_worker_that_dies_finishing_costs_only_its_file(cuda_tree: Path, split
         lost = got[path]
         assert isinstance(lost, FileError) and "died (SIGKILL)" in lost.message
     assert {p: got[p] for p in files if p not in split_files} == {p: serial[p] for p in files if p not in split_files}
+
+
+def test_a_finishing_task_goes_only_to_an_idle_worker() -> None:
+    # It carries megabytes of parts; a busy worker may be writing a big reply to the parent at the same time.
+    from cudatrace.reports.progress import NullProgress
+
+    plan = parallel._Schedule(["a", "b"], 2, NullProgress(), True, None)
+    plan.pending.clear()
+    plan.pending.extend([(0, FinishTask("a", ())), (1, "b")])
+    assert plan.take(idle=False) is None
+    assert plan.take(idle=True) == (0, FinishTask("a", ()))
