@@ -82,8 +82,8 @@ class Record:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (to and from scan worker processes) as its class and field values. The default for a slotted
-        # dataclass calls dataclasses.fields() for every object, each way: for the 12,000 images of cuFFT that
-        # was a tenth of a second of the parent's time per file.
+        # dataclass calls dataclasses.fields() for every object, each way: 45 ms instead of 30 ms for the 12,000
+        # images of cuFFT, on the parent's time.
         cls = type(self)
         return (_rebuild, (cls, tuple(getattr(self, name) for name in _field_names(cls))))
 
