@@ -80,10 +80,35 @@ class Record:
         """JSON form."""
         return encode(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (to and from scan worker processes) as its class and field values. The default for a slotted
+        # dataclass calls dataclasses.fields() for every object, each way: 45 ms instead of 30 ms for the 12,000
+        # images of cuFFT, on the parent's time.
+        cls = type(self)
+        return (_rebuild, (cls, tuple(getattr(self, name) for name in _field_names(cls))))
+
     @classmethod
     def from_dict(cls: type[T], d: Mapping[str, Any]) -> T:
         """Read the JSON form back."""
         return decode(cls, d)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _rebuild(cls: type[T], values: tuple[Any, ...]) -> T:
+    """A record from :meth:`Record.__reduce__`: the same field values, set as unpickling sets them (no __init__)."""
+    obj = object.__new__(cls)
+    for name, value in zip(_field_names(cls), values, strict=True):
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 def counts(**kw: Any) -> dict[str, Any]:

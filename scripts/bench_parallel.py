@@ -5,9 +5,18 @@ it. Prints the median wall time of each, its speed-up over one process, MB/s, an
 is the same byte for byte.
 
 The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand
-real ELF files) and the bundled examples. One untimed round warms the page cache first.
+real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) those files are also scanned
+together, in the same turns: big libraries whose fatbin containers are read in parts by several processes (a
+file scanned alone stays in one process). For each of them the CPU time of its parts and of its finishing scan,
+each run alone, is printed beside that of one process's scan: the critical path with free CPUs, which a loaded
+machine's wall times hide. One untimed round warms the page cache first. The load average is printed before
+and after, and how much more CPU N busy processes got than one: on a shared machine a busy moment hits every N
+alike (the runs take turns), but it caps what more processes can give.
 
-Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [PATH ...]``
+With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
+change), in the same turns; its documents must be the same too.
+
+Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [--big FILE]... [--baseline DIR] [PATH ...]``
 """
 
 from __future__ import annotations
@@ -46,16 +55,75 @@ def _size(paths: list[str]) -> int:
     return total
 
 
-def _run(jobs: int, paths: list[str], out: Path) -> tuple[float, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[float, str]:
+    env = dict(os.environ, PYTHONPATH=str(repo))
     cmd = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress"]
     cmd += ["--format", "json", "-o", str(out), "--jobs", str(jobs), *paths]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 4):
-        sys.exit(f"scan --jobs {jobs} failed ({proc.returncode}): {proc.stderr.strip()}")
+        sys.exit(f"scan --jobs {jobs} ({repo}) failed ({proc.returncode}): {proc.stderr.strip()}")
     return wall, hashlib.sha256(out.read_bytes()).hexdigest()
+
+
+_SPLIT_CPU = """
+import statistics, sys, time
+from cudatrace.tracer.static.scanner import scan_one
+from cudatrace.tracer.static.split import FinishTask, plan_split, run_split_task
+path, jobs, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+scan_one(path)  # imports (lief) and page cache
+def cpu(f, *a):
+    t = time.process_time(); r = f(*a); return time.process_time() - t, r
+serial, parts, finish = [], [], []
+for _ in range(repeat):
+    serial.append(cpu(scan_one, path)[0])
+    tasks = plan_split(path, jobs)
+    if tasks is None:
+        print("not split"); raise SystemExit
+    done = [cpu(run_split_task, t) for t in tasks]
+    parts.append(max(c for c, _r in done))
+    finish.append(cpu(run_split_task, FinishTask(path, tuple(r for _c, r in done)))[0])
+m = statistics.median
+print(f"{m(serial):.2f} {m(parts):.2f} {m(finish):.2f}")
+"""
+
+
+def _split_cpu(path: str, jobs: int, repeat: int) -> str:
+    """CPU seconds of one process's scan of ``path``, of the longest of its ``jobs`` parts and of the finishing
+    scan, each task run alone in one process (so the load of the machine hardly shows); with ``jobs`` free CPUs
+    the file takes about the longest part plus the finish."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-c", _SPLIT_CPU, path, str(jobs), str(repeat)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+    if len(out) != 3:
+        return f"{Path(path).name}: {' '.join(out)}"
+    serial, part, finish = (float(x) for x in out)
+    return (
+        f"{Path(path).name:<24} one process {serial:.2f}  longest of {jobs} parts {part:.2f}  finish {finish:.2f}  "
+        f"critical path {part + finish:.2f} ({serial / (part + finish):.2f}x shorter)"
+    )
+
+
+def _spin(seconds: float) -> float:
+    """Busy-loop for ``seconds`` of wall time; the CPU seconds this process got meanwhile."""
+    start, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() - start < seconds:
+        pass
+    return time.process_time() - cpu
+
+
+def _ceiling(jobs: int, seconds: float = 1.0) -> float:
+    """How much more CPU ``jobs`` busy processes get than one, right now: the most any speed-up can be.
+
+    On a machine shared with other work, N CPUs do not give N times one process's share.
+    """
+    import multiprocessing
+
+    one = _spin(seconds)
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        many = sum(pool.map(_spin, [seconds] * jobs))
+    return many / one if one > 0 else float("nan")
 
 
 def main() -> int:
@@ -63,29 +131,58 @@ def main() -> int:
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--jobs", default=f"1,2{',' + str(os.cpu_count()) if (os.cpu_count() or 1) > 2 else ''}")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan these files together")
+    ap.add_argument("--no-folder", action="store_true", help="only the --big files")
+    ap.add_argument("--baseline", type=Path, help="also run every case with the cudatrace of this checkout")
     args = ap.parse_args()
     paths = args.paths or [p for p in DEFAULT_PATHS if os.path.exists(p)]
     jobs = [int(j) for j in args.jobs.split(",")]
-    mb = _size(paths) / 1e6
-    times: dict[int, list[float]] = {j: [] for j in jobs}
-    digests: set[str] = set()
+    runs = [] if args.no_folder else [("folder", paths)]
+    if args.big:
+        runs.append((f"{len(args.big)} big file{'s' if len(args.big) > 1 else ''}", list(args.big)))
+    load_before = os.getloadavg()[0]
+    top = max(jobs)
+    ceiling_before = _ceiling(top) if top > 1 else 1.0
+    repos = [("this", REPO)] + ([("before", args.baseline.resolve())] if args.baseline else [])
+    cases = [(name, files, who, repo, j) for name, files in runs for who, repo in repos for j in jobs]
+    times: dict[tuple[str, str, int], list[float]] = {(c[0], c[2], c[4]): [] for c in cases}
+    digests: dict[str, set[str]] = {name: set() for name, _p in runs}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"
-        _run(jobs[0], paths, out)  # warm the page cache
+        for _name, files in runs:
+            _run(jobs[0], files, out)  # warm the page cache
         for _ in range(args.repeat):
-            for j in jobs:  # in turns, so a busy moment of the machine hits every N alike
-                wall, digest = _run(j, paths, out)
-                times[j].append(wall)
-                digests.add(digest)
-    print(f"files: {' '.join(paths)} ({mb:.0f} MB); {os.cpu_count()} CPUs; median of {args.repeat}")
-    print(f"{'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8}")
-    base = statistics.median(times[jobs[0]])
-    for j in jobs:
-        med = statistics.median(times[j])
-        print(f"{j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f}")
-    same = len(digests) == 1
+            for name, files, who, repo, j in cases:  # in turns, so a busy moment hits every case alike
+                wall, digest = _run(j, files, out, repo)
+                times[(name, who, j)].append(wall)
+                digests[name].add(digest)
+    print(f"{os.cpu_count()} CPUs; median of {args.repeat} runs in turns")
+    print(f"{'run':<28} {'code':>6} {'MB':>6} {'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8} {'document':>9}")
+    same = True
+    for name, files in runs:
+        mb = _size(files) / 1e6
+        doc = "same" if len(digests[name]) == 1 else "DIFFERENT"
+        for who, _repo in repos:
+            base = statistics.median(times[(name, who, jobs[0])])
+            for j in jobs:
+                med = statistics.median(times[(name, who, j)])
+                row = f"{name:<28} {who:>6} {mb:>6.0f} {j:>5} {med:>8.2f} {base / med:>8.2f}x {mb / med:>8.0f}"
+                print(f"{row} {doc:>9}")
+        same = same and len(digests[name]) == 1
+    if not args.no_folder:
+        print(f"folder: {' '.join(paths)}")
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+    if args.big and top > 1:
+        print(f"CPU seconds of a big file's tasks, each alone in one process (median of {args.repeat}):")
+        for f in args.big:
+            print("  " + _split_cpu(f, top, args.repeat))
+    if top > 1:
+        ceiling_after = _ceiling(top)
+        print(
+            f"CPU {top} busy processes got, against one: {ceiling_before:.2f}x before, {ceiling_after:.2f}x after "
+            f"(no speed-up of --jobs {top} can exceed it)"
+        )
     return 0 if same else 1
 
 

@@ -361,3 +361,41 @@ def build_nvcc(variant: str) -> Path:
         _run([NVCC, *flags, "-o", variant, "k.cu"], d)
 
     return cached_build(f"{variant}/1\n{flags}\n{KERNEL_CU}{_tool_id(NVCC)}", build) / variant
+
+
+# A library of many translation units, each a fatbin container of its own, in the ways nvcc writes them: SASS for
+# several architectures with PTX, compressed or not. Its containers lie back to back in .nv_fatbin, as a big CUDA
+# library's do, so a scan that reads them in parts cuts between and inside them.
+MANY_UNITS = 12
+MANY_GENCODES: tuple[tuple[str, ...], ...] = (
+    ("-gencode", "arch=compute_75,code=[sm_75,compute_75]", "-gencode", "arch=compute_90,code=sm_90"),
+    ("-Xfatbin", "-compress-all", "-gencode", "arch=compute_80,code=[sm_80,compute_80]"),
+    ("-gencode", "arch=compute_86,code=sm_86", "-gencode", "arch=compute_89,code=compute_89"),
+)
+MANY_UNIT_CU = r"""
+template <int K> __global__ void unit_kernel(float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * (K + UNIT) + 1.0f;
+}
+template __global__ void unit_kernel<1>(float *, int);
+template __global__ void unit_kernel<2>(float *, int);
+template __global__ void unit_kernel<3>(float *, int);
+extern "C" void launch_UNIT(float *x, int n) { unit_kernel<1><<<(n + 255) / 256, 256>>>(x, n); }
+"""
+
+
+def build_nvcc_many() -> Path:
+    """``libmany.so``: :data:`MANY_UNITS` CUDA translation units linked into one shared library by nvcc."""
+
+    def build(d: Path) -> None:
+        objects = []
+        for unit in range(MANY_UNITS):
+            src = d / f"unit{unit}.cu"
+            src.write_text(MANY_UNIT_CU.replace("UNIT", str(unit)))
+            flags = MANY_GENCODES[unit % len(MANY_GENCODES)]
+            _run([NVCC, "-c", "-Xcompiler", "-fPIC", *flags, "-o", f"unit{unit}.o", src.name], d)
+            objects.append(f"unit{unit}.o")
+        _run([NVCC, "-shared", "-o", "libmany.so", *objects], d)
+
+    key = f"nvcc_many/1\n{MANY_UNITS}\n{MANY_GENCODES}\n{MANY_UNIT_CU}{_tool_id(NVCC)}"
+    return cached_build(key, build) / "libmany.so"

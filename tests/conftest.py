@@ -111,3 +111,11 @@ def nvcc_compressed() -> Path:
 def nvcc_rdc() -> Path:
     """``-rdc=true``: relocatable device code in ``__nv_relfatbin`` beside the linked fatbin."""
     return _nvcc("nvcc_rdc")
+
+
+@pytest.fixture(scope="session")
+def nvcc_many() -> Path:
+    """A shared library of 12 CUDA units (12 fatbin containers, SASS and PTX for several architectures, some
+    compressed)."""
+    _need(binaries.NVCC)
+    return binaries.build_nvcc_many()

@@ -31,13 +31,14 @@ containers are still read.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import re
 import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, cast
+from typing import IO, NamedTuple, cast
 
 from cudatrace.errors import CorruptBinaryError
 from cudatrace.model import GpuCode, GpuImage, ImageKind
@@ -371,13 +372,63 @@ def _zstd_prefix(src: bytes | _PayloadReader, limit: int) -> bytes:
     return bytes(out)
 
 
-class DecodeBudget:
-    """What one file may still decompress (see FAST_DECODE_BUDGET, SLOW_DECODE_BUDGET); shared by its images."""
+#: One question an image put to the budget: (fast pool?, bytes asked, allowed?, bytes spent).
+BudgetCheck = tuple[bool, int, bool, int]
 
-    def __init__(self, fast: int | None = None, slow: int | None = None) -> None:
+
+class DecodeBudget:
+    """What one file may still decompress (see FAST_DECODE_BUDGET, SLOW_DECODE_BUDGET); shared by its images.
+
+    With ``record`` every question and what it cost is kept in ``checks``, so that a process which read part of
+    a file against a budget of its own can later be replayed against the file's one (:meth:`replay`).
+    """
+
+    def __init__(self, fast: int | None = None, slow: int | None = None, *, record: bool = False) -> None:
         self.fast = FAST_DECODE_BUDGET if fast is None else fast
         self.slow = SLOW_DECODE_BUDGET if slow is None else slow
         self.refused = 0  # images left unread because the budget ran out
+        self.checks: list[BudgetCheck] | None = [] if record else None
+
+    def allows_fast(self, size: int) -> bool:
+        """May the C decoder produce up to ``size`` bytes? (Spend it with :meth:`spend_fast`.)"""
+        ok = self.fast >= size
+        if self.checks is not None:
+            self.checks.append((True, size, ok, 0))
+        return ok
+
+    def spend_fast(self, size: int) -> None:
+        """The C decoder, allowed by the last :meth:`allows_fast`, cost ``size`` bytes."""
+        self.fast -= size
+        if self.checks is not None and self.checks:
+            fast, asked, ok, _spent = self.checks[-1]
+            self.checks[-1] = (fast, asked, ok, size)
+
+    def take_slow(self, size: int) -> bool:
+        """Spend ``size`` bytes of Python decoding if they are left; False (nothing spent) if not."""
+        ok = self.slow >= size
+        if ok:
+            self.slow -= size
+        if self.checks is not None:
+            self.checks.append((False, size, ok, size if ok else 0))
+        return ok
+
+    def replay(self, checks: Sequence[BudgetCheck]) -> bool:
+        """Spend what ``checks`` (recorded by another budget) spent; False when this budget would have answered
+        one of them otherwise (then the images decoded with them are not what this budget would give)."""
+        for fast, asked, ok, spent in checks:
+            if ((self.fast if fast else self.slow) >= asked) != ok:
+                return False
+            if fast:
+                self.fast -= spent
+            else:
+                self.slow -= spent
+        return True
+
+
+def file_budget(size: int, *, record: bool = False) -> DecodeBudget:
+    """The decompression budget of a file of ``size`` bytes."""
+    fast = min(FAST_DECODE_BUDGET, max(FAST_DECODE_MIN, FAST_DECODE_PER_BYTE * size))
+    return DecodeBudget(fast, record=record)
 
 
 class OverBudgetError(Exception):
@@ -409,22 +460,20 @@ def read_payload_prefix(
     # size that lies makes it fail, and the Python decoder says how.
     bound = entry.uncompressed_size or min(LZ4_UNSIZED_MAX, 255 * stored)
     whole_ok = 0 < bound <= LZ4_WHOLE_MAX and stored <= LZ4_WHOLE_MAX
-    if method == "lz4" and whole_ok and (budget is None or budget.fast >= bound):
+    if method == "lz4" and whole_ok and (budget is None or budget.allows_fast(bound)):
         import lz4.block
 
         try:
             whole = lz4.block.decompress(bytes(buf[start : start + stored]), uncompressed_size=bound)
             if budget is not None:
-                budget.fast -= len(whole)
+                budget.spend_fast(len(whole))
             return bytes(whole[:limit])  # the whole image: a block that decodes within the bound is complete
         except Exception:  # lz4.block.LZ4BlockError and friends: fall through to the bounded Python decoder
             if budget is not None:
-                budget.fast -= bound
+                budget.spend_fast(bound)
     if method == "lz4":
-        if budget is not None:
-            if budget.slow < limit:
-                raise OverBudgetError("LZ4 decoding budget exhausted")
-            budget.slow -= limit
+        if budget is not None and not budget.take_slow(limit):
+            raise OverBudgetError("LZ4 decoding budget exhausted")
         # Literals are copied 1:1, so a little more input than output is nearly always enough; retry with the
         # full (capped) payload only when the short prefix runs out.
         short = min(stored, 2 * limit + 4096)
@@ -553,21 +602,181 @@ def image_from_entry(
 
 # ---------------------------------------------------------------------------------------------------------------
 # The whole file
+#
+# The inventory is found in two steps, so that the containers of one big file can be read by several processes
+# and still give the document one process gives. A *walk* goes through one byte range of a segment (a fatbin
+# section, or the bytes between sections searched for the magic) and records what it meets, in file order:
+# containers with their images decoded, and magics that start none. A *replay* then takes the walks of the
+# whole file in the order one process would have made them and applies everything kept over the whole file:
+# the image, container and stray-magic caps, the bounded error list, the decompression budget. In one process
+# each segment is walked whole and replayed at once; split over processes, each walks the ranges of its share
+# of the file and the replay checks that the walks join up, that each image's budget questions would have had
+# the same answers, and otherwise says the file must be read whole (None).
 
 
-class _Collector:
-    """Accumulates images, container count and bounded error messages for one file."""
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """Bytes searched for containers: a fatbin section (``region`` set) or the bytes between sections."""
 
-    def __init__(self, buf: mmap.mmap | bytes) -> None:
-        self.buf = buf
+    start: int
+    end: int
+    region: FatbinRegion | None
+
+    def name(self, offset: int) -> str:
+        return self.region.name if self.region is not None else f"offset 0x{offset:x}"
+
+
+#: The plan of one file: its segments in the order they are searched, with the section problems between them.
+_Plan = tuple[_Segment | str, ...]
+
+
+def _plan(size: int, regions: Sequence[FatbinRegion], search_elsewhere: bool) -> _Plan:
+    steps: list[_Segment | str] = []
+    covered: list[tuple[int, int]] = []
+    last_end = 0
+    for region in sorted(regions, key=lambda r: (r.offset, r.size)):
+        start, end = region.offset, region.offset + region.size
+        if region.offset < 0 or region.size < 0 or start >= size:
+            steps.append(f"section {region.name} at 0x{region.offset:x} (size {region.size}) lies outside the file")
+            continue
+        if end > size:
+            steps.append(f"section {region.name} at 0x{region.offset:x} runs past the end of the file")
+            end = size
+        if start < last_end:
+            steps.append(f"section {region.name} at 0x{region.offset:x} overlaps an earlier fatbin section")
+            start = last_end
+        if start < end:
+            steps.append(_Segment(start, end, region))
+            covered.append((start, end))
+        last_end = max(last_end, end)
+    if search_elsewhere:
+        pos = 0
+        for gap_start, gap_end in [*covered, (size, size)]:
+            if pos < gap_start:
+                steps.append(_Segment(pos, gap_start, None))
+            pos = max(pos, gap_end)
+    return tuple(steps)
+
+
+# _Image and _Hit are named tuples rather than dataclasses: a part of cuFFT holds thousands of each, and they are
+# pickled from one process to another twice; a tuple pickles several times faster.
+
+
+class _Image(NamedTuple):
+    """One entry as a walk read it: its image (None for an unknown kind), its problem, and with a recording
+    budget the budget questions it asked (``checks``) and whether the budget refused it."""
+
+    image: GpuImage | None
+    problem: str | None
+    checks: tuple[BudgetCheck, ...] | None = None
+    refused: bool = False
+
+
+class _Hit(NamedTuple):
+    """A magic a walk met at ``offset``, searching from ``searched_from``; the search goes on at ``resume``.
+
+    ``images`` is None for a magic that starts no container (``message`` says why for a fatbin section, where
+    the parse failed; empty for an implausible header found by search). A last ``None`` in ``images`` is an
+    entry the walk did not read, its image cap reached.
+    """
+
+    offset: int
+    searched_from: int
+    resume: int
+    images: tuple[_Image | None, ...] | None
+    message: str = ""
+    problems: tuple[str, ...] = ()  # the container's own problems (a truncated entry ...)
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What a walk of ``[lo, hi)`` of one segment met; ``next`` is where its last search began, ``stopped``
+    whether it stopped early at a cap (then ``next`` means nothing)."""
+
+    lo: int
+    hi: int
+    hits: tuple[_Hit, ...]
+    next: int
+    stopped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Caps:
+    images: int = MAX_IMAGES
+    containers: int = MAX_CONTAINERS
+    stray: int = MAX_STRAY_MAGICS
+
+
+def _walk(buf: mmap.mmap | bytes, seg: _Segment, lo: int, hi: int, caps: _Caps, budget: DecodeBudget) -> _Walk:
+    """Containers and stray magics starting in ``[lo, hi)`` of ``seg``, searching from ``lo``.
+
+    Containers are parsed up to the segment's end (as a walk of the whole segment would) and their images are
+    decoded against ``budget``. The walk stops early when its own counts reach ``caps``.
+    """
+    hits: list[_Hit] = []
+    pos = lo
+    containers = images = stray = 0
+    relocatable = seg.region is not None and seg.region.relocatable
+    while pos < hi:
+        hit = _find_magic(buf, pos, min(seg.end, hi + len(MAGIC_BYTES) - 1))
+        if hit < 0:
+            break
+        if seg.region is None and not _plausible_header(buf, hit, seg.end):
+            hits.append(_Hit(hit, pos, hit + 1, None))
+            stray += 1
+            pos = hit + 1
+        else:
+            try:
+                parsed = parse_container(buf, hit, seg.end)
+            except CorruptBinaryError as exc:
+                hits.append(_Hit(hit, pos, hit + 1, None, str(exc)))
+                stray += 1
+                pos = hit + 1
+            else:
+                containers += 1
+                name = seg.name(hit)
+                read: list[_Image | None] = []
+                for entry in parsed.entries:
+                    if images >= caps.images:
+                        read.append(None)
+                        break
+                    refused = budget.refused
+                    image, problem = image_from_entry(buf, entry, name, relocatable, budget)
+                    if budget.checks is not None:
+                        read.append(_Image(image, problem, tuple(budget.checks), budget.refused > refused))
+                        budget.checks.clear()
+                    else:
+                        read.append(_Image(image, problem))
+                    images += image is not None
+                # A broken container's declared size cannot be trusted: resume where its walk stopped.
+                end = parsed.walked_to if parsed.errors else hit + parsed.size
+                resume = max(hit + 1, min(end, seg.end))
+                release_pages(buf, hit, resume)
+                hits.append(_Hit(hit, pos, resume, tuple(read), problems=parsed.errors))
+                pos = resume
+        if images >= caps.images or containers >= caps.containers or stray >= caps.stray:
+            return _Walk(lo, hi, tuple(hits), pos, True)
+    return _Walk(lo, hi, tuple(hits), pos, False)
+
+
+class _Replay:
+    """Applies walks in file order with the caps, the error list and the budget of the whole file."""
+
+    def __init__(self, size: int, budget: DecodeBudget, check_budget: bool) -> None:
+        self.size = size
+        self.budget = budget
+        self.check_budget = check_budget  # the walks decoded against budgets of their own: replay their checks
         self.images: list[GpuImage] = []
         self.containers = 0
         self.errors: list[str] = []
         self.dropped_errors = 0
         self.full = False  # no more images or containers are read
         self.stray = 0  # magics that started no container
-        self.budget = DecodeBudget(min(FAST_DECODE_BUDGET, max(FAST_DECODE_MIN, FAST_DECODE_PER_BYTE * len(buf))))
         self.spans: list[tuple[int, int]] = []  # (offset, end) of each container read
+
+    def caps(self) -> _Caps:
+        """What a walk may still meet before this file is full."""
+        return _Caps(MAX_IMAGES - len(self.images), MAX_CONTAINERS - self.containers, MAX_STRAY_MAGICS - self.stray)
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -585,49 +794,150 @@ class _Collector:
             )
             self.full = True
 
-    def container(self, offset: int, end: int, name: str, relocatable: bool) -> int:
-        """Parse one container and its images; return the offset just past it (at least offset + 1)."""
-        try:
-            parsed = parse_container(self.buf, offset, end)
-        except CorruptBinaryError as exc:
-            self.error(f"{exc} ({name})")
-            self.stray_magic(offset)
-            return offset + 1
+    def hit(self, seg: _Segment, hit: _Hit) -> bool:
+        """Apply one hit; False when it cannot be applied as one process would have read it."""
+        if hit.images is None:
+            if hit.message:
+                self.error(f"{hit.message} ({seg.name(hit.offset)})")
+            self.stray_magic(hit.offset)
+            return True
         self.containers += 1
         if self.containers >= MAX_CONTAINERS and not self.full:
-            self.errors.append(f"more than {MAX_CONTAINERS} fatbin containers: the search stopped at 0x{offset:x}")
+            self.errors.append(f"more than {MAX_CONTAINERS} fatbin containers: the search stopped at 0x{hit.offset:x}")
             self.full = True
-        for message in parsed.errors:
-            self.error(f"{message} ({name})")
-        for entry in parsed.entries:
+        for message in hit.problems:
+            self.error(f"{message} ({seg.name(hit.offset)})")
+        for read in hit.images:
             if len(self.images) >= MAX_IMAGES:
                 if not self.full:
                     self.error(f"more than {MAX_IMAGES} GPU images: the rest are not listed")
                 self.full = True
                 break
-            image, problem = image_from_entry(self.buf, entry, name, relocatable, self.budget)
-            if image is not None:
-                self.images.append(image)
-            if problem:
-                self.error(problem)
-        # A broken container's declared size cannot be trusted: resume where its walk stopped.
-        resume = max(offset + 1, min(parsed.walked_to if parsed.errors else offset + parsed.size, end))
-        release_pages(self.buf, offset, resume)
-        self.spans.append((offset, resume))
-        return resume
+            if read is None:
+                return False  # its walk stopped at a cap this file has not reached
+            if self.check_budget:
+                if read.checks is None or not self.budget.replay(read.checks):
+                    return False
+                self.budget.refused += read.refused
+            if read.image is not None:
+                self.images.append(read.image)
+            if read.problem:
+                self.error(read.problem)
+        self.spans.append((hit.offset, hit.resume))
+        return True
 
-    def region(self, region: FatbinRegion, start: int, end: int) -> None:
-        """Every container inside one section, back to back (zero padding between them is skipped)."""
+    def segment(self, seg: _Segment, walks: Sequence[_Walk]) -> bool:
+        """Apply the walks of one segment, which cover it in order; False when they do not join up.
+
+        The first walk starts where one process starts. A later one started its search at its own ``lo``, maybe
+        inside a container the walk before it read: its hits before the position the search has really reached
+        are dropped, and its first hit after it counts only if the walk searched from at or before that position
+        (then no magic lies between them). From there on both walks are the same.
+        """
+        pos = seg.start
         found = False
-        pos = start
-        while pos < end and not self.full:
-            hit = _find_magic(self.buf, pos, end)
-            if hit < 0:
+        for walk in walks:
+            if self.full:
                 break
-            found = True
-            pos = self.container(hit, end, region.name, region.relocatable)
-        if not found and end > start:
-            self.error(f"section {region.name} at 0x{region.offset:x} holds no fatbin container")
+            joined = False
+            for hit in walk.hits:
+                if hit.offset < pos:
+                    continue
+                if not joined and hit.searched_from > pos:
+                    return False
+                joined = found = True
+                if not self.hit(seg, hit):
+                    return False
+                pos = hit.resume
+                if self.full:
+                    break
+            if self.full:
+                break
+            if walk.stopped or (not joined and walk.next > pos):
+                return False
+            pos = max(pos, walk.hi)  # its last search found no magic before hi
+        if seg.region is not None and not found:
+            self.error(f"section {seg.region.name} at 0x{seg.region.offset:x} holds no fatbin container")
+        return True
+
+    def result(self) -> GpuInventory:
+        """The inventory of the walks applied so far."""
+        errors, dropped = list(self.errors), self.dropped_errors
+        if self.budget.refused:
+            message = (
+                f"decompression budget spent: {self.budget.refused} LZ4 images not read, their PTX version taken "
+                "from the entry header"
+            )
+            if len(errors) < MAX_ERRORS:
+                errors.append(message)
+            else:
+                dropped += 1
+        if dropped:
+            errors.append(f"... and {dropped} more fatbin problems")
+        return GpuInventory(self.size, GpuCode(tuple(self.images), self.containers), tuple(errors), tuple(self.spans))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInventory:
+    """The GPU code of one file of ``size`` bytes, its partial-error messages, and the (offset, end) of every
+    container read."""
+
+    size: int
+    gpu_code: GpuCode
+    errors: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCodePart:
+    """What one process read of a file's fatbin containers: the walks of the file bytes ``[lo, hi)``.
+
+    Made by :func:`extract_gpu_code_part`; the parts of a file, whose ranges cover it, are put together by
+    :func:`merge_gpu_code_parts`.
+    """
+
+    size: int
+    lo: int
+    hi: int
+    plan: _Plan
+    walks: tuple[tuple[int, _Walk], ...]  # (index of the segment in the plan, its walk), in plan order
+
+
+def extract_gpu_code_part(
+    buf: mmap.mmap | bytes, regions: Sequence[FatbinRegion], lo: int, hi: int, *, search_elsewhere: bool = True
+) -> GpuCodePart:
+    """Read the containers that start in the file bytes ``[lo, hi)`` (see :func:`extract_gpu_code`), each
+    image decoded against a budget of its own, so that the parts of a file can be read in any process."""
+    size = len(buf)
+    plan = _plan(size, regions, search_elsewhere)
+    walks: list[tuple[int, _Walk]] = []
+    for index, step in enumerate(plan):
+        if isinstance(step, _Segment) and max(lo, step.start) < min(hi, step.end):
+            budget = file_budget(size, record=True)
+            walks.append((index, _walk(buf, step, max(lo, step.start), min(hi, step.end), _Caps(), budget)))
+    return GpuCodePart(size, lo, hi, plan, tuple(walks))
+
+
+def merge_gpu_code_parts(parts: Sequence[GpuCodePart]) -> GpuInventory | None:
+    """The inventory one process would have found, from parts whose ranges cover the file; None when that
+    cannot be told from them (the walks do not join up, or the file's budget would have answered an image
+    differently): then the file must be read whole."""
+    parts = sorted(parts, key=lambda p: p.lo)
+    if not parts or parts[0].lo != 0 or parts[-1].hi != parts[0].size:
+        return None
+    if any(a.hi != b.lo or a.plan != b.plan or a.size != b.size for a, b in itertools.pairwise(parts)):
+        return None
+    by_segment: dict[int, list[_Walk]] = {}
+    for part in parts:
+        for index, walk in part.walks:
+            by_segment.setdefault(index, []).append(walk)
+    replay = _Replay(parts[0].size, file_budget(parts[0].size), check_budget=True)
+    for index, step in enumerate(parts[0].plan):
+        if isinstance(step, str):
+            replay.error(step)
+        elif (not replay.full or step.region is not None) and not replay.segment(step, by_segment.get(index, [])):
+            return None
+    return replay.result()
 
 
 def extract_gpu_code(
@@ -645,47 +955,23 @@ def extract_gpu_code(
     (offset, end) byte range of every container read is appended to it (the scanner leaves GPU code out of
     its string search).
     """
-    size = len(buf)
-    col = _Collector(buf)
-    covered: list[tuple[int, int]] = []
-    last_end = 0
-    for region in sorted(regions, key=lambda r: (r.offset, r.size)):
-        start, end = region.offset, region.offset + region.size
-        if region.offset < 0 or region.size < 0 or start >= size:
-            col.error(f"section {region.name} at 0x{region.offset:x} (size {region.size}) lies outside the file")
-            continue
-        if end > size:
-            col.error(f"section {region.name} at 0x{region.offset:x} runs past the end of the file")
-            end = size
-        if start < last_end:
-            col.error(f"section {region.name} at 0x{region.offset:x} overlaps an earlier fatbin section")
-            start = last_end
-        if start < end:
-            col.region(region, start, end)
-            covered.append((start, end))
-        last_end = max(last_end, end)
-    if search_elsewhere and not col.full:
-        pos = 0
-        for gap_start, gap_end in [*covered, (size, size)]:
-            # Search the bytes between the previous covered range and this one.
-            while pos < gap_start and not col.full:
-                hit = _find_magic(buf, pos, gap_start)
-                if hit < 0:
-                    break
-                if _plausible_header(buf, hit, gap_start):
-                    pos = col.container(hit, gap_start, f"offset 0x{hit:x}", False)
-                else:
-                    col.stray_magic(hit)
-                    pos = hit + 1
-            pos = max(pos, gap_end)
-    if col.budget.refused:
-        col.error(
-            f"decompression budget spent: {col.budget.refused} LZ4 images not read, their PTX version taken "
-            "from the entry header"
-        )
+    inventory = gpu_inventory(buf, regions, search_elsewhere=search_elsewhere)
     if spans is not None:
-        spans.extend(col.spans)
-    errors = list(col.errors)
-    if col.dropped_errors:
-        errors.append(f"... and {col.dropped_errors} more fatbin problems")
-    return GpuCode(tuple(col.images), col.containers), tuple(errors)
+        spans.extend(inventory.spans)
+    return inventory.gpu_code, inventory.errors
+
+
+def gpu_inventory(
+    buf: mmap.mmap | bytes, regions: Sequence[FatbinRegion], *, search_elsewhere: bool = True
+) -> GpuInventory:
+    """:func:`extract_gpu_code` as one :class:`GpuInventory`, read in this process."""
+    replay = _Replay(len(buf), file_budget(len(buf)), check_budget=False)
+    for step in _plan(len(buf), regions, search_elsewhere):
+        if isinstance(step, str):
+            replay.error(step)
+        elif not replay.full:
+            walk = _walk(buf, step, step.start, step.end, replay.caps(), replay.budget)
+            replay.segment(step, [walk])
+        elif step.region is not None:
+            replay.segment(step, [])  # a full file still names each later section that holds nothing read
+    return replay.result()

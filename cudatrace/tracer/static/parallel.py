@@ -30,7 +30,15 @@ from typing import Any, TypeVar
 from cudatrace.errors import EXIT_BUG, CudatraceError
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
-from cudatrace.tracer.static.scanner import ScanOutcome, scan_one
+from cudatrace.tracer.static.scanner import BIG_FILE_MODULES, LIEF_MIN_SIZE, ScanOutcome, scan_one
+from cudatrace.tracer.static.split import (
+    FinishTask,
+    GpuPartTask,
+    SplitPlan,
+    SplitTask,
+    probe_task,
+    run_split_task,
+)
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
 WINDOW_PER_JOB = 16  # files handed out ahead of the oldest unfinished one, per process
@@ -58,18 +66,22 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _context() -> Any:  # a ForkServerContext or SpawnContext
+def _context(big_files: bool = False) -> Any:  # a ForkServerContext or SpawnContext
     # forkserver: workers fork from a clean server that has imported the scanner once (cheap to start, no
-    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows).
+    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows). With
+    # big files to scan, the server imports what parsing them takes too (when it is not running already).
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner"])
+        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner", *(BIG_FILE_MODULES if big_files else ())])
         return ctx
     return multiprocessing.get_context("spawn")
 
 
-def _worker_main(conn: Connection, scan: Callable[[str], Any]) -> None:
-    """A worker's loop: scan each ``(index, path)`` received, send ``(index, "ok", outcome)`` back, in order."""
+def _worker_main(conn: Connection, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
+    """A worker's loop: for each ``(index, task)`` received, send ``(index, "ok", result)`` back, in order.
+
+    A task is a path (``scan`` scans it) or a part of a split file (``run_task`` runs it).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends its workers
     conn.send(None)  # started: a death from now on happens while scanning a file
     while True:
@@ -79,19 +91,24 @@ def _worker_main(conn: Connection, scan: Callable[[str], Any]) -> None:
             return
         if task is None:
             return
-        index, path = task
+        index, job = task
         try:
-            reply: tuple[int, str, Any] = (index, "ok", scan(path))
+            reply: tuple[int, str, Any] = (index, "ok", scan(job) if isinstance(job, str) else run_task(job))
         except Exception:
+            path = job if isinstance(job, str) else job.path
             reply = (index, "bug", f"while scanning {path}:\n{traceback.format_exc()}")
         conn.send(reply)
+
+
+#: What a worker is handed: a path, or a task of a file read in parts.
+Task = str | SplitTask
 
 
 @dataclass
 class _Worker:
     process: multiprocessing.process.BaseProcess
     conn: Connection
-    queued: deque[int] = field(default_factory=deque)  # indices sent, oldest first (the one being scanned)
+    queued: deque[tuple[int, Task]] = field(default_factory=deque)  # sent, oldest first (the one being run)
     ready: bool = False  # it said it started
 
 
@@ -108,9 +125,12 @@ MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan 
 
 
 class _Pool:
-    def __init__(self, jobs: int, scan: Callable[[str], Any]) -> None:
-        self._ctx = _context()
+    def __init__(
+        self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any], big_files: bool = False
+    ) -> None:
+        self._ctx = _context(big_files)
         self._scan = scan
+        self._run_task = run_task
         self.start_failures = 0
         self.workers: list[_Worker] = []
         for _ in range(jobs):
@@ -118,7 +138,9 @@ class _Pool:
 
     def _start(self) -> _Worker:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_worker_main, args=(child, self._scan), name="cudatrace-scan", daemon=True)
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child, self._scan, self._run_task), name="cudatrace-scan", daemon=True
+        )
         proc.start()
         child.close()
         return _Worker(proc, parent)
@@ -143,14 +165,30 @@ class _Pool:
 
 
 def scan_outcomes(
-    files: Sequence[str], jobs: int, progress: Progress | None = None, *, scan: ScanFunction = scan_one
+    files: Sequence[str],
+    jobs: int,
+    progress: Progress | None = None,
+    *,
+    scan: ScanFunction = scan_one,
+    run_task: Callable[[SplitTask], Any] = run_split_task,
+    wanted: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, ScanOutcome]]:
     """``(path, outcome)`` for every file of ``files``, in that order, scanned by ``jobs`` processes.
 
     ``scan`` is what a worker calls per path (a module-level function, so it can be sent to a worker); with
-    ``jobs`` 1 or a single file everything runs in this process.
+    ``jobs`` 1 or a single file everything runs in this process. With more, a big file whose GPU code is spread
+    wide is read in parts by several processes (:mod:`split`; ``run_task`` runs those parts), and a file for
+    which ``wanted`` says False gets None without a worker (asked as the file's turn comes, while the workers
+    scan the files before it).
+
+    A file alone is never split: starting the worker processes costs about what reading its GPU code in parts
+    saves, since the rest of its scan (the string search, the hash) still runs in one process after the parts.
     """
-    return map_paths(scan, files, jobs, progress)
+    progress = progress or NullProgress()
+    progress.start(len(files))
+    if jobs <= 1 or len(files) <= 1:
+        return _serial(scan, files, progress)
+    return _parallel(files, jobs, progress, scan, run_task, wanted)
 
 
 def map_paths(
@@ -194,48 +232,146 @@ def file_sizes(files: Sequence[str]) -> list[int]:
     return out
 
 
+class _Schedule:
+    """Which task goes out next, and what has come back.
+
+    Big files go first, largest first; the rest in list order, at most a window ahead of the oldest unfinished
+    file. A big file read in parts (``run_task`` given) stays a candidate for splitting until it is handed out:
+    then its parts take its place at the head of the queue, and when they are all back its finishing task does.
+    """
+
+    def __init__(
+        self, files: Sequence[str], jobs: int, progress: Progress, split: bool, wanted: Callable[[str], bool] | None
+    ) -> None:
+        self.files = files
+        self.wanted = wanted
+        self.jobs = jobs
+        self.progress = progress
+        self.sizes = file_sizes(files)
+        big = sorted((i for i, s in enumerate(self.sizes) if s >= BIG_FILE), key=lambda i: (-self.sizes[i], i))
+        self.big = set(big)
+        self.pending: deque[tuple[int, Task]] = deque((i, files[i]) for i in big)
+        self.pending.extend((i, files[i]) for i in range(len(files)) if i not in self.big)
+        self.window = jobs * WINDOW_PER_JOB
+        self.done: dict[int, Any] = {}
+        self.next_out = 0
+        self.to_split = set(big) if split else set()  # a ProbeTask says which are worth it
+        self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
+
+    def finished(self, index: int) -> bool:
+        return index < self.next_out or index in self.done
+
+    def take(self, idle: bool) -> tuple[int, Task] | None:
+        """The next task to hand out to a worker (``idle``: one with nothing queued), or None when the window holds
+        everything back.
+
+        A finishing task carries megabytes of parts: it goes only to an idle worker, which is reading its pipe. A
+        busy one may be writing a big reply meanwhile, and the two writes would wait for each other for ever.
+        """
+        while self.pending:
+            index, task = self.pending[0]
+            if self.finished(index):  # a part of a file that already failed
+                self.pending.popleft()
+                continue
+            if index not in self.big and index >= self.next_out + self.window:
+                return None
+            if isinstance(task, FinishTask) and not idle:
+                return None
+            self.pending.popleft()
+            if isinstance(task, str) and self.wanted is not None and not self.wanted(task):
+                self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
+                continue
+            if isinstance(task, str) and index in self.to_split:
+                return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
+            return index, task
+        return None
+
+    def give_back(self, tasks: Sequence[tuple[int, Task]]) -> None:
+        """Tasks handed to a worker that did not run them go out again first."""
+        self.pending.extendleft(reversed(tasks))
+
+    def result(self, index: int, task: Task, payload: Any) -> None:
+        if self.finished(index):
+            return  # a part of a file that already failed
+        if isinstance(payload, SplitPlan):
+            self.parts[index] = (payload.parts, {})
+            self.pending.extendleft(reversed([(index, p) for p in payload.parts]))
+            return
+        if isinstance(task, GpuPartTask):
+            tasks, got = self.parts[index]
+            got[task] = payload
+            if len(got) == len(tasks):
+                del self.parts[index]
+                self.pending.appendleft((index, FinishTask(task.path, tuple(got[t] for t in tasks))))
+            return
+        self.done[index] = payload
+        self.progress.advance(self.files[index])
+
+    def failed(self, index: int, outcome: FileError) -> None:
+        """The task of ``index`` that was running killed its worker: the file gets ``outcome``."""
+        if self.finished(index):
+            return
+        self.parts.pop(index, None)
+        self.done[index] = outcome
+        self.progress.advance(self.files[index])
+
+    def ready(self) -> Iterator[tuple[str, Any]]:
+        while self.next_out in self.done:
+            yield self.files[self.next_out], self.done.pop(self.next_out)
+            self.next_out += 1
+
+
 def _parallel(
-    files: Sequence[str], jobs: int, progress: Progress, scan: Callable[[str], T]
+    files: Sequence[str],
+    jobs: int,
+    progress: Progress,
+    scan: Callable[[str], T],
+    run_task: Callable[[SplitTask], Any] | None = None,
+    wanted: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, T | FileError]]:
-    sizes = file_sizes(files)
-    big = sorted((i for i, s in enumerate(sizes) if s >= BIG_FILE), key=lambda i: (-sizes[i], i))
-    big_set = set(big)
-    pending: deque[int] = deque(big + [i for i in range(len(files)) if i not in big_set])
-    window = jobs * WINDOW_PER_JOB
-    done: dict[int, Any] = {}
-    next_out = 0
-    pool = _Pool(jobs, scan)
+    plan = _Schedule(files, jobs, progress, run_task is not None, wanted)
+    workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
+    pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
     try:
-        while next_out < len(files):
-            for w in list(pool.workers):
-                while pending and len(w.queued) < QUEUED_PER_WORKER:
-                    i = pending[0]
-                    if i not in big_set and i >= next_out + window:
+        while plan.next_out < len(files):
+            # Round by round, one task per worker each, so the parts of a split file go to different workers.
+            for _depth in range(QUEUED_PER_WORKER):
+                for w in list(pool.workers):
+                    if len(w.queued) > _depth:
+                        continue
+                    task = plan.take(idle=not w.queued)
+                    if task is None:
                         break
                     try:
-                        w.conn.send((i, files[i]))
-                    except OSError:  # it died idle; its replacement gets the file next round
-                        _bury(pool, w, files, done, pending, progress)
+                        w.conn.send(task)
+                    except OSError:  # it died idle; its replacement gets the task next round
+                        plan.give_back([task])
+                        _bury(pool, w, files, plan)
                         break
-                    pending.popleft()
-                    w.queued.append(i)
+                    w.queued.append(task)
             busy = [w for w in pool.workers if w.queued]
             if not busy:
-                raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
+                before = plan.next_out
+                yield from plan.ready()  # files settled without a worker (not binaries)
+                if plan.next_out == before and plan.next_out < len(files):
+                    raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
+                continue
             ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
             for w in busy:
                 if w.conn not in ready and w.process.sentinel not in ready:
                     continue
-                if not _receive(w, files, done, progress):
-                    _bury(pool, w, files, done, pending, progress)
-            while next_out in done:
-                yield files[next_out], done.pop(next_out)
-                next_out += 1
+                if not _receive(w, plan):
+                    _bury(pool, w, files, plan)
+            yield from plan.ready()
     finally:
         pool.close()
 
 
-def _receive(w: _Worker, files: Sequence[str], done: dict[int, Any], progress: Progress) -> bool:
+def _no_tasks(task: SplitTask) -> Any:
+    raise RuntimeError(f"no split tasks in this pool: {task!r}")  # a bug: map_paths never splits
+
+
+def _receive(w: _Worker, plan: _Schedule) -> bool:
     """Read every reply waiting from ``w``; False when the worker is gone."""
     try:
         while w.conn.poll():
@@ -246,25 +382,17 @@ def _receive(w: _Worker, files: Sequence[str], done: dict[int, Any], progress: P
             index, kind, payload = reply
             if kind == "bug":
                 raise WorkerBugError(payload)
-            w.queued.popleft()
-            done[index] = payload
-            progress.advance(files[index])
+            _index, task = w.queued.popleft()
+            plan.result(index, task, payload)
     except (EOFError, OSError):
         return False
     return w.process.is_alive()
 
 
-def _bury(
-    pool: _Pool,
-    w: _Worker,
-    files: Sequence[str],
-    done: dict[int, Any],
-    pending: deque[int],
-    progress: Progress,
-) -> None:
-    """A worker died: its current file gets the error, the files queued behind it go out again.
+def _bury(pool: _Pool, w: _Worker, files: Sequence[str], plan: _Schedule) -> None:
+    """A worker died: the file of its current task gets the error, the tasks queued behind it go out again.
 
-    A worker that dies before it starts (a broken interpreter set-up) has scanned nothing: its files go out again,
+    A worker that dies before it starts (a broken interpreter set-up) has scanned nothing: its tasks go out again,
     and after :data:`MAX_START_FAILURES` such deaths in a row the scan stops with :class:`WorkerStartError`.
     """
     w.process.join(timeout=5)
@@ -275,16 +403,17 @@ def _bury(
                 f"scan worker processes die as they start ({_signal_name(w.process.exitcode)}); "
                 'try --jobs 1, and run scripts under an `if __name__ == "__main__":` guard'
             )
-        pending.extendleft(reversed(w.queued))
+        plan.give_back(list(w.queued))
         w.queued.clear()
     else:
         pool.start_failures = 0
     if w.queued:
-        index = w.queued.popleft()
+        index, _task = w.queued.popleft()
         path = files[index]
         why = _signal_name(w.process.exitcode)
-        done[index] = FileError(path, "internal", f"{path}: the scanning process died ({why}) while reading this file")
-        progress.advance(path)
-        pending.extendleft(reversed(w.queued))
+        plan.failed(
+            index, FileError(path, "internal", f"{path}: the scanning process died ({why}) while reading this file")
+        )
+        plan.give_back(list(w.queued))
         w.queued.clear()
     pool.replace(w)

@@ -46,21 +46,37 @@ from cudatrace.model import (
     EntryPointUse,
     Family,
     FileError,
-    GpuCode,
     LibraryHow,
     ScanResult,
     StaticRuntime,
 )
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime, may_hold_static_runtime
-from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, release_pages
+from cudatrace.tracer.static.fatbin import (
+    FatbinRegion,
+    GpuCodePart,
+    GpuInventory,
+    extract_gpu_code_part,
+    gpu_inventory,
+    merge_gpu_code_parts,
+    release_pages,
+)
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
-from cudatrace.tracer.static.strings import MARGIN, CudaStrings, CudaStringSearch
+from cudatrace.tracer.static.strings import (
+    MARGIN,
+    CudaStrings,
+    CudaStringSearch,
+    find_needles,
+    join_needle_hits,
+)
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
 LIEF_MIN_SIZE = 32 * 1024 * 1024  # ELF files this large are parsed by lief, smaller ones by the struct reader
+#: What a process imports to parse files of LIEF_MIN_SIZE or more: worker processes that will meet such files
+#: import it once, in the server they are forked from, rather than each on its own (0.4 to 0.6 s each).
+BIG_FILE_MODULES = ("lief",)
 MAX_FILES = 2_000_000  # a folder walk stops here (a hostile tree could be endless through bind mounts)
 
 # ELF sections whose bytes are symbol tables, debug data or GPU code: their names are not run-time strings.
@@ -112,9 +128,8 @@ def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
     return parse_pe(buf, path)
 
 
-def _gpu_code(buf: mmap.mmap, parsed: ParsedBinary, spans: list[tuple[int, int]]) -> tuple[GpuCode, tuple[str, ...]]:
-    regions = [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
-    return extract_gpu_code(buf, regions, spans=spans)
+def _fatbin_regions(parsed: ParsedBinary) -> list[FatbinRegion]:
+    return [FatbinRegion(s.name, s.offset, s.size) for s in parsed.sections if s.name.startswith(_FATBIN_PREFIXES)]
 
 
 def _format_of(head: bytes) -> BinaryFormat | None:
@@ -210,11 +225,45 @@ def _stream(
     return _StreamFacts(digest.hexdigest() if digest else None, search.result(), search.needle_hits())
 
 
-def scan_file(path: str) -> BinaryScan | None:
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """What one process read of the bytes ``[lo, hi)`` of a file scanned in parts (:func:`scan_file_part`): its
+    fatbin containers, the static runtime's needles found there (None when the binary cannot hold one), and for
+    the part asked to, the SHA-256 of the whole file."""
+
+    gpu: GpuCodePart
+    needle_hits: dict[bytes, tuple[bytes, ...]] | None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAlready:
+    """What other processes read of a file of ``size`` bytes, put together (:func:`join_file_parts`): the rest of
+    its scan (:func:`scan_file`) takes these instead of reading them again."""
+
+    size: int
+    gpu: GpuInventory
+    needle_hits: dict[bytes, tuple[bytes, ...]] | None
+    sha256: str | None
+
+
+def join_file_parts(parts: Sequence[FilePart]) -> ReadAlready | None:
+    """The parts of one file, in file order, put together; None when they cannot give what one process finds
+    (then the file is read whole)."""
+    gpu = merge_gpu_code_parts([p.gpu for p in parts])
+    if gpu is None or not parts:
+        return None
+    hits = [p.needle_hits for p in parts]
+    needle_hits = None if any(h is None for h in hits) else join_needle_hits([h for h in hits if h is not None])
+    return ReadAlready(gpu.size, gpu, needle_hits, next((p.sha256 for p in parts if p.sha256), None))
+
+
+def scan_file(path: str, read: ReadAlready | None = None) -> BinaryScan | None:
     """Scan one file: a :class:`BinaryScan`, or None when it is neither PE nor ELF (or not a regular file).
 
     Raises :class:`CudatraceError` subclasses naming ``path`` for unreadable or corrupt files; never executes
-    anything from the file.
+    anything from the file. ``read`` is what other processes read of the file already (:func:`scan_file_part`);
+    it is used when the file still has the size it was read at.
     """
     try:
         st = os.stat(path)
@@ -229,7 +278,7 @@ def scan_file(path: str) -> BinaryScan | None:
             if fmt is None:
                 return None
             with map_file(fh, path) as buf:
-                return _scan_mapped(path, fmt, buf, fh.fileno())
+                return _scan_mapped(path, fmt, buf, fh.fileno(), read)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
 
@@ -265,28 +314,69 @@ def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int
     return out
 
 
-def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int) -> BinaryScan:
+def scan_file_part(path: str, lo: int, hi: int, hash_whole: bool = False) -> FilePart | None:
+    """Read the bytes ``[lo, hi)`` of the file at ``path`` for a scan in parts: the fatbin containers that start
+    there (:func:`~cudatrace.tracer.static.fatbin.extract_gpu_code_part`), the static runtime's needles, and
+    with ``hash_whole`` the SHA-256 of the whole file (in a thread, beside the rest). None when the file cannot
+    be read that way (not a binary, unreadable, corrupt: its whole scan says why)."""
+    try:
+        with open(path, "rb") as fh:
+            fmt = _format_of(fh.read(4096))
+            if fmt is None:
+                return None
+            with map_file(fh, path) as buf:
+                hasher = _Hasher(fh.fileno(), len(buf), path) if hash_whole else None
+                try:
+                    parsed = _parse(fmt, buf, path)
+                    release_pages(buf, 0, len(buf))
+                    gpu = extract_gpu_code_part(buf, _fatbin_regions(parsed), lo, hi)
+                    hits = find_needles(buf, NEEDLES, lo, hi) if may_hold_static_runtime(parsed) else None
+                    release_pages(buf, lo, hi)
+                    return FilePart(gpu, hits, hasher.result() if hasher is not None else None)
+                finally:
+                    if hasher is not None:
+                        hasher.cancel()
+    except (OSError, ValueError, CudatraceError):
+        return None
+
+
+def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, read: ReadAlready | None = None) -> BinaryScan:
+    if read is not None and read.size != len(buf):
+        read = None  # the file changed since its parts were read
     # A file larger than one window is hashed in a worker thread from the start, beside everything else; a
     # smaller one by the string pass (starting a thread would cost more than it saves).
-    hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW else None
+    hashed = read is not None and read.sha256 is not None
+    hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW and not hashed else None
     try:
-        return _scan_parts(path, fmt, buf, fd, hasher)
+        return _scan_parts(path, fmt, buf, fd, hasher, read)
     finally:
         if hasher is not None:
             hasher.cancel()  # returns at once when the hash is done; stops it when the scan failed
 
 
-def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None) -> BinaryScan:
+def _scan_parts(
+    path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None, read: ReadAlready | None
+) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
     # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
     # left out of the string search like the sections are.
-    containers: list[tuple[int, int]] = []
-    gpu_code, gpu_errors = _gpu_code(buf, parsed, containers)
-    exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in containers]
+    gpu = read.gpu if read is not None else gpu_inventory(buf, _fatbin_regions(parsed))
+    gpu_code, gpu_errors = gpu.gpu_code, gpu.errors
+    exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in gpu.spans]
     # cudart's needles are only worth a search when the binary might carry a static runtime.
     needles = NEEDLES if may_hold_static_runtime(parsed) else ()
-    stream = _stream(fd, len(buf), exclude, needles, path, hash_too=hasher is None)
+    found_needles = read.needle_hits if read is not None and needles else None
+    sha256 = read.sha256 if read is not None else None
+    stream = _stream(
+        fd,
+        len(buf),
+        exclude,
+        () if found_needles is not None else needles,
+        path,
+        hash_too=sha256 is None and hasher is None,
+    )
+    literals = found_needles if found_needles is not None else stream.literals
     found = stream.strings
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
@@ -325,7 +415,7 @@ def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _
         driver_names,
         found.library_names,
         [i.ptx_version for i in gpu_code.ptx],
-        literals=stream.literals,
+        literals=literals,
     )
     if static_runtime is not None:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
@@ -342,7 +432,7 @@ def _scan_parts(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _
         path=path,
         format=fmt,
         size=len(buf),
-        sha256=hasher.result() if hasher is not None else stream.sha256 or "",
+        sha256=sha256 or (hasher.result() if hasher is not None else stream.sha256 or ""),
         machine=parsed.machine,
         cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name, x.how.value))),
         imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function, u.how.value))),
@@ -595,15 +685,15 @@ def file_error(path: str, exc: CudatraceError) -> FileError:
 ScanOutcome = BinaryScan | FileError | None
 
 
-def scan_one(path: str) -> ScanOutcome:
+def scan_one(path: str, read: ReadAlready | None = None) -> ScanOutcome:
     """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
 
-    Bugs (any other exception) still raise, with their traceback.
+    Bugs (any other exception) still raise, with their traceback. ``read`` as for :func:`scan_file`.
     """
     if os.path.isdir(path):  # only folders that could not be listed come back from the walk
         return FileError(path, "unreadable", f"{path}: cannot list this folder")
     try:
-        return scan_file(path)
+        return scan_file(path, read)
     except CudatraceError as exc:
         return file_error(path, exc)
     except (MemoryError, RecursionError) as exc:
@@ -647,9 +737,11 @@ def scan_paths(
         tally.failed.extend(got.failed)
         tally.skipped += got.skipped
     plain = [f for f in files if f not in named_zips]
-    if jobs > 1 or dask is not None:
-        # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
-        # files, 461 binaries in one), and sending each to a worker cost more than the workers saved.
+    # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
+    # files, 461 binaries in one), and sending each to a worker cost more than the workers saved. Local workers
+    # are spared them as each file's turn comes (the heads are read while the workers scan); Dask's chunks are
+    # cut from the binaries alone.
+    if dask is not None:
         candidates = [f for f in plain if _worth_scanning(f)]
         tally.skipped += len(plain) - len(candidates)
         plain = candidates
@@ -659,7 +751,7 @@ def scan_paths(
 
             outcomes = stack.enter_context(dask_outcomes(plain, dask, jobs, progress))
         else:
-            outcomes = scan_outcomes(plain, jobs, progress or NullProgress())
+            outcomes = scan_outcomes(plain, jobs, progress or NullProgress(), wanted=_worth_scanning)
         for _path, outcome in outcomes:
             tally.add(outcome)
     notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)

@@ -38,6 +38,9 @@ _MAX_NAME = 127  # longest entry point name considered
 #: file name's head (120 UTF-16 characters) and tail, and a needle with its tail all fit.
 MARGIN = 256
 MAX_NEEDLE_HITS = 64  # per needle and file: a hostile file cannot make the list long
+# Included ranges up to this long are first checked for holding only NUL bytes (the padding between fatbin
+# containers): five regex searches of a 16-byte gap cost more than the check.
+_ZERO_RUN = 4096
 NEEDLE_TAIL = 48  # bytes kept after each needle hit
 
 _PRINTABLE = bytes(range(0x20, 0x7F))
@@ -268,7 +271,7 @@ class CudaStringSearch:
         self._libs_complete = True
         self._budget = [MAX_CANDIDATES]  # entry point name candidates the file may still cost
         self._lib_budget = [MAX_LIBRARY_ANCHORS]
-        self._needles = tuple(n for n in needles if 0 < len(n) <= MARGIN - NEEDLE_TAIL)
+        self._needles = searchable_needles(needles)
         self._hits: dict[bytes, list[bytes]] = {n: [] for n in self._needles}
 
     def feed(self, window: Buffer, base: int, lo: int, hi: int) -> None:
@@ -281,6 +284,8 @@ class CudaStringSearch:
             if r_start >= hi:
                 break
             a, b = max(r_start, lo) - base, min(r_end, hi) - base
+            if b - a <= _ZERO_RUN and not window[a:b].strip(b"\0"):
+                continue  # only NUL bytes: no name or library anchor starts here (cuFFT: 9,325 such gaps)
             r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
             if self._complete:
                 self._complete = _function_names(window, a, b, r_lo, r_hi, self._names, self._budget)
@@ -310,6 +315,38 @@ class CudaStringSearch:
             truncated=not (self._complete and self._libs_complete),
             other_library_names=tuple(sorted(self._other_libs)),
         )
+
+
+def searchable_needles(needles: Sequence[bytes]) -> tuple[bytes, ...]:
+    """The needles a :class:`CudaStringSearch` looks for (those that fit its context bytes)."""
+    return tuple(n for n in needles if 0 < len(n) <= MARGIN - NEEDLE_TAIL)
+
+
+def find_needles(buf: Buffer, needles: Sequence[bytes], lo: int, hi: int) -> dict[bytes, tuple[bytes, ...]]:
+    """What :meth:`CudaStringSearch.needle_hits` gives for the needles that start in ``buf[lo:hi]``, found in
+    ``buf`` itself (a mapping of the whole file): the hits of consecutive ranges, joined in order and cut to
+    :data:`MAX_NEEDLE_HITS`, are the whole file's."""
+    out: dict[bytes, tuple[bytes, ...]] = {}
+    for needle in searchable_needles(needles):
+        kept: list[bytes] = []
+        pos = lo
+        while len(kept) < MAX_NEEDLE_HITS:
+            at = buf.find(needle, pos, hi + len(needle) - 1)
+            if at < 0:
+                break
+            kept.append(bytes(buf[at : at + len(needle) + NEEDLE_TAIL]))
+            pos = at + 1
+        out[needle] = tuple(kept)
+    return out
+
+
+def join_needle_hits(parts: Sequence[dict[bytes, tuple[bytes, ...]]]) -> dict[bytes, tuple[bytes, ...]]:
+    """The needle hits of consecutive ranges (:func:`find_needles`), in file order: the whole file's."""
+    out: dict[bytes, tuple[bytes, ...]] = {}
+    for hits in parts:
+        for needle, found in hits.items():
+            out[needle] = (*out.get(needle, ()), *found)[:MAX_NEEDLE_HITS]
+    return out
 
 
 def extract_cuda_strings(buf: Buffer, exclude: Sequence[tuple[int, int]] = ()) -> CudaStrings:

@@ -117,10 +117,9 @@ def test_lz4_larger_than_the_unsized_bound_still_reads_through_python(monkeypatc
 
 
 def test_decode_budget_follows_the_file_size() -> None:
-    small = fatbin._Collector(b"\0" * 1000)
-    assert small.budget.fast == fatbin.FAST_DECODE_MIN
-    big = fatbin._Collector(b"\0" * (fatbin.FAST_DECODE_MIN // fatbin.FAST_DECODE_PER_BYTE * 2))
-    assert big.budget.fast == 2 * fatbin.FAST_DECODE_MIN
+    assert fatbin.file_budget(1000).fast == fatbin.FAST_DECODE_MIN
+    big = fatbin.file_budget(fatbin.FAST_DECODE_MIN // fatbin.FAST_DECODE_PER_BYTE * 2)
+    assert big.fast == 2 * fatbin.FAST_DECODE_MIN
 
 
 def test_every_crafted_file_scans_with_its_caps(tmp_path: Path, elf_plain: Path) -> None:

@@ -156,3 +156,18 @@ def test_a_dask_worker_that_dies_costs_only_its_file(tree: Path, tmp_path: Path,
     lost = got.pop(str(poison))
     assert isinstance(lost, FileError) and lost.kind == "internal" and "died (SIGSEGV)" in lost.message
     assert got == {f: scan_one(f) for f in files if f != str(poison)}
+
+
+def test_files_that_are_not_binaries_settle_without_a_worker(tmp_path: Path, elf_plain: Path) -> None:
+    # The head of each file is read as its turn comes; a run of text files after the last binary, or nothing
+    # but text files, must still finish (none of them ever reaches a worker).
+    shutil.copy(elf_plain, tmp_path / "a_binary")
+    for i in range(60):
+        (tmp_path / f"z{i:02}.txt").write_text("text\n")
+    assert scan_paths([str(tmp_path)], jobs=2) == scan_paths([str(tmp_path)], jobs=1)
+    only_text = tmp_path / "texts"
+    only_text.mkdir()
+    for i in range(5):
+        (only_text / f"{i}.py").write_text("pass\n")
+    result = scan_paths([str(only_text)], jobs=2)
+    assert result.skipped == 5 and not result.binaries

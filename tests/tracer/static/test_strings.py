@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import shutil
 import subprocess
@@ -172,3 +173,33 @@ def test_windows_agree_with_the_whole_buffer_on_a_real_binary(nvcc_static: Path)
     whole = extract_cuda_strings(data, [(4096, 8192)])
     assert len(whole.function_names) > 400
     assert _search_in_windows(data, 4099, [(4096, 8192)]).result() == whole
+
+
+def test_small_gaps_between_excluded_ranges_are_searched_unless_only_nul() -> None:
+    # The layout of cuFFT's GPU code: excluded containers with 16-byte gaps between them. Gaps of NUL bytes are
+    # passed over; a gap holding a name (or a name that starts in one and runs to its end) is still found.
+    block = b"X" * 100
+    gaps = [b"\0" * 16, b"\0cuInit\0" + b"\0" * 8, b"\0" * 16, b"\0libcublas.so.12\0", b"\0" * 4]
+    buf = b"".join(block + g for g in gaps)
+    exclude, pos = [], 0
+    for g in gaps:
+        exclude.append((pos, len(block)))
+        pos += len(block) + len(g)
+    found = extract_cuda_strings(buf, exclude=exclude)
+    assert found.function_names == ("cuInit",)
+    assert found.library_names == ("libcublas.so.12",)
+
+
+def test_needles_found_in_ranges_join_into_the_whole_files() -> None:
+    needles = [b"Cuda compilation tools, release ", b"no CUDA-capable device"]
+    buf = b"".join(
+        (b"x" * (i % 7) + needles[i % 2] + b"%d.%d junk " % (i, i)) if i % 3 else b"\0" * 300 for i in range(400)
+    )
+    search = strings.CudaStringSearch(len(buf), (), needles)
+    search.feed(buf, 0, 0, len(buf))
+    whole = search.needle_hits()
+    assert len(whole[needles[0]]) == strings.MAX_NEEDLE_HITS
+    for cuts in ([], [1], [len(buf) // 3, len(buf) // 2], list(range(17, len(buf), 977))):
+        bounds = [0, *cuts, len(buf)]
+        parts = [strings.find_needles(buf, needles, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+        assert strings.join_needle_hits(parts) == whole, cuts
