@@ -56,7 +56,7 @@ def _size(paths: list[str]) -> int:
 
 
 def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[float, str]:
-    env = dict(os.environ, PYTHONPATH=str(repo))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress"]
     cmd += ["--format", "json", "-o", str(out), "--jobs", str(jobs), *paths]
     start = time.perf_counter()
@@ -93,7 +93,7 @@ def _split_cpu(path: str, jobs: int, repeat: int) -> str:
     """CPU seconds of one process's scan of ``path``, of the longest of its ``jobs`` parts and of the finishing
     scan, each task run alone in one process (so the load of the machine hardly shows); with ``jobs`` free CPUs
     the file takes about the longest part plus the finish."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-c", _SPLIT_CPU, path, str(jobs), str(repeat)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
     if len(out) != 3:
