@@ -128,13 +128,13 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "forks.c")], check=True)
     # Frida can leave a child that forks and execs in a ptrace stop held by its injector (about 1 run in 15 to 20
     # here, more on a loaded machine; docs/run.md). That hang is measured there; this test is about the children,
-    # so up to three runs decide (a run takes under 15 s).
-    for attempt in range(3):
+    # so up to four runs decide (a run takes under 15 s; clean-clone CI runs met one hang in each of two runs).
+    for attempt in range(4):
         try:
-            proc, trace = traced([str(prog), "30"], tmp_path, timeout=60)
+            proc, trace = traced([str(prog), "30"], tmp_path, timeout=45)
             break
         except pytest.fail.Exception:
-            if attempt == 2:
+            if attempt == 3:
                 raise
             warnings.warn("a run hung in Frida's fork handling; ran again", stacklevel=1)
     assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
