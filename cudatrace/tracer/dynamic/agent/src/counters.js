@@ -11,9 +11,9 @@ function readDetailLayout(table) {
   return layout;
 }
 
-// A file mapped MAP_SHARED (Linux): its pages outlive the process for the host to read. Returns {p, fd} (the
-// descriptor stays open, close-on-exec, when `keepFd`), or null.
-function openShared(path, size, keepFd) {
+// A file mapped MAP_SHARED (Linux): its pages outlive the process for the host to read. Its descriptor is closed
+// once mapped (the program never sees one of the agent's descriptors open). Returns the mapping, or null.
+function openShared(path, size) {
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
   const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
@@ -23,26 +23,34 @@ function openShared(path, size, keepFd) {
   if (fd < 0) return null;
   if (ftruncate(fd, size) !== 0) { close(fd); return null; }
   const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
-  if (p.equals(ptr(-1)) || !keepFd) close(fd);
-  if (p.equals(ptr(-1))) return null;
-  return { p, fd: keepFd ? fd : -1 };
+  close(fd);
+  return p.equals(ptr(-1)) ? null : p;
 }
 
 function openSharedCounters(path, cap) {
-  const m = openShared(path, S.counterRows * cap * 8, false);
-  return m === null ? null : m.p;
+  return openShared(path, S.counterRows * cap * 8);
 }
 
 // Detail records in a shared file, one per counter slot, so that the statuses, times and callers of a process
 // ended by SIGKILL (or any signal it does not handle) are read by the host too. The file is sparse; the records
-// in use are reserved in chunks (posix_fallocate), so a full file system is a fallback to private memory, never a
-// SIGBUS in the program.
+// in use are reserved in chunks (posix_fallocate, through a descriptor opened for that moment), so a full file
+// system is a fallback to private memory, never a SIGBUS in the program.
 function openSharedDetail(path, cap) {
-  const m = openShared(path, cap * S.layout.size, true);
-  if (m === null) return null;
+  const p = openShared(path, cap * S.layout.size);
+  if (p === null) return null;
+  const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
+  const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
   const fallocate = new NativeFunction(Module.getGlobalExportByName('posix_fallocate'), 'int',
     ['int', 'int64', 'int64']);
-  return { p: m.p, at: num(m.p), fd: m.fd, cap, reserved: 0, fallocate };
+  const name = Memory.allocUtf8String(path);
+  const reserve = bytes => {
+    const fd = open(name, 0x80002 /* O_RDWR|O_CLOEXEC */, 0);
+    if (fd < 0) return false;
+    const ok = fallocate(fd, 0, bytes) === 0;
+    close(fd);
+    return ok;
+  };
+  return { p, at: num(p), cap, reserved: 0, reserve };
 }
 
 // The shared record of counter slot `slot`, or null (no shared file, or no room left on its file system).
@@ -51,7 +59,7 @@ function sharedDetail(slot) {
   if (D === null || slot < 0 || slot >= D.cap) return null;
   if (slot >= D.reserved) {
     const want = Math.min(D.cap, (Math.floor(slot / 1024) + 1) * 1024);
-    if (D.fallocate(D.fd, 0, want * S.layout.size) !== 0) {
+    if (!D.reserve(want * S.layout.size)) {
       S.detailShared = null; // records from here on are private: their statuses come with the batches only
       return null;
     }

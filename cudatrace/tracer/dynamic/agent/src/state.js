@@ -37,7 +37,7 @@ const S = {
   counterUsed: 0,
   counterRows: 1,
   shmPath: null, // the shared counter file, when mapped
-  detailShared: null, // {p, at, fd, cap, reserved, fallocate}: detail records in a shared file (openSharedDetail)
+  detailShared: null, // {p, at, cap, reserved, reserve}: detail records in a shared file (openSharedDetail)
   detailPath: null, // that file's path, told to the host
   rseq: null, // {offset, cpus} when per-CPU counting is on
 
