@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -346,16 +346,12 @@ class Collector:
             old = proc.rows.get(e.id)
             rec = details.get(e.id)
             if rec is not None and (old is None or rec.detail_calls > old.detail_calls):
-                calls = max(count, rec.calls, old.calls if old is not None else 0)
-                proc.rows[e.id] = CountRow(
-                    e.id, calls, rec.first_ns, rec.time_ns, rec.statuses, rec.callers, rec.detail_calls
-                )
-            elif count > 0 and old is None:
-                proc.rows[e.id] = CountRow(e.id, count, 0, 0, (), (), 0)
-            elif old is not None and count > old.calls:
-                proc.rows[e.id] = CountRow(
-                    e.id, count, old.first_ns, old.time_ns, old.statuses, old.callers, old.detail_calls
-                )
+                proc.rows[e.id] = replace(rec, calls=max(count, rec.calls, old.calls if old is not None else 0))
+            elif old is None:
+                if count > 0:
+                    proc.rows[e.id] = CountRow(e.id, count, 0, 0, (), (), 0)
+            elif count > old.calls:
+                proc.rows[e.id] = replace(old, calls=count)
 
     @staticmethod
     def _shared_details(proc: _Proc, values: list[int]) -> dict[int, CountRow]:
@@ -369,7 +365,7 @@ class Collector:
         n = len(values)
         wanted = {}
         for e in proc.entries.values():
-            if 0 <= e.slot < min(n, hello.counter_capacity) and values[e.slot] > 0:
+            if 0 <= e.slot < n and values[e.slot] > 0:  # values holds at most the file's capacity
                 old = proc.rows.get(e.id)
                 if old is None or old.detail_calls < values[e.slot]:
                     wanted[e.id] = e.slot
