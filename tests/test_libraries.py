@@ -10,6 +10,7 @@ import pytest
 
 from cudatrace.libraries import LibraryId, family_of_function, identify_library, load_exports
 from cudatrace.model import Family
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # NVIDIA's export lists, one CSV per library file, that scripts/build_exports_data.py builds the package data from
@@ -223,14 +224,7 @@ def test_family_of_function_on_real_export_lists() -> None:
 
 
 def _build_script() -> object:
-    import importlib.util
-
-    path = ROOT / "scripts" / "build_exports_data.py"
-    spec = importlib.util.spec_from_file_location("build_exports_data", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_exports_data")
 
 
 @needs_exports

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
 from cudatrace.errors import CatalogError
 from cudatrace.model import Family, ZludaStatus
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 # The reference folders scripts/build_catalog.py builds the packaged catalog from (zluda/api_status.csv and the
@@ -332,11 +332,7 @@ def test_packaging_amd_libraries_and_loader_tables(cat: Catalog) -> None:
 
 @needs_reference
 def _builder() -> object:
-    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("build_catalog")
 
 
 @needs_reference
@@ -467,10 +463,7 @@ def test_catalog_sources_match_the_reference_files(cat: Catalog) -> None:
 
 @needs_reference
 def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("build_catalog", ROOT / "scripts" / "build_catalog.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("build_catalog")
     out = mod.write(mod.build(REFERENCE), tmp_path)
     assert out.read_bytes() == DATA.read_bytes()
     names = DATA.with_name("catalog_names.json.gz")

@@ -4,7 +4,6 @@ Frida)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -14,17 +13,14 @@ from types import ModuleType
 import pytest
 
 from cudatrace.tracer.dynamic.protocol import AGENT_MESSAGES, HOST_MESSAGES, MessageType
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT = ROOT / "cudatrace" / "tracer" / "dynamic" / "agent"
 
 
 def _build_agent() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_agent", ROOT / "scripts" / "build_agent.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_agent")
 
 
 def _sources() -> str:

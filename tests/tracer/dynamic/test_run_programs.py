@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
 from tests.standins import Standins, build_standins
 
 pytest.importorskip("frida", reason="frida is needed to trace programs")
-
-ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF programs and a POSIX shell")
 
 RUN = [sys.executable, "-m", "cudatrace", "run", "--no-store"]
@@ -145,13 +144,7 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
 
 def _threaded_forks() -> str:
     """The program of scripts/fork_hang_check.py: four busy threads, 20 forks, then a subprocess."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fork_hang_check", ROOT / "scripts" / "fork_hang_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.PROGRAM)
+    return str(load_script("fork_hang_check").PROGRAM)
 
 
 def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None:
