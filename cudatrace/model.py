@@ -493,6 +493,37 @@ class ExportTableRequest(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class GpuModuleLoad(Record):
+    """Modules of GPU code a traced program handed the driver, alike in where they came from and what they carry.
+
+    ``ptx`` and ``sass`` are the architectures of the images in them (a fatbin carries several; a cubin is SASS
+    for one; PTX text is PTX). ``lookups`` counts the kernels looked up (cuModuleGetFunction, cuLibraryGetKernel)
+    in such modules when they carry no PTX, ``kernel`` names the first: under ZLUDA each of those lookups fails.
+    """
+
+    via: str  # the loading entry point: cuLibraryLoadData, cuModuleLoadData, ...
+    source: str  # the library whose memory held the image ("libtorch_cuda.so"), "[memory]" when made at run time
+    kind: str  # "fatbin" | "cubin" | "ptx" | "unknown" | "unreadable"
+    loads: int
+    ptx: tuple[str, ...] = ()
+    sass: tuple[str, ...] = ()
+    failed: int = 0  # loads the driver refused
+    lookups: int = 0
+    kernel: str | None = field(default=None, metadata=spec(omit="none"))
+    caller: str = ""  # the module that asked for the load: libcudart for a program's kernels, cuBLAS for its own
+
+    @property
+    def made_at_run_time(self) -> bool:
+        """True for an image in no file's memory: compiled (NVRTC, nvJitLink) or unpacked while the program ran."""
+        return self.source == "[memory]"
+
+    @property
+    def without_ptx(self) -> bool:
+        """True for loaded GPU code of SASS alone (what ZLUDA cannot recompile)."""
+        return not self.ptx and bool(self.sass) and self.loads > self.failed
+
+
+@dataclass(frozen=True, slots=True)
 class LoggedCall(Record):
     """One call as an imported zluda_trace log shows it: where it stands, how deep, what it returned."""
 
@@ -625,10 +656,13 @@ class TraceResult(Record):
     notes: tuple[str, ...] = ()
     verdict: Verdict | None = field(default=None, metadata=spec(omit="none"))
     load_failures: tuple[LoadFailure, ...] = ()
+    # modules of GPU code the program loaded, by what they carry (a traced run)
+    gpu_modules: tuple[GpuModuleLoad, ...] = field(default=(), metadata=spec(omit="falsy"))
 
     json_order = (
         *("tool_version", "command", "exit", "duration_s", "mode", "platform", "zluda_dir", "processes", "libraries"),
-        *("calls", "proc_lookups", "export_tables", "load_failures", "notes", "verdict", "source", "first_failure"),
+        *("calls", "proc_lookups", "export_tables", "gpu_modules", "load_failures", "notes", "verdict", "source"),
+        "first_failure",
         *("sequence", "dark_api_calls", "gpu_code", "zluda_release"),
     )
     json_schema = TRACE_SCHEMA

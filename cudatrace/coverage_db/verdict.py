@@ -60,6 +60,7 @@ from cudatrace.wording import agrees, blocker_words, counted, ordinal
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "module_without_ptx": 0,
     "ptx_rejected": 9,
     "log_cut": 18,
     "launch_unfinished": 8,
@@ -1084,9 +1085,11 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
+    from cudatrace.coverage_db.gpu_modules import gpu_module_reasons
     from cudatrace.coverage_db.load_failures import load_failure_reasons
 
     extra: list[Reason] = load_failure_reasons(trace, rel, cat)
+    extra.extend(gpu_module_reasons(trace.gpu_modules, rel, cat))
     if trace.source is not None and trace.source.ptx_errors:
         errs = trace.source.ptx_errors
         shown = "; ".join(f"{m} ({e})" for m, e in errs[:3]) + (f" and {len(errs) - 3} more" if len(errs) > 3 else "")

@@ -32,6 +32,8 @@ from cudatrace.model import (
     Family,
     GpuCode,
     GpuImage,
+    GpuModuleLoad,
+    ImageKind,
     ProcLookup,
     ScanResult,
     Severity,
@@ -499,7 +501,14 @@ class Report(Record):
                 "strings may never be called; `cudatrace run` shows what is really called."
             )
         elif not self.binaries and self.traced:
-            gpu = "GPU code: the modules the log saved" if self.gpu else "GPU code is unknown"
+            loaded = any(g.binary.startswith("modules the run loaded") for g in self.gpu)
+            gpu = (
+                "GPU code: the modules the run loaded"
+                if loaded
+                else "GPU code: the modules the log saved"
+                if self.gpu
+                else "GPU code is unknown"
+            )
             out.append(f"Only dynamic evidence: the run was traced, no binary was scanned ({gpu}).")
         for run in self.runs:
             if run.crashed:
@@ -634,6 +643,21 @@ def _program_name(scans: Sequence[ScanResult], traces: Sequence[TraceResult]) ->
     return "unknown program"
 
 
+def _loaded_gpu(modules: Sequence[GpuModuleLoad], replaced_caller: Callable[[str], bool] | None) -> list[BinaryGpu]:
+    """The GPU code a traced run loaded, one entry per library that held it: an image per architecture and load."""
+    by_source: dict[str, list[GpuImage]] = defaultdict(list)
+    for m in modules:
+        n = m.loads - m.failed
+        for kind, archs in ((ImageKind.PTX, m.ptx), (ImageKind.SASS, m.sass)):
+            for arch in archs:
+                by_source[m.source].extend(GpuImage(kind, arch, False, 0) for _ in range(n))
+    out = []
+    for source, images in sorted(by_source.items()):
+        replaced = " (a library ZLUDA replaces)" if replaced_caller is not None and replaced_caller(source) else ""
+        out.append(BinaryGpu.of(f"modules the run loaded from {source}{replaced}", GpuCode(tuple(images)), None))
+    return out
+
+
 def _inner_calls(e: EntryPointUse, replaced_caller: Callable[[str], bool]) -> int:
     """Calls of ``e`` made from inside replaced libraries. Callers are recorded for the first calls only (the
     tracer's detail budget), so when they cover fewer calls than were counted, the share seen is scaled up."""
@@ -734,6 +758,7 @@ def build_report(
                 a.first_call_s = e.first_call_s
             if e.time_ns is not None:
                 a.time_ns = (a.time_ns or 0) + e.time_ns
+        gpu.extend(_loaded_gpu(t.gpu_modules, replaced_caller))
         if t.gpu_code is not None and t.gpu_code.has_kernels and t.source is not None:
             where = t.source.path.replace("\\", "/")
             folder = _basename(where if t.source.form == "dump folder" else where.rsplit("/", 1)[0])

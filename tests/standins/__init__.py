@@ -10,7 +10,9 @@ and signatures of a few entry points and return CUDA-style status codes:
                      cuProfilerStart/Stop (3-byte functions packed together), cuCtxSynchronize (an IFUNC),
                      cuGetProcAddress(_v2) (returns *non-exported* functions for cuMemGetInfo and
                      cuStreamQuery; 500 for unknown names), cuGetExportTable (one known UUID, else 1), and
-                     a data export ``cuStandinDataExport``.
+                     a data export ``cuStandinDataExport``; module loads (cuModuleLoadData(Ex),
+                     cuModuleLoadFatBinary, cuLibraryLoadData: a handle for any image) and kernel lookups
+                     (cuModuleGetFunction, cuLibraryGetKernel: 500 for "missing"), cuLibraryGetModule.
 ``libcublasLt.so.12`` cublasLtCreate, cublasLtSSSMatmul (internal; 7 for a zero dimension).
 ``libcublas.so.12``  cublasCreate_v2 (calls cublasLtCreate), cublasSgemm_v2 (calls cublasLtSSSMatmul and
                      cuLaunchKernel inward), cublasSetMathMode (15 CUBLAS_STATUS_NOT_SUPPORTED for mode != 0).
@@ -140,3 +142,37 @@ def build_standins(out_dir: Path) -> Standins:
     _cc(["-O1", "-o", str(s.dlopen_app), str(SOURCES / "dlopen_app.c"), "-ldl"])
     _cc(["-O1", "-o", str(s.nocuda), str(SOURCES / "nocuda.c")])
     return s
+
+
+GPU_KERNEL_CU = r"""
+extern "C" __global__ void scale(float *x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+"""
+
+
+def build_gpu_app(s: Standins, nvcc: str) -> Path:
+    """``gpu_app`` (tests/standins/gpu_app.c) with nvcc's own images of one kernel built in: a SASS-only fatbin
+    (sm_80, sm_90), a fatbin with PTX (compute_80 and sm_80), a cubin (sm_80) and PTX text. Linked against the
+    stand-in libcuda in ``s.lib_dir``; needs nvcc and gcc."""
+    out = s.lib_dir / "gpu_app"
+    if out.exists():
+        return out
+    work = s.lib_dir / "gpu_app.build"
+    work.mkdir(exist_ok=True)
+    (work / "k.cu").write_text(GPU_KERNEL_CU)
+
+    def nvcc_run(*args: str) -> None:
+        subprocess.run([nvcc, *args], check=True, capture_output=True, text=True, cwd=work)
+
+    nvcc_run("-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90",
+             "-o", "sass.fatbin", "k.cu")  # fmt: skip
+    nvcc_run("-fatbin", "-gencode", "arch=compute_80,code=[sm_80,compute_80]", "-o", "ptx.fatbin", "k.cu")
+    nvcc_run("-cubin", "-arch=sm_80", "-o", "k.cubin", "k.cu")
+    nvcc_run("-ptx", "-arch=compute_80", "-o", "k.ptx", "k.cu")
+    images = {"SASS_FATBIN": "sass.fatbin", "PTX_FATBIN": "ptx.fatbin", "CUBIN": "k.cubin", "PTX_TEXT": "k.ptx"}
+    defines = [f"-D{k}={work / v}" for k, v in images.items()]
+    _cc(["-O1", *defines, "-o", str(out), str(SOURCES / "gpu_app.c"), str(s.libcuda), f"-Wl,-rpath,{s.lib_dir}",
+         "-Wl,--disable-new-dtags"])  # fmt: skip
+    return out

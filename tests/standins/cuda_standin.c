@@ -88,3 +88,35 @@ CUresult cuGetExportTable(const void **table, const CUuuid *id) {
     if (table) *table = NULL;
     return 1;
 }
+/* Modules of GPU code: a load hands out a handle (0 for a NULL image: 1 CUDA_ERROR_INVALID_VALUE); a lookup finds
+ * any kernel name but "missing" (500 CUDA_ERROR_NOT_FOUND). What the image holds is the tracer's to read. */
+static uintptr_t next_handle = 0x1000;
+static CUresult new_handle(void **out, const void *image) {
+    if (!out || !image) return 1;
+    *out = (void *)(next_handle += 16);
+    return 0;
+}
+CUresult cuModuleLoadData(void **module, const void *image) { return new_handle(module, image); }
+CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned n, void *options, void **values) {
+    (void)n; (void)options; (void)values;
+    return new_handle(module, image);
+}
+CUresult cuModuleLoadFatBinary(void **module, const void *fatbin) { return new_handle(module, fatbin); }
+CUresult cuLibraryLoadData(void **library, const void *code, void *jo, void **jv, unsigned nj, void *lo, void **lv,
+                           unsigned nl) {
+    (void)jo; (void)jv; (void)nj; (void)lo; (void)lv; (void)nl;
+    return new_handle(library, code);
+}
+CUresult cuLibraryGetModule(void **module, void *library) { return library ? new_handle(module, library) : 1; }
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+    if (!function || !module || !name) return 1;
+    if (strcmp(name, "missing") == 0) return 500;
+    *function = (void *)(next_handle += 16);
+    return 0;
+}
+CUresult cuLibraryGetKernel(void **kernel, void *library, const char *name) {
+    if (!kernel || !library || !name) return 1;
+    if (strcmp(name, "missing") == 0) return 500;
+    *kernel = (void *)(next_handle += 32);
+    return 0;
+}

@@ -49,7 +49,19 @@ LIBRARY_PATTERNS: tuple[str, ...] = (
 EXPORT_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*$"
 
 # Entry points hooked in JavaScript because their arguments matter after the call.
-SPECIAL_FUNCTIONS: tuple[str, ...] = ("cuGetProcAddress", "cuGetProcAddress_v2", "cuGetExportTable")
+SPECIAL_FUNCTIONS: tuple[str, ...] = (
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+    "cuGetExportTable",
+    # GPU code: what each load carries (PTX or SASS), and kernel lookups in modules without PTX (gpumodules.js)
+    "cuModuleLoadData",
+    "cuModuleLoadDataEx",
+    "cuModuleLoadFatBinary",
+    "cuLibraryLoadData",
+    "cuModuleGetFunction",
+    "cuLibraryGetKernel",
+    "cuLibraryGetModule",
+)
 
 COUNTER_CAPACITY = 1 << 16
 """Counters per row of the counter file: entry points hooked plus pointers handed out by cuGetProcAddress."""
@@ -172,6 +184,22 @@ class RawExportTable:
 
 
 @dataclass(frozen=True, slots=True)
+class RawGpuModule:
+    """Module loads alike in entry point, source library and contents, as the agent counted them (gpumodules.js)."""
+
+    via: str
+    source: str
+    caller: str
+    kind: str
+    ptx: tuple[str, ...]
+    sass: tuple[str, ...]
+    loads: int
+    failed: int
+    lookups: int
+    kernel: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ModulesMsg:
     """``cudatrace:modules``."""
 
@@ -205,6 +233,7 @@ class CountsMsg:
     exit_code: int | None = None
     crash: str | None = None
     loader_errors: tuple[RawLoaderError, ...] = ()
+    gpu_modules: tuple[RawGpuModule, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +357,21 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             )
             for x in payload.get("loaderErrors", ())
         )
+        gpu = tuple(
+            RawGpuModule(
+                str(x.get("via") or ""),
+                str(x.get("from") or ""),
+                str(x.get("caller") or ""),
+                str(x.get("kind") or "unknown"),
+                tuple(str(a) for a in x.get("ptx") or ()),
+                tuple(str(a) for a in x.get("sass") or ()),
+                int(x.get("loads") or 0),
+                int(x.get("failed") or 0),
+                int(x.get("lookups") or 0),
+                None if x.get("kernel") is None else str(x["kernel"]),
+            )
+            for x in payload.get("gpuModules", ())
+        )
         return CountsMsg(
             pid,
             int(payload.get("seq", 0)),
@@ -339,6 +383,7 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             _int_or_none(payload.get("exitCode")),
             payload.get("crash"),
             loader,
+            gpu,
         )
     if kind == MessageType.EVENTS.value:
         events = tuple(

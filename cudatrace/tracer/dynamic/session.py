@@ -40,6 +40,7 @@ from cudatrace.model import (
     ExitInfo,
     ExportTableRequest,
     Family,
+    GpuModuleLoad,
     LibraryHow,
     LoadFailure,
     ProcessInfo,
@@ -61,6 +62,7 @@ from cudatrace.tracer.dynamic.protocol import (
     MessageType,
     ModulesMsg,
     RawExportTable,
+    RawGpuModule,
     RawLoaderError,
     RawLookup,
     parse_hello,
@@ -196,6 +198,7 @@ class _Proc:
     reaped: bool = False  # exit_code/crash come from waitpid
     agent_exit: bool = False  # the agent saw exit()/_exit()
     loader_errors: tuple[RawLoaderError, ...] = ()
+    gpu_modules: tuple[RawGpuModule, ...] = ()
 
 
 class Collector:
@@ -258,6 +261,7 @@ class Collector:
                 proc.lookups = msg.lookups or proc.lookups
                 proc.loader_errors = msg.loader_errors or proc.loader_errors
                 proc.tables = msg.export_tables or proc.tables
+                proc.gpu_modules = msg.gpu_modules or proc.gpu_modules
                 if msg.exit_code is not None:
                     proc.exit_code = msg.exit_code
                     proc.agent_exit = True
@@ -509,6 +513,7 @@ class Collector:
             for uuid, (count, st) in sorted(tables.items())
         )
         load_failures = [f for p in procs for f in self._load_failures(p)] + self.diagnosed
+        gpu_modules = _gpu_modules(procs)
         processes = tuple(self._process_info(p) for p in procs)
         # The program's status is that of the last image of the first pid (a script execs its interpreter, a
         # launcher the real program).
@@ -543,6 +548,7 @@ class Collector:
             tool_version=__version__,
             notes=tuple(all_notes),
             load_failures=tuple(load_failures),
+            gpu_modules=gpu_modules,
         )
 
     @staticmethod
@@ -622,6 +628,28 @@ class Collector:
         if dropped:
             notes.append(f"--events: {dropped} calls were not logged (buffer full)")
         return notes
+
+
+def _gpu_modules(procs: Sequence[_Proc]) -> tuple[GpuModuleLoad, ...]:
+    # Alike loads of every process summed: what the programs' GPU code carried, modules without PTX first.
+    acc: dict[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], GpuModuleLoad] = {}
+    for proc in procs:
+        for m in proc.gpu_modules:
+            key = (m.via, m.source, m.caller, m.kind, m.ptx, m.sass)
+            old = acc.get(key)
+            if old is None:
+                acc[key] = GpuModuleLoad(
+                    m.via, m.source, m.kind, m.loads, m.ptx, m.sass, m.failed, m.lookups, m.kernel, m.caller
+                )
+            else:
+                acc[key] = replace(
+                    old,
+                    loads=old.loads + m.loads,
+                    failed=old.failed + m.failed,
+                    lookups=old.lookups + m.lookups,
+                    kernel=old.kernel or m.kernel,
+                )
+    return tuple(sorted(acc.values(), key=lambda m: (not m.without_ptx, m.source, m.via, -m.loads, m.kind)))
 
 
 def _image_path(argv0: str) -> str | None:

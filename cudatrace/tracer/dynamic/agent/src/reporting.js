@@ -105,6 +105,7 @@ function flush(final, reason, exitCode, crash, ack) {
     type: S.M.counts, pid: Process.id, seq: S.seq++, final: final === true, reason: reason || null, rows,
     exitCode: exitCode === undefined ? null : exitCode, crash: crash === undefined ? null : crash,
     lookups: Array.from(S.lookups.values()), exportTables: Array.from(S.exportTables.values()),
+    gpuModules: Array.from(S.gpuModules.values()),
     loaderErrors: Array.from(S.loaderErrors.values()), ack: ack === true,
   };
   send(msg);

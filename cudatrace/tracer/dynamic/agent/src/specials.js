@@ -84,7 +84,7 @@ function hookSpecial(m, address, name, names) {
         countJs(e, this.t0, status, this.returnAddress);
       }
     });
-  } else {
+  } else if (!hookGpuModuleSpecial(address, name, e)) {
     throw new Error('no special hook for ' + name);
   }
 }

@@ -1,0 +1,132 @@
+"""What the GPU code a traced program loaded means under ZLUDA.
+
+The agent reads each module a program hands the driver (``cuLibraryLoadData``, ``cuModuleLoadData(Ex)``,
+``cuModuleLoadFatBinary``): PTX text, a cubin, or a fatbin with its images' kinds and architectures, and it counts
+the kernels looked up in modules that carry no PTX. ZLUDA recompiles PTX and never runs SASS: such a module loads
+under it, and then every kernel looked up in it is "named symbol not found" (``cuModuleGetFunction`` ->
+``CUDA_ERROR_NOT_FOUND``). That is how PyTorch builds without PTX fail under ZLUDA, in the logs of ZLUDA issues
+#626, #627 and #664: the initialisation and ``cuLibraryLoadData`` succeed, the modules are saved as ``.elf``, and the
+first kernel lookup fails. The scan of a binary says the same from its files (``sass_only``); this is the run's
+own evidence, naming what was really loaded and looked up.
+
+Modules whose image lies in a library ZLUDA replaces in the release (cuBLAS, cuBLASLt, cuFFT, ...) are left out:
+under ZLUDA that library is ZLUDA's own and its NVIDIA modules are never loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cudatrace.coverage_db.catalog import Catalog
+from cudatrace.model import GpuModuleLoad, Reason, Severity
+from cudatrace.wording import counted
+
+SOURCE_ISSUES = "ZLUDA issues #626, #627 and #664"
+RECENT_PTX_SM = 90  # as the scan's ptx_recent_arch_only (coverage_db.verdict)
+
+
+def _archs(modules: Sequence[GpuModuleLoad]) -> str:
+    archs = sorted({a for m in modules for a in m.sass}, key=lambda a: (len(a), a))
+    return ", ".join(archs)
+
+
+def _sources(modules: Sequence[GpuModuleLoad]) -> str:
+    names = sorted({m.source for m in modules})
+    shown = ", ".join(names[:4])
+    return shown + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _remedy(modules: Sequence[GpuModuleLoad]) -> str:
+    torch = any(m.source.startswith(("libtorch", "libc10", "libcaffe2")) for m in modules)
+    how = "e.g. nvcc -gencode arch=compute_80,code=compute_80"
+    if torch:
+        how += "; for PyTorch, a build whose TORCH_CUDA_ARCH_LIST ends in +PTX"
+    return f"use a build of {_sources(modules)} that embeds PTX, {how}"
+
+
+def _sm(arch: str) -> int:
+    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def gpu_module_reasons(modules: Sequence[GpuModuleLoad], release: str, catalog: Catalog) -> list[Reason]:
+    """The reasons the modules a run loaded give under ``release``.
+
+    Modules without PTX from a library's file: a blocker when kernels were looked up in them, a risk when none
+    was yet. Modules without PTX made at run time (NVRTC's or nvJitLink's output, code a library unpacked): a
+    risk, since a program that compiles for the GPU it finds may make PTX under ZLUDA. PTX for recent GPUs
+    only (sm_90 and up): a risk, as the scan says of such a binary. Modules a library ZLUDA replaces loaded
+    (by their place or by who asked) are left out.
+    """
+    from cudatrace.coverage_db.verdict import replaced_caller
+
+    def replaced(m: GpuModuleLoad) -> bool:
+        return replaced_caller(m.source, release, catalog) or bool(
+            m.caller and replaced_caller(m.caller, release, catalog)
+        )
+
+    ours = [m for m in modules if m.loads > m.failed and not replaced(m)]
+    reasons = _without_ptx_reasons([m for m in ours if m.without_ptx and not m.made_at_run_time])
+    made = [m for m in ours if m.without_ptx and m.made_at_run_time]
+    if made:
+        loads = sum(m.loads - m.failed for m in made)
+        askers = sorted({m.caller for m in made if m.caller})
+        by = f", asked for by {', '.join(askers[:4])}" if askers else ""
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "module_without_ptx",
+                f"the program made {counted(loads, 'module')} of GPU code without PTX at run time (SASS for "
+                f"{_archs(made)}{by}): code compiled for this machine's GPU or unpacked by a library; under ZLUDA "
+                "it runs only if the program then makes PTX instead",
+                "check that the program's run-time compiler can emit PTX (NVRTC: nvrtcGetPTX rather than "
+                "nvrtcGetCUBIN)",
+            )
+        )
+    recent = [m for m in ours if m.ptx and min(_sm(a) for a in m.ptx) >= RECENT_PTX_SM]
+    if recent:
+        ptx = sorted({a for m in recent for a in m.ptx}, key=lambda a: (len(a), a))
+        loads = sum(m.loads - m.failed for m in recent)
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "ptx_recent_arch_only",
+                f"the program loaded {counted(loads, 'module')} whose PTX is for recent GPUs only "
+                f"({', '.join(ptx)}) from {_sources(recent)}: ZLUDA recompiles PTX, but code built for these "
+                "architectures may use instructions it does not translate",
+                "use a build that also embeds PTX for an older target (e.g. compute_80)",
+            )
+        )
+    return reasons
+
+
+def _without_ptx_reasons(kept: Sequence[GpuModuleLoad]) -> list[Reason]:
+    if not kept:
+        return []
+    loads = sum(m.loads - m.failed for m in kept)
+    looked = [m for m in kept if m.lookups > 0]
+    what = f"{counted(loads, 'module')} of GPU code without PTX (SASS for {_archs(kept)}) from {_sources(kept)}"
+    if looked:
+        lookups = sum(m.lookups for m in looked)
+        first = next((m.kernel for m in looked if m.kernel), None)
+        named = f" (the first: {first})" if first else ""
+        return [
+            Reason(
+                Severity.BLOCKER,
+                "module_without_ptx",
+                f"the program loaded {what} and looked up {counted(lookups, 'kernel')} in them{named}: ZLUDA "
+                "recompiles PTX only, so these modules load under it and each such lookup fails with "
+                f'CUDA_ERROR_NOT_FOUND ("named symbol not found", as in {SOURCE_ISSUES})',
+                _remedy(kept),
+                calls=lookups,
+            )
+        ]
+    return [
+        Reason(
+            Severity.RISK,
+            "module_without_ptx",
+            f"the program loaded {what}, and looked up no kernel in them in this run: under ZLUDA any kernel it "
+            'takes from them is "named symbol not found"',
+            _remedy(kept),
+        )
+    ]
