@@ -233,7 +233,7 @@ def gather_scan(
 def gather_trace(trace: TraceResult, *, source: str = FROM_RUN) -> ProgramDocuments:
     """One run's document as a program's evidence: a run traced now (``source`` :data:`FROM_RUN`), a zluda_trace
     log read now (:data:`FROM_LOG`) or a saved trace document (:data:`FROM_DOCUMENTS`). The program is the one
-    the run started, else the log's place, else ``Path()`` (a document that names neither)."""
+    the run started (the executable a log names), else the log's place, else ``Path()`` (neither is known)."""
     if trace.command:
         program = Path(trace.command[0])
     elif trace.source is not None:
