@@ -52,17 +52,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def load_run(path: str, release: str | None, *, progress: bool = True) -> TraceResult:
     """A trace document, or a zluda_trace log read on the fly; classified against ``release`` when unclassified."""
     from cudatrace.commands.import_log import load_log
-    from cudatrace.coverage_db.verdict import annotate_trace
     from cudatrace.programs.documents import is_log_path, load_document
+    from cudatrace.programs.evidence import FROM_DOCUMENTS, FROM_LOG, gather_trace
+    from cudatrace.programs.judging import judge_gathered
 
     if is_log_path(path):
         trace = load_log(path, progress=progress)
-        return annotate_trace(trace, release or trace.zluda_release)
+        (trace,) = judge_gathered(gather_trace(trace, source=FROM_LOG), release or trace.zluda_release).traces
+        return trace
     doc = load_document(path)
     if not isinstance(doc, TraceResult):
         raise UsageError(f"{path}: diff compares runs (trace documents or zluda_trace logs), not scans or reports")
     if release is not None or doc.verdict is None:
-        doc = annotate_trace(doc, release or doc.zluda_release)
+        (doc,) = judge_gathered(gather_trace(doc, source=FROM_DOCUMENTS), release or doc.zluda_release).traces
     return doc
 
 

@@ -60,9 +60,10 @@ def run_import_log(args: argparse.Namespace) -> int:
     """Read, date, classify, record, render, write."""
     trace = load_log(args.path, args.program, progress=not args.quiet)
     if not args.no_zluda_verdict:
-        from cudatrace.coverage_db.verdict import annotate_trace
+        from cudatrace.programs.evidence import FROM_LOG, gather_trace
+        from cudatrace.programs.judging import judge_gathered
 
-        trace = annotate_trace(trace, args.release or trace.zluda_release)
+        (trace,) = judge_gathered(gather_trace(trace, source=FROM_LOG), args.release or trace.zluda_release).traces
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

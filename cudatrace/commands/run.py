@@ -159,9 +159,10 @@ def run_run(args: argparse.Namespace) -> int:
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
-        from cudatrace.programs.judging import judge_documents
+        from cudatrace.programs.evidence import gather_trace
+        from cudatrace.programs.judging import judge_gathered
 
-        _scans, (trace,) = judge_documents((), (trace,), args.release)
+        (trace,) = judge_gathered(gather_trace(trace), args.release).traces
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from cudatrace.commands._common import (
     add_loudness_args,
@@ -69,24 +68,21 @@ def _positive(text: str) -> int:
 def run_scan(args: argparse.Namespace) -> int:
     """Scan, classify, record, render, write; return the exit code."""
     from cudatrace.reports.progress import stderr_progress
-    from cudatrace.tracer.static.scanner import scan_paths
 
     if args.no_zluda and (args.release or args.zluda_dir):
         raise UsageError("--no-zluda skips the classification: it cannot go with --release or --zluda")
     release = None if args.no_zluda else release_of(args)
 
     with stderr_progress(enabled=not (args.no_progress or args.quiet)) as progress:
-        from cudatrace.tracer.static.parallel import default_jobs
+        from cudatrace.programs.evidence import gather_scan
 
-        result = scan_paths(args.paths, progress=progress, jobs=args.jobs or default_jobs(), dask=args.dask)
-    from cudatrace.programs import group_programs
-
-    result = replace(result, programs=group_programs(result))
+        gathered = gather_scan(args.paths, jobs=args.jobs, dask=args.dask, progress=progress)
     if not args.no_zluda:
-        from cudatrace.coverage_db.verdict import annotate_scan
+        from cudatrace.programs.judging import judge_gathered
 
         announce_release(release)
-        result = annotate_scan(result, release)
+        gathered = judge_gathered(gathered, release)
+    (result,) = gathered.scans
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

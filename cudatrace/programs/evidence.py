@@ -1,10 +1,12 @@
-"""A program's evidence: its scan and run documents, from saved files, the coverage store or a scan made now.
+"""A program's evidence: its scan and run documents, from saved files, the coverage store, a scan or a run.
 
 The one gathering every command that judges a program starts from, typed and with no knowledge of the command
-line: :func:`gather_files` (``report FILES``), :func:`gather_stored` (``report --program NAME``),
-:func:`gather_store` (``report --all``) and :func:`gather_documents` (one program file, for ``configure`` and
-``doctor``). Each returns :class:`ProgramDocuments`; :func:`cudatrace.programs.judging.judge_gathered` judges them
-for a release.
+line: :func:`gather_scan` (``scan PATH...``), :func:`gather_trace` (one run's document: ``run``, ``import-log``
+and each side of ``diff``), :func:`gather_files` (``report FILES``), :func:`gather_stored` (``report --program
+NAME``), :func:`gather_store` (``report --all``) and :func:`gather_documents` (one program file, for ``configure``
+and ``doctor``). Each returns :class:`ProgramDocuments`; :func:`cudatrace.programs.judging.judge_gathered` judges
+them for a release. A command that skips the classification (``--no-zluda``) uses the gathered documents as they
+are and never judges them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudatrace.errors import InputError
 from cudatrace.model import ScanResult, TraceResult
+
+if TYPE_CHECKING:
+    from cudatrace.reports.progress import Progress
 
 FROM_DOCUMENTS = "saved documents"
 FROM_STORE = "the coverage store: newest scan and run of this file"
@@ -24,6 +29,9 @@ FROM_STORE_PROGRAM = "the coverage store: newest scan and run of this program"
 FROM_STORE_CONTAINING = "the coverage store: newest scan and run of the program that holds this file"
 FROM_STORE_HISTORY = "the coverage store: every scan and run of this program"
 FROM_SCAN_NOW = "a scan made now (nothing in the store for this file)"
+FROM_SCAN_PATHS = "a scan made now of the paths given"
+FROM_RUN = "a run traced now"
+FROM_LOG = "a zluda_trace log read now"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +95,11 @@ def documents_platform(scans: Sequence[ScanResult], traces: Sequence[TraceResult
     return ""
 
 
+def _common_place(paths: Sequence[str]) -> Path:
+    """The one path given, else the folder that holds them all."""
+    return Path(paths[0]) if len(paths) == 1 else Path(os.path.commonpath([os.path.abspath(p) for p in paths]))
+
+
 def gather_files(
     paths: Sequence[str], *, read_log: Callable[[str], TraceResult] | None = None
 ) -> ProgramDocuments | SavedDocument:
@@ -105,8 +118,7 @@ def gather_files(
         return SavedDocument(*saved[0])
     scans = tuple(d for _, d in docs if isinstance(d, ScanResult))
     traces = tuple(d for _, d in docs if isinstance(d, TraceResult))
-    where = Path(paths[0]) if len(paths) == 1 else Path(os.path.commonpath([os.path.abspath(p) for p in paths]))
-    return ProgramDocuments(where, documents_platform(scans, traces), scans, traces, FROM_DOCUMENTS)
+    return ProgramDocuments(_common_place(paths), documents_platform(scans, traces), scans, traces, FROM_DOCUMENTS)
 
 
 def gather_stored(query: str, *, db: str | os.PathLike[str] | None = None, history: bool = False) -> ProgramDocuments:
@@ -198,3 +210,34 @@ def gather_documents(
     result = ScanResult(binaries=(scanned,), roots=(str(path),))
     result = replace(result, programs=group_programs(result))  # judged as a program, as a stored scan is
     return ProgramDocuments(path, platform, (result,), (), FROM_SCAN_NOW)
+
+
+def gather_scan(
+    paths: Sequence[str], *, jobs: int | None, dask: str | None = None, progress: Progress | None = None
+) -> ProgramDocuments:
+    """A scan of ``paths`` made now (files, application folders, site-packages folders; over ``jobs`` processes,
+    None: one per CPU, or on the Dask cluster at ``dask``), its binaries grouped into programs
+    (:func:`~cudatrace.programs.grouping.group_programs`), as the one scan of the documents: its skipped and
+    failed files stay on it. A PATH that does not exist is an InputError before anything is scanned."""
+    from dataclasses import replace
+
+    from cudatrace.programs.grouping import group_programs
+    from cudatrace.tracer.static.parallel import default_jobs
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    result = scan_paths(paths, progress=progress, jobs=jobs or default_jobs(), dask=dask)
+    result = replace(result, programs=group_programs(result))
+    return ProgramDocuments(_common_place(paths), documents_platform((result,), ()), (result,), (), FROM_SCAN_PATHS)
+
+
+def gather_trace(trace: TraceResult, *, source: str = FROM_RUN) -> ProgramDocuments:
+    """One run's document as a program's evidence: a run traced now (``source`` :data:`FROM_RUN`), a zluda_trace
+    log read now (:data:`FROM_LOG`) or a saved trace document (:data:`FROM_DOCUMENTS`). The program is the one
+    the run started (the executable a log names), else the log's place, else ``Path()`` (neither is known)."""
+    if trace.command:
+        program = Path(trace.command[0])
+    elif trace.source is not None:
+        program = Path(trace.source.path)
+    else:
+        program = Path()
+    return ProgramDocuments(program, documents_platform((), (trace,)), (), (trace,), source)
