@@ -30,6 +30,11 @@ def _archs(modules: Sequence[GpuModuleLoad]) -> str:
     return ", ".join(archs)
 
 
+def _short(name: str, keep: int = 96) -> str:
+    """A kernel's (mangled) name, cut to ``keep`` characters: PyTorch's run to a thousand."""
+    return name if len(name) <= keep else name[:keep] + "..."
+
+
 def _sources(modules: Sequence[GpuModuleLoad]) -> str:
     names = sorted({m.source for m in modules})
     shown = ", ".join(names[:4])
@@ -109,7 +114,7 @@ def _without_ptx_reasons(kept: Sequence[GpuModuleLoad]) -> list[Reason]:
     if looked:
         lookups = sum(m.lookups for m in looked)
         first = next((m.kernel for m in looked if m.kernel), None)
-        named = f" (the first: {first})" if first else ""
+        named = f" (the first: {_short(first)})" if first else ""
         return [
             Reason(
                 Severity.BLOCKER,
