@@ -592,6 +592,8 @@ class LogSource(Record):
     cut_call: str | None = field(default=None, metadata=spec(omit="none"))
     # kernel launches whose arguments zluda_dump saved beside the log (v2 and v3), one record per kernel
     kernel_dumps: tuple[KernelDump, ...] = field(default=(), metadata=spec(omit="falsy"))
+    # modules whose saved entries are all SASS (``module_0001_01_01.elf``, no ``.ptx`` of that module), one file each
+    saved_without_ptx: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))
 
 
 @dataclass(frozen=True, slots=True)

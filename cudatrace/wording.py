@@ -23,6 +23,7 @@ def ordinal(n: int) -> str:
 BLOCKER_WORDS = {
     "sass_only": "SASS-only GPU code",
     "module_without_ptx": "GPU modules without PTX",
+    "kernel_not_found": "kernels ZLUDA did not find",
     "unknown_until_traced": "calls unknown until traced",
     "library_missing": "a missing library",
     "on_demand_blocked": "an on-demand part",

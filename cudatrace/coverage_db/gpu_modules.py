@@ -15,10 +15,11 @@ under ZLUDA that library is ZLUDA's own and its NVIDIA modules are never loaded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from cudatrace.coverage_db.catalog import Catalog
-from cudatrace.model import GpuModuleLoad, Reason, Severity
+from cudatrace.model import GpuModuleLoad, Reason, Severity, TraceResult
 from cudatrace.wording import counted
 
 SOURCE_ISSUES = "ZLUDA issues #626, #627 and #664"
@@ -133,5 +134,69 @@ def _without_ptx_reasons(kept: Sequence[GpuModuleLoad]) -> list[Reason]:
             f"the program loaded {what}, and looked up no kernel in them in this run: under ZLUDA any kernel it "
             'takes from them is "named symbol not found"',
             _remedy(kept),
+        )
+    ]
+
+
+KERNEL_LOOKUPS = ("cuModuleGetFunction", "cuLibraryGetKernel")
+NOT_FOUND = "CUDA_ERROR_NOT_FOUND"
+_KERNEL_NAME = re.compile(r'name: "([^"]+)')  # the line may be cut before the closing quote
+
+
+def log_module_reasons(trace: TraceResult) -> list[Reason]:
+    """What an imported zluda_trace log says of its GPU modules and kernel lookups.
+
+    Modules ZLUDA saved with SASS entries and no PTX: a blocker when kernel lookups then returned
+    CUDA_ERROR_NOT_FOUND (the pattern of ZLUDA issues #626, #627 and #664), a risk otherwise. Kernel lookups that
+    returned CUDA_ERROR_NOT_FOUND in a log of a run under ZLUDA, with no saved module to show why: a blocker of
+    its own (the program cannot launch those kernels), naming the likely cause and how to check it.
+    """
+    source = trace.source
+    if source is None:
+        return []
+    failed = sum(
+        n for c in trace.calls if c.function in KERNEL_LOOKUPS for status, n in c.statuses if status == NOT_FOUND
+    )
+    first = trace.first_failure
+    kernel = _KERNEL_NAME.search(first.text) if first is not None and first.function in KERNEL_LOOKUPS else None
+    named = f" (the first: {_short(kernel[1])})" if kernel else ""
+    remedy = "use a build of the program (and of its libraries) that embeds PTX, e.g. nvcc -gencode " + (
+        "arch=compute_80,code=compute_80; for PyTorch, a build whose TORCH_CUDA_ARCH_LIST ends in +PTX"
+    )
+    files = source.saved_without_ptx
+    if not files:
+        if not failed or source.backend == "nvidia":
+            return []
+        return [
+            Reason(
+                Severity.BLOCKER,
+                "kernel_not_found",
+                f"{counted(failed, 'kernel lookup')} returned {NOT_FOUND}{named}: the program cannot launch those "
+                "kernels; under ZLUDA this is what a kernel in a module without PTX gives (as in "
+                f"{SOURCE_ISSUES}), and the log saved no module that would show it",
+                "check the library that holds the kernel with `cudatrace scan` (SASS only: no PTX), or give "
+                "`cudatrace report` the whole trace folder with its saved modules; " + remedy,
+                calls=failed,
+            )
+        ]
+    shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    what = f"ZLUDA saved {counted(len(files), 'module')} with SASS entries and no PTX ({shown})"
+    if failed:
+        return [
+            Reason(
+                Severity.BLOCKER,
+                "module_without_ptx",
+                f"{what}, and {counted(failed, 'kernel lookup')} then returned {NOT_FOUND}{named}: ZLUDA "
+                "recompiles PTX only, so no kernel of a module without PTX can be found",
+                remedy,
+                calls=failed,
+            )
+        ]
+    return [
+        Reason(
+            Severity.RISK,
+            "module_without_ptx",
+            f'{what}: under ZLUDA any kernel the program takes from them is "named symbol not found"',
+            remedy,
         )
     ]

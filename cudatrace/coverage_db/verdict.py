@@ -61,6 +61,7 @@ from cudatrace.wording import agrees, blocker_words, counted, ordinal
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
     "module_without_ptx": 0,
+    "kernel_not_found": 1,
     "ptx_rejected": 9,
     "log_cut": 18,
     "launch_unfinished": 8,
@@ -1085,11 +1086,13 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
         export_tables=trace.export_tables,
         proc_lookups=trace.proc_lookups,
     )
-    from cudatrace.coverage_db.gpu_modules import gpu_module_reasons
+    from cudatrace.coverage_db.gpu_modules import KERNEL_LOOKUPS, gpu_module_reasons, log_module_reasons
     from cudatrace.coverage_db.load_failures import load_failure_reasons
 
     extra: list[Reason] = load_failure_reasons(trace, rel, cat)
     extra.extend(gpu_module_reasons(trace.gpu_modules, rel, cat))
+    saved = log_module_reasons(trace)
+    extra.extend(saved)
     if trace.source is not None and trace.source.ptx_errors:
         errs = trace.source.ptx_errors
         shown = "; ".join(f"{m} ({e})" for m, e in errs[:3]) + (f" and {len(errs) - 3} more" if len(errs) > 3 else "")
@@ -1120,7 +1123,16 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
             )
         )
     if trace.first_failure is not None:  # an imported log names its first failing call itself
-        extra.append(first_failure_reason(trace.first_failure, calls, rel, cat))
+        ff = trace.first_failure
+        blocker = next((r.code for r in saved if r.severity is Severity.BLOCKER), None)
+        cause = None
+        if blocker is not None and ff.function in KERNEL_LOOKUPS:
+            cause = (
+                "the kernel was looked up in a module ZLUDA saved without PTX (above)"
+                if blocker == "module_without_ptx"
+                else "the kernel is not in what ZLUDA compiled: most often its module has no PTX (above)"
+            )
+        extra.append(first_failure_reason(ff, calls, rel, cat, cause=cause))
     else:
         extra.extend(first_failing_reasons(calls, rel, cat))
     if extra:
@@ -1164,12 +1176,18 @@ def _slot_words(name: str, release: str, cat: Catalog) -> str:
 
 
 def first_failure_reason(
-    call: LoggedCall, calls: Sequence[EntryPointUse], release: str, catalog: Catalog | None = None
+    call: LoggedCall,
+    calls: Sequence[EntryPointUse],
+    release: str,
+    catalog: Catalog | None = None,
+    *,
+    cause: str | None = None,
 ) -> Reason:
     """The first failing call of a log, explained: which entry point, what ``release`` does with it, what to do.
 
     A stub or absent entry point names the first release that implements it (or that none does) and the remedy;
-    a translated one that still fails points at its arguments or ZLUDA's implementation of it.
+    a translated one that still fails points at ``cause`` when the evidence names one (a kernel looked up in a
+    module without PTX), else at its arguments or ZLUDA's implementation of it.
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -1216,6 +1234,9 @@ def first_failure_reason(
     if info.status is ZludaStatus.TRANSLATED:
         hip = f" on {', '.join(info.hip[:3])}" if info.hip else ""
         since = f" since {info.since}" if info.since else ""
+        if cause is not None:
+            msg = f"{head}: ZLUDA {rel} implements it{hip}{since}; {cause}"
+            return Reason(Severity.INFO, "first_failure", msg, None, fam, (call.function,))
         return Reason(
             Severity.INFO,
             "first_failure",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -1153,6 +1153,7 @@ class LogReader:
             markers=tuple(self.markers),
             modules=modules,
             cut_call=self.cut.what if self.cut is not None else None,
+            saved_without_ptx=modules_without_ptx(self.saved),
         )
         exit_reason = (
             f"the log is cut mid-line at line {self.lines}: the program stopped while the line was written "
@@ -1540,6 +1541,24 @@ def _read_serial(log: Path, reader: LogReader, progress: Callable[[int], None] |
                 )
             if progress is not None:
                 progress(reader.bytes_read)
+
+
+_SAVED_MODULE = re.compile(r"module_(\d+)(?:_\d+)*\.(ptx|elf|bin)$")
+
+
+def modules_without_ptx(saved: Sequence[str]) -> tuple[str, ...]:
+    """Of the module files a log says it saved, one name for each module that got SASS entries (``.elf``) and no
+    PTX: ZLUDA numbers a module's files ``module_NNNN[_SS[_TT]].ext``, one per fatbin entry it saved."""
+    kinds: dict[str, set[str]] = {}
+    first: dict[str, str] = {}
+    for name in saved:
+        base = name.replace("\\", "/").rsplit("/", 1)[-1]
+        m = _SAVED_MODULE.match(base)
+        if m is None:
+            continue
+        kinds.setdefault(m[1], set()).add(m[2])
+        first.setdefault(m[1], base)
+    return tuple(first[n] for n, k in kinds.items() if "elf" in k and "ptx" not in k)
 
 
 def read_log(

@@ -18,7 +18,7 @@ from cudatrace.coverage_db.catalog import load_catalog
 from cudatrace.coverage_db.log_release import date_log, release_bounds
 from cudatrace.coverage_db.verdict import annotate_trace
 from cudatrace.errors import InputError
-from cudatrace.model import STATUS_UNKNOWN_CUT, Family, ImageKind, TraceResult, VerdictStatus
+from cudatrace.model import STATUS_UNKNOWN_CUT, Family, ImageKind, Severity, TraceResult, VerdictStatus
 from cudatrace.tracer import zluda_log
 from cudatrace.tracer.zluda_log import read_log, split_args
 from tests import zluda_logs as z
@@ -547,12 +547,22 @@ def test_public_fragments_with_a_kernel_not_found(
     # every release from the oldest on is named as possible, and the one judged against as a choice, not a finding
     assert f" ZLUDA releases, {oldest} or newer (" in note and "nothing in the log tells them apart" in note
     assert "judged against the newest release, v7-preview.9, unless --release names another" in note
-    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.RUNS
+    # Every call is translated, and yet the program cannot launch the kernel: blocked. #627's log saved the
+    # module as SASS alone (module_0001_01_01.elf), which says why; the others saved no module.
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.BLOCKED
+    code = "module_without_ptx" if name == "vosen_627" else "kernel_not_found"
+    blocker = _reason(trace, code)
+    assert blocker.severity is Severity.BLOCKER and blocker.calls == 1
+    assert "CUDA_ERROR_NOT_FOUND" in blocker.message and kernel[:12] in blocker.message.replace("...", "")
+    assert "PTX" in (blocker.remedy or "")
+    if name == "vosen_627":
+        assert "module_0001_01_01.elf" in blocker.message
+    else:
+        assert "cudatrace scan" in (blocker.remedy or "")
     first = _reason(trace, "first_failure")
-    assert first.functions == ("cuModuleGetFunction",)
+    assert first.functions == ("cuModuleGetFunction",) and first.severity is Severity.INFO
     assert "cuModuleGetFunction (line" in first.message and "CUDA_ERROR_NOT_FOUND" in first.message
-    assert "implements it on hipModuleGetFunction" in first.message
-    assert "report it to ZLUDA" in (first.remedy or "")
+    assert "implements it on hipModuleGetFunction" in first.message and "PTX (above)" in first.message
 
 
 def test_public_fragment_627_elision_and_saved_module() -> None:
