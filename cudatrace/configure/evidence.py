@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudatrace.coverage_db.catalog import zluda_library_of_file
 from cudatrace.model import CudaLibrary, Family, LibraryHow, PartRole, ScanResult, TraceResult
 from cudatrace.programs.evidence import ProgramDocuments, platform_of
 
@@ -24,7 +25,7 @@ class ProgramEvidence:
     libraries: tuple[CudaLibrary, ...] = ()  # CUDA libraries named or loaded, one per file name
     families: tuple[Family, ...] = ()  # families of entry points imported or called
     needs_driver: bool = False  # a CUDA runtime (static or shared) or driver entry points: the driver is needed
-    sass_only: tuple[str, ...] = ()  # binaries whose GPU code is SASS only
+    sass_only: tuple[str, ...] = ()  # binaries whose GPU code is SASS only, or libraries a run loaded such code from
     sass_archs: tuple[str, ...] = ()
     min_ptx_sm: int | None = None  # the highest "lowest PTX target" over binaries: the compute capability needed
     verdict_release: str | None = None  # the ZLUDA release the evidence was classified against
@@ -115,6 +116,14 @@ def evidence_from_documents(
         families.update(c.family for c in trace.calls)
         if trace.proc_lookups:
             needs_driver = True
+        for m in trace.gpu_modules:
+            # kernels looked up in a library's modules without PTX (what ZLUDA cannot recompile); those a library
+            # ZLUDA replaces loaded (cuBLASLt's own) and code made at run time are no such need
+            replaced = zluda_library_of_file(m.source) or (m.caller and zluda_library_of_file(m.caller))
+            if m.without_ptx and m.lookups and not m.made_at_run_time and not replaced:
+                if m.source not in sass_only:
+                    sass_only.append(m.source)
+                sass_archs.update(m.sass)
     fams = set(families) | {lib.family for lib in libs.values()}
     if fams & {Family.RUNTIME, Family.DRIVER, Family.CUBLAS, Family.CUBLASLT, Family.CUDNN, Family.CUSPARSE}:
         needs_driver = True  # every CUDA library reaches the GPU through the driver

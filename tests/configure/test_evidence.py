@@ -101,3 +101,29 @@ def test_store_evidence_of_this_exact_file(tmp_path: Path, capsys: pytest.Captur
     ev = evidence_of(gather_documents(program, db=db))
     assert ev.sources == (FROM_SCAN_NOW,)
     assert ev.verdict_release is None and not ev.sass_only
+
+
+def test_a_run_that_looked_up_kernels_in_modules_without_ptx_needs_what_zluda_cannot_give(tmp_path: Path) -> None:
+    # The traced PyTorch runs (docs/run.md, round 8): libtorch_cuda.so's modules carry SASS alone; cuBLASLt's own
+    # modules (ZLUDA replaces cuBLASLt) and code compiled at run time are no such need.
+    from cudatrace.model import GpuModuleLoad
+
+    program = tmp_path / "app"
+    sass = ("sm_80", "sm_90")
+    trace = TraceResult(
+        command=(str(program),),
+        exit=ExitInfo(code=0),
+        gpu_modules=(
+            GpuModuleLoad(
+                "cuLibraryLoadData", "libtorch_cuda.so", "fatbin", 46, (), sass, 0, 81, "k", "libcudart.so.13"
+            ),
+            GpuModuleLoad("cuLibraryLoadData", "[memory]", "cubin", 4, (), ("sm_90",), 0, 9, "g", "libcublasLt.so.13"),
+            GpuModuleLoad(
+                "cuLibraryLoadData", "libcublasLt.so.13", "fatbin", 1, (), sass, 0, 2, "x", "libcublasLt.so.13"
+            ),
+            GpuModuleLoad("cuModuleLoadData", "[memory]", "cubin", 5, (), ("sm_90",), 0, 5, "f", "cupy_backends.so"),
+            GpuModuleLoad("cuLibraryLoadData", "libnoptx.so", "fatbin", 2, (), sass, 0, 0, None, "libcudart.so.13"),
+        ),
+    )
+    ev = evidence_from_documents(program, (), (trace,), platform="linux")
+    assert ev.sass_only == ("libtorch_cuda.so",) and ev.sass_archs == sass
