@@ -4,9 +4,12 @@
 Builds the programs of tests/program_binaries.py and tests/programs/test_platforms.py (nvcc, gcc, mingw-w64),
 scans each with ``cudatrace scan --format json`` under the release its case names, and compares the verdict of
 the program with the expected status and the expected first reason (the reason that decides the status: the
-first blocker of a blocked verdict, the first risk of an at-risk one). ``--against DIR`` runs the same scans with
-another checkout's package (for example the main branch, which judges each binary on its own: there the
-program's verdict is the worst of its binaries'), so the two are measured in one run.
+first blocker of a blocked verdict, the first risk of an at-risk one). Two more kinds of case are judged from
+what ran: zluda_trace fragments quoted in ZLUDA's issues (``cudatrace report --format json LOG``; the programs
+failed there), and ``tests/standins/gpu_app`` traced under real Frida (``cudatrace run --format json``) loading
+nvcc's own images through the stand-in libcuda. ``--against DIR`` runs the same with another checkout's package
+(for example the main branch, which judges each binary on its own: there the program's verdict is the worst of
+its binaries'), so the two are measured in one run.
 
     python3 scripts/verdict_set_accuracy.py [--against /work/main]
 """
@@ -47,6 +50,59 @@ CASES = [
     # v4's Linux build links libnvml.so as libnvidia-ml.so only (README): libnvidia-ml.so.1 stays NVIDIA's
     ("Linux program under v4", tp._linux_app, "v4", "at_risk", "library_not_replaced"),
 ]  # fmt: skip
+
+
+LOGS = ROOT / "tests" / "data" / "zluda_logs"
+
+# (case, evidence, expected status, expected deciding reason): evidence ("log", file) or ("run", gpu_app mode)
+EVIDENCE_CASES = [
+    # vosen/ZLUDA#627: cuLibraryLoadData saved module_0001_01_01.elf, then cuModuleGetFunction -> NOT_FOUND, crash
+    ("ZLUDA #627 log (YOLO11): module saved as SASS, kernel not found", ("log", "public_issue_vosen_627.txt"),
+     "blocked", "module_without_ptx"),
+    # vosen/ZLUDA#626 and #664: cuModuleGetFunction of a PyTorch kernel -> NOT_FOUND, then a Python traceback
+    ("ZLUDA #626 log (GPT-SoVITS): kernel not found", ("log", "public_issue_vosen_626.txt"), "blocked",
+     "kernel_not_found"),
+    ("ZLUDA #664 log (nvidia-vipe): kernel not found", ("log", "public_issue_vosen_664.txt"), "blocked",
+     "kernel_not_found"),
+    ("traced: SASS-only fatbin, kernels looked up", ("run", "sass"), "blocked", "module_without_ptx"),
+    ("traced: SASS-only fatbin through the runtime's wrapper", ("run", "wrapper"), "blocked", "module_without_ptx"),
+    ("traced: fatbin with PTX", ("run", "ptx"), "runs", None),
+    ("traced: cubin loaded, no kernel looked up", ("run", "cubin"), "at_risk", "module_without_ptx"),
+    ("traced: PTX text made at run time", ("run", "text"), "runs", None),
+]  # fmt: skip
+
+
+def _cudatrace(package_root: Path, args: list[str]) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(package_root))
+    proc = subprocess.run([sys.executable, "-m", "cudatrace", *args], capture_output=True, text=True, env=env,
+                          cwd=package_root)  # fmt: skip
+    if proc.returncode > 8:
+        raise RuntimeError(f"{package_root}: cudatrace {' '.join(args)} exited {proc.returncode}: {proc.stderr[-300:]}")
+    doc: dict[str, object] = json.loads(proc.stdout)
+    return doc
+
+
+def _evidence_verdict(package_root: Path, evidence: tuple[str, str], gpu_app: Path) -> tuple[str, str | None]:
+    kind, what = evidence
+    if kind == "log":
+        doc = _cudatrace(package_root, ["report", "--format", "json", "--no-store", str(LOGS / what)])
+    else:
+        doc = _cudatrace(package_root, ["run", "--format", "json", "--no-store", "--", str(gpu_app), what])
+    verdict = doc.get("verdict")
+    if not isinstance(verdict, dict):
+        return "none", None
+    want = {"blocked": "blocker", "at_risk": "risk"}.get(str(verdict["status"]))
+    code = next((r["code"] for r in verdict["reasons"] if r["severity"] == want), None)
+    return str(verdict["status"]), code
+
+
+def _gpu_app() -> Path:
+    import tempfile
+
+    from tests.binaries import NVCC
+    from tests.standins import build_gpu_app, build_standins
+
+    return build_gpu_app(build_standins(Path(tempfile.gettempdir()) / "cudatrace-verdict-set"), NVCC)
 
 
 def _scan(package_root: Path, path: Path, release: str) -> dict[str, object]:
@@ -97,7 +153,19 @@ def main() -> int:
             mark = "right reason" if reason_ok else "right status" if status_ok else "wrong"
             cells.append(f"{got} ({why or '-'}): {mark}")
         print(f"| {name} ({release}) | {status} ({code or '-'}) | " + " | ".join(cells) + " |")
-    n = len(CASES)
+    gpu_app = _gpu_app()
+    for name, evidence, status, code in EVIDENCE_CASES:
+        cells = []
+        for label, root in roots:
+            got, why = _evidence_verdict(root, evidence, gpu_app)
+            status_ok = got == status
+            reason_ok = status_ok and why == code
+            totals[label][0] += status_ok
+            totals[label][1] += reason_ok
+            mark = "right reason" if reason_ok else "right status" if status_ok else "wrong"
+            cells.append(f"{got} ({why or '-'}): {mark}")
+        print(f"| {name} | {status} ({code or '-'}) | " + " | ".join(cells) + " |")
+    n = len(CASES) + len(EVIDENCE_CASES)
     summary = "; ".join(f"{label}: status {s}/{n}, status and reason {r}/{n}" for label, (s, r) in totals.items())
     print(f"\n{summary}")
     return 0
