@@ -225,8 +225,9 @@ def gather_scan(
     from cudatrace.tracer.static.parallel import default_jobs
     from cudatrace.tracer.static.scanner import scan_paths
 
-    result = scan_paths(paths, progress=progress, jobs=jobs or default_jobs(), dask=dask)
-    result = replace(result, programs=group_programs(result))
+    n = jobs or default_jobs()
+    result = scan_paths(paths, progress=progress, jobs=n, dask=dask)
+    result = replace(result, programs=group_programs(result, jobs=n))
     return ProgramDocuments(_common_place(paths), documents_platform((result,), ()), (result,), (), FROM_SCAN_PATHS)
 
 

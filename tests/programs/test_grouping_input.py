@@ -67,3 +67,44 @@ def test_symlinked_folder_loop_is_walked_once(tmp_path: Path) -> None:
     result = scan_paths([str(site)])
     names = sorted(p.name for p in group_programs(result))
     assert names == ["mypkg", "nvidia-cublas-cu12"]
+
+
+def test_a_package_parsed_by_several_processes_reaches_what_one_process_reaches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PyTorch's import graph is 1,269 files (4-5 s of parsing): with scan --jobs, each level of the search is
+    # parsed by a pool. A package of 240 modules in levels of 80, with the extension module imported only at the
+    # bottom and a second one never imported: the same answer both ways, and the same programs.
+    site = _copy_site(tmp_path)
+    pkg = site / "mypkg"
+    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
+    lines = []
+    init = ["from mypkg import " + ", ".join(f"m0_{i}" for i in range(80))]
+    for depth in range(3):
+        for i in range(80):
+            nxt = f"from mypkg import m{depth + 1}_{i}\n" if depth < 2 else "import mypkg._core\n"
+            body = f"def f():\n    import mypkg._extra\n{nxt}"  # an import inside a function never runs at import
+            (pkg / f"m{depth}_{i}.py").write_text(body)
+            lines.append(f"mypkg/m{depth}_{i}.py,,")
+    (pkg / "__init__.py").write_text("\n".join(init) + "\n")
+    record.write_text(record.read_text() + "\n".join(lines) + "\n")
+    files = [line.split(",")[0] for line in record.read_text().splitlines()]
+    exts = {"mypkg._core": "x", "mypkg._extra": "y"}
+
+    def read(rel: str) -> str:
+        return (site / rel).read_text(errors="replace")
+
+    import multiprocessing
+
+    used: list[int] = []
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+
+        def give() -> grouping._PoolLike:
+            used.append(1)
+            return pool
+
+        assert startup_extensions(read, files, exts, give) == startup_extensions(read, files, exts) == {"mypkg._core"}
+    assert used, "the levels of 80 modules were parsed by the pool"
+    monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)
+    result = scan_paths([str(site)])
+    assert group_programs(result, jobs=2) == group_programs(result, jobs=1)
