@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,30 +142,25 @@ def main() -> int:
     totals = {label: [0, 0] for label, _ in roots}
     print("| case | expected | " + " | ".join(label for label, _ in roots) + " |")
     print("|---|---|" + "---|" * len(roots))
+
+    def row(title: str, status: str, code: str | None, judge: Callable[[Path], tuple[str, str | None]]) -> None:
+        cells = []
+        for label, root in roots:
+            got, why = judge(root)
+            status_ok = got == status
+            reason_ok = status_ok and why == code
+            totals[label][0] += status_ok
+            totals[label][1] += reason_ok
+            mark = "right reason" if reason_ok else "right status" if status_ok else "wrong"
+            cells.append(f"{got} ({why or '-'}): {mark}")
+        print(f"| {title} | {status} ({code or '-'}) | " + " | ".join(cells) + " |")
+
     for name, build, release, status, code in CASES:
         path = build()
-        cells = []
-        for label, root in roots:
-            got, why = _program_verdict(_scan(root, path, release))
-            status_ok = got == status
-            reason_ok = status_ok and why == code
-            totals[label][0] += status_ok
-            totals[label][1] += reason_ok
-            mark = "right reason" if reason_ok else "right status" if status_ok else "wrong"
-            cells.append(f"{got} ({why or '-'}): {mark}")
-        print(f"| {name} ({release}) | {status} ({code or '-'}) | " + " | ".join(cells) + " |")
+        row(f"{name} ({release})", status, code, lambda root: _program_verdict(_scan(root, path, release)))  # noqa: B023
     gpu_app = _gpu_app()
     for name, evidence, status, code in EVIDENCE_CASES:
-        cells = []
-        for label, root in roots:
-            got, why = _evidence_verdict(root, evidence, gpu_app)
-            status_ok = got == status
-            reason_ok = status_ok and why == code
-            totals[label][0] += status_ok
-            totals[label][1] += reason_ok
-            mark = "right reason" if reason_ok else "right status" if status_ok else "wrong"
-            cells.append(f"{got} ({why or '-'}): {mark}")
-        print(f"| {name} | {status} ({code or '-'}) | " + " | ".join(cells) + " |")
+        row(name, status, code, lambda root: _evidence_verdict(root, evidence, gpu_app))  # noqa: B023
     n = len(CASES) + len(EVIDENCE_CASES)
     summary = "; ".join(f"{label}: status {s}/{n}, status and reason {r}/{n}" for label, (s, r) in totals.items())
     print(f"\n{summary}")

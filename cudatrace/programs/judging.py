@@ -250,6 +250,9 @@ def judge_program(
     reasons: list[Reason] = []
     parts: list[ProgramPart] = []
     failing: list[tuple[ProgramPart, Verdict]] = []
+    judged_startup = [
+        p for p in program.parts if p.role is PartRole.STARTUP and (b := by_path.get(p.path)) and b.verdict
+    ]
     for part in program.parts:
         b = by_path.get(part.path)
         v = b.verdict if b is not None else None
@@ -257,7 +260,16 @@ def judge_program(
         if v is None or part.role is PartRole.NVIDIA:
             continue
         if part.role is PartRole.STARTUP:
-            reasons.extend(v.reasons)
+            # With several start-up binaries, a blocker or risk says whose it is (PyTorch's wheel: two SASS-only
+            # libraries among ten), at the end, where the message's own first words stay what they are.
+            named = len(judged_startup) > 1
+            reasons.extend(
+                replace(r, message=f"{r.message} (in {_short(part.path)})")
+                if named and r.severity in (Severity.BLOCKER, Severity.RISK)
+                else r
+                for r in v.reasons
+                if r.code != "release_fixing"  # the program's own comes last: one for the program, not one per part
+            )
         elif v.status is not VerdictStatus.RUNS:
             failing.append((part, v))
     reasons.extend(_part_reasons(failing, rel))
