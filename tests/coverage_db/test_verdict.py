@@ -630,7 +630,7 @@ PPO_TABLES = (
     ("D4082055-BDE6-704B-8D34-BA123C66E1F2", "INTEGRITY_CHECK", 3),
     ("F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9", None, 3),  # in libcudart.so.12 and .so.13: the runtime asks for it
     ("21318C60-9714-3248-8CA6-41FF7324C8F2", None, 1),  # in libcublas.so.13 and libcublasLt.so.13 only
-    ("69A28E9F-2449-8B47-B030-C5DA330EA4E9", None, 1),  # NVML's, by elimination
+    ("69A28E9F-2449-8B47-B030-C5DA330EA4E9", None, 1),  # NVML's (its bytes are in libnvidia-ml.so)
 )
 
 
