@@ -648,14 +648,18 @@ def _loaded_gpu(modules: Sequence[GpuModuleLoad], replaced_caller: Callable[[str
     by_source: dict[str, list[GpuImage]] = defaultdict(list)
     for m in modules:
         n = m.loads - m.failed
+        label = m.source
+        if replaced_caller is not None and replaced_caller(m.source):
+            label += " (a library ZLUDA replaces)"
+        elif replaced_caller is not None and m.caller and replaced_caller(m.caller):
+            label += f" (for {m.caller}, a library ZLUDA replaces)"  # cuBLASLt's cubins unpacked into memory
         for kind, archs in ((ImageKind.PTX, m.ptx), (ImageKind.SASS, m.sass)):
             for arch in archs:
-                by_source[m.source].extend(GpuImage(kind, arch, False, 0) for _ in range(n))
-    out = []
-    for source, images in sorted(by_source.items()):
-        replaced = " (a library ZLUDA replaces)" if replaced_caller is not None and replaced_caller(source) else ""
-        out.append(BinaryGpu.of(f"modules the run loaded from {source}{replaced}", GpuCode(tuple(images)), None))
-    return out
+                by_source[label].extend(GpuImage(kind, arch, False, 0) for _ in range(n))
+    return [
+        BinaryGpu.of(f"modules the run loaded from {label}", GpuCode(tuple(images)), None)
+        for label, images in sorted(by_source.items())
+    ]
 
 
 def _inner_calls(e: EntryPointUse, replaced_caller: Callable[[str], bool]) -> int:
