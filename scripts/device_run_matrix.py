@@ -150,12 +150,14 @@ def _families(trace: dict[str, object]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", action="append", default=[], help="programs to run, comma-separated or repeated")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--out", default=os.environ.get("OUT", tempfile.gettempdir()))
     args = ap.parse_args()
-    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    # a name may hold a comma ("multiprocessing Pool (spawn, terminate)"): a whole name given is kept whole
+    only = {o.strip() for o in args.only if o.strip() in PROGRAMS or o.strip() == "--pid"}
+    only |= {s.strip() for o in args.only if o.strip() not in only for s in o.split(",") if s.strip()}
     work = Path(tempfile.mkdtemp(prefix="cudatrace-matrix-"))
     out = Path(args.out)
     env = dict(os.environ)

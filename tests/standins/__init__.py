@@ -156,8 +156,12 @@ def build_gpu_app(s: Standins, nvcc: str) -> Path:
     """``gpu_app`` (tests/standins/gpu_app.c) with nvcc's own images of one kernel built in: a SASS-only fatbin
     (sm_80, sm_90), a fatbin with PTX (compute_80 and sm_80), a cubin (sm_80) and PTX text. Linked against the
     stand-in libcuda in ``s.lib_dir``; needs nvcc and gcc."""
+    import hashlib
+
     out = s.lib_dir / "gpu_app"
-    if out.exists():
+    stamp = s.lib_dir / "gpu_app.stamp"  # rebuilt when its source or kernel changes (a cached folder outlives them)
+    key = hashlib.sha256((SOURCES / "gpu_app.c").read_bytes() + GPU_KERNEL_CU.encode()).hexdigest()
+    if out.exists() and stamp.exists() and stamp.read_text() == key:
         return out
     work = s.lib_dir / "gpu_app.build"
     work.mkdir(exist_ok=True)
@@ -175,4 +179,5 @@ def build_gpu_app(s: Standins, nvcc: str) -> Path:
     defines = [f"-D{k}={work / v}" for k, v in images.items()]
     _cc(["-O1", *defines, "-o", str(out), str(SOURCES / "gpu_app.c"), str(s.libcuda), f"-Wl,-rpath,{s.lib_dir}",
          "-Wl,--disable-new-dtags"])  # fmt: skip
+    stamp.write_text(key)
     return out

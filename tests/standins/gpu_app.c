@@ -5,6 +5,7 @@
  *   gpu_app wrapper  the SASS-only fatbin through its __fatBinC_Wrapper_t by cuModuleLoadFatBinary; one lookup
  *   gpu_app cubin    a cubin (sm_80) by cuModuleLoadDataEx; no lookup
  *   gpu_app text     PTX text from the heap by cuModuleLoadData; one lookup
+ *   gpu_app bad      an image pointer into no mapping (0x10) by cuModuleLoadData, which the stand-in accepts
  * The images are nvcc's own output, included at build time (SASS_FATBIN, PTX_FATBIN, CUBIN, PTX_TEXT). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,9 @@ int main(int argc, char **argv) {
         bad |= cuModuleLoadData(&mod, copy);
         bad |= cuModuleGetFunction(&fn, mod, "scale");
         free(copy);
+    } else if (strcmp(mode, "bad") == 0) {
+        bad |= cuModuleLoadData(&mod, (const void *)0x10);
+        bad |= cuModuleGetFunction(&fn, mod, "scale");
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

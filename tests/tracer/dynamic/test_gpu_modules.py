@@ -39,7 +39,7 @@ def gpu_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def traces(gpu_app: Path) -> dict[str, TraceResult]:
     out = {}
-    for mode in ("sass", "ptx", "wrapper", "cubin", "text"):
+    for mode in ("sass", "ptx", "wrapper", "cubin", "text", "bad"):
         trace = trace_program([str(gpu_app), mode])
         assert trace.exit.code == 0, (mode, trace.notes)
         out[mode] = annotate_trace(trace, RELEASE)
@@ -94,6 +94,15 @@ def test_ptx_text_made_at_run_time(traces: dict[str, TraceResult]) -> None:
     (m,) = traces["text"].gpu_modules
     assert (m.source, m.kind, m.ptx, m.sass) == ("[memory]", "ptx", ("sm_80",), ())
     assert "module_without_ptx" not in codes(traces["text"])
+
+
+def test_an_image_the_agent_cannot_read_changes_nothing_the_program_sees(traces: dict[str, TraceResult]) -> None:
+    # A pointer into no mapping: reading it fails inside the agent, the program goes on as without the tracer.
+    trace = traces["bad"]
+    assert trace.exit.code == 0
+    (m,) = trace.gpu_modules
+    assert (m.via, m.kind, m.ptx, m.sass, m.loads) == ("cuModuleLoadData", "unreadable", (), (), 1)
+    assert "module_without_ptx" not in codes(trace)
 
 
 def test_the_loads_survive_the_json_document(traces: dict[str, TraceResult]) -> None:
