@@ -389,6 +389,24 @@ def test_sass_only_modules_block(tmp_path: Path, modules: dict[str, bytes]) -> N
     assert "slot 1 (get_module_from_cubin) of export table CUDART_INTERFACE" in first.message
 
 
+def test_a_kernel_not_found_in_a_saved_sass_module_is_said_once(tmp_path: Path, modules: dict[str, bytes]) -> None:
+    # The folder's module file is SASS (its scan says "SASS only"), and the log shows the lookup that failed in it:
+    # one blocker names both, not two blockers for one cause.
+    log = (
+        "cuInit(flags: 0) -> CUDA_SUCCESS\n"
+        "cuLibraryLoadData(library: 0x5555, code: 0x7777, jitOptions: 0x0, jitOptionsValues: 0x0, numJitOptions: 0, "
+        "libraryOptions: 0x0, libraryOptionValues: 0x0, numLibraryOptions: 0) -> CUDA_SUCCESS\n"
+        "    Saved module to module_0001_01_01.elf\n"
+        'cuModuleGetFunction(hfunc: 0x0, hmod: 0x5555, name: "saxpy") -> CUDA_ERROR_NOT_FOUND\n'
+    )
+    trace = _load(z.write_folder(tmp_path, "app", log, {"module_0001_01_01.elf": modules["cubin"]}))
+    assert trace.gpu_code is not None and trace.gpu_code.sass_only
+    assert trace.verdict is not None and trace.verdict.status is VerdictStatus.BLOCKED
+    blockers = [r for r in trace.verdict.reasons if r.severity.value == "blocker"]
+    assert [r.code for r in blockers] == ["module_without_ptx"]
+    assert "module_0001_01_01.elf" in blockers[0].message and "saxpy" in blockers[0].message
+
+
 def test_folders_and_bad_input(tmp_path: Path) -> None:
     z.write_folder(tmp_path / "logs", "one", "cuInit(Flags: 0) -> CUDA_SUCCESS\n")
     # a $ZLUDA_LOG_DIR holding one executable's folder is read through
