@@ -152,6 +152,19 @@ def render_trace_terminal(trace: TraceResult, color: bool = False, width: int = 
                     _t(f"  not found: {lk.symbol} (CUDA {lk.cuda_version}, flags {lk.flags}) x{lk.count}", "yellow")
                 )
             )
+    if trace.gpu_modules:
+        loads = sum(m.loads for m in trace.gpu_modules)
+        con.print(_t(f"GPU modules loaded: {loads:,} ({counted(len(trace.gpu_modules), 'kind')})", "bold"))
+        for m in trace.gpu_modules[:TOP]:
+            carries = ", ".join(
+                f"{what} {', '.join(sorted(archs, key=lambda a: (len(a), a)))}"
+                for what, archs in (("PTX", m.ptx), ("SASS", m.sass))
+                if archs
+            )
+            looked = f", {m.lookups:,} kernel lookups" if m.lookups else ""
+            asked = f" for {m.caller}" if m.caller and m.caller != m.source else ""
+            line = f"  {m.loads:,} x {m.kind} from {m.source}{asked} by {m.via}: {carries or 'nothing read'}{looked}"
+            con.print(indented(_t(line, "yellow" if m.without_ptx else "")))
     if trace.export_tables:
         con.print(_t(f"cuGetExportTable: {len(trace.export_tables)} tables", "bold"))
         for t in trace.export_tables:

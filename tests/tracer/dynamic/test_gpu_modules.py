@@ -161,3 +161,12 @@ def test_refused_loads_and_modules_with_ptx_are_no_reason() -> None:
     assert gpu_module_reasons([_load("libfoo.so", ptx=("sm_80",))], RELEASE, cat) == []
     (r,) = gpu_module_reasons([_load("libfoo.so", lookups=0)], RELEASE, cat)
     assert r.severity is Severity.RISK
+
+
+def test_the_terminal_summary_lists_the_loads(traces: dict[str, TraceResult]) -> None:
+    from cudatrace.reports.trace_terminal import render_trace_terminal
+
+    text = render_trace_terminal(traces["sass"], width=200)
+    assert "GPU modules loaded: 1 (1 kind)" in text
+    assert "1 x fatbin from gpu_app by cuLibraryLoadData: SASS sm_80, sm_90, 3 kernel lookups" in text
+    assert "GPU modules loaded" not in render_trace_terminal(traces["sass"], width=200, verbosity=0)
