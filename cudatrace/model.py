@@ -511,6 +511,9 @@ class GpuModuleLoad(Record):
     lookups: int = 0
     kernel: str | None = field(default=None, metadata=spec(omit="none"))
     caller: str = ""  # the module that asked for the load: libcudart for a program's kernels, cuBLAS for its own
+    # a module file loaded by its path (cuModuleLoad) without PTX: the PTX files in its folder, which a program that
+    # picks its kernel file by the GPU may take under ZLUDA
+    ptx_beside: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))
 
     @property
     def made_at_run_time(self) -> bool:
@@ -521,6 +524,12 @@ class GpuModuleLoad(Record):
     def without_ptx(self) -> bool:
         """True for loaded GPU code of SASS alone (what ZLUDA cannot recompile)."""
         return not self.ptx and bool(self.sass) and self.loads > self.failed
+
+    @property
+    def lookups_fail(self) -> int:
+        """Kernel lookups in it that fail under ZLUDA: all of them in a module without PTX, none otherwise (the
+        agent counts every lookup in a module loaded from a file, whose contents only the host reads)."""
+        return self.lookups if self.without_ptx else 0
 
 
 @dataclass(frozen=True, slots=True)

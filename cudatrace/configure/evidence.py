@@ -120,7 +120,7 @@ def evidence_from_documents(
             # kernels looked up in a library's modules without PTX (what ZLUDA cannot recompile); those a library
             # ZLUDA replaces loaded (cuBLASLt's own) and code made at run time are no such need
             replaced = zluda_library_of_file(m.source) or (m.caller and zluda_library_of_file(m.caller))
-            if m.without_ptx and m.lookups and not m.made_at_run_time and not replaced:
+            if m.without_ptx and m.lookups and not m.made_at_run_time and not m.ptx_beside and not replaced:
                 if m.source not in sass_only:
                     sass_only.append(m.source)
                 sass_archs.update(m.sass)

@@ -15,6 +15,7 @@ under ZLUDA that library is ZLUDA's own and its NVIDIA modules are never loaded.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -72,7 +73,22 @@ def gpu_module_reasons(modules: Sequence[GpuModuleLoad], release: str, catalog: 
         )
 
     ours = [m for m in modules if m.loads > m.failed and not replaced(m)]
-    reasons = _without_ptx_reasons([m for m in ours if m.without_ptx and not m.made_at_run_time])
+    files = [m for m in ours if m.without_ptx and m.ptx_beside]
+    reasons = _without_ptx_reasons([m for m in ours if m.without_ptx and not m.made_at_run_time and not m.ptx_beside])
+    if files:
+        beside = sorted({n for m in files for n in m.ptx_beside})
+        names = ", ".join(sorted({os.path.basename(m.source) for m in files})[:4])
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "module_without_ptx",
+                f"the program loaded {names} by path, SASS for {_archs(files)} without PTX, and PTX lies beside it "
+                f"({', '.join(beside[:4])}): a program that picks its kernel file by the GPU it finds may take the "
+                'PTX under ZLUDA; if it takes the SASS file, its kernels are "named symbol not found"',
+                "check which file the program picks when the GPU is not one it knows (under ZLUDA the device is "
+                'named like "AMD Radeon RX 7800 XT [ZLUDA]")',
+            )
+        )
     made = [m for m in ours if m.without_ptx and m.made_at_run_time]
     if made:
         loads = sum(m.loads - m.failed for m in made)

@@ -95,7 +95,12 @@ def build_standins(out_dir: Path) -> Standins:
         dlopen_app=out_dir / "dlopen_app",
         nocuda=out_dir / "nocuda",
     )
-    if all(p.exists() for p in (s.libcuda, s.libcublas, s.libcublaslt, s.app, s.dlopen_app, s.nocuda)):
+    import hashlib
+
+    stamp = out_dir / "standins.stamp"  # rebuilt when a source changes (a cached folder outlives them)
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(SOURCES.glob("*.c")))).hexdigest()
+    built = all(p.exists() for p in (s.libcuda, s.libcublas, s.libcublaslt, s.app, s.dlopen_app, s.nocuda))
+    if built and stamp.exists() and stamp.read_text() == key:
         return s
     lib = ["-O2", "-fPIC", "-shared", "-Wall"]
     _cc(
@@ -141,6 +146,7 @@ def build_standins(out_dir: Path) -> Standins:
     )
     _cc(["-O1", "-o", str(s.dlopen_app), str(SOURCES / "dlopen_app.c"), "-ldl"])
     _cc(["-O1", "-o", str(s.nocuda), str(SOURCES / "nocuda.c")])
+    stamp.write_text(key)
     return s
 
 
@@ -160,7 +166,7 @@ def build_gpu_app(s: Standins, nvcc: str) -> Path:
 
     out = s.lib_dir / "gpu_app"
     stamp = s.lib_dir / "gpu_app.stamp"  # rebuilt when its source or kernel changes (a cached folder outlives them)
-    key = hashlib.sha256((SOURCES / "gpu_app.c").read_bytes() + GPU_KERNEL_CU.encode()).hexdigest()
+    key = hashlib.sha256((SOURCES / "gpu_app.c").read_bytes() + GPU_KERNEL_CU.encode() + b"/2").hexdigest()
     if out.exists() and stamp.exists() and stamp.read_text() == key:
         return out
     work = s.lib_dir / "gpu_app.build"
@@ -179,5 +185,8 @@ def build_gpu_app(s: Standins, nvcc: str) -> Path:
     defines = [f"-D{k}={work / v}" for k, v in images.items()]
     _cc(["-O1", *defines, "-o", str(out), str(SOURCES / "gpu_app.c"), str(s.libcuda), f"-Wl,-rpath,{s.lib_dir}",
          "-Wl,--disable-new-dtags"])  # fmt: skip
+    alone = work / "sass_alone"  # a cubin with no PTX beside it, for loads by path
+    alone.mkdir(exist_ok=True)
+    shutil.copyfile(work / "k.cubin", alone / "k.cubin")
     stamp.write_text(key)
     return out

@@ -6,6 +6,8 @@
  *   gpu_app cubin    a cubin (sm_80) by cuModuleLoadDataEx; no lookup
  *   gpu_app text     PTX text from the heap by cuModuleLoadData; one lookup
  *   gpu_app bad      an image pointer into no mapping (0x10) by cuModuleLoadData, which the stand-in accepts
+ *   gpu_app file P   the module file P by cuModuleLoad; cuModuleGetFunction "scale" twice
+ *   gpu_app lib P    the module file P by cuLibraryLoadFromFile; cuLibraryGetKernel "scale" once
  * The images are nvcc's own output, included at build time (SASS_FATBIN, PTX_FATBIN, CUBIN, PTX_TEXT). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,9 @@ CUresult cuLibraryLoadData(void **library, const void *code, void *jo, void **jv
 CUresult cuLibraryGetModule(void **module, void *library);
 CUresult cuModuleGetFunction(void **function, void *module, const char *name);
 CUresult cuLibraryGetKernel(void **kernel, void *library, const char *name);
+CUresult cuModuleLoad(void **module, const char *fname);
+CUresult cuLibraryLoadFromFile(void **library, const char *fname, void *jo, void **jv, unsigned nj, void *lo,
+                               void **lv, unsigned nl);
 
 struct wrapper { int magic; int version; const void *data; void *filename_or_fatbins; };
 
@@ -58,6 +63,13 @@ int main(int argc, char **argv) {
         bad |= cuModuleLoadData(&mod, copy);
         bad |= cuModuleGetFunction(&fn, mod, "scale");
         free(copy);
+    } else if (strcmp(mode, "file") == 0 && argc > 2) {
+        bad |= cuModuleLoad(&mod, argv[2]);
+        bad |= cuModuleGetFunction(&fn, mod, "scale");
+        bad |= cuModuleGetFunction(&fn, mod, "scale");
+    } else if (strcmp(mode, "lib") == 0 && argc > 2) {
+        bad |= cuLibraryLoadFromFile(&lib, argv[2], 0, 0, 0, 0, 0, 0);
+        bad |= cuLibraryGetKernel(&fn, lib, "scale");
     } else if (strcmp(mode, "bad") == 0) {
         bad |= cuModuleLoadData(&mod, (const void *)0x10);
         bad |= cuModuleGetFunction(&fn, mod, "scale");

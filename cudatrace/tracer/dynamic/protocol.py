@@ -58,6 +58,8 @@ SPECIAL_FUNCTIONS: tuple[str, ...] = (
     "cuModuleLoadDataEx",
     "cuModuleLoadFatBinary",
     "cuLibraryLoadData",
+    "cuModuleLoad",
+    "cuLibraryLoadFromFile",
     "cuModuleGetFunction",
     "cuLibraryGetKernel",
     "cuLibraryGetModule",

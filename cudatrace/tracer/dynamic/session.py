@@ -631,15 +631,26 @@ class Collector:
 
 
 def _gpu_modules(procs: Sequence[_Proc]) -> tuple[GpuModuleLoad, ...]:
-    # Alike loads of every process summed: what the programs' GPU code carried, modules without PTX first.
+    # Alike loads of every process summed: what the programs' GPU code carried, modules without PTX first. A module
+    # loaded by its path is read here, once per path (gpu_files.py).
+    from cudatrace.tracer.dynamic.gpu_files import ModuleFile, read_module_file
+
     acc: dict[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], GpuModuleLoad] = {}
+    files: dict[str, ModuleFile] = {}
     for proc in procs:
-        for m in proc.gpu_modules:
+        for raw in proc.gpu_modules:
+            m = raw
+            beside: tuple[str, ...] = ()
+            if raw.kind == "file":
+                found = files.get(raw.source)
+                if found is None:
+                    found = files[raw.source] = read_module_file(raw.source, os.getcwd())
+                m, beside = replace(raw, kind=found.kind, ptx=found.ptx, sass=found.sass), found.ptx_beside
             key = (m.via, m.source, m.caller, m.kind, m.ptx, m.sass)
             old = acc.get(key)
             if old is None:
                 acc[key] = GpuModuleLoad(
-                    m.via, m.source, m.kind, m.loads, m.ptx, m.sass, m.failed, m.lookups, m.kernel, m.caller
+                    m.via, m.source, m.kind, m.loads, m.ptx, m.sass, m.failed, m.lookups, m.kernel, m.caller, beside
                 )
             else:
                 acc[key] = replace(

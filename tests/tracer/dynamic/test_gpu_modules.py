@@ -39,11 +39,39 @@ def gpu_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def traces(gpu_app: Path) -> dict[str, TraceResult]:
     out = {}
-    for mode in ("sass", "ptx", "wrapper", "cubin", "text", "bad"):
-        trace = trace_program([str(gpu_app), mode])
+    build = gpu_app.parent / "gpu_app.build"
+    by_path = {
+        "file_cubin": ["file", str(build / "k.cubin")],  # k.ptx lies beside it
+        "file_alone": ["file", str(build / "sass_alone" / "k.cubin")],
+        "file_ptx": ["file", str(build / "k.ptx")],
+        "lib_fatbin": ["lib", str(build / "ptx.fatbin")],
+    }
+    for mode in ("sass", "ptx", "wrapper", "cubin", "text", "bad", *by_path):
+        trace = trace_program([str(gpu_app), *by_path.get(mode, [mode])])
         assert trace.exit.code == 0, (mode, trace.notes)
         out[mode] = annotate_trace(trace, RELEASE)
     return out
+
+
+def test_a_module_file_loaded_by_its_path_is_read_by_the_host(traces: dict[str, TraceResult]) -> None:
+    (alone,) = traces["file_alone"].gpu_modules
+    assert (alone.via, alone.kind, alone.ptx, alone.sass, alone.lookups) == ("cuModuleLoad", "cubin", (), ("sm_80",), 2)
+    assert alone.source.endswith("sass_alone/k.cubin") and alone.ptx_beside == ()
+    assert codes(traces["file_alone"])["module_without_ptx"] is Severity.BLOCKER
+    # The same cubin with PTX beside it: a program picking its file by the GPU may take the PTX under ZLUDA.
+    (beside,) = traces["file_cubin"].gpu_modules
+    assert beside.ptx_beside == ("k.ptx",)
+    reason = next(r for r in traces["file_cubin"].verdict.reasons if r.code == "module_without_ptx")  # type: ignore[union-attr]
+    assert reason.severity is Severity.RISK and "k.ptx" in reason.message
+    (ptx,) = traces["file_ptx"].gpu_modules
+    assert (ptx.kind, ptx.ptx, ptx.lookups_fail) == ("ptx", ("sm_80",), 0)
+    assert "module_without_ptx" not in codes(traces["file_ptx"])
+    (lib,) = traces["lib_fatbin"].gpu_modules
+    assert (lib.via, lib.kind, lib.ptx, lib.sass) == ("cuLibraryLoadFromFile", "fatbin", ("sm_80",), ("sm_80",))
+    # its PTX is no reason; what blocks it is the loader itself, which ZLUDA v7-preview.9 does not implement
+    assert "module_without_ptx" not in codes(traces["lib_fatbin"])
+    blocker = traces["lib_fatbin"].verdict.reasons[0]  # type: ignore[union-attr]
+    assert blocker.severity is Severity.BLOCKER and blocker.functions == ("cuLibraryLoadFromFile",)
 
 
 def codes(trace: TraceResult) -> dict[str, Severity]:

@@ -188,7 +188,7 @@ const S = {
   lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
   exportTables: new Map(), // uuid -> {uuid, count, statuses}
   gpuModules: new Map(), // via|from|caller|kind|ptx|sass -> {via, from, caller, kind, ptx, sass, loads, failed, lookups, kernel}
-  noPtxHandles: new Map(), // module or library handle (string) of a load without PTX -> its gpuModules record
+  noPtxHandles: new Map(), // handle (string) of a module without PTX, or loaded from a file -> its gpuModules record
   loaderErrors: new Map(), // requested name + message -> {requested, message, count, t}
   skipped: [], // [module, function, reason], sent with the next hooks message
   hookCounts: { inline: 0, trampoline: 0, clone: 0, far: 0 }, // entry points hooked, by method
@@ -1075,6 +1075,9 @@ function nextStart(starts, addr) {
 // in JavaScript like cuGetProcAddress (specials.js).
 
 const MODULE_LOADS = ['cuModuleLoadData', 'cuModuleLoadDataEx', 'cuModuleLoadFatBinary', 'cuLibraryLoadData'];
+// Loads of a file by its path: the host reads the file (session.py) and says what it carries; the agent keeps the
+// path and counts every kernel lookup in such a module, since only the host knows whether it has PTX.
+const FILE_LOADS = ['cuModuleLoad', 'cuLibraryLoadFromFile'];
 const KERNEL_LOOKUPS = ['cuModuleGetFunction', 'cuLibraryGetKernel']; // (out, module or library, name)
 const LIBRARY_MODULE = 'cuLibraryGetModule'; // (out module, library): a library's module carries what it carries
 const FATBIN_MAGIC = 0xba55ed50;
@@ -1082,6 +1085,7 @@ const FATBIN_WRAPPER_MAGIC = 0x466243b1; // __fatBinC_Wrapper_t: magic, version,
 const ELF_MAGIC = 0x464c457f;
 const MAX_FATBIN_ENTRIES = 4096;
 const MAX_NO_PTX_HANDLES = 100000;
+const MAX_FILE_RECORDS = 4096; // distinct (entry point, path, caller): a program loading a file per kernel is bounded
 const PTX_HEAD = 4096;
 
 // The kinds and architectures of one image: {kind: 'fatbin'|'cubin'|'ptx'|'unknown'|'unreadable', ptx, sass}.
@@ -1185,6 +1189,41 @@ function noteModule(via, image, out, status, caller) {
   }
 }
 
+function hookFileLoad(address, name, e) {
+  Interceptor.attach(address, {
+    onEnter(args) {
+      this.t0 = S.nowNs();
+      this.out = args[0];
+      try { this.path = args[1].isNull() ? null : args[1].readUtf8String(); } catch (_) { this.path = null; }
+    },
+    onLeave(retval) {
+      const status = retval.toInt32();
+      if (this.path !== null) noteFile(name, this.path, this.out, status, callerName(this.returnAddress));
+      countJs(e, this.t0, status, this.returnAddress);
+    }
+  });
+}
+
+function noteFile(via, path, out, status, caller) {
+  const key = [via, 'file', path, caller].join('|');
+  let r = S.gpuModules.get(key);
+  if (r === undefined) {
+    if (S.gpuModules.size >= MAX_FILE_RECORDS) return;
+    r = { via, from: path, caller, kind: 'file', ptx: [], sass: [], loads: 0, failed: 0, lookups: 0, kernel: null };
+    S.gpuModules.set(key, r);
+  }
+  r.loads++;
+  if (status !== 0) {
+    r.failed++;
+    return;
+  }
+  if (S.noPtxHandles.size < MAX_NO_PTX_HANDLES) {
+    try {
+      S.noPtxHandles.set(out.readPointer().toString(), r);
+    } catch (_) { /* no handle written */ }
+  }
+}
+
 function hookKernelLookup(address, name, e) {
   Interceptor.attach(address, {
     onEnter(args) {
@@ -1227,6 +1266,7 @@ function hookLibraryModule(address, e) {
 // hookSpecial's part for GPU modules: true when `name` is one of them (and it is now hooked).
 function hookGpuModuleSpecial(address, name, e) {
   if (MODULE_LOADS.indexOf(name) >= 0) hookModuleLoad(address, name, e);
+  else if (FILE_LOADS.indexOf(name) >= 0) hookFileLoad(address, name, e);
   else if (KERNEL_LOOKUPS.indexOf(name) >= 0) hookKernelLookup(address, name, e);
   else if (name === LIBRARY_MODULE) hookLibraryModule(address, e);
   else return false;

@@ -5,6 +5,9 @@
 // in JavaScript like cuGetProcAddress (specials.js).
 
 const MODULE_LOADS = ['cuModuleLoadData', 'cuModuleLoadDataEx', 'cuModuleLoadFatBinary', 'cuLibraryLoadData'];
+// Loads of a file by its path: the host reads the file (session.py) and says what it carries; the agent keeps the
+// path and counts every kernel lookup in such a module, since only the host knows whether it has PTX.
+const FILE_LOADS = ['cuModuleLoad', 'cuLibraryLoadFromFile'];
 const KERNEL_LOOKUPS = ['cuModuleGetFunction', 'cuLibraryGetKernel']; // (out, module or library, name)
 const LIBRARY_MODULE = 'cuLibraryGetModule'; // (out module, library): a library's module carries what it carries
 const FATBIN_MAGIC = 0xba55ed50;
@@ -12,6 +15,7 @@ const FATBIN_WRAPPER_MAGIC = 0x466243b1; // __fatBinC_Wrapper_t: magic, version,
 const ELF_MAGIC = 0x464c457f;
 const MAX_FATBIN_ENTRIES = 4096;
 const MAX_NO_PTX_HANDLES = 100000;
+const MAX_FILE_RECORDS = 4096; // distinct (entry point, path, caller): a program loading a file per kernel is bounded
 const PTX_HEAD = 4096;
 
 // The kinds and architectures of one image: {kind: 'fatbin'|'cubin'|'ptx'|'unknown'|'unreadable', ptx, sass}.
@@ -115,6 +119,41 @@ function noteModule(via, image, out, status, caller) {
   }
 }
 
+function hookFileLoad(address, name, e) {
+  Interceptor.attach(address, {
+    onEnter(args) {
+      this.t0 = S.nowNs();
+      this.out = args[0];
+      try { this.path = args[1].isNull() ? null : args[1].readUtf8String(); } catch (_) { this.path = null; }
+    },
+    onLeave(retval) {
+      const status = retval.toInt32();
+      if (this.path !== null) noteFile(name, this.path, this.out, status, callerName(this.returnAddress));
+      countJs(e, this.t0, status, this.returnAddress);
+    }
+  });
+}
+
+function noteFile(via, path, out, status, caller) {
+  const key = [via, 'file', path, caller].join('|');
+  let r = S.gpuModules.get(key);
+  if (r === undefined) {
+    if (S.gpuModules.size >= MAX_FILE_RECORDS) return;
+    r = { via, from: path, caller, kind: 'file', ptx: [], sass: [], loads: 0, failed: 0, lookups: 0, kernel: null };
+    S.gpuModules.set(key, r);
+  }
+  r.loads++;
+  if (status !== 0) {
+    r.failed++;
+    return;
+  }
+  if (S.noPtxHandles.size < MAX_NO_PTX_HANDLES) {
+    try {
+      S.noPtxHandles.set(out.readPointer().toString(), r);
+    } catch (_) { /* no handle written */ }
+  }
+}
+
 function hookKernelLookup(address, name, e) {
   Interceptor.attach(address, {
     onEnter(args) {
@@ -157,6 +196,7 @@ function hookLibraryModule(address, e) {
 // hookSpecial's part for GPU modules: true when `name` is one of them (and it is now hooked).
 function hookGpuModuleSpecial(address, name, e) {
   if (MODULE_LOADS.indexOf(name) >= 0) hookModuleLoad(address, name, e);
+  else if (FILE_LOADS.indexOf(name) >= 0) hookFileLoad(address, name, e);
   else if (KERNEL_LOOKUPS.indexOf(name) >= 0) hookKernelLookup(address, name, e);
   else if (name === LIBRARY_MODULE) hookLibraryModule(address, e);
   else return false;

@@ -23,7 +23,7 @@ const S = {
   lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
   exportTables: new Map(), // uuid -> {uuid, count, statuses}
   gpuModules: new Map(), // via|from|caller|kind|ptx|sass -> {via, from, caller, kind, ptx, sass, loads, failed, lookups, kernel}
-  noPtxHandles: new Map(), // module or library handle (string) of a load without PTX -> its gpuModules record
+  noPtxHandles: new Map(), // handle (string) of a module without PTX, or loaded from a file -> its gpuModules record
   loaderErrors: new Map(), // requested name + message -> {requested, message, count, t}
   skipped: [], // [module, function, reason], sent with the next hooks message
   hookCounts: { inline: 0, trampoline: 0, clone: 0, far: 0 }, // entry points hooked, by method
