@@ -37,7 +37,8 @@ def _capture(argv: list[str], tmp: Path) -> str:
         code = main(argv)
     if code != 0:
         raise SystemExit(f"cudatrace {' '.join(argv)} exited {code}")
-    return buf.getvalue().replace(str(tmp) + "/", "")
+    text = buf.getvalue().replace(str(tmp) + "/", "")
+    return text.replace(str(tmp).replace("_", "\\_") + "/", "")  # Markdown escapes the folder's underscores
 
 
 def run() -> int:

@@ -339,6 +339,10 @@ class LogReader:
         self.unparsed = 0
         self.unparsed_examples: list[str] = []
         self.foreign = 0  # unprefixed lines between prefixed ones: the program's own stderr
+        # v2's "Errors when parsing module:" is followed by unprefixed lines: "---ERRORS---", the errors,
+        # "---MODULE---" and the module's text. None, "header", "errors" or "module" while those come.
+        self._v2_parse: str | None = None
+        self.v2_parse_errors: list[str] = []  # the first error of each module v2 could not parse
         self.overlong = 0
         self.seq = 0
         self.entries: dict[str, _Acc] = {}
@@ -385,10 +389,13 @@ class LogReader:
         if raw[:1] == b"[" and (raw.startswith(b"[ZLUDA_TRACE] ") or raw.startswith(b"[ZLUDA_DUMP] ")):
             tool = "zluda_trace" if raw[7:8] == b"T" else "zluda_dump"
             body = raw[14:] if tool == "zluda_trace" else raw[13:]
+            self._v2_parse = None
             if self.form != "stderr":
                 self.tool, self.form = tool, "stderr"
                 self.markers.setdefault(f"tool:{tool}", None)
         elif self.form == "stderr":
+            if self._v2_parse is not None and self._v2_parse_line(raw):
+                return
             if raw.strip():
                 self.foreign += 1
             return
@@ -546,6 +553,26 @@ class LogReader:
             self.message_examples.setdefault(kind, text[:TEXT_CHARS])
         return kind
 
+    def _v2_parse_line(self, raw: bytes) -> bool:
+        """One unprefixed line after v2's "Errors when parsing module:": taken (True) while it is that message's
+        own text (its markers, errors and the module), not the program's output."""
+        line = raw.decode("utf-8", "replace").strip()
+        if line == "---ERRORS---":
+            self._v2_parse = "errors"
+        elif line == "---MODULE---":
+            self._v2_parse = "module"
+        elif self._v2_parse == "errors":
+            if line:  # the first error of this module is kept
+                if len(self.v2_parse_errors) < MAX_KEPT:
+                    self.v2_parse_errors.append(line[:TEXT_CHARS])
+                self._v2_parse = "errors-seen"
+        elif self._v2_parse in ("module", "errors-seen"):
+            pass  # the module's text, or the errors after the first
+        else:
+            self._v2_parse = None
+            return False
+        return True
+
     def _v2_message(self, body: bytes) -> bool:
         """A depth-0 message of v2's zluda_dump, which wrote messages only (counted as messages), or not one."""
         if self.tool != "zluda_dump" or self.form != "stderr":
@@ -553,6 +580,8 @@ class LogReader:
         text = body.decode("utf-8", "replace").rstrip()
         if not text.startswith(_V2_MESSAGES):
             return False
+        if text.startswith("Errors when parsing module:"):
+            self._v2_parse = "header"
         self.markers.setdefault("format:v2", None)
         self.messages_total += 1
         self._count_message(text)
@@ -1075,6 +1104,7 @@ class LogReader:
                 self.messages[kind] = self.messages.get(kind, 0) + v
                 self.message_examples.setdefault(kind, other.message_examples[kind])
         self.saved.extend(other.saved[: max(0, MAX_MODULE_FILES - len(self.saved))])
+        self.v2_parse_errors.extend(other.v2_parse_errors[: max(0, MAX_KEPT - len(self.v2_parse_errors))])
         self.parse_logs.extend(other.parse_logs[: max(0, MAX_KEPT - len(self.parse_logs))])
         for m in other.markers:
             self.markers.setdefault(m, None)
@@ -1623,6 +1653,8 @@ def read_log(
         notes.insert(0, "v2's zluda_dump wrote no line per call, only its messages: the log shows no call")
     elif reader.calls_total == 0:
         notes.insert(0, "the log holds no call: the program stopped before its first CUDA call returned")
+    for n, error in enumerate(reader.v2_parse_errors, 1):  # v2 printed them on stderr, with the module's text
+        rejected.append((f"module {n} printed on stderr", error))
     trace = reader.result(gpu, modules, notes)
     if trace.source is not None and (rejected or dumps):
         kernels = dumps.kernels if dumps else ()

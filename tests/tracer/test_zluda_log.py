@@ -193,6 +193,13 @@ def test_zluda_dump_v2_messages_only(tmp_path: Path) -> None:
     assert trace.notes[0] == "v2's zluda_dump wrote no line per call, only its messages: the log shows no call"
     for text in ("Unknown kernel: _Z6reducePfS_i", "Unknown module: 0x55d0c8a4e2f0", "message x2: NotPresent"):
         assert any(text in n for n in trace.notes)
+    # The parse failure's own lines (its errors and the module's text) are zluda_dump's, not the program's: its
+    # first error is kept as a module ZLUDA's parser rejected, and the program's output is its own two lines.
+    assert src.ptx_errors == (
+        ("module 1 printed on stderr", 'UnrecognizedToken { token: (412, Token(86, "shfl"), 416), expected: [] }'),
+    )
+    assert "2 lines of the program's own output between the prefixed trace lines" in trace.notes
+    assert trace.verdict is not None and any(r.code == "ptx_rejected" for r in trace.verdict.reasons)
 
 
 def test_zluda_dump_v3_messages(tmp_path: Path) -> None:
