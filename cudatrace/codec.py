@@ -146,8 +146,21 @@ def _layout(cls: type) -> _Layout:
     return tuple((n, fields[n], _spec(fields[n]), hints[n]) if n in fields else (n, None, _Spec(), None) for n in names)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_RECORDS: dict[type, bool] = {}  # type -> a dataclass with to_dict (asked once per type)
+
+
 def _to_json(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and hasattr(value, "to_dict"):
+    # The common cases first, by exact type (a str Enum is no str here: it goes on to its value).
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if t is tuple or t is list:
+        return [_to_json(v) for v in value]
+    record = _RECORDS.get(t)
+    if record is None:
+        record = _RECORDS[t] = dataclasses.is_dataclass(value) and hasattr(value, "to_dict")
+    if record:
         return value.to_dict()
     if isinstance(value, Enum):
         return value.value
@@ -176,7 +189,7 @@ def encode(obj: Any) -> dict[str, Any]:
     d: dict[str, Any] = {"schema": schema} if schema else {}
     for name, _, s, _ in _fields(type(obj)):
         value = getattr(obj, name)
-        if _omitted(s.omit, value, obj):
+        if s.omit is not None and _omitted(s.omit, value, obj):
             continue
         d[s.key or name] = s.encode(value) if s.encode else _to_json(value)
     return d
