@@ -1172,21 +1172,41 @@ function noteModule(via, image, out, status, caller) {
   const from = m ? m.name : '[memory]'; // made at run time: NVRTC, nvJitLink, a file read by the program
   const ptx = Array.from(f.ptx).sort(), sass = Array.from(f.sass).sort();
   const key = [via, from, caller, f.kind, ptx.join(','), sass.join(',')].join('|');
+  const r = moduleRecord(key, { via, from, caller, kind: f.kind, ptx, sass }, Infinity);
+  countLoad(r, out, status, ptx.length === 0 && sass.length > 0);
+}
+
+// The record of the loads alike in `key`, made from `fields` the first time; null once `bound` records exist.
+function moduleRecord(key, fields, bound) {
   let r = S.gpuModules.get(key);
   if (r === undefined) {
-    r = { via, from, caller, kind: f.kind, ptx, sass, loads: 0, failed: 0, lookups: 0, kernel: null };
+    if (S.gpuModules.size >= bound) return null;
+    r = Object.assign(fields, { loads: 0, failed: 0, lookups: 0, kernel: null });
     S.gpuModules.set(key, r);
   }
+  return r;
+}
+
+// One load counted in `r`; with `watch`, the handle it wrote at `out` is watched for kernel lookups.
+function countLoad(r, out, status, watch) {
+  if (r === null) return;
   r.loads++;
-  if (status !== 0) {
-    r.failed++;
-    return;
-  }
-  if (ptx.length === 0 && sass.length > 0 && S.noPtxHandles.size < MAX_NO_PTX_HANDLES) {
-    try {
-      S.noPtxHandles.set(out.readPointer().toString(), r);
-    } catch (_) { /* no handle written */ }
-  }
+  if (status !== 0) r.failed++;
+  else if (watch) watchHandle(out, r);
+}
+
+function watchHandle(out, r) {
+  if (S.noPtxHandles.size >= MAX_NO_PTX_HANDLES) return;
+  try {
+    S.noPtxHandles.set(out.readPointer().toString(), r);
+  } catch (_) { /* no handle written */ }
+}
+
+// The record whose module or library `handle` is, when it is watched; else null.
+function watchedRecord(handle) {
+  if (S.noPtxHandles.size === 0) return null;
+  const r = S.noPtxHandles.get(handle.toString());
+  return r === undefined ? null : r;
 }
 
 function hookFileLoad(address, name, e) {
@@ -1205,31 +1225,15 @@ function hookFileLoad(address, name, e) {
 }
 
 function noteFile(via, path, out, status, caller) {
-  const key = [via, 'file', path, caller].join('|');
-  let r = S.gpuModules.get(key);
-  if (r === undefined) {
-    if (S.gpuModules.size >= MAX_FILE_RECORDS) return;
-    r = { via, from: path, caller, kind: 'file', ptx: [], sass: [], loads: 0, failed: 0, lookups: 0, kernel: null };
-    S.gpuModules.set(key, r);
-  }
-  r.loads++;
-  if (status !== 0) {
-    r.failed++;
-    return;
-  }
-  if (S.noPtxHandles.size < MAX_NO_PTX_HANDLES) {
-    try {
-      S.noPtxHandles.set(out.readPointer().toString(), r);
-    } catch (_) { /* no handle written */ }
-  }
+  const fields = { via, from: path, caller, kind: 'file', ptx: [], sass: [] };
+  countLoad(moduleRecord([via, 'file', path, caller].join('|'), fields, MAX_FILE_RECORDS), out, status, true);
 }
 
 function hookKernelLookup(address, name, e) {
   Interceptor.attach(address, {
     onEnter(args) {
       this.t0 = S.nowNs();
-      const r = S.noPtxHandles.size === 0 ? undefined : S.noPtxHandles.get(args[1].toString());
-      this.r = r === undefined ? null : r;
+      this.r = watchedRecord(args[1]);
       this.kernel = null;
       if (this.r !== null && this.r.kernel === null) {
         try { this.kernel = args[2].readCString(); } catch (_) { this.kernel = null; }
@@ -1250,14 +1254,11 @@ function hookLibraryModule(address, e) {
     onEnter(args) {
       this.t0 = S.nowNs();
       this.out = args[0];
-      const r = S.noPtxHandles.size === 0 ? undefined : S.noPtxHandles.get(args[1].toString());
-      this.r = r === undefined ? null : r;
+      this.r = watchedRecord(args[1]);
     },
     onLeave(retval) {
       const status = retval.toInt32();
-      if (this.r !== null && status === 0 && S.noPtxHandles.size < MAX_NO_PTX_HANDLES) {
-        try { S.noPtxHandles.set(this.out.readPointer().toString(), this.r); } catch (_) { /* none written */ }
-      }
+      if (this.r !== null && status === 0) watchHandle(this.out, this.r);
       countJs(e, this.t0, status, this.returnAddress);
     }
   });
