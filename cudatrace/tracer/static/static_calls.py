@@ -103,9 +103,9 @@ def _symbols_vectorized(raw: bytes, names: bytes, endian: str) -> list[tuple[str
     keep &= table["name"] < len(names)
     table = table[keep]
     starts = table["name"].astype(np.int64)
-    nul = np.flatnonzero(np.frombuffer(names, dtype=np.uint8) == 0)
-    at = np.searchsorted(nul, starts, side="left")
-    ends = np.where(at < len(nul), nul[np.minimum(at, max(len(nul) - 1, 0))] if len(nul) else len(names), len(names))
+    # each name ends at the first NUL at or after its start, or at the table's end (the sentinel)
+    nul = np.append(np.flatnonzero(np.frombuffer(names, dtype=np.uint8) == 0), len(names))
+    ends = nul[np.searchsorted(nul, starts, side="left")]
     out = []
     for a, b, value, sym_size in zip(
         starts.tolist(), ends.tolist(), table["value"].tolist(), table["size"].tolist(), strict=True
