@@ -1091,7 +1091,14 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
 
     extra: list[Reason] = load_failure_reasons(trace, rel, cat)
     extra.extend(gpu_module_reasons(trace.gpu_modules, rel, cat))
+    # The saved modules said twice: a lookup that failed in them says more (which module, which kernel) than
+    # "SASS only" from their files; without one, the files' "SASS only" blocker says more than the risk.
     saved = log_module_reasons(trace)
+    own = verdict.reasons
+    if any(r.severity is Severity.BLOCKER for r in saved):
+        own = tuple(r for r in own if r.code != "sass_only")
+    elif any(r.code == "sass_only" for r in own):
+        saved = []
     extra.extend(saved)
     if trace.source is not None and trace.source.ptx_errors:
         errs = trace.source.ptx_errors
@@ -1136,13 +1143,6 @@ def annotate_trace(trace: TraceResult, release: str | None) -> TraceResult:
     else:
         extra.extend(first_failing_reasons(calls, rel, cat))
     if extra:
-        own = verdict.reasons
-        # The saved modules said twice: a lookup that failed in them says more (which module, which kernel) than
-        # "SASS only" from their files; without one, the files' "SASS only" blocker says more than the risk.
-        if any(r.severity is Severity.BLOCKER for r in saved):
-            own = tuple(r for r in own if r.code != "sass_only")
-        elif saved and any(r.code == "sass_only" for r in own):
-            extra = [r for r in extra if not any(r is x for x in saved)]
         reasons = rank_reasons((*extra, *own))
         verdict = Verdict(rel, status_of(reasons), reasons)
     _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
