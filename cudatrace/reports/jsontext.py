@@ -106,20 +106,12 @@ def dumps_indented(doc: Any) -> str:
             lead = "{" + inner
             for k, v in o.items():
                 head = lead + (_escape(k) if type(k) is str else _key(k)) + ": "
-                t = type(v)  # the common leaves inline (what scalar() does)
-                if t is str:
-                    append(head + _escape(v))
-                elif t is int:
-                    append(head + int.__repr__(v))
-                elif v is None:
-                    append(head + "null")
-                elif t is bool:
-                    append(head + ("true" if v else "false"))
-                elif t is float:
-                    append(head + _float(v))
-                else:
+                text = scalar(v)
+                if text is None:
                     append(head)
                     value(v, level + 1)
+                else:
+                    append(head + text)
                 lead = sep
             append(pad(level) + "}")
         else:
