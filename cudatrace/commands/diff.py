@@ -53,18 +53,17 @@ def load_run(path: str, release: str | None, *, progress: bool = True) -> TraceR
     """A trace document, or a zluda_trace log read on the fly; classified against ``release`` when unclassified."""
     from cudatrace.commands.import_log import load_log
     from cudatrace.programs.documents import is_log_path, load_document
-    from cudatrace.programs.evidence import FROM_DOCUMENTS, FROM_LOG, gather_trace
-    from cudatrace.programs.judging import judge_gathered
+    from cudatrace.programs.evidence import FROM_DOCUMENTS, FROM_LOG
+    from cudatrace.programs.judging import judge_trace
 
     if is_log_path(path):
         trace = load_log(path, progress=progress)
-        (trace,) = judge_gathered(gather_trace(trace, source=FROM_LOG), release or trace.zluda_release).traces
-        return trace
+        return judge_trace(trace, release or trace.zluda_release, source=FROM_LOG)
     doc = load_document(path)
     if not isinstance(doc, TraceResult):
         raise UsageError(f"{path}: diff compares runs (trace documents or zluda_trace logs), not scans or reports")
     if release is not None or doc.verdict is None:
-        (doc,) = judge_gathered(gather_trace(doc, source=FROM_DOCUMENTS), release or doc.zluda_release).traces
+        doc = judge_trace(doc, release or doc.zluda_release, source=FROM_DOCUMENTS)
     return doc
 
 

@@ -60,10 +60,10 @@ def run_import_log(args: argparse.Namespace) -> int:
     """Read, date, classify, record, render, write."""
     trace = load_log(args.path, args.program, progress=not args.quiet)
     if not args.no_zluda_verdict:
-        from cudatrace.programs.evidence import FROM_LOG, gather_trace
-        from cudatrace.programs.judging import judge_gathered
+        from cudatrace.programs.evidence import FROM_LOG
+        from cudatrace.programs.judging import judge_trace
 
-        (trace,) = judge_gathered(gather_trace(trace, source=FROM_LOG), args.release or trace.zluda_release).traces
+        trace = judge_trace(trace, args.release or trace.zluda_release, source=FROM_LOG)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

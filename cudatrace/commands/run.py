@@ -159,10 +159,9 @@ def run_run(args: argparse.Namespace) -> int:
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
-        from cudatrace.programs.evidence import gather_trace
-        from cudatrace.programs.judging import judge_gathered
+        from cudatrace.programs.judging import judge_trace
 
-        (trace,) = judge_gathered(gather_trace(trace), args.release).traces
+        trace = judge_trace(trace, args.release)
     if not args.no_store:
         from cudatrace.coverage_db.store import open_store
 

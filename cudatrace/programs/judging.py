@@ -41,7 +41,7 @@ from cudatrace.model import (
     Verdict,
     VerdictStatus,
 )
-from cudatrace.programs.evidence import ProgramDocuments
+from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
 from cudatrace.wording import agrees, counted
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
@@ -321,6 +321,13 @@ def judge_gathered(documents: ProgramDocuments, release: str | None) -> ProgramD
     newest), as :func:`judge_documents` judges them; name, place and source kept."""
     scans, traces = judge_documents(documents.scans, documents.traces, release)
     return replace(documents, scans=scans, traces=traces)
+
+
+def judge_trace(trace: TraceResult, release: str | None, *, source: str = FROM_RUN) -> TraceResult:
+    """One run's document (a run traced now, a log read now, a saved trace: ``source``) gathered as a program's
+    evidence (:func:`~cudatrace.programs.evidence.gather_trace`) and judged for ``release``."""
+    (judged,) = judge_gathered(gather_trace(trace, source=source), release).traces
+    return judged
 
 
 def judge_evidence(scans: Sequence[ScanResult], traces: Sequence[TraceResult], release: str | None) -> Verdict | None:
