@@ -11,7 +11,12 @@ and the ratios to the baseline.
 ``--python CODE`` measures ``python3 -c CODE`` instead (on the GPU machine: a PyTorch matmul, the process of
 4,300 entry points in 14 libraries that the start-up goal is about).
 
-Usage: ``python3 scripts/bench_hooking.py [--repeat 7] [--baseline CHECKOUT] [--libs LIB... | --python CODE]``
+``--fork N`` adds a third program: the dlopen one, which then forks N children at once and waits for them (what a
+DataLoader does with its workers). Each child is traced too; its agent keeps its parent's hooks, so the wall time
+shows what tracing a child costs.
+
+Usage: ``python3 scripts/bench_hooking.py [--repeat 7] [--baseline CHECKOUT] [--fork N]
+[--libs LIB... | --python CODE]``
 """
 
 from __future__ import annotations
@@ -32,13 +37,20 @@ REPO = Path(__file__).resolve().parents[1]
 LOADER = r"""
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 int main(int argc, char **argv) {
-  int n = 0;
-  for (int i = 1; i < argc; i++) {
+  int n = 0, children = 0, first = 1;
+  if (argc > 2 && strcmp(argv[1], "--fork") == 0) { children = atoi(argv[2]); first = 3; }
+  for (int i = first; i < argc; i++) {
     if (dlopen(argv[i], RTLD_NOW | RTLD_GLOBAL)) n++;
     else fprintf(stderr, "%s\n", dlerror());
   }
   printf("loaded %d\n", n);
+  for (int i = 0; i < children; i++) if (fork() == 0) _exit(0);
+  for (int i = 0; i < children; i++) wait(NULL);
   return 0;
 }
 """
@@ -86,12 +98,19 @@ def _programs(work: Path, libs: list[str]) -> dict[str, list[str]]:
     return {"dlopen": [str(loader), *libs], "linked": [str(linked)]}
 
 
+def _fork_program(programs: dict[str, list[str]], children: int) -> None:
+    if children > 0:
+        loader, *libs = programs["dlopen"]
+        programs[f"fork {children}"] = [loader, "--fork", str(children), *libs]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--baseline", type=Path)
     ap.add_argument("--libs", nargs="+", default=None)
     ap.add_argument("--python", metavar="CODE")
+    ap.add_argument("--fork", type=int, default=0, metavar="N")
     args = ap.parse_args()
     libs = [] if args.python else [str(Path(p).resolve()) for p in (args.libs or _default_libs())]
     if not libs and not args.python:
@@ -102,6 +121,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         programs = {"python": [sys.executable, "-c", args.python]} if args.python else _programs(work, libs)
+        if not args.python:
+            _fork_program(programs, args.fork)
         rows: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         plain: dict[str, list[float]] = {k: [] for k in programs}
         for argv in programs.values():  # warm the page cache
@@ -117,6 +138,7 @@ def main() -> int:
     print(f"median of {args.repeat} runs, {what}")
     head = f"{'entry points':>12} {'hooking s':>10} {'ms each':>8} {'wall s':>7} {'untraced s':>10}"
     print(f"  {'program':<8} {'tracer':<14} {head}")
+    # hooking s: the agent's own time in the process that spent most
     for (name, label), values in rows.items():
         hooking = statistics.median(v[1] for v in values)
         wall = statistics.median(v[0] for v in values)

@@ -22,6 +22,7 @@ SOURCES: tuple[str, ...] = (
     "memory.js",  # memory of the agent's own: mappings that outlive the script, near a library or anywhere
     "counters.js",  # counter storage, per-CPU counting (rseq), the counting head, detail records
     "hooks.js",  # thunks, prologue relocation, branch checks, patching, the stopped world, the fork handler
+    "adoption.js",  # a forked child keeps its parent's hooks: the fork state, the adoption log, taking over
     "gpumodules.js",  # GPU code handed to the driver: kinds and architectures per load, lookups in SASS-only modules
     "specials.js",  # cuGetProcAddress / cuGetExportTable hooks in JavaScript, thunks for returned pointers, events
     "modules.js",  # hooking a module, scanning modules, dlopen/LoadLibrary and exit hooks, RPATH search

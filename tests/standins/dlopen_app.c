@@ -67,5 +67,26 @@ int main(int argc, char **argv) {
         init(0);
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
+    if (argc > 2 && strcmp(argv[2], "nested") == 0) {
+        /* A child that forks a grandchild: each keeps the hooks of the process it was forked from. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            pid_t grandchild = fork();
+            if (grandchild == 0) {
+                init(0);
+                launch(&kernel, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);
+                query(&kernel);
+                _exit(0);
+            }
+            int status;
+            waitpid(grandchild, &status, 0);
+            init(0);
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        init(0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
     return 0;
 }

@@ -93,6 +93,9 @@ class AgentConfig:
     counter_capacity: int = COUNTER_CAPACITY
     counters: CounterMode = CounterMode.PER_CPU  # falls back to LOCKED where per-CPU counting is not possible
     attached: bool = False  # the process is running (--pid): prologues are patched with atomic stores
+    # A forked child: the address of its parent's fork state and the parent's pid (AgentHello.fork_state). The
+    # child's agent adopts the hooks its parent left in its copy of memory instead of hooking every library again.
+    adopt: tuple[str, int] | None = None
 
     def to_rpc(self) -> dict[str, Any]:
         """The JSON object the agent's ``configure`` receives."""
@@ -110,6 +113,7 @@ class AgentConfig:
             "counterCapacity": self.counter_capacity,
             "counters": self.counters.value,
             "attached": self.attached,
+            "adopt": None if self.adopt is None else {"at": self.adopt[0], "pid": self.adopt[1]},
         }
 
 
@@ -128,6 +132,8 @@ class AgentHello:
     counter_capacity: int = COUNTER_CAPACITY
     shared_detail: str | None = None  # the shared file of detail records, one per counter slot (Linux)
     detail_layout: tuple[int, ...] = ()  # detail.c's cudatrace_detail_layout: the records' size and offsets
+    fork_state: str | None = None  # the address a forked child's agent adopts this process's hooks from (Linux x86-64)
+    adopted: int = 0  # entry points this process's agent took over from its parent's (a forked child)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +300,8 @@ def parse_hello(d: Mapping[str, Any]) -> AgentHello:
         int(d.get("counterCapacity", COUNTER_CAPACITY)),
         d.get("sharedDetail"),
         tuple(int(v) for v in d.get("detailLayout") or ()),
+        d.get("forkState"),
+        int(d.get("adopted") or 0),
     )
 
 

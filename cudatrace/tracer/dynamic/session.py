@@ -325,6 +325,13 @@ class Collector:
             key = self._current.get(pid)
             return self._procs[key].argv if key is not None else ()
 
+    def fork_state_of(self, pid: int) -> str | None:
+        """Where the agent of ``pid``'s current image keeps what a forked child adopts (None: nothing to adopt)."""
+        with self._lock:
+            key = self._current.get(pid)
+            hello = self._procs[key].hello if key is not None else None
+        return hello.fork_state if hello is not None else None
+
     def parent_of(self, key: str) -> int | None:
         """The parent pid of process ``key``."""
         with self._lock:
@@ -577,13 +584,23 @@ class Collector:
         if hooked:
             libs = max((len(p.modules) for p in procs), default=0)
             declined = max((len(p.skipped) for p in procs), default=0)
-            methods = max((p.methods for p in procs), key=lambda m: sum(m.values()), default={})
-            how = ", ".join(f"{k} {v}" for k, v in sorted(methods.items()) if v)
+            # how the entry points were hooked, in the process that hooked most itself (not adopted from a parent)
+            methods = max(
+                (p.methods for p in procs), key=lambda m: sum(v for k, v in m.items() if k != "adopted"), default={}
+            )
+            how = ", ".join(f"{k} {v}" for k, v in sorted(methods.items()) if v and k != "adopted")
             notes.append(
                 f"hooked {hooked} entry point{'s' * (hooked != 1)} in {libs} CUDA librar{'y' if libs == 1 else 'ies'} "
                 f"({declined} left alone; {how or 'none inline'})"
             )
             notes.extend(_hooking_cost(procs))
+        adopters = [p.hello.adopted for p in procs if p.hello is not None and p.hello.adopted]
+        if adopters:
+            n = len(adopters)
+            notes.append(
+                f"{n} forked child{'ren' * (n != 1)} kept {'their' if n != 1 else 'its'} parent's hooks "
+                f"({max(adopters)} entry points) instead of hooking again"
+            )
         for p in procs:
             pt = p.patching
             if pt.get("written", 0) > 0:
@@ -782,9 +799,18 @@ class _Tracer:
         with contextlib.suppress(Exception):
             self.device.off("child-added", self._on_child_added)
 
-    def instrument(self, pid: int, parent: int | None, argv: tuple[str, ...], *, running: bool = False) -> str:
+    def instrument(
+        self,
+        pid: int,
+        parent: int | None,
+        argv: tuple[str, ...],
+        *,
+        running: bool = False,
+        adopt: tuple[str, int] | None = None,
+    ) -> str:
         """Attach to ``pid``, follow its children, load and configure the agent. Returns the process key.
-        ``running``: the process is running (``--pid``), not suspended at spawn or fork."""
+        ``running``: the process is running (``--pid``), not suspended at spawn or fork. ``adopt``: a forked
+        child's parent's fork state and pid (AgentConfig.adopt)."""
         key = self.collector.add_process(pid, parent, argv)
         # One injection at a time, from the attach to the loaded script: injecting into two children of a forking
         # process at once left the forking parent in a ptrace stop held by Frida's injector, for ever, in about 1
@@ -815,6 +841,7 @@ class _Tracer:
             shared_counters=shm,
             counters=self.options.counters,
             attached=running,
+            adopt=adopt,
         )
         hello = parse_hello(script.exports_sync.configure(cfg.to_rpc()))
         self.collector.set_hello(key, hello)
@@ -902,11 +929,15 @@ class _Tracer:
         parent = child.parent_pid if child.parent_pid != child.pid else None
         if not argv and parent is not None:  # a fork runs its parent's image: Frida names neither path nor argv
             argv = self.collector.argv_of(parent)
+        adopt = None
         if parent is None:  # exec: the pid keeps its place in the tree
             old = self.collector.key_of(child.pid)
             parent = self.collector.parent_of(old) if old else None
+        elif getattr(child, "origin", None) == "fork":
+            state = self.collector.fork_state_of(parent)
+            adopt = (state, parent) if state is not None else None
         try:
-            self.instrument(child.pid, parent, argv)
+            self.instrument(child.pid, parent, argv, adopt=adopt)
         except Exception as exc:  # the child runs untraced rather than staying suspended
             if is_root:
                 self.root_failed = str(exc)

@@ -12,8 +12,9 @@ function readDetailLayout(table) {
 }
 
 // A file mapped MAP_SHARED (Linux): its pages outlive the process for the host to read. Its descriptor is closed
-// once mapped (the program never sees one of the agent's descriptors open). Returns the mapping, or null.
-function openShared(path, size) {
+// once mapped (the program never sees one of the agent's descriptors open). `at`: in place of the memory there (a
+// forked child's counters, at its parent's address). Returns the mapping, or null.
+function openShared(path, size, at) {
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
   const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
@@ -22,7 +23,8 @@ function openShared(path, size) {
   const fd = open(Memory.allocUtf8String(path), 0x80042 /* O_RDWR|O_CREAT|O_CLOEXEC */, 0x180 /* 0600 */);
   if (fd < 0) return null;
   if (ftruncate(fd, size) !== 0) { close(fd); return null; }
-  const p = mmap(NULL, size, 3 /* PROT_READ|PROT_WRITE */, 1 /* MAP_SHARED */, fd, 0);
+  const fixed = at !== undefined;
+  const p = mmap(fixed ? at : NULL, size, 3 /* PROT_READ|PROT_WRITE */, fixed ? 0x11 /* MAP_SHARED|MAP_FIXED */ : 1, fd, 0);
   close(fd);
   return p.equals(ptr(-1)) ? null : p;
 }
@@ -35,8 +37,8 @@ function openSharedCounters(path, cap) {
 // ended by SIGKILL (or any signal it does not handle) are read by the host too. The file is sparse; the records
 // in use are reserved in chunks (posix_fallocate, through a descriptor opened for that moment), so a full file
 // system is a fallback to private memory, never a SIGBUS in the program.
-function openSharedDetail(path, cap) {
-  const p = openShared(path, cap * S.layout.size);
+function openSharedDetail(path, cap, at) {
+  const p = openShared(path, cap * S.layout.size, at);
   if (p === null) return null;
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
@@ -70,7 +72,9 @@ function sharedDetail(slot) {
 
 function allocCounter() {
   if (S.counterUsed >= S.counterCap) throw new Error('counter space exhausted');
-  return S.counterUsed++;
+  const slot = S.counterUsed++;
+  noteCounterUsed();
+  return slot;
 }
 
 // Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
@@ -148,6 +152,7 @@ function newDetail(e) {
     const cap = 1024;
     const base = lastingAlloc(cap * S.layout.size);
     S.detailPool = { base, at: num(base), used: 0, cap };
+    forkRegion(base, cap * S.layout.size);
   }
   const k = S.detailPool.used++;
   const d = S.detailPool.base.add(k * S.layout.size);

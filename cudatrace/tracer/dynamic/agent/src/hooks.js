@@ -1,22 +1,44 @@
 // Hooking one entry point on x86-64: thunks and detail stubs, prologue relocation, the checks for branches into
 // overwritten bytes, direct, atomic and stopped-world patching, and the fork handler that undoes direct patches.
 
-// Functions the agent patched itself (patchJump) with their original first bytes: a fork handler puts them back
-// in the child, whose Frida agent unloads this script and frees its thunks (the child's own agent, loaded by
-// child gating, then hooks them afresh and counts the child's calls). Layout: u64 count, then per patch u64
-// address and 8 original bytes (5 are written back).
+// The fork handler, run in a forked child before anything else there: it gives the child zeroed counters and
+// detail records of its own (the regions of the fork state, adoption.js), which the child's agent then maps its
+// shared files over, and it puts back the first bytes of functions whose thunks a child loses: those in memory
+// Frida frees when the child's Frida agent unloads this script (Memory.alloc, when nothing near the library was
+// free). The child's own agent, loaded by child gating, adopts the other hooks and hooks the rest afresh.
+// Restore table layout: u64 count, then per patch u64 address and 8 original bytes (5 are written back).
 const RESTORE_SIZE = 1 << 20;
 
-function installForkRestore() {
+function installForkHandler() {
   if (!IS_X64 || Process.platform !== 'linux') return;
   const reg = Module.findGlobalExportByName('__register_atfork');
   const mprotect = Module.findGlobalExportByName('mprotect');
-  if (reg === null || mprotect === null) return;
-  const table = ownMap(RESTORE_SIZE);
+  const mmap = Module.findGlobalExportByName('mmap');
+  if (reg === null || mprotect === null || mmap === null) return;
+  const fork = newForkState();
+  const table = fork === null ? null : ownMap(RESTORE_SIZE);
   const code = table === null ? null : ownMap(PAGE);
   if (code === null) return;
   const w = new X86Writer(code);
   w.putPushReg('rbx'); w.putPushReg('r12'); w.putPushReg('r13'); // the calls below need rsp 16-aligned
+  // Each region: mmap(address, size, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED, -1, 0).
+  w.putMovRegAddress('rbx', fork.p);
+  w.putMovRegRegOffsetPtr('r12', 'rbx', FS.regionCount);
+  w.putAddRegImm('rbx', FS.regions);
+  w.putLabel('region');
+  w.putTestRegReg('r12', 'r12');
+  w.putJccNearLabel('je', 'regions_done', 'no-hint');
+  w.putMovRegRegPtr('rdi', 'rbx');
+  w.putMovRegRegOffsetPtr('rsi', 'rbx', 8);
+  w.putMovRegU32('edx', 3);
+  w.putMovRegU32('ecx', 0x32);
+  w.putMovRegU64('r8', uint64('0xffffffffffffffff'));
+  w.putMovRegU64('r9', 0);
+  w.putCallAddressWithArguments(mmap, []);
+  w.putAddRegImm('rbx', 16);
+  w.putDecReg('r12');
+  w.putJmpNearLabel('region');
+  w.putLabel('regions_done');
   w.putMovRegAddress('rbx', table);
   w.putMovRegRegPtr('r12', 'rbx');
   w.putAddRegImm('rbx', 8);
@@ -52,11 +74,13 @@ function installForkRestore() {
   w.flush();
   w.dispose();
   const register = new NativeFunction(reg, 'int', ['pointer', 'pointer', 'pointer', 'pointer']);
-  if (register(NULL, NULL, code, NULL) === 0) S.restoreTable = table;
+  if (register(NULL, NULL, code, NULL) !== 0) return;
+  S.restoreTable = table;
+  S.fork = fork;
 }
 
 function rememberPatch(fn, original) {
-  if (S.restoreTable === null) return;
+  if (S.restoreTable === null || !S.codeLent) return; // a durable thunk: the child adopts it
   const n = u64(S.restoreTable);
   if (8 + (n + 1) * 16 > RESTORE_SIZE) return;
   const row = S.restoreTable.add(8 + n * 16);
@@ -68,7 +92,7 @@ function rememberPatch(fn, original) {
 }
 
 function forgetLastPatch(fn) {
-  if (S.restoreTable === null) return;
+  if (S.restoreTable === null || !S.codeLent) return;
   const n = u64(S.restoreTable);
   if (n > 0 && S.restoreTable.add(8 + (n - 1) * 16).readPointer().equals(fn)) S.restoreTable.writeU64(n - 1);
 }
@@ -186,11 +210,14 @@ function patchedExtent(fn, before) {
 // after the NOPs jumps to r10. One Interceptor.attach per process instead of one per entry point, which cost
 // ~0.15 ms each (0.6 s of a PyTorch process's start-up). r10 and r11 are scratch at a call in both x64
 // conventions, and the Interceptor gives the listener's code the registers it was entered with.
-function setupDispatch() {
+// `adopted`: the parent's page, where the adopted detail stubs go (the child's copy, without the parent's listener).
+function setupDispatch(adopted) {
   if (!IS_X64 || S.cfg.detailCalls === 0 || S.cfg.events) return null; // events: a JavaScript listener per stub
-  const code = lastingAlloc(PAGE);
-  Memory.protect(code, PAGE, 'rwx');
-  writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
+  const code = adopted !== undefined ? adopted : lastingAlloc(PAGE);
+  if (adopted === undefined) {
+    Memory.protect(code, PAGE, 'rwx');
+    writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
+  }
   Interceptor.attach(code, S.cm);
   Interceptor.flush();
   S.dispatchAt = num(code);
@@ -322,6 +349,7 @@ function finishPending(pending, m) {
   Interceptor.flush();
   const done = h => {
     S.hookCounts[h.how]++;
+    h.e.how = h.how;
     S.hookedAddrs.set(h.fn.toString(), h.e.id);
   };
   if (S.world !== null) {
@@ -358,8 +386,8 @@ function finishPending(pending, m) {
 // A thunk out of branch range: the prologue gets `jmp [rip+0]; dq thunk` (14 bytes), so at least 14 bytes of it
 // must relocate with no branch into them. Written with the world stopped in a running program (never by halves),
 // plainly when the library has just been loaded or the program has not started. Far patches are not in the
-// fork handler's table (it restores 5 bytes): a forked child keeps the jump into the parent's thunk, which stays
-// mapped, and its calls through it count in the parent's counters.
+// fork handler's table (it restores 5 bytes): their thunks are in memory of the agent's own, and a forked child
+// adopts them like the others (adoption.js).
 function hookFar(fn, L, e, pending, limit, size) {
   const { tail, tailAt, own } = buildThunk(fn, L, e);
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');

@@ -36,7 +36,10 @@ rpc.exports = {
     S.counterCap = config.counterCapacity;
     S.rseq = setupPerCpu();
     S.counterRows = S.rseq !== null ? S.rseq.cpus + 1 : 1;
-    if (config.sharedCounters !== null && Process.platform === 'linux') {
+    const parent = readForkState(config.adopt); // a forked child: its parent's hooks are its own (adoption.js)
+    if (parent !== null) {
+      takeOverStorage(parent);
+    } else if (config.sharedCounters !== null && Process.platform === 'linux') {
       S.counters = openSharedCounters(config.sharedCounters, S.counterCap);
       if (S.counters !== null) {
         S.shmPath = config.sharedCounters;
@@ -54,11 +57,19 @@ rpc.exports = {
       return false;
     });
     listenForAcks();
-    installForkRestore();
+    if (parent !== null) {
+      takeOverForkState(parent);
+    } else {
+      installForkHandler();
+      forkRegion(S.counters, S.counterRows * S.counterCap * 8);
+      if (S.detailShared !== null) forkRegion(S.detailShared.p, S.detailShared.cap * S.layout.size);
+    }
     guardAgentDescriptors();
     S.world = setupWorld();
-    S.dispatch = setupDispatch();
+    S.dispatch = parent !== null ? setupDispatch(parent.dispatchAt) : setupDispatch();
+    describeForFork();
     S.livePatching = config.attached === true; // a spawned program is still suspended during the first scan
+    if (parent !== null && adoptEntries(parent) > 0) sendHooks(0);
     scanModules();
     S.livePatching = true;
     watchLoads();
@@ -69,6 +80,7 @@ rpc.exports = {
       sharedDetail: S.detailPath, detailLayout: LAYOUT_FIELDS.map(name => S.layout[name]),
       counterMode: !IS_X64 ? 'listener' : (S.rseq !== null ? 'per-cpu' : (S.cfg.counters === 'plain' ? 'plain' : 'locked')),
       counterRows: S.counterRows, counterCapacity: S.counterCap,
+      forkState: S.fork !== null ? S.fork.p.toString() : null, adopted: S.hookCounts.adopted,
     };
   },
   flush() {

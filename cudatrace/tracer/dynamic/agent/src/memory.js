@@ -59,6 +59,7 @@ function nearMap(size, m, maxDistance) {
   }
   S.keep.push(p);
   Memory.protect(p, size, 'rwx');
+  p.lent = true; // freed with the script, also in a forked child: its patches are undone there (rememberPatch)
   return p;
 }
 

@@ -90,10 +90,13 @@ function hookModule(m) {
   const codeAt = num(code);
   let i = 0;
   const pending = [];
+  const first = S.entries.length, patchedFrom = S.directPatches.length;
+  S.codeLent = code.lent === true;
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
+    e.address = g.address.toString();
     newDetail(e);
     const L = blockAt(code.add(i * per), codeAt + i * per);
     i++;
@@ -104,6 +107,7 @@ function hookModule(m) {
         : hookExport(g.address, L, e, nextStart(starts, g.address), pending, limit, size);
       if (how === 'pending') continue;
       S.hookCounts[how]++;
+      e.how = how;
       S.hookedAddrs.set(g.address.toString(), e.id);
     } catch (err) {
       S.skipped.push([m.name, g.name, String(err.message || err)]);
@@ -111,6 +115,26 @@ function hookModule(m) {
     }
   }
   finishPending(pending, m);
+  S.codeLent = false;
+  if (!code.lent) logPatched(m, S.entries.slice(first), S.directPatches.slice(patchedFrom));
+}
+
+// The entries whose prologues the agent patched itself go in the adoption log (a forked child keeps them).
+function logPatched(m, entries, patches) {
+  if (S.fork === null) return;
+  const originals = new Map();
+  for (const [fn, bytes] of patches) originals.set(fn.toString(), bytes);
+  const base = m.base.toString();
+  const direct = [];
+  for (const e of entries) {
+    const bytes = e.address !== undefined ? originals.get(e.address) : undefined;
+    if (bytes === undefined) continue; // the Interceptor's hook: undone in a child, hooked there afresh
+    e.direct = true;
+    e.original = bytes;
+    e.base = base;
+    direct.push(e);
+  }
+  logForAdoption(direct);
 }
 
 function isCuda(name) {

@@ -101,9 +101,9 @@ function thunkForPointer(p, symbol) {
   if (S.pool === null || S.pool.used === S.pool.cap) {
     const cap = 256;
     // Callers keep these pointers, also in a forked child: memory that Frida does not free there.
-    let base = ownMap(cap * per);
-    if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); }
-    S.pool = { base, at: num(base), used: 0, cap };
+    let base = ownMap(cap * per), lent = false;
+    if (base === null) { base = Memory.alloc(cap * per); S.keep.push(base); Memory.protect(base, cap * per, 'rwx'); lent = true; }
+    S.pool = { base, at: num(base), used: 0, cap, lent };
   }
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
@@ -117,6 +117,9 @@ function thunkForPointer(p, symbol) {
     S.pendingSpecials.push([L.stub, new Uint8Array(stubBytes(num(p), e).slice(0, 5))]);
   }
   S.procThunks.set(k, slot);
+  e.procKey = k;
+  e.thunk = slot.toString();
+  if (!S.pool.lent) logForAdoption([e]);
   sendHooks(e.id);
   return slot;
 }

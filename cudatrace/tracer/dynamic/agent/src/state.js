@@ -26,7 +26,7 @@ const S = {
   noPtxHandles: new Map(), // handle (string) of a module without PTX, or loaded from a file -> its gpuModules record
   loaderErrors: new Map(), // requested name + message -> {requested, message, count, t}
   skipped: [], // [module, function, reason], sent with the next hooks message
-  hookCounts: { inline: 0, trampoline: 0, clone: 0, far: 0 }, // entry points hooked, by method
+  hookCounts: { inline: 0, trampoline: 0, clone: 0, far: 0, adopted: 0 }, // entry points hooked, by method
   hookTimes: {}, // module name -> [milliseconds spent hooking it, entry points hooked]
   patching: { stops: 0, threads: 0, unknown: 0, written: 0 }, // the stopped world's work, reported with the hooks
   events: [], // --events: per-call records not sent yet
@@ -48,7 +48,9 @@ const S = {
   pool: null, // {base, used, cap} for thunks of pointers returned by cuGetProcAddress
   detailPool: null, // {base, used, cap}: detail records
   csPool: null, // {base, used, cap}: rseq descriptors, signatures and abort handlers (64 bytes each)
-  restoreTable: null, // the fork handler's table of patched prologues (installForkRestore)
+  restoreTable: null, // the fork handler's table of patched prologues whose thunks a child loses (installForkHandler)
+  fork: null, // {p, log, length, cap}: what a forked child adopts (adoption.js), or null
+  codeLent: false, // the module being hooked has its thunks in memory Frida frees in a forked child
   directPatches: [], // [address, original first bytes] of functions patched without the Interceptor
   pendingSpecials: [], // [address, first bytes before hooking] of hooks whose Interceptor commit is awaited
   dispatch: null, // the shared detail listener's code (setupDispatch), or null
