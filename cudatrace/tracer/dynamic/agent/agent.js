@@ -399,9 +399,7 @@ function sharedDetail(slot) {
 
 function allocCounter() {
   if (S.counterUsed >= S.counterCap) throw new Error('counter space exhausted');
-  const slot = S.counterUsed++;
-  noteCounterUsed();
-  return slot;
+  return S.counterUsed++;
 }
 
 // Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every
@@ -1119,8 +1117,10 @@ const FS = {
 };
 const FORK_MAGIC = '0x31544f4443415443'; // "CTACDOT1", little-endian
 const FORK_MAX_REGIONS = Math.floor((4096 - FS.regions) / 16);
-// The adoption log: one JSON array a line per entry whose hook a forked child can keep (adoptionRow), appended
-// and then committed by storing its new length. Reserved, not touched: pages are used as lines are written.
+// The adoption log: JSON arrays, a line each, appended and then committed by storing the new length: a library
+// (["lib", name, path, base]) then a line per entry of it whose hook a forked child can keep ([slot, detail
+// record, function, aliases, how, then the patched address and its original bytes in hex, or for a returned
+// pointer's thunk 'proc', the pointer and the thunk]). Reserved, not touched: pages are used as lines are written.
 const ADOPTION_LOG_SIZE = 32 << 20;
 
 function newForkState() {
@@ -1164,8 +1164,10 @@ function forkRegion(p, size) {
   F.p.add(FS.regionCount).writeU64(n + 1);
 }
 
-function noteCounterUsed() {
-  if (S.fork !== null) S.fork.p.add(FS.counterUsed).writeU64(S.counterUsed);
+// The counters in use, for a child to allocate after: `upTo` reserves those about to be taken (a fork in the middle
+// of hooking a library must not give the child slots the library's new thunks count in).
+function noteCounterUsed(upTo) {
+  if (S.fork !== null) S.fork.p.add(FS.counterUsed).writeU64(upTo === undefined ? S.counterUsed : upTo);
 }
 
 // Log entries a child can adopt: hooked by a patch of the agent's own into durable memory, or a returned pointer's
@@ -1173,16 +1175,16 @@ function noteCounterUsed() {
 function logForAdoption(entries) {
   const F = S.fork;
   if (F === null || entries.length === 0) return;
-  // ~10 µs an entry point in the agent's interpreter (hooking it takes ~150 µs)
   const lines = [];
+  let lib = null;
   for (const e of entries) {
-    if (e.dead || e.slot < 0 || e.detail === null) continue;
-    if (e.viaProc) {
-      lines.push(JSON.stringify([e.slot, e.detailAt, e.fn, e.module, e.path, e.aliases, 'proc', e.procKey, e.thunk]));
-    } else if (e.direct === true) {
-      lines.push(JSON.stringify([e.slot, e.detailAt, e.fn, e.module, e.path, e.aliases, e.how, e.address,
-        Array.from(e.original), e.base]));
+    if (e.dead || e.slot < 0 || e.detail === null || !(e.viaProc || e.direct === true)) continue;
+    if (lib !== e.path) {
+      lib = e.path;
+      lines.push(JSON.stringify(['lib', e.module, e.path, e.viaProc ? '' : e.base]));
     }
+    const tail = e.viaProc ? [e.procKey, e.thunk] : [e.address, hex(e.original)];
+    lines.push(JSON.stringify([e.slot, e.detailAt, e.fn, e.aliases, e.viaProc ? 'proc' : e.how, tail[0], tail[1]]));
   }
   if (lines.length === 0) return;
   let text = lines.join('\n') + '\n';
@@ -1272,37 +1274,54 @@ function adoptEntries(A) {
   const text = A.length > 0 ? A.log.readUtf8String(A.length) : '';
   const bases = new Map();
   for (const m of Process.enumerateModules()) bases.set(m.path, m.base.toString());
-  let n = 0;
+  let n = 0, lib = null, here = false;
   for (const line of text.split('\n')) {
     if (line === '') continue;
     let row;
     try { row = JSON.parse(line); } catch (_) { continue; }
-    const [slot, detailAt, fn, module, path, aliases, how] = row;
-    if (slot >= S.counterUsed) continue;
-    const e = newEntry(module, path, fn, aliases);
+    if (row[0] === 'lib') {
+      const [, module, path, base] = row;
+      lib = { module, path, base };
+      // still where it was (not unloaded, not loaded again elsewhere); a returned pointer's library, loaded
+      here = base === '' ? (path === '' || bases.has(path)) : bases.get(path) === base;
+      continue;
+    }
+    const [slot, detailAt, fn, aliases, how, at, extra] = row;
+    if (lib === null || !here || slot >= S.counterUsed) continue;
+    const e = newEntry(lib.module, lib.path, fn, aliases);
     e.slot = slot;
     e.detailAt = detailAt;
     e.detail = ptr(detailAt);
     e.how = how;
     if (how === 'proc') {
-      if (bases.get(path) === undefined && path !== '') { e.dead = true; continue; }
       e.viaProc = true;
-      e.procKey = row[7];
-      e.thunk = row[8];
-      S.procThunks.set(e.procKey, ptr(e.thunk));
+      e.procKey = at;
+      e.thunk = extra;
+      S.procThunks.set(at, ptr(extra));
     } else {
-      if (bases.get(path) !== row[9]) { e.dead = true; continue; } // unloaded, or loaded again elsewhere
       e.direct = true;
-      e.address = row[7];
-      e.original = new Uint8Array(row[8]);
-      e.base = row[9];
-      S.hookedAddrs.set(e.address, e.id);
-      S.directPatches.push([ptr(e.address), e.original]);
+      e.address = at;
+      e.original = unhex(extra);
+      e.base = lib.base;
+      S.hookedAddrs.set(at, e.id);
+      S.directPatches.push([ptr(at), e.original]);
     }
     S.hookCounts.adopted++;
     n++;
   }
   return n;
+}
+
+function hex(bytes) {
+  let s = '';
+  for (const b of bytes) s += (b < 16 ? '0' : '') + b.toString(16);
+  return s;
+}
+
+function unhex(s) {
+  const out = new Uint8Array(s.length >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.substr(2 * i, 2), 16);
+  return out;
 }
 
 // ---- src/gpumodules.js
@@ -1625,6 +1644,7 @@ function thunkForPointer(p, symbol) {
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
+  noteCounterUsed();
   newDetail(e);
   e.viaProc = true;
   const n = S.pool.used++;
@@ -1750,6 +1770,7 @@ function hookModule(m) {
   const pending = [];
   const first = S.entries.length, patchedFrom = S.directPatches.length;
   S.codeLent = code.lent === true;
+  noteCounterUsed(S.counterUsed + groups.length);
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
@@ -1774,6 +1795,7 @@ function hookModule(m) {
   }
   finishPending(pending, m);
   S.codeLent = false;
+  noteCounterUsed();
   if (!code.lent) logPatched(m, S.entries.slice(first), S.directPatches.slice(patchedFrom));
 }
 

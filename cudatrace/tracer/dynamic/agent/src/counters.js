@@ -72,9 +72,7 @@ function sharedDetail(slot) {
 
 function allocCounter() {
   if (S.counterUsed >= S.counterCap) throw new Error('counter space exhausted');
-  const slot = S.counterUsed++;
-  noteCounterUsed();
-  return slot;
+  return S.counterUsed++;
 }
 
 // Per-CPU counting (Linux x86-64 with glibc >= 2.35, which registers a restartable sequence area for every

@@ -92,6 +92,7 @@ function hookModule(m) {
   const pending = [];
   const first = S.entries.length, patchedFrom = S.directPatches.length;
   S.codeLent = code.lent === true;
+  noteCounterUsed(S.counterUsed + groups.length);
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
@@ -116,6 +117,7 @@ function hookModule(m) {
   }
   finishPending(pending, m);
   S.codeLent = false;
+  noteCounterUsed();
   if (!code.lent) logPatched(m, S.entries.slice(first), S.directPatches.slice(patchedFrom));
 }
 

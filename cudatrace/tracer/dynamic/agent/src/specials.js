@@ -108,6 +108,7 @@ function thunkForPointer(p, symbol) {
   const mod = Process.findModuleByAddress(p);
   const e = newEntry(mod ? mod.name : '[anonymous]', mod ? mod.path : '', symbol, [symbol]);
   e.slot = allocCounter();
+  noteCounterUsed();
   newDetail(e);
   e.viaProc = true;
   const n = S.pool.used++;
