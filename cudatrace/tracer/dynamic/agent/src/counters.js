@@ -120,8 +120,9 @@ function newSequence() {
 
 // The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
 // original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
-// listener. Writes the per-CPU fallback and the sequence's descriptor; returns the head's bytes.
-function countBytes(L, e) {
+// listener. Writes the sequence's descriptor and the per-CPU fallback (into `block`, the bytes of L from its
+// start, when given); returns the head's bytes.
+function countBytes(L, e, block) {
   const rowSize = S.counterCap * 8;
   const cs = S.rseq !== null ? newSequence() : null;
   const c = countHead({
@@ -132,7 +133,8 @@ function countBytes(L, e) {
   });
   if (cs !== null) {
     writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
-    writeBytes(L.fallback, c.fallback);
+    if (block !== undefined) block.set(c.fallback, FALLBACK_AT);
+    else writeBytes(L.fallback, c.fallback);
   }
   return c.head;
 }

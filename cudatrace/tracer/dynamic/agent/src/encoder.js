@@ -36,7 +36,12 @@ function jump5(at, target) {
 
 // jmp [rip+0]; dq target: 14 bytes, reaching any address.
 function jumpAbs(target) {
-  const b = [0xff, 0x25, 0, 0, 0, 0];
+  return pushJumpAbs([], target);
+}
+
+// The same 14 bytes pushed onto `b`, which is returned (concat cost ~6 µs a call in the agent's interpreter).
+function pushJumpAbs(b, target) {
+  b.push(0xff, 0x25, 0, 0, 0, 0);
   le64(b, target);
   return b;
 }
@@ -96,7 +101,7 @@ function sequenceBytes(at, start, length, restart) {
   le64(b, length);
   le64(b, at + RSEQ_ABORT); // abort_ip
   le32(b, RSEQ_SIG); // at abort_ip - 4
-  return b.concat(jumpAbs(restart));
+  return pushJumpAbs(b, restart);
 }
 
 // The detail stub that goes to the one shared listener at `dispatch`: the record's address in r11, where to go
@@ -109,12 +114,12 @@ function dispatchStub(detail, orig, dispatch) {
   le64(b, detail);
   b.push(0x49, 0xba); // movabs r10, orig
   le64(b, orig);
-  return b.concat(jumpAbs(dispatch));
+  return pushJumpAbs(b, dispatch);
 }
 
 // A detail stub with a listener of its own: NOPs for the Interceptor, then a jump to `orig` (at byte 22).
 function listenerStub(orig) {
-  return NOPS16.concat(jumpAbs(orig));
+  return pushJumpAbs(NOPS16.slice(), orig);
 }
 
 // `mov eax, dword fs:[offset + 4]; ret`: this thread's CPU number in its rseq area at fs:offset.

@@ -245,7 +245,7 @@ function newEntry(module, path, fn, aliases) {
 // A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
   const head = countBytes(L, e), origAt = num(orig);
-  writeBytes(L.thunk, head.concat(jumpAbs(origAt)));
+  writeBytes(L.thunk, pushJumpAbs(head, origAt));
   writeStub(L.stub, e, origAt);
   return L.thunk;
 }
@@ -253,6 +253,11 @@ function writeThunk(L, e, orig) {
 // The detail stub of entry e, going on to the address `origAt` (a number).
 function writeStub(stub, e, origAt) {
   writeBytes(stub, stubBytes(origAt, e));
+  attachStub(stub, e);
+}
+
+// Without the shared dispatch, each stub carries its own listener.
+function attachStub(stub, e) {
   if (S.cfg.detailCalls !== 0 && S.dispatch === null) {
     Interceptor.attach(stub, S.cm, e.detail);
     if (S.cfg.events) attachEvents(stub, e);
@@ -264,12 +269,17 @@ function nearJumpTo(fn, target) {
 }
 
 // Block L (blockAt) for entry e: the counting head, then fn's first instructions relocated after it (`own` bytes
-// of them; 0 when they do not relocate) and a jump back into fn.
+// of them; 0 when they do not relocate) and a jump back into fn. The head, the detail stub (going on to the
+// relocated instructions) and the per-CPU fallback are written with one copy, before the relocation.
 function buildThunk(fn, L, e) {
-  const head = countBytes(L, e);
-  writeBytes(L.thunk, head);
+  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE);
+  const head = countBytes(L, e, block);
+  const tailAt = L.at + head.length;
+  block.set(head, 0);
+  block.set(stubBytes(tailAt, e), STUB_AT);
+  L.thunk.writeByteArray(block.buffer);
   const tail = L.thunk.add(head.length);
-  return { tail, tailAt: L.at + head.length, own: relocatePrologue(fn, tail, L.stub) };
+  return { tail, tailAt, own: relocatePrologue(fn, tail, L.stub) };
 }
 
 // Hook an exported function: counting head, then (best) its relocated prologue, else a jump to the
@@ -287,9 +297,12 @@ function hookExport(fn, L, e, next, pending, limit, size) {
   // is fine: those bytes stay as they were.
   if (!noBranchInto(fn, 5, limit, size)) throw new Error('a branch inside it lands in its first 5 bytes');
   const before = new Uint8Array(fn.readByteArray(32));
-  const { tail, tailAt, own } = buildThunk(fn, L, e);
-  if (own === 0) jumpTail(tail, fn); // a placeholder until the real target is known
-  writeStub(L.stub, e, own !== 0 ? tailAt : num(fn));
+  const { tail, own } = buildThunk(fn, L, e);
+  if (own === 0) { // a placeholder until the real target is known
+    jumpTail(tail, fn);
+    setStubTarget(L.stub, fn);
+  }
+  attachStub(L.stub, e);
   const h = { fn, L, e, tail, own, before, next, limit, size, how: 'inline' };
   const direct = own !== 0;
   // Nothing runs the library's code yet (its dlopen has not returned, or the spawned program has not started):
@@ -389,9 +402,9 @@ function finishPending(pending, m) {
 // fork handler's table (it restores 5 bytes): their thunks are in memory of the agent's own, and a forked child
 // adopts them like the others (adoption.js).
 function hookFar(fn, L, e, pending, limit, size) {
-  const { tail, tailAt, own } = buildThunk(fn, L, e);
+  const { tail, own } = buildThunk(fn, L, e);
   if (own < 14 || !noBranchInto(fn, 14, limit, size)) throw new Error('no memory within branch range, prologue too short for a far jump');
-  writeStub(L.stub, e, tailAt);
+  attachStub(L.stub, e);
   const h = { fn, L, e, tail, own, how: 'far', bytes: jumpAbs(L.at) };
   if (!S.lateScan && S.livePatching) {
     if (S.world === null) throw new Error('no memory within branch range, and no stopped world to write a far jump');
@@ -477,6 +490,13 @@ function atomicallyPatchable(fn) {
 }
 
 function writeJump5(fn, bytes, live) {
+  if (!live && Process.platform === 'linux' && IS_X64) {
+    // Nothing runs the function yet: a plain write, with only the page(s) it touches made writable.
+    const first = fn.and(ptr(-PAGE)), span = fn.add(4).and(ptr(-PAGE)).sub(first).toInt32() + PAGE;
+    Memory.protect(first, span, 'rwx');
+    try { writeBytes(fn, bytes); } finally { Memory.protect(first, span, 'r-x'); }
+    return true;
+  }
   if (atomicallyPatchable(fn)) {
     const w = atomicWriters();
     const addr = parseInt(fn.toString(16), 16);
