@@ -609,11 +609,12 @@ function codeEnd(ranges, addr) {
   return r.end;
 }
 
+// The first function start above `addr` in the sorted numbers `starts`, or null.
 function nextStart(starts, addr) {
   let lo = 0, hi = starts.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if (starts[mid].compare(addr) <= 0) lo = mid + 1; else hi = mid;
+    if (starts[mid] <= addr) lo = mid + 1; else hi = mid;
   }
   return lo < starts.length ? starts[lo] : null;
 }
