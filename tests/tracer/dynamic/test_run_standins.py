@@ -201,9 +201,10 @@ def test_late_dlopen_and_non_exported_proc_address(standins: Standins) -> None:
     assert {lk.symbol for lk in trace.proc_lookups} == {"cuLaunchKernel", "cuStreamQuery"}
 
 
-def trace_in_subprocess(argv: list[str], out: Path, timeout: float = 60) -> TraceResult:
+def trace_in_subprocess(argv: list[str], out: Path, timeout: float = 60, options: tuple[str, ...] = ()) -> TraceResult:
     """``cudatrace run`` on ``argv`` in a subprocess: a traced process that spins fails the test, not the suite."""
-    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), "--", *argv]
+    cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), *options]
+    cmd += ["--", *argv]
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -254,6 +255,28 @@ def test_a_child_keeps_hooks_of_a_library_whose_path_is_not_ascii(standins: Stan
     calls = calls_of(trace)
     assert calls["cuInit"].calls == 2 + 1 + 1 and calls["cuLaunchKernel"].calls == 6 + 1
     assert any("1 forked child kept its parent's hooks" in n for n in trace.notes), trace.notes
+
+
+@pytest.mark.parametrize("mode", ["events", "count-only"])
+def test_children_keep_their_parents_hooks_without_the_shared_listener(
+    standins: Standins, tmp_path: Path, mode: str
+) -> None:
+    # --events gives each detail stub a listener of its own, count-only none: the children's agents put the
+    # listeners back on the stubs they adopt, and calls through pointers handed out before the forks still count.
+    events = tmp_path / "events.log"
+    options = ("--events", str(events)) if mode == "events" else ("--detail-calls", "0")
+    argv = [str(standins.dlopen_app), str(standins.libcuda), "nested"]
+    trace = trace_in_subprocess(argv, tmp_path / "trace.json", options=options)
+    assert len(trace.processes) == 3 and [p.exit_code for p in trace.processes] == [0, 0, 0]
+    calls = calls_of(trace)
+    assert calls["cuInit"].calls == 5 and calls["cuLaunchKernel"].calls == 7 and calls["cuStreamQuery"].calls == 4
+    assert any("2 forked children kept their parent's hooks" in n for n in trace.notes), trace.notes
+    if mode == "events":
+        assert dict(calls["cuStreamQuery"].statuses) == {"CUDA_ERROR_NOT_READY": 3}
+        pids = [line.split()[1] for line in events.read_text().splitlines() if "cuStreamQuery" in line]
+        assert len(pids) == 4 and len(set(pids)) == 2  # the root's three calls, the grandchild's one
+    else:
+        assert dict(calls["cuStreamQuery"].statuses) == {}
 
 
 def test_a_grandchild_keeps_the_hooks_its_parent_kept(standins: Standins, tmp_path: Path) -> None:

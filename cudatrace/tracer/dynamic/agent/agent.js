@@ -1152,7 +1152,8 @@ const FORK_MAX_REGIONS = Math.floor((4096 - FS.regions) / 16);
 // The adoption log: JSON arrays, a line each, appended and then committed by storing the new length: a library
 // (["lib", name, path, base]) then a line per entry of it whose hook a forked child can keep ([slot, detail
 // record, function, aliases, how, then the patched address and its original bytes in hex, or for a returned
-// pointer's thunk 'proc', the pointer and the thunk]). Reserved, not touched: pages are used as lines are written.
+// pointer's thunk 'proc', the pointer and the thunk; then the detail stub]). Reserved, not touched: pages are used
+// as lines are written.
 const ADOPTION_LOG_SIZE = 32 << 20;
 
 function newForkState() {
@@ -1216,7 +1217,8 @@ function logForAdoption(entries) {
       lines.push(JSON.stringify(['lib', e.module, e.path, e.viaProc ? '' : e.base]));
     }
     const tail = e.viaProc ? [e.procKey, e.thunk] : [e.address, hex(e.original)];
-    lines.push(JSON.stringify([e.slot, e.detailAt, e.fn, e.aliases, e.viaProc ? 'proc' : e.how, tail[0], tail[1]]));
+    lines.push(JSON.stringify([e.slot, e.detailAt, e.fn, e.aliases, e.viaProc ? 'proc' : e.how, tail[0], tail[1],
+      e.stubAt]));
   }
   if (lines.length === 0) return;
   let text = lines.join('\n') + '\n';
@@ -1246,11 +1248,15 @@ function readForkState(adopt) {
     log: p.add(FS.logAt).readPointer(), length: u64(p.add(FS.logLength)), cap: u64(p.add(FS.logCapacity)),
   };
   if (A.counterRows !== S.counterRows || A.counterCap !== S.counterCap) return null;
-  // The detail stubs go to the parent's dispatch page, which Frida put back as it was (NOPs, jmp r10) in the child.
-  if (A.dispatchAt.isNull() || S.cfg.detailCalls === 0 || S.cfg.events) return null;
-  const page = new Uint8Array(A.dispatchAt.readByteArray(NOPS16.length + 3));
-  const want = NOPS16.concat([0x41, 0xff, 0xe2]);
-  for (let i = 0; i < want.length; i++) if (page[i] !== want[i]) return null;
+  // The detail stubs go to the parent's dispatch page, which Frida put back as it was (NOPs, jmp r10) in the child
+  // (without one, --events or count-only, each stub gets its listener again: adoptEntries).
+  const dispatching = IS_X64 && S.cfg.detailCalls !== 0 && !S.cfg.events;
+  if (dispatching !== !A.dispatchAt.isNull()) return null;
+  if (dispatching) {
+    const page = new Uint8Array(A.dispatchAt.readByteArray(NOPS16.length + 3));
+    const want = NOPS16.concat([0x41, 0xff, 0xe2]);
+    for (let i = 0; i < want.length; i++) if (page[i] !== want[i]) return null;
+  }
   return A;
 }
 
@@ -1318,7 +1324,7 @@ function adoptEntries(A) {
       here = base === '' ? (path === '' || bases.has(path)) : bases.get(path) === base;
       continue;
     }
-    const [slot, detailAt, fn, aliases, how, at, extra] = row;
+    const [slot, detailAt, fn, aliases, how, at, extra, stub] = row;
     if (lib === null || !here || slot >= S.counterUsed) continue;
     const e = newEntry(lib.module, lib.path, fn, aliases);
     e.slot = slot;
@@ -1338,6 +1344,8 @@ function adoptEntries(A) {
       S.hookedAddrs.set(at, e.id);
       S.directPatches.push([ptr(at), e.original]);
     }
+    e.stubAt = stub;
+    if (S.dispatch === null) attachStub(ptr(stub), e); // its listener was the parent's script's, undone here
     S.hookCounts.adopted++;
     n++;
   }
@@ -1688,6 +1696,7 @@ function thunkForPointer(p, symbol) {
   S.procThunks.set(k, slot);
   e.procKey = k;
   e.thunk = slot.toString();
+  e.stubAt = L.stub.toString();
   if (!S.pool.lent) logForAdoption([e]);
   sendHooks(e.id);
   return slot;
@@ -1812,6 +1821,7 @@ function hookModule(m) {
     e.address = g.address.toString();
     newDetail(e);
     const L = blockAt(code.add(i * per), codeAt + i * per);
+    e.stubAt = L.stub.toString();
     i++;
     try {
       const limit = codeEnd(codeRanges, g.address);

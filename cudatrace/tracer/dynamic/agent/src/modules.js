@@ -102,6 +102,7 @@ function hookModule(m) {
     e.address = g.address.toString();
     newDetail(e);
     const L = blockAt(code.add(i * per), codeAt + i * per);
+    e.stubAt = L.stub.toString();
     i++;
     try {
       const limit = codeEnd(codeRanges, g.address);

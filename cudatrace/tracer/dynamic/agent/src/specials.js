@@ -120,6 +120,7 @@ function thunkForPointer(p, symbol) {
   S.procThunks.set(k, slot);
   e.procKey = k;
   e.thunk = slot.toString();
+  e.stubAt = L.stub.toString();
   if (!S.pool.lent) logForAdoption([e]);
   sendHooks(e.id);
   return slot;
