@@ -67,6 +67,21 @@ int main(int argc, char **argv) {
         init(0);
         return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
+    if (argc > 2 && strcmp(argv[2], "vfork") == 0) {
+        /* vfork and exec: the parent's counters must stay the parent's (under Frida the child gets memory of its
+         * own; a child sharing it must not map anything over them). */
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execl("/bin/true", "true", (char *)0);
+            _exit(127);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        init(0);
+        init(0);
+        init(0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
     if (argc > 2 && strcmp(argv[2], "nested") == 0) {
         /* A child that forks a grandchild: each keeps the hooks of the process it was forked from. */
         pid_t pid = fork();

@@ -279,6 +279,13 @@ def test_children_keep_their_parents_hooks_without_the_shared_listener(
         assert dict(calls["cuStreamQuery"].statuses) == {}
 
 
+def test_a_vfork_child_leaves_its_parents_counters_alone(standins: Standins, tmp_path: Path) -> None:
+    trace = trace_in_subprocess([str(standins.dlopen_app), str(standins.libcuda), "vfork"], tmp_path / "trace.json")
+    assert trace.processes[0].exit_code == 0 and trace.exit.code == 0
+    assert calls_of(trace)["cuInit"].calls == 2 + 3  # all the parent's: the child only execs /bin/true
+    assert trace.processes[-1].argv[0] == "true"
+
+
 def test_a_grandchild_keeps_the_hooks_its_parent_kept(standins: Standins, tmp_path: Path) -> None:
     trace = trace_in_subprocess([str(standins.dlopen_app), str(standins.libcuda), "nested"], tmp_path / "trace.json")
     assert len(trace.processes) == 3

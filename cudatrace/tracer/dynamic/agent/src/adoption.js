@@ -7,9 +7,12 @@
 //
 // The fork state: one page of the agent's own memory, read by the fork handler in the child and by the child's
 // agent (the host passes its address, from the parent's answer to configure). u64 fields at these offsets:
+// forkedPid: written by the fork handler in each child (its pid). A child of vfork() (or of clone() sharing the
+// parent's memory) runs no fork handler: it must not map anything over its parent's counters, which are its own.
 const FS = {
   magic: 0, pid: 8, counterUsed: 16, logAt: 24, logLength: 32, logCapacity: 40, countersAt: 48, counterRows: 56,
-  counterCap: 64, detailAt: 72, detailCap: 80, dispatchAt: 88, restoreTable: 96, regionCount: 104, regions: 112,
+  counterCap: 64, detailAt: 72, detailCap: 80, dispatchAt: 88, restoreTable: 96, regionCount: 104, forkedPid: 112,
+  regions: 120,
 };
 const FORK_MAGIC = '0x31544f4443415443'; // "CTACDOT1", little-endian
 const FORK_MAX_REGIONS = Math.floor((4096 - FS.regions) / 16);
@@ -101,6 +104,7 @@ function readForkState(adopt) {
   const p = ptr(adopt.at);
   try {
     if (!p.readU64().equals(uint64(FORK_MAGIC)) || u64(p.add(FS.pid)) !== adopt.pid) return null;
+    if (u64(p.add(FS.forkedPid)) !== Process.id) return null; // no fork handler ran: the parent's memory
   } catch (_) {
     return null;
   }

@@ -14,7 +14,8 @@ function installForkHandler() {
   const reg = Module.findGlobalExportByName('__register_atfork');
   const mprotect = Module.findGlobalExportByName('mprotect');
   const mmap = Module.findGlobalExportByName('mmap');
-  if (reg === null || mprotect === null || mmap === null) return;
+  const getpid = Module.findGlobalExportByName('getpid');
+  if (reg === null || mprotect === null || mmap === null || getpid === null) return;
   const fork = newForkState();
   const table = fork === null ? null : ownMap(RESTORE_SIZE);
   const code = table === null ? null : ownMap(PAGE);
@@ -39,6 +40,9 @@ function installForkHandler() {
   w.putDecReg('r12');
   w.putJmpNearLabel('region');
   w.putLabel('regions_done');
+  w.putCallAddressWithArguments(getpid, []);
+  w.putMovRegAddress('rbx', fork.p.add(FS.forkedPid));
+  w.putMovRegPtrReg('rbx', 'rax'); // this child's pid: it ran the handler (readForkState)
   w.putMovRegAddress('rbx', table);
   w.putMovRegRegPtr('r12', 'rbx');
   w.putAddRegImm('rbx', 8);
