@@ -756,6 +756,7 @@ class _Tracer:
         self.scripts: dict[str, Any] = {}
         self.done = threading.Event()
         self.errors: list[str] = []
+        self.ended_untraced: list[int] = []  # children that ended before their agent was loaded
         self.spawned: set[int] = set()
         self.pending = 0  # children announced but not yet registered
         self._lock = threading.Lock()
@@ -943,6 +944,11 @@ class _Tracer:
                 self.root_failed = str(exc)
                 with contextlib.suppress(Exception):
                     self.device.kill(child.pid)
+            elif not _alive(child.pid):
+                # Ended while it waited its turn to be traced: a Pool that terminates idle workers, a child killed
+                # by its parent. Frida's message then says only that the connection or the process is gone.
+                with self._lock:
+                    self.ended_untraced.append(child.pid)
             else:
                 self.errors.append(f"child {child.pid} not traced: {exc}")
         finally:
@@ -971,6 +977,30 @@ class _Tracer:
             if stop is not None and stop.is_set():
                 return True
         return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is still a process that could be traced (not gone, not a zombie waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[-1].split()[:1]
+    except OSError:
+        return False
+    return state not in ([b"Z"], [b"X"])
+
+
+def _tracer_notes(tracer: _Tracer) -> list[str]:
+    """What went wrong in following the tree, for the trace's notes."""
+    notes = list(tracer.errors)
+    gone = sorted(tracer.ended_untraced)
+    if gone:
+        n = len(gone)
+        shown = ", ".join(map(str, gone[:8])) + (" ..." if n > 8 else "")
+        notes.append(
+            f"{n} child{'ren' * (n != 1)} ended before {'they' if n != 1 else 'it'} could be traced (pid {shown}): "
+            "killed by the program or gone at once, as a pool's idle workers are when it closes"
+        )
+    return notes
 
 
 def _hooking_cost(procs: Sequence[_Proc]) -> list[str]:
@@ -1040,7 +1070,7 @@ def trace_program(
             tracer.close()
             if held is not None:
                 held.take_back_terminal()
-        notes.extend(tracer.errors)
+        notes.extend(_tracer_notes(tracer))
         return collector.build(argv, options, notes)
 
 
@@ -1339,7 +1369,7 @@ def trace_pid(
                     collector.process_ended(key, "interrupted")
         finally:
             tracer.close()
-        notes.extend(tracer.errors)
+        notes.extend(_tracer_notes(tracer))
         return collector.build(argv, options, notes)
 
 

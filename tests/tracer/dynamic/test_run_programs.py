@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,6 +88,26 @@ def test_python_programs_that_run_subprocesses_finish_with_the_same_output(code:
     assert native.stdout.strip().startswith("x")
     assert proc.stdout == native.stdout, proc.stderr  # the document went to -o: the program's stdout is its own
     assert trace["exit"]["code"] == 0  # type: ignore[index]
+
+
+def test_a_pool_that_terminates_workers_still_waiting_to_be_traced_says_so(tmp_path: Path) -> None:
+    # Each forked worker waits its turn to be traced; the first does all the work, and closing the pool terminates
+    # the others, often before their turn. That is the program's doing, said as such, not a tracer failure.
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "def f(i): return i * i\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context('fork').Pool(4) as p: print(sum(p.map(f, range(8))))\n"
+    )
+    proc, trace = traced([sys.executable, str(script)], tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "140\n", proc.stderr
+    notes: list[str] = trace["notes"]  # type: ignore[assignment]
+    assert not [n for n in notes if "not traced" in n], notes
+    pids = {p["pid"] for p in trace["processes"]}  # type: ignore[attr-defined,index]
+    for note in (n for n in notes if "ended before" in n):  # the children it names are the pool's workers
+        named = re.search(r"\(pid ([0-9, ]+)\)", note)
+        assert named is not None and {int(v) for v in named.group(1).split(", ")} <= pids, (note, pids)
 
 
 FORK_EXEC = r"""
