@@ -2,6 +2,7 @@
 // LoadLibrary and exit hooks, the caller's RPATH/RUNPATH for dlopen, failed loads, guarded close_range.
 
 function canonical(names) {
+  if (names.length === 1) return names[0];
   return names.slice().sort((a, b) => (a.length - b.length) || (a < b ? -1 : a > b ? 1 : 0))[0];
 }
 
@@ -26,13 +27,15 @@ function resolveIfuncs(m, symbols) {
 
 function hookModule(m) {
   const symbols = m.enumerateSymbols();
-  const sizes = new Map();
+  const sizes = new Map(); // function start (a number) -> its symbol's size
   // Where functions start, as numbers sorted by the typed array's own sort: sorting the pointers with compare()
-  // cost ~0.3 µs a comparison, tens of ms for a library with ten thousand symbols.
+  // cost ~0.3 µs a comparison, tens of ms for a library with ten thousand symbols (PyTorch's hold 19,000).
   const numbers = [];
   for (const s of symbols) {
-    if (s.type === 'function' || s.type === 'unknown') numbers.push(num(s.address));
-    if (s.size !== undefined && s.type === 'function') sizes.set(s.address.toString(), s.size);
+    if (s.type !== 'function' && s.type !== 'unknown') continue;
+    const a = num(s.address);
+    numbers.push(a);
+    if (s.size !== undefined && s.type === 'function') sizes.set(a, s.size);
   }
   const starts = new Float64Array(numbers).sort();
   const funcs = m.enumerateExports().filter(e => e.type === 'function' && S.exportPattern.test(e.name));
@@ -40,33 +43,35 @@ function hookModule(m) {
   // Two names, one address: hook once, under the canonical name.
   const byAddr = new Map();
   for (const f of funcs) {
-    const k = f.address.toString();
-    if (!byAddr.has(k)) byAddr.set(k, { address: f.address, names: [] });
-    byAddr.get(k).names.push(f.name);
+    const key = f.address.toString();
+    const g = byAddr.get(key);
+    if (g === undefined) byAddr.set(key, { address: f.address, key, names: [f.name] });
+    else g.names.push(f.name);
   }
+  const specials = new Set(S.cfg.specials);
   const groups = [];
   for (const g of byAddr.values()) {
     const name = canonical(g.names);
-    if (S.hookedAddrs.has(g.address.toString())) continue; // already hooked (a forwarder or a second load)
-    if (S.cfg.specials.indexOf(name) >= 0 || g.names.some(n => S.cfg.specials.indexOf(n) >= 0)) {
+    if (S.hookedAddrs.has(g.key)) continue; // already hooked (a forwarder or a second load)
+    if (specials.has(name) || g.names.some(n => specials.has(n))) {
       try {
         hookSpecial(m, g.address, name, g.names);
       } catch (err) {
         S.skipped.push([m.name, name, String(err.message || err)]); // the module's other exports are still hooked
         const last = S.entries[S.entries.length - 1];
         if (last !== undefined && last.fn === name) last.dead = true;
-        S.hookedAddrs.delete(g.address.toString());
+        S.hookedAddrs.delete(g.key);
       }
       continue;
     }
-    const size = sizes.get(g.address.toString());
     // Another symbol inside the 5 bytes the jump overwrites (functions packed together): leave it alone.
     const at = num(g.address), next = nextStart(starts, at);
     if (next !== null && next - at < 5) {
       S.skipped.push([m.name, name, 'too short to hook (' + (next - at) + ' bytes before the next function)']);
       continue;
     }
-    groups.push({ address: g.address, name, names: g.names, next: next === null ? null : g.address.add(next - at) });
+    groups.push({ address: g.address, key: g.key, at, name, names: g.names,
+      next: next === null ? null : g.address.add(next - at) });
   }
   if (groups.length === 0) return;
   if (!IS_X64) {
@@ -99,20 +104,20 @@ function hookModule(m) {
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
-    e.address = g.address.toString();
+    e.address = g.key;
     newDetail(e);
     const L = blockAt(code.add(i * per), codeAt + i * per);
     e.stubAt = L.stub.toString();
     i++;
     try {
       const limit = codeEnd(codeRanges, g.address);
-      const size = sizes.get(g.address.toString());
+      const size = sizes.get(g.at);
       const how = far ? hookFar(g.address, L, e, pending, limit, size)
         : hookExport(g.address, L, e, g.next, pending, limit, size);
       if (how === 'pending') continue;
       S.hookCounts[how]++;
       e.how = how;
-      S.hookedAddrs.set(g.address.toString(), e.id);
+      S.hookedAddrs.set(g.key, e.id);
     } catch (err) {
       S.skipped.push([m.name, g.name, String(err.message || err)]);
       e.dead = true;
