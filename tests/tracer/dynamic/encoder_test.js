@@ -124,4 +124,39 @@ same(enc.cpuProbe(-0xa0), [0x64, 0x8b, 0x04, 0x25, 0x64, 0xff, 0xff, 0xff, 0xc3]
 same(enc.parkHandler(0x7ffff7fd0000).slice(0, 10), [0x49, 0xb9, 0x00, 0x00, 0xfd, 0xf7, 0xff, 0x7f, 0, 0],
   'park handler: movabs r9, &state');
 
+// A head made from another entry point's (headFrom: the template of a block at 0, four addresses written in) is
+// byte for byte the head countHead encodes for it, in every counting mode; so is the descriptor from its template.
+const FALLBACK_AT = 0x110, STUB_AT = 0xe0, ROW = 1 << 19;
+let seed = 7;
+const rand = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed; };
+const addr = () => 0x7f0000000000 + rand() * 4096 + (rand() % 4096);
+const modes = [
+  { rseq: null, locked: true, budget: 1000 }, { rseq: null, locked: false, budget: 1000 },
+  { rseq: null, locked: true, budget: 0 }, { rseq: null, locked: true, budget: -1 },
+  { rseq: { offset: -0xa0, cpus: 16 }, locked: true, budget: 1000 }, { rseq: { offset: -0xa0, cpus: 200 }, locked: true, budget: -1 },
+  { rseq: { offset: -0xa0, cpus: 3 }, locked: true, budget: 0 },
+];
+for (const mode of modes) {
+  const t = enc.countHead(Object.assign({ thunk: 0, fallback: FALLBACK_AT, stub: STUB_AT, counter: 0, descriptor: 0,
+    shared: 0, detailCalls: 0, rowSize: ROW }, mode));
+  const tmpl = { head: Uint8Array.from(t.head), fallback: t.fallback === null ? null : Uint8Array.from(t.fallback), at: t.at };
+  const seq = Uint8Array.from(enc.sequenceBytes(0, t.start, t.length, 0));
+  for (let i = 0; i < 20; i++) {
+    const a = addr(), thunk = a - (a % 64);
+    const v = { descriptor: addr(), counter: addr(), detailCalls: addr(), shared: addr() };
+    const want = enc.countHead(Object.assign({ thunk, fallback: thunk + FALLBACK_AT, stub: thunk + STUB_AT, rowSize: ROW }, v, mode));
+    const block = new Uint8Array(FALLBACK_AT + 32);
+    enc.headFrom(tmpl, block, FALLBACK_AT, v);
+    same(block.slice(0, want.head.length), want.head, 'head from the template ' + JSON.stringify(mode));
+    if (want.fallback !== null) {
+      same(block.slice(FALLBACK_AT, FALLBACK_AT + want.fallback.length), want.fallback, 'fallback from the template');
+      const d = seq.slice();
+      enc.put64(d, enc.SEQUENCE_AT.start, thunk + t.start);
+      enc.put64(d, enc.SEQUENCE_AT.abort, v.descriptor + enc.RSEQ_ABORT);
+      enc.put64(d, enc.SEQUENCE_AT.restart, thunk);
+      same(d, enc.sequenceBytes(v.descriptor, thunk + want.start, want.length, thunk), 'descriptor from the template');
+    }
+  }
+}
+
 console.log('encoder: ' + checks + ' byte checks passed');

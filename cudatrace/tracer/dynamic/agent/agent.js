@@ -62,12 +62,15 @@ function pushJumpAbs(b, target) {
 // o.rseq {offset, cpus}: per CPU, in a restartable sequence described at o.descriptor (sequenceBytes); rows of
 // o.rowSize bytes; a thread without a valid CPU number goes to o.fallback, which takes a locked increment of
 // o.shared and jumps back after the commit.
-// Returns {head, fallback (bytes for o.fallback, or null), start, length}: the sequence is head[start, start + length).
+// Returns {head, fallback (bytes for o.fallback, or null), start, length, at}: the sequence is head[start, start +
+// length); `at` says where the four addresses lie (head: descriptor, counter, detailCalls; fallback: shared; -1 for
+// one the head does not hold), so headFrom can make the head of another entry point from this one.
 function countHead(o) {
   const b = [];
   let fallback = null, start = 0, length = 0;
+  const at = { descriptor: -1, counter: -1, detailCalls: -1, shared: -1 };
   if (o.rseq !== null) {
-    b.push(0x49, 0xbb); le64(b, o.descriptor); // movabs r11, &descriptor
+    b.push(0x49, 0xbb); at.descriptor = b.length; le64(b, o.descriptor); // movabs r11, &descriptor
     b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, o.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
     start = b.length;
     b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, o.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
@@ -76,34 +79,56 @@ function countHead(o) {
     const shift = Math.log2(o.rowSize);
     if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
     else { b.push(0x4d, 0x69, 0xd2); le32(b, o.rowSize); } // imul r10, r10, row size
-    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &row0[slot]
+    b.push(0x49, 0xbb); at.counter = b.length; le64(b, o.counter); // movabs r11, &row0[slot]
     b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
     length = b.length - start;
     // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
     fallback = [0x49, 0xbb];
+    at.shared = fallback.length;
     le64(fallback, o.shared); // movabs r11, &rowN[slot]
     fallback.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
     fallback.push(0xe9); le32(fallback, rel32(o.fallback + fallback.length + 4, o.thunk + b.length)); // jmp back
   } else {
-    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
+    b.push(0x49, 0xbb); at.counter = b.length; le64(b, o.counter); // movabs r11, &counter (r11, r10: scratch)
     if (o.locked) b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
     b.push(0x49, 0xff, 0x03); // inc qword [r11]
   }
   if (o.budget > 0) {
     // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
     // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
-    b.push(0x49, 0xbb); le64(b, o.detailCalls); // movabs r11, &detail.calls
+    b.push(0x49, 0xbb); at.detailCalls = b.length; le64(b, o.detailCalls); // movabs r11, &detail.calls
     b.push(0x49, 0x81, 0x3b); le32(b, Math.min(o.budget, 0x7fffffff)); // cmp qword [r11], N
     b.push(0x0f, 0x82); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jb detail_stub
   } else if (o.budget < 0) {
     b.push(0xe9); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jmp detail_stub: every call
   }
-  return { head: b, fallback, start, length };
+  return { head: b, fallback, start, length, at };
+}
+
+// 64 bits of an integer below 2^53 at bytes[pos..pos+8), little-endian (bytes: an array or a typed array).
+function put64(bytes, pos, v) {
+  const lo = v >>> 0, hi = Math.floor(v / 4294967296) >>> 0;
+  bytes[pos] = lo & 0xff; bytes[pos + 1] = (lo >>> 8) & 0xff; bytes[pos + 2] = (lo >>> 16) & 0xff; bytes[pos + 3] = lo >>> 24;
+  bytes[pos + 4] = hi & 0xff; bytes[pos + 5] = (hi >>> 8) & 0xff; bytes[pos + 6] = (hi >>> 16) & 0xff; bytes[pos + 7] = hi >>> 24;
+}
+
+// The head (and fallback) of another entry point whose block has the same layout, from countHead's result `t` for
+// one: only the four addresses differ (the branches inside the block are relative to it). Writes the head at
+// bytes[0..) and the fallback at bytes[fallbackAt..); v: {descriptor, counter, detailCalls, shared}. Encoding every
+// head afresh took ~11 µs an entry point in the agent's interpreter.
+function headFrom(t, bytes, fallbackAt, v) {
+  bytes.set(t.head, 0);
+  for (const k of ['descriptor', 'counter', 'detailCalls']) if (t.at[k] >= 0) put64(bytes, t.at[k], v[k]);
+  if (t.fallback !== null) {
+    bytes.set(t.fallback, fallbackAt);
+    put64(bytes, fallbackAt + t.at.shared, v.shared);
+  }
 }
 
 // A restartable sequence's descriptor at `at` (struct rseq_cs, 32 bytes: version 0, flags 0 (restart on
 // preemption, signal and migration), start_ip, post_commit_offset, abort_ip), the signature, and the abort handler
-// at abort_ip: a jump to `restart`. 50 bytes.
+// at abort_ip: a jump to `restart`. 50 bytes; SEQUENCE_AT: where its three addresses lie.
+const SEQUENCE_AT = { start: 8, abort: 24, restart: 42 };
 function sequenceBytes(at, start, length, restart) {
   const b = [0, 0, 0, 0, 0, 0, 0, 0];
   le64(b, start);
@@ -163,7 +188,8 @@ function parkHandler(state) {
 // Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
 if (typeof module !== 'undefined') {
   module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
-    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler };
+    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler, put64, headFrom,
+    SEQUENCE_AT };
 }
 
 // ---- src/state.js
@@ -240,6 +266,7 @@ const S = {
 
   // Made when first needed
   relocation: null, // {w, r}: one writer and relocator, reset for each function (creating them costs more)
+  headTemplate: null, // the counting head every thunk starts with, and its addresses' places (headTemplate)
   atomics: null, // {copy8, cas16, scratch}: atomic prologue writers
   mayBranchFn: null,
   dlerrorFn: null,
@@ -456,23 +483,40 @@ function newSequence() {
 
 // The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
 // original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
-// listener. Writes the sequence's descriptor and the per-CPU fallback (into `block`, the bytes of L from its
-// start, when given); returns the head's bytes.
+// listener. Writes the head and the per-CPU fallback into `block` (the bytes of L from its start) and the
+// sequence's descriptor into its own memory; returns the head's length. Every head of a process has the same
+// layout: encoded once (headTemplate), then only its addresses are written in (headFrom).
 function countBytes(L, e, block) {
-  const rowSize = S.counterCap * 8;
+  const t = headTemplate();
   const cs = S.rseq !== null ? newSequence() : null;
-  const c = countHead({
-    thunk: L.at, fallback: L.at + FALLBACK_AT, stub: L.at + STUB_AT, counter: S.countersAt + e.slot * 8,
-    locked: S.cfg.counters !== 'plain', rseq: S.rseq, descriptor: cs !== null ? cs.at : 0,
-    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0, rowSize,
-    budget: S.cfg.detailCalls, detailCalls: e.detailAt + S.layout.calls,
+  headFrom(t, block, FALLBACK_AT, {
+    descriptor: cs !== null ? cs.at : 0, counter: S.countersAt + e.slot * 8, detailCalls: e.detailAt + S.layout.calls,
+    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0,
   });
   if (cs !== null) {
-    writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
-    if (block !== undefined) block.set(c.fallback, FALLBACK_AT);
-    else writeBytes(L.fallback, c.fallback);
+    const d = t.sequence.slice();
+    put64(d, SEQUENCE_AT.start, L.at + t.start);
+    put64(d, SEQUENCE_AT.abort, cs.at + RSEQ_ABORT);
+    put64(d, SEQUENCE_AT.restart, L.at);
+    cs.p.writeByteArray(d.buffer);
   }
-  return c.head;
+  return t.head.length;
+}
+
+// countHead's result for a block at address 0 (its branches are relative to the block), with the descriptor
+// made by sequenceBytes for it, as typed arrays; made once (the configuration fixes the layout).
+function headTemplate() {
+  if (S.headTemplate !== null) return S.headTemplate;
+  const c = countHead({
+    thunk: 0, fallback: FALLBACK_AT, stub: STUB_AT, counter: 0, locked: S.cfg.counters !== 'plain', rseq: S.rseq,
+    descriptor: 0, shared: 0, rowSize: S.counterCap * 8, budget: S.cfg.detailCalls, detailCalls: 0,
+  });
+  S.headTemplate = {
+    head: Uint8Array.from(c.head), fallback: c.fallback === null ? null : Uint8Array.from(c.fallback), at: c.at,
+    start: c.start, length: c.length,
+    sequence: c.fallback === null ? null : Uint8Array.from(sequenceBytes(0, c.start, c.length, 0)),
+  };
+  return S.headTemplate;
 }
 
 // A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt): the shared file's
@@ -761,9 +805,11 @@ function newEntry(module, path, fn, aliases) {
 
 // A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
-  const head = countBytes(L, e), origAt = num(orig);
-  writeBytes(L.thunk, pushJumpAbs(head, origAt));
-  writeStub(L.stub, e, origAt);
+  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE), origAt = num(orig);
+  block.set(jumpAbs(origAt), countBytes(L, e, block));
+  block.set(stubBytes(origAt, e), STUB_AT);
+  L.thunk.writeByteArray(block.buffer);
+  attachStub(L.stub, e);
   return L.thunk;
 }
 
@@ -790,12 +836,11 @@ function nearJumpTo(fn, target) {
 // relocated instructions) and the per-CPU fallback are written with one copy, before the relocation.
 function buildThunk(fn, L, e) {
   const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE);
-  const head = countBytes(L, e, block);
-  const tailAt = L.at + head.length;
-  block.set(head, 0);
+  const headLength = countBytes(L, e, block);
+  const tailAt = L.at + headLength;
   block.set(stubBytes(tailAt, e), STUB_AT);
   L.thunk.writeByteArray(block.buffer);
-  const tail = L.thunk.add(head.length);
+  const tail = L.thunk.add(headLength);
   return { tail, tailAt, own: relocatePrologue(fn, tail, L.stub) };
 }
 

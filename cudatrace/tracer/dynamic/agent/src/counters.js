@@ -120,23 +120,40 @@ function newSequence() {
 
 // The counting head of a thunk in block L (blockAt) for entry e; what follows it (the tail) goes on to the
 // original function. The first N calls (detail budget) branch to the stub at L.stub, which carries the detail
-// listener. Writes the sequence's descriptor and the per-CPU fallback (into `block`, the bytes of L from its
-// start, when given); returns the head's bytes.
+// listener. Writes the head and the per-CPU fallback into `block` (the bytes of L from its start) and the
+// sequence's descriptor into its own memory; returns the head's length. Every head of a process has the same
+// layout: encoded once (headTemplate), then only its addresses are written in (headFrom).
 function countBytes(L, e, block) {
-  const rowSize = S.counterCap * 8;
+  const t = headTemplate();
   const cs = S.rseq !== null ? newSequence() : null;
-  const c = countHead({
-    thunk: L.at, fallback: L.at + FALLBACK_AT, stub: L.at + STUB_AT, counter: S.countersAt + e.slot * 8,
-    locked: S.cfg.counters !== 'plain', rseq: S.rseq, descriptor: cs !== null ? cs.at : 0,
-    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0, rowSize,
-    budget: S.cfg.detailCalls, detailCalls: e.detailAt + S.layout.calls,
+  headFrom(t, block, FALLBACK_AT, {
+    descriptor: cs !== null ? cs.at : 0, counter: S.countersAt + e.slot * 8, detailCalls: e.detailAt + S.layout.calls,
+    shared: S.rseq !== null ? S.countersAt + (S.rseq.cpus * S.counterCap + e.slot) * 8 : 0,
   });
   if (cs !== null) {
-    writeBytes(cs.p, sequenceBytes(cs.at, L.at + c.start, c.length, L.at));
-    if (block !== undefined) block.set(c.fallback, FALLBACK_AT);
-    else writeBytes(L.fallback, c.fallback);
+    const d = t.sequence.slice();
+    put64(d, SEQUENCE_AT.start, L.at + t.start);
+    put64(d, SEQUENCE_AT.abort, cs.at + RSEQ_ABORT);
+    put64(d, SEQUENCE_AT.restart, L.at);
+    cs.p.writeByteArray(d.buffer);
   }
-  return c.head;
+  return t.head.length;
+}
+
+// countHead's result for a block at address 0 (its branches are relative to the block), with the descriptor
+// made by sequenceBytes for it, as typed arrays; made once (the configuration fixes the layout).
+function headTemplate() {
+  if (S.headTemplate !== null) return S.headTemplate;
+  const c = countHead({
+    thunk: 0, fallback: FALLBACK_AT, stub: STUB_AT, counter: 0, locked: S.cfg.counters !== 'plain', rseq: S.rseq,
+    descriptor: 0, shared: 0, rowSize: S.counterCap * 8, budget: S.cfg.detailCalls, detailCalls: 0,
+  });
+  S.headTemplate = {
+    head: Uint8Array.from(c.head), fallback: c.fallback === null ? null : Uint8Array.from(c.fallback), at: c.at,
+    start: c.start, length: c.length,
+    sequence: c.fallback === null ? null : Uint8Array.from(sequenceBytes(0, c.start, c.length, 0)),
+  };
+  return S.headTemplate;
 }
 
 // A zeroed detail record for entry e (e.detail, and its address as a number in e.detailAt): the shared file's

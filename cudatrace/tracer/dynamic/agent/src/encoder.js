@@ -53,12 +53,15 @@ function pushJumpAbs(b, target) {
 // o.rseq {offset, cpus}: per CPU, in a restartable sequence described at o.descriptor (sequenceBytes); rows of
 // o.rowSize bytes; a thread without a valid CPU number goes to o.fallback, which takes a locked increment of
 // o.shared and jumps back after the commit.
-// Returns {head, fallback (bytes for o.fallback, or null), start, length}: the sequence is head[start, start + length).
+// Returns {head, fallback (bytes for o.fallback, or null), start, length, at}: the sequence is head[start, start +
+// length); `at` says where the four addresses lie (head: descriptor, counter, detailCalls; fallback: shared; -1 for
+// one the head does not hold), so headFrom can make the head of another entry point from this one.
 function countHead(o) {
   const b = [];
   let fallback = null, start = 0, length = 0;
+  const at = { descriptor: -1, counter: -1, detailCalls: -1, shared: -1 };
   if (o.rseq !== null) {
-    b.push(0x49, 0xbb); le64(b, o.descriptor); // movabs r11, &descriptor
+    b.push(0x49, 0xbb); at.descriptor = b.length; le64(b, o.descriptor); // movabs r11, &descriptor
     b.push(0x64, 0x4c, 0x89, 0x1c, 0x25); le32(b, o.rseq.offset + 8); // mov qword fs:[rseq_cs], r11
     start = b.length;
     b.push(0x64, 0x44, 0x8b, 0x14, 0x25); le32(b, o.rseq.offset + 4); // mov r10d, dword fs:[cpu_id]
@@ -67,34 +70,56 @@ function countHead(o) {
     const shift = Math.log2(o.rowSize);
     if (Number.isInteger(shift)) b.push(0x49, 0xc1, 0xe2, shift); // shl r10, log2(row size)
     else { b.push(0x4d, 0x69, 0xd2); le32(b, o.rowSize); } // imul r10, r10, row size
-    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &row0[slot]
+    b.push(0x49, 0xbb); at.counter = b.length; le64(b, o.counter); // movabs r11, &row0[slot]
     b.push(0x4b, 0xff, 0x04, 0x13); // inc qword [r11 + r10]: the commit, last instruction of the sequence
     length = b.length - start;
     // Fallback, for a thread whose CPU number is not valid: a locked increment in the last row.
     fallback = [0x49, 0xbb];
+    at.shared = fallback.length;
     le64(fallback, o.shared); // movabs r11, &rowN[slot]
     fallback.push(0xf0, 0x49, 0xff, 0x03); // lock inc qword [r11]
     fallback.push(0xe9); le32(fallback, rel32(o.fallback + fallback.length + 4, o.thunk + b.length)); // jmp back
   } else {
-    b.push(0x49, 0xbb); le64(b, o.counter); // movabs r11, &counter (r11 and r10 are scratch in both x64 conventions)
+    b.push(0x49, 0xbb); at.counter = b.length; le64(b, o.counter); // movabs r11, &counter (r11, r10: scratch)
     if (o.locked) b.push(0xf0); // lock prefix: exact under threads, ~20 cycles on some CPUs
     b.push(0x49, 0xff, 0x03); // inc qword [r11]
   }
   if (o.budget > 0) {
     // The detail listener counts the calls it saw; below the budget, take the stub. The counter is written only
     // while the budget lasts, so afterwards this is a read of a line every core holds unmodified.
-    b.push(0x49, 0xbb); le64(b, o.detailCalls); // movabs r11, &detail.calls
+    b.push(0x49, 0xbb); at.detailCalls = b.length; le64(b, o.detailCalls); // movabs r11, &detail.calls
     b.push(0x49, 0x81, 0x3b); le32(b, Math.min(o.budget, 0x7fffffff)); // cmp qword [r11], N
     b.push(0x0f, 0x82); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jb detail_stub
   } else if (o.budget < 0) {
     b.push(0xe9); le32(b, rel32(o.thunk + b.length + 4, o.stub)); // jmp detail_stub: every call
   }
-  return { head: b, fallback, start, length };
+  return { head: b, fallback, start, length, at };
+}
+
+// 64 bits of an integer below 2^53 at bytes[pos..pos+8), little-endian (bytes: an array or a typed array).
+function put64(bytes, pos, v) {
+  const lo = v >>> 0, hi = Math.floor(v / 4294967296) >>> 0;
+  bytes[pos] = lo & 0xff; bytes[pos + 1] = (lo >>> 8) & 0xff; bytes[pos + 2] = (lo >>> 16) & 0xff; bytes[pos + 3] = lo >>> 24;
+  bytes[pos + 4] = hi & 0xff; bytes[pos + 5] = (hi >>> 8) & 0xff; bytes[pos + 6] = (hi >>> 16) & 0xff; bytes[pos + 7] = hi >>> 24;
+}
+
+// The head (and fallback) of another entry point whose block has the same layout, from countHead's result `t` for
+// one: only the four addresses differ (the branches inside the block are relative to it). Writes the head at
+// bytes[0..) and the fallback at bytes[fallbackAt..); v: {descriptor, counter, detailCalls, shared}. Encoding every
+// head afresh took ~11 µs an entry point in the agent's interpreter.
+function headFrom(t, bytes, fallbackAt, v) {
+  bytes.set(t.head, 0);
+  for (const k of ['descriptor', 'counter', 'detailCalls']) if (t.at[k] >= 0) put64(bytes, t.at[k], v[k]);
+  if (t.fallback !== null) {
+    bytes.set(t.fallback, fallbackAt);
+    put64(bytes, fallbackAt + t.at.shared, v.shared);
+  }
 }
 
 // A restartable sequence's descriptor at `at` (struct rseq_cs, 32 bytes: version 0, flags 0 (restart on
 // preemption, signal and migration), start_ip, post_commit_offset, abort_ip), the signature, and the abort handler
-// at abort_ip: a jump to `restart`. 50 bytes.
+// at abort_ip: a jump to `restart`. 50 bytes; SEQUENCE_AT: where its three addresses lie.
+const SEQUENCE_AT = { start: 8, abort: 24, restart: 42 };
 function sequenceBytes(at, start, length, restart) {
   const b = [0, 0, 0, 0, 0, 0, 0, 0];
   le64(b, start);
@@ -154,5 +179,6 @@ function parkHandler(state) {
 // Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
 if (typeof module !== 'undefined') {
   module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
-    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler };
+    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler, put64, headFrom,
+    SEQUENCE_AT };
 }

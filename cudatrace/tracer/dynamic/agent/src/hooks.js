@@ -248,9 +248,11 @@ function newEntry(module, path, fn, aliases) {
 
 // A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
-  const head = countBytes(L, e), origAt = num(orig);
-  writeBytes(L.thunk, pushJumpAbs(head, origAt));
-  writeStub(L.stub, e, origAt);
+  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE), origAt = num(orig);
+  block.set(jumpAbs(origAt), countBytes(L, e, block));
+  block.set(stubBytes(origAt, e), STUB_AT);
+  L.thunk.writeByteArray(block.buffer);
+  attachStub(L.stub, e);
   return L.thunk;
 }
 
@@ -277,12 +279,11 @@ function nearJumpTo(fn, target) {
 // relocated instructions) and the per-CPU fallback are written with one copy, before the relocation.
 function buildThunk(fn, L, e) {
   const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE);
-  const head = countBytes(L, e, block);
-  const tailAt = L.at + head.length;
-  block.set(head, 0);
+  const headLength = countBytes(L, e, block);
+  const tailAt = L.at + headLength;
   block.set(stubBytes(tailAt, e), STUB_AT);
   L.thunk.writeByteArray(block.buffer);
-  const tail = L.thunk.add(head.length);
+  const tail = L.thunk.add(headLength);
   return { tail, tailAt, own: relocatePrologue(fn, tail, L.stub) };
 }
 

@@ -70,6 +70,7 @@ const S = {
 
   // Made when first needed
   relocation: null, // {w, r}: one writer and relocator, reset for each function (creating them costs more)
+  headTemplate: null, // the counting head every thunk starts with, and its addresses' places (headTemplate)
   atomics: null, // {copy8, cas16, scratch}: atomic prologue writers
   mayBranchFn: null,
   dlerrorFn: null,
