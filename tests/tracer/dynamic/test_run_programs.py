@@ -171,6 +171,49 @@ def _traced_until_one_ends(
     raise AssertionError("runs must be at least 1")
 
 
+FIFTY_CHILDREN = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+typedef int (*init_fn)(unsigned);
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) return 2;
+  init_fn init = (init_fn)dlsym(h, "cuInit");
+  int n = atoi(argv[2]), bad = 0, st;
+  init(0);
+  for (int i = 0; i < n; i++)
+    if (fork() == 0) { for (int k = 0; k < 100; k++) init(0); _exit(0); }
+  for (int i = 0; i < n; i++) { wait(&st); if (!WIFEXITED(st) || WEXITSTATUS(st)) bad++; }
+  printf("bad=%d of %d\n", bad, n);
+  return bad != 0;
+}
+"""
+
+
+def test_fifty_children_forked_at_once_are_counted_exactly(standins: Standins, tmp_path: Path) -> None:
+    # Each child keeps the hooks its parent's agent put in and counts in counters of its own: every call of every
+    # child is there, under the child's pid.
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    (tmp_path / "fifty.c").write_text(FIFTY_CHILDREN)
+    prog = tmp_path / "fifty"
+    subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "fifty.c"), "-ldl"], check=True)
+    # 50 children at once meet Frida's residual fork hang in a few runs of 20 on a loaded machine (docs/run.md)
+    proc, trace = _traced_until_one_ends([str(prog), str(standins.libcuda), "50"], tmp_path, timeout=30, runs=4)
+    assert proc.stdout == "bad=0 of 50\n", proc.stderr
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[attr-defined]
+    assert calls["cuInit"] == 1 + 50 * 100
+    processes: list[dict[str, object]] = trace["processes"]  # type: ignore[assignment]
+    assert len(processes) == 51
+    notes: list[str] = trace["notes"]  # type: ignore[assignment]
+    assert any("50 forked children kept their parent's hooks" in n for n in notes), notes
+
+
 def _threaded_forks() -> str:
     """The program of scripts/fork_hang_check.py: four busy threads, 20 forks, then a subprocess."""
     return str(load_script("fork_hang_check").PROGRAM)
