@@ -944,7 +944,7 @@ class _Tracer:
                 self.root_failed = str(exc)
                 with contextlib.suppress(Exception):
                     self.device.kill(child.pid)
-            elif not _alive(child.pid):
+            elif _ends_within(child.pid, 1.0):
                 # Ended while it waited its turn to be traced: a Pool that terminates idle workers, a child killed
                 # by its parent. Frida's message then says only that the connection or the process is gone.
                 with self._lock:
@@ -977,6 +977,16 @@ class _Tracer:
             if stop is not None and stop.is_set():
                 return True
         return False
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` is gone, or goes within ``seconds`` (a process being killed is still there for a moment)."""
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _alive(pid: int) -> bool:
