@@ -990,7 +990,10 @@ def _ends_within(pid: int, seconds: float) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` is still a process that could be traced (not gone, not a zombie waiting to be reaped)."""
+    """Whether ``pid`` is still a process that could be traced (not gone, not a zombie waiting to be reaped).
+    Read from /proc; elsewhere a process is taken to be alive (its failure is then said as it came)."""
+    if not sys.platform.startswith("linux"):
+        return True
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             state = f.read().rsplit(b")", 1)[-1].split()[:1]
