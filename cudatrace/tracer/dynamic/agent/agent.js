@@ -17,6 +17,8 @@
 const RSEQ_SIG = 0x53053053; // glibc's signature on x86, checked by the kernel at abort_ip - 4
 const RSEQ_ABORT = 36; // the abort handler's offset in a descriptor block (sequenceBytes)
 const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0]; // room for the Interceptor
+// The shared detail listener's page (hooks.js, setupDispatch): NOPs the Interceptor overwrites, then jmp r10.
+const DISPATCH_PAGE = NOPS16.concat([0x41, 0xff, 0xe2]);
 
 // Little-endian 32 bits of an integer (a negative one in two's complement).
 function le32(bytes, v) {
@@ -188,8 +190,8 @@ function parkHandler(state) {
 // Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
 if (typeof module !== 'undefined') {
   module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
-    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler, put64, headFrom,
-    SEQUENCE_AT };
+    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, DISPATCH_PAGE, dispatchStub, listenerStub, cpuProbe, parkHandler,
+    put64, headFrom, SEQUENCE_AT };
 }
 
 // ---- src/state.js
@@ -269,6 +271,7 @@ const S = {
   headTemplate: null, // the counting head every thunk starts with, and its addresses' places (headTemplate)
   atomics: null, // {copy8, cas16, scratch}: atomic prologue writers
   mayBranchFn: null,
+  mmapFn: null, // libc's mmap (libcMmap)
   dlerrorFn: null,
   dlopenFn: null,
   accessFn: null,
@@ -293,12 +296,19 @@ function u64(p) {
   return p.readU64().toNumber();
 }
 
+// libc's mmap (Linux), made once: the fork state, the shared files and the agent's own memory all map with it.
+function libcMmap() {
+  if (S.mmapFn === null) {
+    S.mmapFn = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  }
+  return S.mmapFn;
+}
+
 // Anonymous memory of the agent's own, which Frida never frees: it stays valid in a forked child.
 function ownMap(size) {
   if (Process.platform !== 'linux') return null; // Windows has no fork: callers fall back to Memory.alloc
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  const p = mmap(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
+  const p = libcMmap()(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
   return p.equals(ptr(-1)) ? null : p;
 }
 
@@ -308,8 +318,7 @@ function ownMap(size) {
 // at free addresses tried outward from the library, elsewhere (or when none is free) by Memory.alloc.
 function nearMap(size, m, maxDistance) {
   if (Process.platform === 'linux') {
-    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    const mmap = libcMmap();
     const munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int', ['pointer', 'size_t']);
     const lo = num(m.base), hi = lo + m.size, step = 0x100000;
     for (let k = 1; k <= 1536; k++) {
@@ -380,8 +389,7 @@ function readDetailLayout(table) {
 function openShared(path, size, at) {
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const mmap = libcMmap();
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
   const fd = open(Memory.allocUtf8String(path), 0x80042 /* O_RDWR|O_CREAT|O_CLOEXEC */, 0x180 /* 0600 */);
   if (fd < 0) return null;
@@ -676,6 +684,7 @@ function forgetPatches(m) {
 const THUNK_SIZE = 224, STUB_SIZE = 48, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
 const STUB_AT = THUNK_SIZE, FALLBACK_AT = STUB_AT + STUB_SIZE, CLONE_AT = FALLBACK_AT + FALLBACK_SIZE;
 const BLOCK_SIZE = CLONE_AT + CLONE_SIZE;
+const WRITTEN_AT_ONCE = CLONE_AT; // head, stub and fallback: one copy (buildThunk, writeThunk)
 
 // The block at `code`, whose address as a number is `at`: pointers to its parts, and `at` for the encoder.
 function blockAt(code, at) {
@@ -777,7 +786,7 @@ function setupDispatch(adopted) {
   const code = adopted !== undefined ? adopted : lastingAlloc(PAGE);
   if (adopted === undefined) {
     Memory.protect(code, PAGE, 'rwx');
-    writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
+    writeBytes(code, DISPATCH_PAGE);
   }
   Interceptor.attach(code, S.cm);
   Interceptor.flush();
@@ -805,18 +814,12 @@ function newEntry(module, path, fn, aliases) {
 
 // A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
-  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE), origAt = num(orig);
+  const block = new Uint8Array(WRITTEN_AT_ONCE), origAt = num(orig);
   block.set(jumpAbs(origAt), countBytes(L, e, block));
   block.set(stubBytes(origAt, e), STUB_AT);
   L.thunk.writeByteArray(block.buffer);
   attachStub(L.stub, e);
   return L.thunk;
-}
-
-// The detail stub of entry e, going on to the address `origAt` (a number).
-function writeStub(stub, e, origAt) {
-  writeBytes(stub, stubBytes(origAt, e));
-  attachStub(stub, e);
 }
 
 // Without the shared dispatch, each stub carries its own listener.
@@ -835,7 +838,7 @@ function nearJumpTo(fn, target) {
 // of them; 0 when they do not relocate) and a jump back into fn. The head, the detail stub (going on to the
 // relocated instructions) and the per-CPU fallback are written with one copy, before the relocation.
 function buildThunk(fn, L, e) {
-  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE);
+  const block = new Uint8Array(WRITTEN_AT_ONCE);
   const headLength = countBytes(L, e, block);
   const tailAt = L.at + headLength;
   block.set(stubBytes(tailAt, e), STUB_AT);
@@ -1210,10 +1213,8 @@ const ADOPTION_LOG_SIZE = 32 << 20;
 
 function newForkState() {
   const state = ownMap(PAGE);
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
   const log = state === null ? ptr(-1)
-    : mmap(NULL, ADOPTION_LOG_SIZE, 3, 0x22 | 0x4000 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE */, -1, 0);
+    : libcMmap()(NULL, ADOPTION_LOG_SIZE, 3, 0x22 | 0x4000 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE */, -1, 0);
   if (log.equals(ptr(-1))) return null;
   state.add(FS.magic).writeU64(uint64(FORK_MAGIC));
   state.add(FS.logAt).writePointer(log);
@@ -1306,9 +1307,8 @@ function readForkState(adopt) {
   const dispatching = IS_X64 && S.cfg.detailCalls !== 0 && !S.cfg.events;
   if (dispatching !== !A.dispatchAt.isNull()) return null;
   if (dispatching) {
-    const page = new Uint8Array(A.dispatchAt.readByteArray(NOPS16.length + 3));
-    const want = NOPS16.concat([0x41, 0xff, 0xe2]);
-    for (let i = 0; i < want.length; i++) if (page[i] !== want[i]) return null;
+    const page = new Uint8Array(A.dispatchAt.readByteArray(DISPATCH_PAGE.length));
+    for (let i = 0; i < DISPATCH_PAGE.length; i++) if (page[i] !== DISPATCH_PAGE[i]) return null;
   }
   return A;
 }
@@ -1344,9 +1344,7 @@ function takeOverStorage(A) {
 }
 
 function zeroMap(p, size) {
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  return !mmap(p, size, 3, 0x32 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED */, -1, 0).equals(ptr(-1));
+  return !libcMmap()(p, size, 3, 0x32 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED */, -1, 0).equals(ptr(-1));
 }
 
 // The fork state and restore table become this process's (its own copies): the inherited fork handler serves it.

@@ -25,10 +25,8 @@ const ADOPTION_LOG_SIZE = 32 << 20;
 
 function newForkState() {
   const state = ownMap(PAGE);
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
   const log = state === null ? ptr(-1)
-    : mmap(NULL, ADOPTION_LOG_SIZE, 3, 0x22 | 0x4000 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE */, -1, 0);
+    : libcMmap()(NULL, ADOPTION_LOG_SIZE, 3, 0x22 | 0x4000 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE */, -1, 0);
   if (log.equals(ptr(-1))) return null;
   state.add(FS.magic).writeU64(uint64(FORK_MAGIC));
   state.add(FS.logAt).writePointer(log);
@@ -121,9 +119,8 @@ function readForkState(adopt) {
   const dispatching = IS_X64 && S.cfg.detailCalls !== 0 && !S.cfg.events;
   if (dispatching !== !A.dispatchAt.isNull()) return null;
   if (dispatching) {
-    const page = new Uint8Array(A.dispatchAt.readByteArray(NOPS16.length + 3));
-    const want = NOPS16.concat([0x41, 0xff, 0xe2]);
-    for (let i = 0; i < want.length; i++) if (page[i] !== want[i]) return null;
+    const page = new Uint8Array(A.dispatchAt.readByteArray(DISPATCH_PAGE.length));
+    for (let i = 0; i < DISPATCH_PAGE.length; i++) if (page[i] !== DISPATCH_PAGE[i]) return null;
   }
   return A;
 }
@@ -159,9 +156,7 @@ function takeOverStorage(A) {
 }
 
 function zeroMap(p, size) {
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  return !mmap(p, size, 3, 0x32 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED */, -1, 0).equals(ptr(-1));
+  return !libcMmap()(p, size, 3, 0x32 /* MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED */, -1, 0).equals(ptr(-1));
 }
 
 // The fork state and restore table become this process's (its own copies): the inherited fork handler serves it.

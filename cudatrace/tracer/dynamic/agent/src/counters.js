@@ -17,8 +17,7 @@ function readDetailLayout(table) {
 function openShared(path, size, at) {
   const open = new NativeFunction(Module.getGlobalExportByName('open'), 'int', ['pointer', 'int', 'int']);
   const ftruncate = new NativeFunction(Module.getGlobalExportByName('ftruncate'), 'int', ['int', 'int64']);
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  const mmap = libcMmap();
   const close = new NativeFunction(Module.getGlobalExportByName('close'), 'int', ['int']);
   const fd = open(Memory.allocUtf8String(path), 0x80042 /* O_RDWR|O_CREAT|O_CLOEXEC */, 0x180 /* 0600 */);
   if (fd < 0) return null;

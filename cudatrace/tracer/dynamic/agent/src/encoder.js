@@ -8,6 +8,8 @@
 const RSEQ_SIG = 0x53053053; // glibc's signature on x86, checked by the kernel at abort_ip - 4
 const RSEQ_ABORT = 36; // the abort handler's offset in a descriptor block (sequenceBytes)
 const NOPS16 = [0x66, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0, 0x0f, 0x1f, 0x80, 0, 0, 0, 0]; // room for the Interceptor
+// The shared detail listener's page (hooks.js, setupDispatch): NOPs the Interceptor overwrites, then jmp r10.
+const DISPATCH_PAGE = NOPS16.concat([0x41, 0xff, 0xe2]);
 
 // Little-endian 32 bits of an integer (a negative one in two's complement).
 function le32(bytes, v) {
@@ -179,6 +181,6 @@ function parkHandler(state) {
 // Loaded by node (the encoder's test) rather than by Frida: hand the functions over.
 if (typeof module !== 'undefined') {
   module.exports = { RSEQ_SIG, RSEQ_ABORT, NOPS16, le32, le64, rel32, jump5, jumpAbs, countHead, sequenceBytes,
-    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, dispatchStub, listenerStub, cpuProbe, parkHandler, put64, headFrom,
-    SEQUENCE_AT };
+    DISPATCH_STUB_TARGET, LISTENER_STUB_TARGET, DISPATCH_PAGE, dispatchStub, listenerStub, cpuProbe, parkHandler,
+    put64, headFrom, SEQUENCE_AT };
 }

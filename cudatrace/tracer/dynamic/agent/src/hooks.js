@@ -119,6 +119,7 @@ function forgetPatches(m) {
 const THUNK_SIZE = 224, STUB_SIZE = 48, FALLBACK_SIZE = 32, CLONE_SIZE = 192;
 const STUB_AT = THUNK_SIZE, FALLBACK_AT = STUB_AT + STUB_SIZE, CLONE_AT = FALLBACK_AT + FALLBACK_SIZE;
 const BLOCK_SIZE = CLONE_AT + CLONE_SIZE;
+const WRITTEN_AT_ONCE = CLONE_AT; // head, stub and fallback: one copy (buildThunk, writeThunk)
 
 // The block at `code`, whose address as a number is `at`: pointers to its parts, and `at` for the encoder.
 function blockAt(code, at) {
@@ -220,7 +221,7 @@ function setupDispatch(adopted) {
   const code = adopted !== undefined ? adopted : lastingAlloc(PAGE);
   if (adopted === undefined) {
     Memory.protect(code, PAGE, 'rwx');
-    writeBytes(code, NOPS16.concat([0x41, 0xff, 0xe2])); // jmp r10
+    writeBytes(code, DISPATCH_PAGE);
   }
   Interceptor.attach(code, S.cm);
   Interceptor.flush();
@@ -248,18 +249,12 @@ function newEntry(module, path, fn, aliases) {
 
 // A thunk + stub pair in block L for entry e whose tail jumps to `orig` (pointers handed out by cuGetProcAddress).
 function writeThunk(L, e, orig) {
-  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE), origAt = num(orig);
+  const block = new Uint8Array(WRITTEN_AT_ONCE), origAt = num(orig);
   block.set(jumpAbs(origAt), countBytes(L, e, block));
   block.set(stubBytes(origAt, e), STUB_AT);
   L.thunk.writeByteArray(block.buffer);
   attachStub(L.stub, e);
   return L.thunk;
-}
-
-// The detail stub of entry e, going on to the address `origAt` (a number).
-function writeStub(stub, e, origAt) {
-  writeBytes(stub, stubBytes(origAt, e));
-  attachStub(stub, e);
 }
 
 // Without the shared dispatch, each stub carries its own listener.
@@ -278,7 +273,7 @@ function nearJumpTo(fn, target) {
 // of them; 0 when they do not relocate) and a jump back into fn. The head, the detail stub (going on to the
 // relocated instructions) and the per-CPU fallback are written with one copy, before the relocation.
 function buildThunk(fn, L, e) {
-  const block = new Uint8Array(STUB_AT + STUB_SIZE + FALLBACK_SIZE);
+  const block = new Uint8Array(WRITTEN_AT_ONCE);
   const headLength = countBytes(L, e, block);
   const tailAt = L.at + headLength;
   block.set(stubBytes(tailAt, e), STUB_AT);

@@ -14,12 +14,19 @@ function u64(p) {
   return p.readU64().toNumber();
 }
 
+// libc's mmap (Linux), made once: the fork state, the shared files and the agent's own memory all map with it.
+function libcMmap() {
+  if (S.mmapFn === null) {
+    S.mmapFn = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
+      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+  }
+  return S.mmapFn;
+}
+
 // Anonymous memory of the agent's own, which Frida never frees: it stays valid in a forked child.
 function ownMap(size) {
   if (Process.platform !== 'linux') return null; // Windows has no fork: callers fall back to Memory.alloc
-  const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-    ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
-  const p = mmap(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
+  const p = libcMmap()(NULL, size, 7 /* PROT_READ|WRITE|EXEC */, 0x22 /* MAP_PRIVATE|MAP_ANONYMOUS */, -1, 0);
   return p.equals(ptr(-1)) ? null : p;
 }
 
@@ -29,8 +36,7 @@ function ownMap(size) {
 // at free addresses tried outward from the library, elsewhere (or when none is free) by Memory.alloc.
 function nearMap(size, m, maxDistance) {
   if (Process.platform === 'linux') {
-    const mmap = new NativeFunction(Module.getGlobalExportByName('mmap'), 'pointer',
-      ['pointer', 'size_t', 'int', 'int', 'int', 'int64']);
+    const mmap = libcMmap();
     const munmap = new NativeFunction(Module.getGlobalExportByName('munmap'), 'int', ['pointer', 'size_t']);
     const lo = num(m.base), hi = lo + m.size, step = 0x100000;
     for (let k = 1; k <= 1536; k++) {

@@ -73,6 +73,7 @@ const S = {
   headTemplate: null, // the counting head every thunk starts with, and its addresses' places (headTemplate)
   atomics: null, // {copy8, cas16, scratch}: atomic prologue writers
   mayBranchFn: null,
+  mmapFn: null, // libc's mmap (libcMmap)
   dlerrorFn: null,
   dlopenFn: null,
   accessFn: null,
