@@ -8,7 +8,8 @@ such. ``--pid`` attaches to a running PyTorch loop, lets it run traced for a whi
     python3 scripts/device_run_matrix.py [--only NAME,...] [--repeat N] [--timeout S] [--out FOLDER]
 
 ``--repeat N`` runs each program traced N times after its untraced run (a row per traced run): a hang that
-strikes one run in several shows up.
+strikes one run in several shows up. ``--every-child-too`` adds a row per program traced with ``--every-child``
+(every exec'd child injected, also those that cannot reach CUDA), side by side with the default.
 
 Prints a Markdown table (docs/run.md keeps the figures) and writes each trace under ``--out``.
 """
@@ -137,8 +138,18 @@ def _run(cmd: list[str], timeout: float, env: dict[str, str]) -> tuple[int | Non
 
 
 def _traced(trace_path: Path, *target: str) -> list[str]:
-    """``cudatrace run`` writing its JSON document to ``trace_path``, for ``-- PROGRAM...`` or ``--pid N``."""
+    """``cudatrace run`` writing its JSON document to ``trace_path``, for ``-- PROGRAM...`` or ``--pid N``
+    (options may come before)."""
     return [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(trace_path), *target]
+
+
+def _untraced_children(trace: dict[str, object]) -> int:
+    # exec'd children left untraced because they cannot reach CUDA (the note "N exec'd children left untraced")
+    for note in trace.get("notes", []):  # type: ignore[union-attr]
+        head = str(note).split(" ", 1)[0]
+        if "left untraced" in str(note) and head.isdigit():
+            return int(head)
+    return 0
 
 
 def _families(trace: dict[str, object]) -> str:
@@ -154,6 +165,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--out", default=os.environ.get("OUT", tempfile.gettempdir()))
+    ap.add_argument("--every-child-too", action="store_true", help="also a row traced with --every-child")
     args = ap.parse_args()
     # a name may hold a comma ("multiprocessing Pool (spawn, terminate)"): a whole name given is kept whole
     only = {o.strip() for o in args.only if o.strip() in PROGRAMS or o.strip() == "--pid"}
@@ -162,8 +174,8 @@ def main() -> int:
     out = Path(args.out)
     env = dict(os.environ)
     rows = [
-        "| program | untraced | traced | same output | exit | wall ratio | calls per family |",
-        "|---|---|---|---|---|---|---|",
+        "| program | untraced | traced | same output | exit | wall ratio | children left untraced | calls per family |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for i, (name, src) in enumerate(PROGRAMS.items()):
         if only and name not in only:
@@ -174,8 +186,13 @@ def main() -> int:
         rc0, out0, err0, t0 = _run(base, args.timeout, env)
         for k in range(args.repeat):
             label = name if args.repeat == 1 else f"{name} ({k + 1})"
-            rows.append(_traced_row(label, out / f"trace{i}-{k}.json", base, (rc0, out0, err0, t0), args.timeout, env))
-            print(rows[-1], flush=True)
+            variants = [((), label)] + (
+                [(("--every-child",), f"{label}, --every-child")] if args.every_child_too else []
+            )
+            for j, (options, shown) in enumerate(variants):
+                trace_path = out / f"trace{i}-{k}{'-every' * j}.json"
+                rows.append(_traced_row(shown, trace_path, base, (rc0, out0, err0, t0), args.timeout, env, options))
+                print(rows[-1], flush=True)
     if not only or "--pid" in only:
         rows.append(_pid_row(work, out, env))
         print(rows[-1], flush=True)
@@ -190,13 +207,15 @@ def _traced_row(
     untraced: tuple[int | None, str, str, float],
     timeout: float,
     env: dict[str, str],
+    options: tuple[str, ...] = (),
 ) -> str:
     rc0, out0, err0, t0 = untraced
-    rc1, out1, err1, t1 = _run(_traced(trace_path, "--", *base), timeout, env)
-    fams = "-"
+    rc1, out1, err1, t1 = _run(_traced(trace_path, *options, "--", *base), timeout, env)
+    fams, left = "-", "-"
     if trace_path.is_file():
         try:
-            fams = _families(json.loads(trace_path.read_text()))
+            trace = json.loads(trace_path.read_text())
+            fams, left = _families(trace), str(_untraced_children(trace))
         except (OSError, ValueError):
             fams = "unreadable trace"
     same = "yes" if (out0 == out1 and rc0 == rc1) else "NO"
@@ -206,7 +225,7 @@ def _traced_row(
     if same != "yes":
         print(f"--- {name}: untraced stdout {out0[-300:]!r} stderr {err0[-600:]!r}", flush=True)
         print(f"--- {name}: traced stdout {out1[-300:]!r} stderr {err1[-600:]!r}", flush=True)
-    return f"| {name} | {u} | {t} | {same} | {rc0} / {rc1} | {ratio} | {fams} |"
+    return f"| {name} | {u} | {t} | {same} | {rc0} / {rc1} | {ratio} | {left} | {fams} |"
 
 
 def _pid_row(work: Path, out: Path, env: dict[str, str]) -> str:
@@ -233,7 +252,7 @@ def _pid_row(work: Path, out: Path, env: dict[str, str]) -> str:
     fams = _families(json.loads(trace_path.read_text())) if trace_path.is_file() else "no trace"
     return (
         f"| --pid on a PyTorch loop | rc {p.returncode} | detach rc {t.returncode} | program alive after detach: "
-        f"{'yes' if alive else 'NO'}, finished: {'yes' if 'done' in rest else 'NO'} | - | - | {fams} |"
+        f"{'yes' if alive else 'NO'}, finished: {'yes' if 'done' in rest else 'NO'} | - | - | - | {fams} |"
     )
 
 

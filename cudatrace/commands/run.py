@@ -76,6 +76,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="after a signal passed on to the program (Ctrl-C, SIGTERM), how long it may take to end before it is "
         "killed (default 30; 0: no limit)",
     )
+    p.add_argument(
+        "--every-child",
+        action="store_true",
+        help="inject every exec'd child, also programs that load no library at run time and start none "
+        "(true, uname, ptxas), which are otherwise left untraced: they cannot call CUDA",
+    )
     p.set_defaults(handler=run_run)
 
 
@@ -144,6 +150,7 @@ def run_run(args: argparse.Namespace) -> int:
         zluda_dir=args.zluda,
         counters=CounterMode(args.counters),
         grace_s=args.grace or None,
+        every_child=args.every_child,
     )
     sink = _StatusLine() if sys.stderr.isatty() and not args.quiet else None
     # The program's output and cudatrace's never share a stream: with the JSON document on stdout the program

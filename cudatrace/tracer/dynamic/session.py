@@ -48,6 +48,7 @@ from cudatrace.model import (
     TraceResult,
 )
 from cudatrace.tracer.dynamic.launch import HeldProgram, start_held, wait_status_exit
+from cudatrace.tracer.dynamic.plain import PlainPrograms
 from cudatrace.tracer.dynamic.protocol import (
     DEFAULT_DETAIL_CALLS,
     AgentConfig,
@@ -99,6 +100,7 @@ class TraceOptions:
     shared_counters: bool = True
     counters: CounterMode = CounterMode.PER_CPU  # PLAIN (--fast-counters) may undercount concurrent calls
     grace_s: float | None = 30.0  # after a passed-on signal, how long the program may take to end (None: no limit)
+    every_child: bool = False  # also inject exec'd programs that cannot reach CUDA (plain.py)
 
     @property
     def effective_detail(self) -> int:
@@ -757,6 +759,8 @@ class _Tracer:
         self.done = threading.Event()
         self.errors: list[str] = []
         self.ended_untraced: list[int] = []  # children that ended before their agent was loaded
+        self.plain_untraced: list[tuple[int, str]] = []  # exec'd children left untraced: they cannot reach CUDA
+        self._plain = PlainPrograms() if sys.platform.startswith("linux") and not options.every_child else None
         self.spawned: set[int] = set()
         self.pending = 0  # children announced but not yet registered
         self._lock = threading.Lock()
@@ -938,6 +942,14 @@ class _Tracer:
             state = self.collector.fork_state_of(parent)
             adopt = (state, parent) if state is not None else None
         try:
+            if not is_root and self._plain is not None and getattr(child, "origin", None) == "exec":
+                # A program that loads no library at run time and starts none (true, uname, ptxas): an injection
+                # would cost 60-150 ms of the program's time, one child at a time, and record nothing.
+                program = self._plain.untraceable_reason(child.pid)
+                if program is not None:
+                    with self._lock:
+                        self.plain_untraced.append((child.pid, program))
+                    return
             self.instrument(child.pid, parent, argv, adopt=adopt)
         except Exception as exc:  # the child runs untraced rather than staying suspended
             if is_root:
@@ -1012,6 +1024,20 @@ def _tracer_notes(tracer: _Tracer) -> list[str]:
         notes.append(
             f"{n} child{'ren' * (n != 1)} ended before {'they' if n != 1 else 'it'} could be traced (pid {shown}): "
             "killed by the program or gone at once, as a pool's idle workers are when it closes"
+        )
+    if tracer.plain_untraced:
+        by_program: dict[str, list[int]] = {}
+        for pid, program in sorted(tracer.plain_untraced):
+            by_program.setdefault(program, []).append(pid)
+        n = len(tracer.plain_untraced)
+        shown = "; ".join(
+            f"{program} (pid {', '.join(map(str, pids[:4]))}{' ...' if len(pids) > 4 else ''})"
+            for program, pids in sorted(by_program.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:8]
+        )
+        notes.append(
+            f"{n} exec'd child{'ren' * (n != 1)} left untraced: programs that load no library at run time and "
+            f"start no program cannot call CUDA (--every-child traces them too): {shown}"
+            + (" ..." if len(by_program) > 8 else "")
         )
     return notes
 

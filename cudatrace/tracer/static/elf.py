@@ -45,7 +45,7 @@ _SHF_ALLOC = 0x2
 _STB_GLOBAL, _STB_WEAK = 1, 2
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 _PT_LOAD = 1
-_DT_NULL, _DT_NEEDED, _DT_SONAME = 0, 1, 14
+_DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
 MAX_DYNAMIC_SYMBOLS = 2_000_000  # node has 67,000, libtorch_cuda.so 19,000; more is a hostile file
 MAX_VERSION_ENTRIES = 65536  # version definitions / requirements (and auxiliaries of each) read at most
 _PT_DYNAMIC = 2
@@ -356,6 +356,8 @@ def _read_dynamic(
         raise CorruptBinaryError(f"dynamic linking tables claim {total} bytes", path)
     needed: list[NeededLibrary] = []
     soname: str | None = None
+    rpath: str | None = None
+    runpath: str | None = None
     dyn_fmt = e + ("qQ" if lay.is64 else "iI")
     for s in sections:
         if s.type != _SHT_DYNAMIC:
@@ -369,6 +371,10 @@ def _read_dynamic(
                 needed.append(NeededLibrary(_cstr(strtab, value), LibraryHow.NEEDED))
             elif tag == _DT_SONAME:
                 soname = _cstr(strtab, value)
+            elif tag == _DT_RPATH:
+                rpath = _cstr(strtab, value)
+            elif tag == _DT_RUNPATH:
+                runpath = _cstr(strtab, value)
         break  # one dynamic section, like the loader
     version_names, version_files = _version_names(mv, lay, sections, size, path)
     imports: list[ImportedSymbol] = []
@@ -408,6 +414,8 @@ def _read_dynamic(
         sections=_section_infos(sections, size),
         soname=soname,
         exports=tuple(sorted(set(exports))),
+        rpath=rpath,
+        runpath=runpath,
     )
 
 
@@ -506,11 +514,17 @@ def _facts(binary: object, machine: str, sections: list[_Section], size: int, pa
     try:
         needed: list[NeededLibrary] = []
         soname: str | None = None
+        rpath: str | None = None
+        runpath: str | None = None
         for entry in binary.dynamic_entries:
             if isinstance(entry, lief.ELF.DynamicEntryLibrary):
                 needed.append(NeededLibrary(str(entry.name), LibraryHow.NEEDED))
             elif isinstance(entry, lief.ELF.DynamicSharedObject):
                 soname = str(entry.name)
+            elif isinstance(entry, lief.ELF.DynamicEntryRpath):
+                rpath = str(entry.rpath)
+            elif isinstance(entry, lief.ELF.DynamicEntryRunPath):
+                runpath = str(entry.runpath)
         # By version index, not name: libc.so.6 and libm.so.6 both define GLIBC_2.2.5.
         version_file: dict[int, str] = {}
         for req in binary.symbols_version_requirement:
@@ -547,4 +561,6 @@ def _facts(binary: object, machine: str, sections: list[_Section], size: int, pa
         sections=_section_infos(sections, size),
         soname=soname,
         exports=tuple(sorted(set(exports))),
+        rpath=rpath,
+        runpath=runpath,
     )

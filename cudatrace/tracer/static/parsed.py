@@ -57,3 +57,5 @@ class ParsedBinary:
     # (offset, size) byte ranges outside any section that hold symbol names, not strings the program uses
     # (a PE file's COFF symbol table and its string table).
     symbol_ranges: tuple[tuple[int, int], ...] = ()
+    rpath: str | None = None  # ELF DT_RPATH, as stored (the loader's search paths for this object and below)
+    runpath: str | None = None  # ELF DT_RUNPATH, as stored (for this object's own DT_NEEDED; RPATH ignored then)

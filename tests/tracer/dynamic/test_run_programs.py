@@ -39,11 +39,17 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
 
 
 def traced(
-    args: list[str], tmp_path: Path, *, timeout: float = 60, env: dict[str, str] | None = None
+    args: list[str],
+    tmp_path: Path,
+    *,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
-    """Run ``cudatrace run --format json -o FILE -- args``; the completed process and the trace document."""
+    """Run ``cudatrace run --format json -o FILE [options] -- args``; the completed process and the trace
+    document."""
     out = tmp_path / f"trace-{time.monotonic_ns()}.json"
-    cmd = [*RUN, "--format", "json", "-o", str(out), "--", *args]
+    cmd = [*RUN, "--format", "json", "-o", str(out), *options, "--", *args]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as run:
         try:
             stdout, stderr = run.communicate(timeout=timeout)
@@ -150,21 +156,66 @@ def test_children_forked_at_once_that_exec_all_live(tmp_path: Path) -> None:
     # Frida can leave a child that forks and execs in a ptrace stop held by its injector (about 1 run in 15 to 20
     # here, more on a loaded machine; docs/run.md). That hang is measured there; this test is about the children,
     # so up to four runs decide (a run takes under 15 s; clean-clone CI runs met one hang in each of two runs).
-    proc, trace = _traced_until_one_ends([str(prog), "30"], tmp_path, timeout=45, runs=4)
+    # --every-child: `true` cannot reach CUDA and is otherwise left untraced; here every exec'd image is injected.
+    every = ("--every-child",)
+    proc, trace = _traced_until_one_ends([str(prog), "30"], tmp_path, timeout=45, runs=4, options=every)
     assert proc.stdout == "signaled=0 failed=0 of 30\n", proc.stderr
     assert proc.returncode == 0
     images = [p["argv"][0] for p in trace["processes"]]  # type: ignore[index]
     assert images.count("true") + images.count("/bin/true") == 30, images
 
 
+PLAIN_AND_CUDA_CHILDREN = """
+import subprocess, sys
+for _ in range(3):
+    subprocess.run(["true"], check=True)
+print(subprocess.check_output(["uname", "-s"], text=True).strip())
+print("app", subprocess.run([sys.argv[1], "exit"], stdout=subprocess.DEVNULL).returncode)
+"""
+
+
+def test_exec_d_programs_that_cannot_reach_cuda_run_untraced_and_are_named(standins: Standins, tmp_path: Path) -> None:
+    # `true` and `uname` link only the C library and start nothing: no agent is injected into them (each would
+    # cost an injection), and the notes name them. The stand-in app links libcuda: it is traced, every call counted.
+    import shutil
+
+    script = tmp_path / "children.py"
+    script.write_text(PLAIN_AND_CUDA_CHILDREN)
+    argv = [sys.executable, str(script), str(standins.app)]
+    native = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert native.returncode == 0 and native.stdout == "Linux\napp 0\n", native.stderr
+    proc, trace = traced(argv, tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, native.stdout), proc.stderr
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[attr-defined]
+    assert calls["cuLaunchKernel"] == 14
+    notes: list[str] = trace["notes"]  # type: ignore[assignment]
+    plain = [n for n in notes if "left untraced" in n]
+    assert len(plain) == 1 and plain[0].startswith("4 exec'd children left untraced"), notes
+    true_path, uname_path = (os.path.realpath(shutil.which(p) or p) for p in ("true", "uname"))
+    named = dict(re.findall(r"(\S+) \(pid ([0-9, ]+)\)", plain[0]))
+    assert set(named) == {true_path, uname_path}, plain
+    assert len(named[true_path].split(", ")) == 3 and len(named[uname_path].split(", ")) == 1, plain
+    pids = {p["pid"] for p in trace["processes"]}  # type: ignore[attr-defined,index]
+    untraced = {int(v) for v in ", ".join(named.values()).split(", ")}
+    # each untraced pid appears only as the forked Python child that exec'd it, never with the new image's argv
+    images = {p["argv"][0] for p in trace["processes"] if p["pid"] in untraced}  # type: ignore[attr-defined,index]
+    assert untraced <= pids and not images & {"true", "uname", true_path, uname_path}, images
+
+    proc, trace = traced(argv, tmp_path, options=("--every-child",))
+    assert (proc.returncode, proc.stdout) == (0, native.stdout), proc.stderr
+    assert not [n for n in trace["notes"] if "left untraced" in n]  # type: ignore[attr-defined]
+    images = {p["argv"][0] for p in trace["processes"]}  # type: ignore[attr-defined,index]
+    assert {"true", "uname"} <= images, images
+
+
 def _traced_until_one_ends(
-    argv: list[str], tmp_path: Path, *, timeout: float, runs: int
+    argv: list[str], tmp_path: Path, *, timeout: float, runs: int, options: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
     """``traced`` up to ``runs`` times, for programs that can meet Frida's residual fork hang: each run that hangs
     warns, and the last one's failure is the test's."""
     for attempt in range(runs):
         try:
-            return traced(argv, tmp_path, timeout=timeout)
+            return traced(argv, tmp_path, timeout=timeout, options=options)
         except pytest.fail.Exception:
             if attempt == runs - 1:
                 raise
