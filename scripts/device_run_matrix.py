@@ -172,6 +172,7 @@ def main() -> int:
     only |= {s.strip() for o in args.only if o.strip() not in only for s in o.split(",") if s.strip()}
     work = Path(tempfile.mkdtemp(prefix="cudatrace-matrix-"))
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     rows = [
         "| program | untraced | traced | same output | exit | wall ratio | children left untraced | calls per family |",
