@@ -11,7 +11,10 @@ file scanned alone stays in one process). For each of them the CPU time of its p
 each run alone, is printed beside that of one process's scan: the critical path with free CPUs, which a loaded
 machine's wall times hide. One untimed round warms the page cache first. The load average is printed before
 and after, and how much more CPU N busy processes got than one: on a shared machine a busy moment hits every N
-alike (the runs take turns), but it caps what more processes can give.
+alike (the runs take turns), but it caps what more processes can give. So does memory: a scan reads every byte
+of every file, and N processes at once also share the caches and the memory bus. For the folder, N separate
+``scan --jobs 1`` processes, each handed a share of its files of about equal bytes, run at once in the same
+turns: the speed-up N processes get on this machine with no scheduling, forked workers or merging at all.
 
 With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
 change), in the same turns; its documents must be the same too.
@@ -105,6 +108,59 @@ def _split_cpu(path: str, jobs: int, repeat: int) -> str:
     )
 
 
+def _binary(path: str) -> bool:
+    """Whether ``path`` starts as an ELF, PE or zip file (a file named on the command line must be one)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return False
+    return head == b"\x7fELF" or head[:2] == b"MZ" or head == b"PK\x03\x04"
+
+
+def _shares(paths: list[str], n: int) -> list[list[str]] | None:
+    """The distinct binaries under ``paths`` dealt into ``n`` lists of about equal bytes (largest first,
+    each to the lightest list); None when they would not fit on command lines."""
+    seen: set[tuple[int, int]] = set()
+    files: list[tuple[int, str]] = []
+    for p in paths:
+        walk = [(os.path.dirname(p), [], [os.path.basename(p)])] if os.path.isfile(p) else os.walk(p)
+        for root, _dirs, names in walk:
+            for f in names:
+                path = os.path.join(root, f)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) not in seen and _binary(path):
+                    seen.add((st.st_dev, st.st_ino))
+                    files.append((st.st_size, path))
+    if sum(len(f) + 1 for _s, f in files) > 1_000_000:
+        return None
+    bins: list[tuple[int, list[str]]] = [(0, []) for _ in range(n)]
+    for size, path in sorted(files, reverse=True):
+        k = min(range(n), key=lambda i: bins[i][0])
+        bins[k] = (bins[k][0] + size, [*bins[k][1], path])
+    return [sorted(b) for _w, b in bins]
+
+
+def _run_shares(shares: list[list[str]], tmp: Path) -> float:
+    """Wall time of one ``scan --jobs 1`` per share, all at once and knowing nothing of each other: what N
+    processes get on this machine with no coordination at all (no scheduler, no forked workers, no merge)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    base = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress", "--format", "json"]
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen([*base, "-o", str(tmp / f"share{k}.json"), "--jobs", "1", *share], env=env)
+        for k, share in enumerate(shares)
+    ]
+    codes = [p.wait() for p in procs]
+    wall = time.perf_counter() - start
+    if any(c not in (0, 4) for c in codes):
+        sys.exit(f"scan of a share failed ({codes})")
+    return wall
+
+
 def _spin(seconds: float) -> float:
     """Busy-loop for ``seconds`` of wall time; the CPU seconds this process got meanwhile."""
     start, cpu = time.perf_counter(), time.process_time()
@@ -147,6 +203,8 @@ def main() -> int:
     cases = [(name, files, who, repo, j) for name, files in runs for who, repo in repos for j in jobs]
     times: dict[tuple[str, str, int], list[float]] = {(c[0], c[2], c[4]): [] for c in cases}
     digests: dict[str, set[str]] = {name: set() for name, _p in runs}
+    shares = _shares(paths, top) if top > 1 and not args.no_folder else None
+    share_times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"
         for _name, files in runs:
@@ -156,6 +214,8 @@ def main() -> int:
                 wall, digest = _run(j, files, out, repo)
                 times[(name, who, j)].append(wall)
                 digests[name].add(digest)
+            if shares is not None:
+                share_times.append(_run_shares(shares, Path(tmp)))
     print(f"{os.cpu_count()} CPUs; median of {args.repeat} runs in turns")
     print(f"{'run':<28} {'code':>6} {'MB':>6} {'jobs':>5} {'wall s':>8} {'speed-up':>9} {'MB/s':>8} {'document':>9}")
     same = True
@@ -171,6 +231,13 @@ def main() -> int:
         same = same and len(digests[name]) == 1
     if not args.no_folder:
         print(f"folder: {' '.join(paths)}")
+    if share_times:
+        base = statistics.median(times[("folder", "this", jobs[0])])
+        med = statistics.median(share_times)
+        print(
+            f"{top} separate scans at once, a share of the folder's bytes each: {med:.2f} s, {base / med:.2f}x "
+            f"the --jobs {jobs[0]} scan (what {top} processes get here with no coordination at all)"
+        )
     print(f"documents identical for every N: {'yes' if same else 'NO'}")
     print(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
     if args.big and top > 1:
