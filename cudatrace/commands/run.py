@@ -79,7 +79,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--every-child",
         action="store_true",
-        help="inject every exec'd child, also programs that load no library at run time and start none "
+        help="inject every exec'd child, also programs that link no CUDA library and import no call that loads "
+        "a library or starts a program "
         "(true, uname, ptxas), which are otherwise left untraced: they cannot call CUDA",
     )
     p.set_defaults(handler=run_run)

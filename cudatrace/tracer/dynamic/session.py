@@ -1035,8 +1035,8 @@ def _tracer_notes(tracer: _Tracer) -> list[str]:
             for program, pids in sorted(by_program.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:8]
         )
         notes.append(
-            f"{n} exec'd child{'ren' * (n != 1)} left untraced: programs that load no library at run time and "
-            f"start no program cannot call CUDA (--every-child traces them too): {shown}"
+            f"{n} exec'd child{'ren' * (n != 1)} left untraced: programs that link no CUDA library and import no "
+            f"call that loads a library or starts a program cannot call CUDA (--every-child traces them too): {shown}"
             + (" ..." if len(by_program) > 8 else "")
         )
     return notes
