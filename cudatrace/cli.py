@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from cudatrace import __version__
 from cudatrace.commands import COMMAND_MODULES
 from cudatrace.commands._common import add_common_options, check_db, check_output
-from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError
+from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError, missing_dependency
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # stdout closed early (e.g. piped into head): not an error worth a traceback.
         return 0
-    except Exception:  # a bug: keep the traceback, but say it is one
+    except Exception as exc:  # a bug: keep the traceback, but say it is one
+        missing = missing_dependency(exc)
+        if missing is not None:  # not a bug: the installation lacks a package
+            print(f"cudatrace: error: {missing}", file=sys.stderr)
+            return missing.exit_code
         import traceback
 
         traceback.print_exc()

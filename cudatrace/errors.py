@@ -7,7 +7,7 @@ Exit codes (documented in the README):
 
 ==== =====================================================================
 0    success
-1    an internal error (a bug: a traceback is printed)
+1    an internal error (a bug: a traceback is printed), or a package cudatrace needs is not installed (one line)
 2    usage error (bad command line)
 3    input error: a path is missing, unreadable, or not what it should be
 4    the job finished but some files could not be read (scan); the result lists them
@@ -41,6 +41,50 @@ class CudatraceError(Exception):
     def __init__(self, message: str, path: str | None = None) -> None:
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+
+#: The import names of the packages cudatrace depends on (pyproject.toml), and what pip calls them.
+DEPENDENCIES = {
+    "pefile": "pefile",
+    "lief": "lief",
+    "frida": "frida",
+    "pandas": "pandas",
+    "rich": "rich",
+    "lz4": "lz4",
+    "zstandard": "zstandard",
+    "platformdirs": "platformdirs",
+    "tomli_w": "tomli-w",
+    "tomli": "tomli",
+}
+
+
+class MissingDependencyError(CudatraceError):
+    """A package cudatrace depends on cannot be imported (cudatrace run from a checkout, a broken environment)."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        package = DEPENDENCIES.get(module.split(".")[0], module)
+        super().__init__(
+            f"the Python package {package!r}, which cudatrace needs, is not installed in {_python()}: "
+            f"pip install {package} (or reinstall cudatrace)"
+        )
+
+
+def missing_dependency(exc: BaseException) -> MissingDependencyError | None:
+    """The MissingDependencyError an ImportError stands for, when the module it lacks is a dependency's."""
+    name = getattr(exc, "name", None)
+    # A ModuleNotFoundError only: an ImportError of a name inside a package that is there is a version mismatch.
+    if isinstance(exc, ModuleNotFoundError) and name and name.split(".")[0] in DEPENDENCIES:
+        return MissingDependencyError(name)
+    return None
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable or "this Python"
 
 
 class UsageError(CudatraceError):

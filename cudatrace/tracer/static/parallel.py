@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
-from cudatrace.errors import EXIT_BUG, CudatraceError
+from cudatrace.errors import EXIT_BUG, CudatraceError, MissingDependencyError, missing_dependency
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.scanner import BIG_FILE_MODULES, LIEF_MIN_SIZE, ScanOutcome, scan_one
@@ -94,9 +94,12 @@ def _worker_main(conn: Connection, scan: Callable[[str], Any], run_task: Callabl
         index, job = task
         try:
             reply: tuple[int, str, Any] = (index, "ok", scan(job) if isinstance(job, str) else run_task(job))
-        except Exception:
-            path = job if isinstance(job, str) else job.path
-            reply = (index, "bug", f"while scanning {path}:\n{traceback.format_exc()}")
+        except Exception as exc:
+            if missing_dependency(exc) is not None:  # the installation lacks a package: one line in the client
+                reply = (index, "missing", getattr(exc, "name", ""))
+            else:
+                path = job if isinstance(job, str) else job.path
+                reply = (index, "bug", f"while scanning {path}:\n{traceback.format_exc()}")
         conn.send(reply)
 
 
@@ -382,6 +385,8 @@ def _receive(w: _Worker, plan: _Schedule) -> bool:
             index, kind, payload = reply
             if kind == "bug":
                 raise WorkerBugError(payload)
+            if kind == "missing":
+                raise MissingDependencyError(payload)
             _index, task = w.queued.popleft()
             plan.result(index, task, payload)
     except (EOFError, OSError):

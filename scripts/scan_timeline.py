@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Where the wall time of ``cudatrace scan --jobs N`` goes: a wall-clock timeline, read in the client.
+
+Runs the scan command in this process (``cudatrace scan --no-store --no-zluda --no-progress --format json -o
+FILE --jobs N PATH...``) and records, in the client only (the workers run unchanged), when each task is handed
+out and when its result arrives. A task starts when it was handed out or when the worker's previous task ended,
+whichever is later (a worker holds at most a few tasks). Prints, for every pool of worker processes the command
+starts (the scan, then the import search of program grouping): when it started, its first and last result, how
+many workers were busy on average, a busy-workers strip over time, and its longest tasks with their files and
+sizes; then when the command ended and how long it ran after the last result. Wall clock, no profiler (a
+profiler slows the client's Python far more than the workers' waiting, and misleads).
+
+Usage: ``python3 scripts/scan_timeline.py [--jobs N] [--top K] PATH...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from cudatrace import cli  # noqa: E402
+from cudatrace.tracer.static import parallel  # noqa: E402
+
+
+@dataclass
+class _PoolLog:
+    started: float
+    workers: int
+    handed: dict[tuple[int, str], float] = field(default_factory=dict)  # (index, task kind) -> time handed out
+    done: list[tuple[int, str, int, float, float]] = field(default_factory=list)  # index, kind, worker, start, end
+    files: list[str] = field(default_factory=list)
+    last_end: dict[int, float] = field(default_factory=dict)  # worker -> end of its previous task
+
+
+def _kind(task: Any) -> str:
+    return "file" if isinstance(task, str) else type(task).__name__
+
+
+def _instrument(t0: float, pools: list[_PoolLog]) -> None:
+    """Wrap the client side of parallel.py: the pool's start, handing out and receiving."""
+    orig_parallel = parallel._parallel
+    orig_take = parallel._Schedule.take
+    orig_receive = parallel._receive
+
+    def run(files: Any, jobs: int, *a: Any, **k: Any) -> Iterator[Any]:
+        log = _PoolLog(time.perf_counter() - t0, jobs, files=list(files))
+        pools.append(log)
+        yield from orig_parallel(files, jobs, *a, **k)
+
+    def take(self: Any, idle: bool) -> Any:
+        got = orig_take(self, idle)
+        if got is not None and pools:
+            pools[-1].handed[(got[0], _kind(got[1]))] = time.perf_counter() - t0
+        return got
+
+    def receive(w: Any, plan: Any) -> bool:
+        before = list(w.queued)
+        alive: bool = orig_receive(w, plan)
+        now = time.perf_counter() - t0
+        log = pools[-1]
+        finished = before[: len(before) - len(w.queued)] if alive else []
+        for index, task in finished:
+            kind = _kind(task)
+            start = max(log.handed.get((index, kind), now), log.last_end.get(id(w), 0.0))
+            log.done.append((index, kind, id(w), start, now))
+            log.last_end[id(w)] = now
+        return alive
+
+    parallel._parallel = run  # type: ignore[assignment]
+    parallel._Schedule.take = take  # type: ignore[method-assign]
+    parallel._receive = receive  # type: ignore[assignment]
+
+
+def _strip(log: _PoolLog, end: float, columns: int = 60) -> str:
+    """Busy workers per time slice, as digits (a '+' for 10 or more)."""
+    if not log.done or end <= log.started:
+        return ""
+    step = (end - log.started) / columns
+    cells = []
+    for c in range(columns):
+        lo, hi = log.started + c * step, log.started + (c + 1) * step
+        busy = sum(max(0.0, min(e, hi) - max(s, lo)) for _i, _k, _w, s, e in log.done) / step
+        cells.append("+" if busy >= 9.5 else str(round(busy)))
+    return "".join(cells)
+
+
+def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
+    print(f"command ended at {ended:.2f} s")
+    for n, log in enumerate(pools, 1):
+        if not log.done:
+            print(f"pool {n}: started at {log.started:.2f} s, no task reached a worker")
+            continue
+        first = min(e for *_r, e in log.done)
+        last = max(e for *_r, e in log.done)
+        busy = sum(e - s for *_r, s, e in log.done)
+        span = last - log.started
+        print(
+            f"pool {n} ({log.workers} workers, {len(log.done)} tasks): started {log.started:.2f} s, first result "
+            f"{first:.2f} s, last {last:.2f} s; {busy:.1f} worker-s busy, {busy / span:.1f} workers on average"
+        )
+        print(f"  busy workers over {log.started:.1f}-{last:.1f} s: {_strip(log, last)}")
+        longest = sorted(log.done, key=lambda d: d[4] - d[3], reverse=True)[:top]
+        for index, kind, _w, start, end in longest:
+            path = log.files[index]
+            try:
+                mb = os.path.getsize(path) / 1e6
+            except OSError:
+                mb = float("nan")
+            what = "" if kind == "file" else f" [{kind}]"
+            print(f"  {end - start:6.2f} s  {start:6.2f}-{end:6.2f}  {mb:7.1f} MB  {path}{what}")
+    if pools and pools[-1].done:
+        last = max(e for *_r, e in pools[-1].done)
+        print(f"after the last pool's last result: {ended - last:.2f} s until the command ended")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--jobs", type=int, default=parallel.default_jobs())
+    ap.add_argument("--top", type=int, default=12)
+    args = ap.parse_args()
+    pools: list[_PoolLog] = []
+    t0 = time.perf_counter()
+    _instrument(t0, pools)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "scan.json"
+        argv = ["scan", "--no-store", "--no-zluda", "--no-progress", "--format", "json", "-o", str(out)]
+        code = cli.main([*argv, "--jobs", str(args.jobs), *args.paths])
+        ended = time.perf_counter() - t0
+    if code not in (0, 4):
+        print(f"scan failed with exit code {code}", file=sys.stderr)
+        return 1
+    _report(pools, ended, args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
