@@ -42,6 +42,10 @@ class _PoolLog:
     last_end: dict[int, float] = field(default_factory=dict)  # worker -> end of its previous task
 
 
+PHASES: list[tuple[str, float, float]] = []  # (function, start, end) of the command's phases
+WANTED = [0, 0.0]  # files whose head the client read to tell binaries from the rest, and the seconds it took
+
+
 def _kind(task: Any) -> str:
     return "file" if isinstance(task, str) else type(task).__name__
 
@@ -76,6 +80,37 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
             log.last_end[id(w)] = now
         return alive
 
+    from cudatrace.commands import scan as scan_command
+    from cudatrace.programs import grouping
+    from cudatrace.tracer.static import scanner
+
+    def phase(module: Any, name: str) -> None:
+        orig = getattr(module, name)
+
+        def timed(*a: Any, **k: Any) -> Any:
+            start = time.perf_counter() - t0
+            try:
+                return orig(*a, **k)
+            finally:
+                PHASES.append((name, start, time.perf_counter() - t0))
+
+        setattr(module, name, timed)
+
+    for module, name in ((scanner, "scan_paths"), (grouping, "group_programs")):
+        phase(module, name)
+    for name in ("render", "write_output"):
+        phase(scan_command, name)
+    orig_wanted = scanner._worth_scanning
+
+    def wanted(path: str) -> bool:
+        start = time.perf_counter()
+        try:
+            return orig_wanted(path)
+        finally:
+            WANTED[0] += 1
+            WANTED[1] += time.perf_counter() - start
+
+    scanner._worth_scanning = wanted  # type: ignore[assignment]
     parallel._parallel = run  # type: ignore[assignment]
     parallel._Schedule.take = take  # type: ignore[method-assign]
     parallel._receive = receive  # type: ignore[assignment]
@@ -96,6 +131,9 @@ def _strip(log: _PoolLog, end: float, columns: int = 60) -> str:
 
 def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
     print(f"command ended at {ended:.2f} s")
+    for name, start, end in PHASES:
+        print(f"  {name:<16} {start:6.2f}-{end:6.2f} s ({end - start:.2f} s)")
+    print(f"  the client read the heads of {WANTED[0]} files to tell binaries from the rest: {WANTED[1]:.2f} s")
     for n, log in enumerate(pools, 1):
         if not log.done:
             print(f"pool {n}: started at {log.started:.2f} s, no task reached a worker")

@@ -4,8 +4,10 @@
 the number of processes, so the document is the same byte for byte for any ``jobs``. Files of at least
 :data:`BIG_FILE` bytes are handed out first, largest first, so one large library does not finish alone at the
 end while the other processes idle; the rest go out in list order, at most :data:`WINDOW_PER_JOB` per process
-ahead of the oldest unfinished one, so the results waiting for their turn stay few (memory stays flat in the
-number of files).
+handed out and not yet yielded, so the results waiting for their turn stay few (memory stays flat in the number
+of files). Files no worker needs (not binaries: most of a Python environment) do not count against that window,
+only against one :data:`SKIPPED_PER_WINDOW` times as long: while one big file's finish keeps its turn waiting,
+the other workers go on with the binaries after it, however many ``.py`` files lie between.
 
 A worker that dies while scanning a file (a crash in a parser's native code, SIGBUS from a file truncated under
 its mapping, the out-of-memory killer) costs that file alone: it becomes a :class:`FileError` of kind
@@ -20,6 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +44,8 @@ from cudatrace.tracer.static.split import (
 )
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
-WINDOW_PER_JOB = 16  # files handed out ahead of the oldest unfinished one, per process
+WINDOW_PER_JOB = 64  # files handed to workers and not yet yielded, per process
+SKIPPED_PER_WINDOW = 64  # how much further ahead files that go to no worker (not binaries) may be settled
 QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
 
 ScanFunction = Callable[[str], ScanOutcome]
@@ -256,13 +260,44 @@ class _Schedule:
         self.pending: deque[tuple[int, Task]] = deque((i, files[i]) for i in big)
         self.pending.extend((i, files[i]) for i in range(len(files)) if i not in self.big)
         self.window = jobs * WINDOW_PER_JOB
+        self.handed: set[int] = set()  # files (not big) handed to a worker whose outcome is not yielded yet
         self.done: dict[int, Any] = {}
         self.next_out = 0
         self.to_split = set(big) if split else set()  # a ProbeTask says which are worth it
+        # Whether each file is worth a worker, read ahead in list order by a thread while the client waits for
+        # the workers: a folder of thousands of .py files in a row otherwise has the client reading their heads
+        # one by one while every worker idles. None: not read yet (take() reads it then).
+        self.worth: list[bool | None] = [None] * len(files)
+        self._stop = threading.Event()
+        self._reader: threading.Thread | None = None
+        if wanted is not None and len(files) > 1:
+            self._reader = threading.Thread(target=self._read_ahead, name="cudatrace-heads", daemon=True)
+            self._reader.start()
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
 
     def finished(self, index: int) -> bool:
         return index < self.next_out or index in self.done
+
+    def _read_ahead(self) -> None:
+        assert self.wanted is not None
+        for i, path in enumerate(self.files):
+            if self._stop.is_set():
+                return
+            if self.worth[i] is None:
+                self.worth[i] = self.wanted(path)
+
+    def close(self) -> None:
+        """Stop reading heads ahead (the scan is over or abandoned)."""
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+    def _worth(self, index: int, path: str) -> bool:
+        known = self.worth[index]
+        if known is None:
+            assert self.wanted is not None
+            known = self.worth[index] = self.wanted(path)
+        return known
 
     def take(self, idle: bool) -> tuple[int, Task] | None:
         """The next task to hand out to a worker (``idle``: one with nothing queued), or None when the window holds
@@ -276,14 +311,19 @@ class _Schedule:
             if self.finished(index):  # a part of a file that already failed
                 self.pending.popleft()
                 continue
-            if index not in self.big and index >= self.next_out + self.window:
+            if index not in self.big and (
+                (index not in self.handed and len(self.handed) >= self.window)
+                or index >= self.next_out + self.window * SKIPPED_PER_WINDOW
+            ):
                 return None
             if isinstance(task, FinishTask) and not idle:
                 return None
             self.pending.popleft()
-            if isinstance(task, str) and self.wanted is not None and not self.wanted(task):
+            if isinstance(task, str) and self.wanted is not None and not self._worth(index, task):
                 self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
                 continue
+            if index not in self.big:
+                self.handed.add(index)
             if isinstance(task, str) and index in self.to_split:
                 return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
             return index, task
@@ -320,6 +360,7 @@ class _Schedule:
 
     def ready(self) -> Iterator[tuple[str, Any]]:
         while self.next_out in self.done:
+            self.handed.discard(self.next_out)
             yield self.files[self.next_out], self.done.pop(self.next_out)
             self.next_out += 1
 
@@ -334,7 +375,11 @@ def _parallel(
 ) -> Iterator[tuple[str, T | FileError]]:
     plan = _Schedule(files, jobs, progress, run_task is not None, wanted)
     workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
-    pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
+    try:
+        pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
+    except BaseException:
+        plan.close()
+        raise
     try:
         while plan.next_out < len(files):
             # Round by round, one task per worker each, so the parts of a split file go to different workers.
@@ -367,6 +412,7 @@ def _parallel(
                     _bury(pool, w, files, plan)
             yield from plan.ready()
     finally:
+        plan.close()
         pool.close()
 
 

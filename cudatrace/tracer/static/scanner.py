@@ -768,12 +768,21 @@ def scan_paths(
 def _worth_scanning(path: str) -> bool:
     """False for a file :func:`scan_file` would pass over (not a regular file, empty, neither PE nor ELF); True
     also when it cannot be read, so that its scan reports why."""
+    # The client reads the head of every file of a folder (68,849 in one Python environment), one after the
+    # other while the workers scan: the few bytes that decide, with plain descriptors, at half the cost of a
+    # file object reading 4 KB. Only an MZ file needs more (its PE signature can lie 4 KB in).
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return os.path.isdir(path)  # a folder that could not be listed: scan_one reports it
-        with open(path, "rb") as fh:
-            return _format_of(fh.read(4096)) is not None
+            return stat.S_ISDIR(st.st_mode)  # a folder that could not be listed: scan_one reports it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            head = os.read(fd, 4)
+            if head[:2] == b"MZ":
+                head = os.pread(fd, 4096, 0) if hasattr(os, "pread") else head + os.read(fd, 4092)
+        finally:
+            os.close(fd)
+        return _format_of(head) is not None
     except OSError:
         return True
 

@@ -171,3 +171,70 @@ def test_files_that_are_not_binaries_settle_without_a_worker(tmp_path: Path, elf
         (only_text / f"{i}.py").write_text("pass\n")
     result = scan_paths([str(only_text)], jobs=2)
     assert result.skipped == 5 and not result.binaries
+
+
+def test_files_no_worker_needs_do_not_hold_back_the_binaries_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elf_linked: Path
+) -> None:
+    # A binary whose outcome is late (a big file's finish, say), then 100 .py files, then binaries: the window
+    # (here 2 files) counts files handed to workers, so the binaries after the .py files still go out; before,
+    # it counted list places and held everything past the third.
+    monkeypatch.setattr(parallel, "WINDOW_PER_JOB", 2)
+    shutil.copy(elf_linked, tmp_path / "a0.so")
+    for i in range(100):
+        (tmp_path / f"b{i:03}.py").write_text("print('not a binary')\n")
+    for name in ("c0.so", "c1.so", "c2.so"):
+        shutil.copy(elf_linked, tmp_path / name)
+    files = plan_files([str(tmp_path)])
+    plan = parallel._Schedule(files, 1, parallel.NullProgress(), False, parallel_wanted)
+    first = plan.take(idle=True)
+    second = plan.take(idle=False)
+    assert first is not None and files[first[0]].endswith("a0.so")
+    assert second is not None and files[second[0]].endswith("c0.so")  # past 100 settled .py files
+    assert plan.take(idle=False) is None  # two handed out, none yielded: the window is full
+    plan.result(second[0], second[1], scan_one(files[second[0]]))
+    assert plan.take(idle=False) is None  # c0 is back but waits for a0's turn: still held, still counted
+    plan.result(first[0], first[1], scan_one(files[first[0]]))
+    got = list(plan.ready())
+    assert [p for p, _ in got] == files[: second[0] + 1]  # a0, the .py files (no outcome), c0
+    assert sum(o is not None for _p, o in got) == 2
+    third = plan.take(idle=True)
+    assert third is not None and files[third[0]].endswith("c1.so")
+    plan.close()
+
+
+def test_files_no_worker_needs_are_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Files settled without a worker wait for their turn as well: no further ahead than SKIPPED_PER_WINDOW
+    # windows, so a stalled file keeps memory bounded whatever the folder holds.
+    monkeypatch.setattr(parallel, "WINDOW_PER_JOB", 1)
+    monkeypatch.setattr(parallel, "SKIPPED_PER_WINDOW", 4)
+    for i in range(20):
+        (tmp_path / f"t{i:02}.txt").write_text("text\n")
+    files = plan_files([str(tmp_path)])
+    plan = parallel._Schedule(files, 2, parallel.NullProgress(), False, parallel_wanted)
+    assert plan.take(idle=True) is None  # nothing for a worker
+    assert len(plan.done) == 2 * 1 * 4  # settled up to the bound, no further
+    assert len(list(plan.ready())) == 8 and plan.take(idle=True) is None and len(plan.done) == 8
+    plan.close()
+
+
+def test_heads_are_read_ahead_while_the_workers_scan(tmp_path: Path, elf_linked: Path) -> None:
+    # The schedule's thread tells binaries from the rest before their turn comes, so take() finds them known.
+    for i in range(500):
+        (tmp_path / f"a{i:03}.py").write_text("x = 1\n")
+    shutil.copy(elf_linked, tmp_path / "z.so")
+    files = plan_files([str(tmp_path)])
+    plan = parallel._Schedule(files, 2, parallel.NullProgress(), False, parallel_wanted)
+    assert plan._reader is not None
+    plan._reader.join(30)
+    assert plan.worth == [f.endswith(".so") for f in files]
+    got = plan.take(idle=True)
+    assert got is not None and files[got[0]].endswith("z.so")
+    plan.close()
+    assert not plan._reader.is_alive()
+
+
+def parallel_wanted(path: str) -> bool:
+    from cudatrace.tracer.static.scanner import _worth_scanning
+
+    return _worth_scanning(path)
