@@ -13,8 +13,10 @@ machine's wall times hide. One untimed round warms the page cache first. The loa
 and after, and how much more CPU N busy processes got than one: on a shared machine a busy moment hits every N
 alike (the runs take turns), but it caps what more processes can give. So does memory: a scan reads every byte
 of every file, and N processes at once also share the caches and the memory bus. For the folder, N separate
-``scan --jobs 1`` processes, each handed a share of its files of about equal bytes, run at once in the same
-turns: the speed-up N processes get on this machine with no scheduling, forked workers or merging at all.
+``scan --jobs 1`` processes, each handed a share of its binaries of about equal bytes, run at once in the same
+turns: the speed-up N processes get on this machine with no scheduling, forked workers or merging at all. They
+are named their files, so they neither walk the folder nor read the heads of its other files (a Python
+environment is mostly ``.py`` files): where those are many, the shares show what that serial part costs.
 
 With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
 change), in the same turns; its documents must be the same too.
@@ -63,7 +65,9 @@ def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[flo
     cmd = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress"]
     cmd += ["--format", "json", "-o", str(out), "--jobs", str(jobs), *paths]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    # In the checkout's folder: `python3 -m` puts the working folder first on the path, ahead of PYTHONPATH, so
+    # run from another checkout it would time that one's code (a --baseline run timed this checkout twice).
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=repo)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 4):
         sys.exit(f"scan --jobs {jobs} ({repo}) failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -98,7 +102,7 @@ def _split_cpu(path: str, jobs: int, repeat: int) -> str:
     the file takes about the longest part plus the finish."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-c", _SPLIT_CPU, path, str(jobs), str(repeat)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
     if len(out) != 3:
         return f"{Path(path).name}: {' '.join(out)}"
     serial, part, finish = (float(x) for x in out)
@@ -151,7 +155,7 @@ def _run_shares(shares: list[list[str]], tmp: Path) -> float:
     base = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-zluda", "--no-progress", "--format", "json"]
     start = time.perf_counter()
     procs = [
-        subprocess.Popen([*base, "-o", str(tmp / f"share{k}.json"), "--jobs", "1", *share], env=env)
+        subprocess.Popen([*base, "-o", str(tmp / f"share{k}.json"), "--jobs", "1", *share], env=env, cwd=REPO)
         for k, share in enumerate(shares)
     ]
     codes = [p.wait() for p in procs]
