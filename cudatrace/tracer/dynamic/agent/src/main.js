@@ -70,6 +70,7 @@ rpc.exports = {
     describeForFork();
     S.livePatching = config.attached === true; // a spawned program is still suspended during the first scan
     if (parent !== null && adoptEntries(parent) > 0) sendHooks(0);
+    watchModules(); // queues every module loaded now
     scanModules();
     S.livePatching = true;
     watchLoads();
