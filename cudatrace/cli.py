@@ -9,31 +9,70 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from cudatrace import __version__
-from cudatrace.commands import COMMAND_MODULES
+from cudatrace.commands import COMMANDS, command_module
 from cudatrace.commands._common import add_common_options, check_db, check_output
 from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError, missing_dependency
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, every command registered."""
-    parser = argparse.ArgumentParser(
+class _OneCommandParser(argparse.ArgumentParser):
+    """A parser that knows one command only: it gives up quietly on anything it cannot take, and the full parser
+    then says what is wrong (or prints the help) exactly as it always would."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _NotOurs(message)
+
+
+class _NotOurs(Exception):
+    pass
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every command registered, or with the command ``only`` alone (its module is the
+    only command module imported)."""
+    cls = argparse.ArgumentParser if only is None else _OneCommandParser
+    parser = cls(
         prog="cudatrace",
         description="Which CUDA entry points does a program need and call, and what does ZLUDA do with each?",
     )
     parser.add_argument("--version", action="version", version=f"cudatrace {__version__}")
     add_common_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    for name in COMMANDS if only is None else (only,):
+        command_module(name).register(sub)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    # The command a command line names, when nothing before it asks for the help or the version (those list every
+    # command): the first word that is not an option.
+    for i, word in enumerate(argv):
+        if word in ("-h", "--help", "--version"):
+            return None
+        if not word.startswith("-"):
+            # the value of --db (the one top-level option that takes one) is not a command
+            return word if word in COMMANDS and (i == 0 or argv[i - 1] != "--db") else None
+    return None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. Only the named command's module is imported when the line parses as that
+    command; anything else (the help, a mistake) goes to the full parser."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    name = _command_named(words)
+    if name is not None:
+        try:
+            return build_parser(name).parse_args(words)
+        except _NotOurs:
+            pass
+    return build_parser().parse_args(words)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cudatrace`` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     try:
         check_output(getattr(args, "output", None))  # before the work: a bad -o or --db would lose it
         check_db(getattr(args, "db", None))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from cudatrace.errors import InputError, StoreError, UsageError
-from cudatrace.reports.render import RenderOptions, dump_json
+from cudatrace.reports.formats import RenderOptions, dump_json
 
 __all__ = ["dump_json"]  # the canonical JSON text, for the commands that write a document of their own
 
@@ -81,7 +81,7 @@ def add_loudness_args(parser: argparse.ArgumentParser, verbose_help: str | None 
 
 
 def verbosity(args: argparse.Namespace) -> int:
-    """0 with ``-q``, 2 with ``-v``, else 1: :attr:`cudatrace.reports.render.RenderOptions.verbosity`."""
+    """0 with ``-q``, 2 with ``-v``, else 1: :attr:`cudatrace.reports.formats.RenderOptions.verbosity`."""
     return 0 if getattr(args, "quiet", False) else 2 if getattr(args, "verbose", False) else 1
 
 

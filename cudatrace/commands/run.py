@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import threading
 
 from cudatrace.commands._common import (
     add_loudness_args,
@@ -18,8 +20,7 @@ from cudatrace.commands._common import (
     write_output,
 )
 from cudatrace.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
-from cudatrace.model import TraceResult
-from cudatrace.reports.render import RenderOptions, formats_for, render
+from cudatrace.reports.formats import RenderOptions, formats_of
 from cudatrace.tracer.dynamic.protocol import CounterMode
 
 
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "point also record return codes, callers and times.",
     )
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- PROGRAM ARGS", help="the program to run")
-    add_output_args(p, formats_for(TraceResult))
+    add_output_args(p, formats_of("TraceResult"))
     add_loudness_args(p)
     p.add_argument("--pid", type=int, metavar="N", help="attach to running process N instead of starting one")
     p.add_argument(
@@ -130,8 +131,10 @@ def run_run(args: argparse.Namespace) -> int:
         raise UsageError("give either --pid N or a program, not both")
     if args.no_zluda_verdict and args.release:
         raise UsageError("--no-zluda-verdict skips the classification: it cannot go with --release")
-    if not args.no_zluda_verdict:
-        announce_release(args.release)  # an unknown release fails before the program runs, not after
+    if not args.no_zluda_verdict and args.release:
+        # An unknown release fails before the program runs, not after. Without one (the newest) there is nothing
+        # to check, and the catalog is loaded while the program runs (_WarmUp).
+        announce_release(args.release)
     env = _parse_env(args.env)
     if args.zluda:
         if args.pid is not None:
@@ -158,12 +161,14 @@ def run_run(args: argparse.Namespace) -> int:
     # writes its standard output to stderr instead.
     to_stdout = args.output in (None, "-")
     program_stdout = _stderr_fd() if (to_stdout and args.format == "json") else None
+    warm_up = _WarmUp(judge=not args.no_zluda_verdict, store=not args.no_store)
     if args.pid is not None:
         trace = trace_pid(args.pid, options, sink)
     else:
-        trace = trace_program(program, options, sink, program_stdout=program_stdout)
+        trace = trace_program(program, options, sink, program_stdout=program_stdout, on_started=warm_up.start)
         if program_stdout is not None:
             trace = trace.with_note("the program's standard output went to stderr: the JSON document had stdout")
+    warm_up.join()
     if sink is not None:
         sink.clear()
     if not args.no_zluda_verdict:
@@ -178,6 +183,8 @@ def run_run(args: argparse.Namespace) -> int:
     # the terminal summary goes to stderr when it is not written to -o FILE
     stream = sys.stderr if args.output in (None, "-") and args.format != "json" else None
     shown = RenderOptions(use_color(args, stream), output_width(args, stream), verbosity(args))
+    from cudatrace.reports.render import render
+
     text = render(trace, args.format, shown)
     if to_stdout and args.format != "json":
         sys.stderr.write(text)  # the summary follows the program's own output, on stderr as strace and time do
@@ -189,6 +196,42 @@ def run_run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED if interrupted else EXIT_OK
     # The program's own exit status, as a shell reports it (a signal as 128 + N).
     return shell_status(trace.exit.code, trace.exit.signal)
+
+
+class _WarmUp:
+    """What run needs once the program has ended (the judging and its catalog, the store, the renderers), imported
+    and loaded in a thread while the program runs, when cudatrace's interpreter only waits on Frida. Started once
+    the program runs, so it never competes with the injection (not with --pid, whose attach is the injection).
+    On a machine of few CPUs it takes its time from the program instead; on many it is time saved."""
+
+    def __init__(self, *, judge: bool, store: bool) -> None:
+        self.judge, self.store = judge, store
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Begin (once)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._work, name="cudatrace-warm-up", daemon=True)
+            self.thread.start()
+
+    def join(self) -> None:
+        """Wait for it: the main thread imports nothing while this thread does."""
+        if self.thread is not None:
+            self.thread.join()
+
+    def _work(self) -> None:
+        # A failure here is met again by the main thread, which reports it as usual.
+        with contextlib.suppress(Exception):
+            import cudatrace.reports.render
+            import cudatrace.reports.trace_terminal
+
+            if self.store:
+                import cudatrace.coverage_db.store
+            if self.judge:
+                import cudatrace.programs.judging  # noqa: F401
+                from cudatrace.coverage_db.catalog import load_catalog
+
+                load_catalog()
 
 
 class _StatusLine:

@@ -15,8 +15,7 @@ from cudatrace.commands._common import (
     write_output,
 )
 from cudatrace.errors import EXIT_OK, EXIT_PARTIAL, EXIT_VERDICT, UsageError
-from cudatrace.model import ScanResult, VerdictStatus
-from cudatrace.reports.render import formats_for, render
+from cudatrace.reports.formats import formats_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "name in strings, a statically linked CUDA runtime, and the PTX/SASS inventory of embedded fatbins.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="a binary, an application folder or a site-packages folder")
-    add_output_args(p, formats_for(ScanResult))
+    add_output_args(p, formats_of("ScanResult"))
     add_release_args(p, "classify every entry point against this ZLUDA release (default: the newest in the catalog)")
     p.add_argument("--no-zluda", action="store_true", help="skip the ZLUDA classification and verdict")
     p.add_argument(
@@ -88,6 +87,9 @@ def run_scan(args: argparse.Namespace) -> int:
 
         with open_store(args.db) as store:
             store.record_scan(result)
+    from cudatrace.model import VerdictStatus
+    from cudatrace.reports.render import render
+
     options = render_options(args)
     write_output(render(result, args.format, options), args.output)
     if args.fail_on:

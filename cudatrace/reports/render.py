@@ -4,23 +4,25 @@ Each :class:`Format` has one :class:`Renderer` (the test suite checks that none 
 function per kind of document it renders: every format renders a report or an aggregate; a scan result and a
 trace (``run``, ``import-log``) and the ZLUDA catalog's listings (``zluda releases|show|coverage``) are rendered
 as terminal text or JSON; a diff of two runs as terminal text, Markdown or JSON. The commands take their
-``--format`` choices from :func:`formats_for`, so a format means the same in every command and is added here
-once. The renderer modules are imported when first used, so that
-``cudatrace --help`` stays fast.
+``--format`` choices from :mod:`cudatrace.reports.formats` (a test checks them against :func:`formats_for`), so
+a format means the same in every command and is added here once. The renderer modules are imported when first
+used, so that ``cudatrace --help`` stays fast.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from cudatrace.model import ScanResult, TraceResult
 from cudatrace.reports.diff import TraceDiff
 from cudatrace.reports.document import Aggregate, Report
+from cudatrace.reports.formats import Format, RenderOptions, dump_json
 from cudatrace.reports.zluda_terminal import CoverageDocument, ReleasesDocument, ShowDocument
+
+__all__ = ["Format", "RenderOptions", "dump_json", "formats_for", "render"]
 
 CatalogDocument = ReleasesDocument | ShowDocument | CoverageDocument
 Document = Report | Aggregate | ScanResult | TraceResult | TraceDiff | CatalogDocument
@@ -28,37 +30,6 @@ DOCUMENTS: tuple[type[Any], ...] = (
     *(Report, Aggregate, ScanResult, TraceResult, TraceDiff),
     *(ReleasesDocument, ShowDocument, CoverageDocument),
 )
-
-
-class Format(str, Enum):
-    """An output format of ``--format``."""
-
-    TERMINAL = "terminal"
-    HTML = "html"
-    MARKDOWN = "markdown"
-    JSON = "json"
-    CSV = "csv"
-
-
-@dataclass(frozen=True, slots=True)
-class RenderOptions:
-    """How terminal text is laid out; the other formats ignore these."""
-
-    color: bool = False
-    width: int | None = None
-    """Columns; None: the renderer's default (110 for a report, 100 for a scan, 120 for a trace; a diff is not
-    wrapped)."""
-    verbosity: int = 1
-    """0 (``-q``): each verdict and its blockers, failures and the summary only; 1: the first rows; 2 (``-v``):
-    every row and reason."""
-
-
-def dump_json(doc: dict[str, Any]) -> str:
-    """The canonical JSON text of a document: ``json.dumps(doc, indent=2, ensure_ascii=False)`` and a newline,
-    written by :func:`cudatrace.reports.jsontext.dumps_indented` (the same text, twice as fast)."""
-    from cudatrace.reports.jsontext import dumps_indented
-
-    return dumps_indented(doc) + "\n"
 
 
 def _json(doc: Document, options: RenderOptions) -> str:

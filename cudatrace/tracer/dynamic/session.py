@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -1064,6 +1064,7 @@ def trace_program(
     options: TraceOptions | None = None,
     sink: TraceSink | None = None,
     program_stdout: IO[str] | int | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> TraceResult:
     """Run ``argv`` under the tracer until the whole process tree has ended and return the trace.
 
@@ -1071,7 +1072,8 @@ def trace_program(
     own process group) and its exit status is read with ``waitpid``. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
     cudatrace are passed on to the program's process group once; tracing goes on while it shuts down, and a
     second signal (or ``options.grace_s`` after the first) kills the whole tree. ``program_stdout`` replaces the
-    program's standard output (the JSON document on stdout needs it to itself).
+    program's standard output (the JSON document on stdout needs it to itself). ``on_started`` is called once the
+    program runs traced (not when it could not start).
     Raises TraceError for a missing or non-executable program or a failed injection.
     """
     options = options or TraceOptions()
@@ -1096,6 +1098,8 @@ def trace_program(
                 if held is not None and tracer.root_failed is not None:
                     _ended_before_tracing(tracer, collector, held, env, notes)
                 else:
+                    if on_started is not None:
+                        on_started()
                     _wait_for_tree(tracer, collector, held, signals, options, notes)
             if held is not None:
                 _record_status(tracer, collector, held, notes)

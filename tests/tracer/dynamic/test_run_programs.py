@@ -553,3 +553,21 @@ def test_a_function_that_branches_back_into_its_first_bytes_still_computes(
     notes = " ".join(trace["notes"])  # type: ignore[arg-type]
     # Counted through a hook that leaves the loop's target alone, or left alone and said so.
     assert calls.get("cublasLoopy") == 2 or "cublasLoopy" in notes, (calls, notes)
+
+
+def test_on_started_is_called_once_when_the_program_runs_traced_and_not_when_it_cannot_start(
+    standins: Standins, tmp_path: Path
+) -> None:
+    import shutil
+
+    from cudatrace.tracer.dynamic.session import TraceOptions, trace_program
+
+    started: list[str] = []
+    trace = trace_program([str(standins.app), "exit"], on_started=lambda: started.append("app"))
+    assert started == ["app"] and trace.exit.code == 0
+    assert {c.function for c in trace.calls} >= {"cuInit", "cuLaunchKernel"}  # traced after it was said to run
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed")
+    prog, env = _loader_case(tmp_path, "now")  # the loader refuses it before its first instruction
+    refused = trace_program([str(prog)], TraceOptions(env=env), on_started=lambda: started.append("refused"))
+    assert refused.exit.code == 127 and started == ["app"]
