@@ -218,7 +218,6 @@ const S = {
   seenModules: new Map(), // path -> true
   seenNames: new Set(), // file names of the modules in seenModules
   added: [], // modules the module observer reported since the last scan (watchModules), in load order
-  observing: false, // the observer is attached: a scan looks at `added` only, not at the whole module list
   callerNames: new Map(), // return address (string) -> module name
   lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
   exportTables: new Map(), // uuid -> {uuid, count, statuses}
@@ -1941,7 +1940,7 @@ function scanModules(loaded) {
     const added = [];
     // Only the modules added since the last scan: listing every module at each dlopen made a program's loads
     // quadratic (1,200 libraries loaded one by one took 1.7 s under the tracer, 0.01 s without it).
-    const mods = S.observing ? S.added.splice(0) : Process.enumerateModules();
+    const mods = S.added.splice(0); // watchModules runs before the first scan
     if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
       const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
       if (m !== null) mods.push(m);
@@ -2195,7 +2194,6 @@ function watchModules() {
       forgetPatches(m); /* counts of unloaded libraries stay */
     }
   });
-  S.observing = true;
 }
 
 // ---- src/reporting.js

@@ -169,7 +169,7 @@ function scanModules(loaded) {
     const added = [];
     // Only the modules added since the last scan: listing every module at each dlopen made a program's loads
     // quadratic (1,200 libraries loaded one by one took 1.7 s under the tracer, 0.01 s without it).
-    const mods = S.observing ? S.added.splice(0) : Process.enumerateModules();
+    const mods = S.added.splice(0); // watchModules runs before the first scan
     if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
       const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
       if (m !== null) mods.push(m);
@@ -423,5 +423,4 @@ function watchModules() {
       forgetPatches(m); /* counts of unloaded libraries stay */
     }
   });
-  S.observing = true;
 }

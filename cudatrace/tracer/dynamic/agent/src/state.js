@@ -20,7 +20,6 @@ const S = {
   seenModules: new Map(), // path -> true
   seenNames: new Set(), // file names of the modules in seenModules
   added: [], // modules the module observer reported since the last scan (watchModules), in load order
-  observing: false, // the observer is attached: a scan looks at `added` only, not at the whole module list
   callerNames: new Map(), // return address (string) -> module name
   lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
   exportTables: new Map(), // uuid -> {uuid, count, statuses}
