@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from cudatrace.cli import main
+from cudatrace.cli import console
 
-raise SystemExit(main())
+console()

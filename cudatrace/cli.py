@@ -7,6 +7,7 @@ its heavy dependencies (lief, frida, pandas) inside the handler so ``cudatrace -
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -101,3 +102,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         print("cudatrace: internal error (a bug): please report it with the traceback above", file=sys.stderr)
         return EXIT_BUG
+
+
+# Commands that hold nothing open once main has returned (the store, the output file and Frida's sessions are
+# closed): their process may end without the interpreter's teardown, which after a traced run is Frida's runtime
+# shutting down and every object being freed, 0.05-0.1 s of a short program's added time.
+_QUICK_EXIT = frozenset({"run"})
+
+
+def console() -> NoReturn:
+    """The ``cudatrace`` console script: :func:`main`, then the exit (for a run, once its streams are flushed,
+    without the interpreter's teardown)."""
+    words = sys.argv[1:]
+    code = main(words)
+    if _command_named(words) in _QUICK_EXIT:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed early (a pipe into head): nothing more to say there
+                pass
+        os._exit(code)
+    sys.exit(code)

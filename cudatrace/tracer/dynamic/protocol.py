@@ -224,7 +224,7 @@ class HooksMsg:
     skipped: tuple[tuple[str, str, str], ...]  # (module, function, reason)
     methods: tuple[tuple[str, int], ...] = ()  # how the exports so far were hooked: inline, trampoline, clone
     patching: tuple[tuple[str, int], ...] = ()  # prologues patched in the running program: written, stops, threads...
-    timing: tuple[tuple[str, int, int], ...] = ()  # (module, milliseconds spent hooking it, entry points hooked)
+    timing: tuple[tuple[str, float, int], ...] = ()  # (module, milliseconds spent hooking it, entry points hooked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +328,7 @@ def parse_message(payload: Mapping[str, Any]) -> Message | None:
             tuple((str(a), str(b), str(c)) for a, b, c in payload.get("skipped", ())),
             tuple((str(k), int(v)) for k, v in (payload.get("methods") or {}).items()),
             tuple((str(k), int(v)) for k, v in (payload.get("patching") or {}).items()),
-            tuple((str(k), int(v[0]), int(v[1])) for k, v in (payload.get("timing") or {}).items()),
+            tuple((str(k), float(v[0]), int(v[1])) for k, v in (payload.get("timing") or {}).items()),
         )
     if kind == MessageType.COUNTS.value:
         rows = tuple(

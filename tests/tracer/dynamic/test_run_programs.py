@@ -360,6 +360,35 @@ def test_a_program_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: P
     assert any("was killed" in n for n in json.loads(out.read_text())["notes"])
 
 
+# Prints the protections of the library's mappings after it is hooked, then calls it.
+MAPS = """
+import ctypes, sys
+path = sys.argv[1]
+lib = ctypes.CDLL(path)
+prot = sorted({line.split()[1] for line in open("/proc/self/maps") if line.rstrip().endswith(path)})
+print(" ".join(prot))
+print(lib.cuInit(0))
+"""
+
+
+@pytest.mark.parametrize("when", ["dlopen", "at start"])
+def test_a_hooked_library_s_code_is_not_left_writable(standins: Standins, when: str, tmp_path: Path) -> None:
+    # The jumps of a library nothing runs yet go in with its code made writable once for the whole module
+    # (inside its dlopen, or before the program starts): its protections must be exactly as the loader set them.
+    env = {**os.environ}
+    if when == "at start":
+        env["LD_PRELOAD"] = str(standins.libcuda)
+    untraced = subprocess.run(
+        [sys.executable, "-c", MAPS, str(standins.libcuda)], capture_output=True, text=True, env=env, timeout=30
+    )
+    proc, trace = traced([sys.executable, "-c", MAPS, str(standins.libcuda)], tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == untraced.stdout, proc.stderr
+    assert "rwx" not in proc.stdout and "r-xp" in proc.stdout, proc.stdout
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[attr-defined]
+    assert calls.get("cuInit") == 1, calls
+
+
 def test_json_on_stdout_is_the_document_alone(standins: Standins) -> None:
     proc = subprocess.run(
         [*RUN, "--format", "json", "--", sys.executable, "-c", "print('program output')"],

@@ -94,19 +94,35 @@ function hookModule(m) {
   const maxDistance = Math.max(0x10000000, 0x70000000 - m.size);
   const code = nearMap(codeSize, m, maxDistance);
   const far = code.far === true;
-  const codeAt = num(code);
-  let i = 0;
   const pending = [];
   const first = S.entries.length, patchedFrom = S.directPatches.length;
   S.codeLent = code.lent === true;
   noteCounterUsed(S.counterUsed + groups.length);
+  // The library's code runs nowhere yet: its jumps go in with its code made writable once (openSpan).
+  if (!far && (S.lateScan || !S.livePatching)) openSpan(groups.map(g => g.at));
+  try {
+    hookGroups(m, groups, code, far, pending, sizes);
+  } finally {
+    closeSpan();
+  }
+  finishPending(pending, m);
+  S.codeLent = false;
+  noteCounterUsed();
+  if (!code.lent) logPatched(m, S.entries.slice(first), S.directPatches.slice(patchedFrom));
+}
+
+// Each group's entry, its block of code (at `code`, one after another) and its hook; pending ones are left for
+// finishPending.
+function hookGroups(m, groups, code, far, pending, sizes) {
+  const codeAt = num(code);
   const codeRanges = []; // filled as met (a module's own range list goes by the path it was loaded by)
+  let i = 0;
   for (const g of groups) {
     const e = newEntry(m.name, m.path, g.name, g.names);
     e.slot = allocCounter();
     e.address = g.key;
     newDetail(e);
-    const L = blockAt(code.add(i * per), codeAt + i * per);
+    const L = blockAt(code.add(i * BLOCK_SIZE), codeAt + i * BLOCK_SIZE);
     e.stubAt = L.stub.toString();
     i++;
     try {
@@ -123,10 +139,6 @@ function hookModule(m) {
       e.dead = true;
     }
   }
-  finishPending(pending, m);
-  S.codeLent = false;
-  noteCounterUsed();
-  if (!code.lent) logPatched(m, S.entries.slice(first), S.directPatches.slice(patchedFrom));
 }
 
 // The entries whose prologues the agent patched itself go in the adoption log (a forked child keeps them).
@@ -179,13 +191,14 @@ function scanModules(loaded) {
       S.seenModules.set(m.path, true);
       S.seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
-      const before = S.entries.length, t0 = Date.now();
+      const before = S.entries.length, t0 = S.nowNs();
       try {
         hookModule(m);
       } catch (err) {
         S.skipped.push([m.name, '*', String(err.message || err)]);
       }
-      S.hookTimes[m.name] = [Date.now() - t0, S.entries.length - before]; // start-up cost, said in the trace's notes
+      // start-up cost, said in the trace's notes: milliseconds, to the microsecond
+      S.hookTimes[m.name] = [Math.round((S.nowNs() - t0) / 1000) / 1000, S.entries.length - before];
       added.push({ name: m.name, path: m.path, base: m.base.toString(), size: m.size });
       sendHooks(before);
     }

@@ -57,6 +57,7 @@ const S = {
   dispatch: null, // the shared detail listener's code (setupDispatch), or null
   dispatchAt: 0, // its address as a number
   world: null, // {state, sig, patch}: stopping the world (setupWorld), or null
+  writable: null, // {first, end, lo, hi, prot}: a module's code span made writable once for its scan (openSpan)
 
   // What the agent is doing
   seq: 0, // the next batch's number
