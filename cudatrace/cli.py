@@ -111,10 +111,14 @@ _QUICK_EXIT = frozenset({"run"})
 
 
 def console() -> NoReturn:
-    """The ``cudatrace`` console script: :func:`main`, then the exit (for a run, once its streams are flushed,
-    without the interpreter's teardown)."""
+    """The ``cudatrace`` console script: :func:`main`, then :func:`leave`."""
     words = sys.argv[1:]
-    code = main(words)
+    leave(main(words), words)
+
+
+def leave(code: int, words: Sequence[str]) -> NoReturn:
+    """End the process with ``code`` once the command line ``words`` has run: for a run, once its streams are
+    flushed, without the interpreter's teardown."""
     if _command_named(words) in _QUICK_EXIT:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -114,6 +114,7 @@ code = cli.main(sys.argv[2:])
 for (key, kind), t in sorted(seen.items(), key=lambda kv: kv[1]):
     marks.write(f"{t!r} tracer: {key}: last {kind} message\n")
 mark(f"command returned {code}")
+cli.leave(code, sys.argv[2:])  # as the console script ends
 """
 
 

@@ -78,3 +78,18 @@ def test_each_kinds_format_choices_are_the_formats_that_render_it() -> None:
     assert set(formats.FORMATS) == {kind.__name__ for kind in render.DOCUMENTS}
     for kind in render.DOCUMENTS:
         assert formats.formats_of(kind.__name__) == render.formats_for(kind), kind.__name__
+
+
+def test_a_run_ends_without_the_teardown_but_with_its_output_flushed() -> None:
+    # stdout to a pipe is block-buffered: what is still in the buffer must reach it before the quick exit.
+    code = "import sys; from cudatrace.cli import leave; print('in the buffer', end=''); leave(4, ['run', '--', 'x'])"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (4, "in the buffer")
+
+
+def test_other_commands_end_as_a_python_program_does() -> None:
+    from cudatrace.cli import leave
+
+    with pytest.raises(SystemExit) as ended:
+        leave(5, ["--db", "run", "scan", "a.out"])  # `run` here is the store's path, the command is scan
+    assert ended.value.code == 5
