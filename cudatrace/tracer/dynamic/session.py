@@ -986,13 +986,27 @@ class _Tracer:
                     self.root_ready.set()
                 self._check_done()
 
-    def flush_all(self) -> None:
-        """Ask every live agent for a batch now."""
+    def flush_all(self, timeout: float | None = None) -> None:
+        """Ask every live agent for a batch now. With ``timeout``, all at once and waiting at most that long in
+        all: an agent that cannot answer (its process stopped, as Frida's rare fork hang leaves the forking
+        process in a ptrace stop) must not hold up the end of the run."""
         with self._lock:
             scripts = list(self.scripts.values())
-        for s in scripts:
+
+        def ask(script: Any) -> None:
             with contextlib.suppress(Exception):
-                s.exports_sync.flush()
+                script.exports_sync.flush()
+
+        if timeout is None:
+            for s in scripts:
+                ask(s)
+            return
+        asked = [threading.Thread(target=ask, args=(s,), name="cudatrace-flush", daemon=True) for s in scripts]
+        for t in asked:
+            t.start()
+        deadline = time.monotonic() + timeout
+        for t in asked:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def wait(self, stop: threading.Event | None = None) -> bool:
         """Block until every process of the tree has ended (Ctrl-C raises KeyboardInterrupt here) or ``stop`` is
@@ -1280,6 +1294,7 @@ def _wait_for_tree(
 ) -> None:
     first: tuple[int, float] | None = None
     stopped = False
+    held_stopped = _HeldStoppedWatch() if sys.platform.startswith("linux") else None
     while True:
         try:
             if tracer.done.wait(0.1):
@@ -1290,6 +1305,16 @@ def _wait_for_tree(
             return
         tracer.expire_awaited_execs()
         now = time.monotonic()
+        if held_stopped is not None:
+            stuck = held_stopped.check(collector.live(), now)
+            if stuck is not None:
+                message = (
+                    f"pid {stuck} has been held in a ptrace stop by Frida for {_HeldStoppedWatch.AFTER_S:g} s "
+                    "(Frida's rare hang at a fork; it does not end by itself): Ctrl-C twice (or SIGTERM twice) ends "
+                    "the run and keeps what was counted"
+                )
+                notes.append(message)
+                print(f"cudatrace: {message}", file=sys.stderr, flush=True)
         for sig in signals.take():
             name = signal_module.Signals(sig).name
             if first is None:
@@ -1314,6 +1339,52 @@ def _wait_for_tree(
             return
         if held is not None and held.terminal_fd is not None:
             _follow_job_control(held)
+
+
+class _HeldStoppedWatch:
+    """Frida's rare hang at a fork leaves the forking process in a ptrace stop held by a thread of cudatrace's own
+    (Frida's), which never resumes it, while none of cudatrace's injections is under way. Seen from /proc (Linux)
+    at most once a second; a process held so for AFTER_S seconds is reported once (an injection holds one for
+    milliseconds)."""
+
+    AFTER_S = 10.0
+
+    def __init__(self) -> None:
+        self.since: dict[int, float] = {}
+        self.checked = 0.0
+        self.reported = False
+
+    def check(self, live: Sequence[str], now: float) -> int | None:
+        """The pid to report, once; None otherwise."""
+        if self.reported or now - self.checked < 1.0:
+            return None
+        self.checked = now
+        try:
+            ours = {int(t) for t in os.listdir("/proc/self/task")}
+        except OSError:
+            return None
+        held = set()
+        for key in live:
+            pid = int(key.split(".")[0])
+            if _held_by(pid, ours):
+                held.add(pid)
+                if now - self.since.setdefault(pid, now) >= self.AFTER_S:
+                    self.reported = True
+                    return pid
+        self.since = {pid: t for pid, t in self.since.items() if pid in held}
+        return None
+
+
+def _held_by(pid: int, threads: set[int]) -> bool:
+    # In a ptrace stop ("t"), traced by one of `threads`.
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            text = f.read(4096).decode(errors="replace")
+    except OSError:
+        return False
+    state = re.search(r"^State:\s*(\S)", text, re.M)
+    tracer = re.search(r"^TracerPid:\s*(\d+)", text, re.M)
+    return state is not None and state.group(1) == "t" and tracer is not None and int(tracer.group(1)) in threads
 
 
 def _pass_on(tracer: _Tracer, collector: Collector, held: HeldProgram | None, sig: int) -> None:
@@ -1437,12 +1508,19 @@ def _proc_argv(pid: int) -> tuple[str, ...]:
 
 
 def _stop_tree(tracer: _Tracer, collector: Collector) -> None:
-    tracer.flush_all()
+    # Nothing here may wait on a process that cannot answer: the batches are asked for with a deadline, and the
+    # processes are killed by the system, not through Frida (whose own thread may be the one holding a process
+    # stopped). Counters the host reads itself (the shared files) are read after the processes are gone.
+    tracer.flush_all(timeout=2.0)
     time.sleep(0.3)  # let the batches arrive
     for key in collector.live():
         pid = int(key.split(".")[0])
-        with contextlib.suppress(Exception):
-            tracer.device.kill(pid)
+        if os.name == "posix":
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal_module.SIGKILL)
+        else:
+            with contextlib.suppress(Exception):
+                tracer.device.kill(pid)
         collector.set_exit(key, None, "SIGKILL")
     tracer.done.wait(5)
     for key in collector.live():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -177,3 +179,33 @@ def test_terminal_summary_says_no_cuda_plainly() -> None:
     text = render_trace_terminal(_trace(()))
     assert "no CUDA: the program loaded no CUDA library and called no CUDA entry point" in text
     assert "Entry points called" not in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and ptrace")
+def test_a_process_held_in_a_ptrace_stop_by_our_own_thread_is_reported_once() -> None:
+    # What Frida's rare hang at a fork leaves: the process in a ptrace stop held by a thread of cudatrace's.
+    # Here this test's thread holds a child so (PTRACE_ATTACH); a running child beside it is never reported.
+    import ctypes
+
+    from cudatrace.tracer.dynamic.session import _HeldStoppedWatch
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    held = subprocess.Popen(["sleep", "30"])
+    running = subprocess.Popen(["sleep", "30"])
+    try:
+        if libc.ptrace(16, held.pid, None, None) != 0:  # PTRACE_ATTACH
+            pytest.skip(f"ptrace not allowed here (errno {ctypes.get_errno()})")
+        os.waitpid(held.pid, 0)  # its SIGSTOP: now in a ptrace stop
+        live = [f"{held.pid}.0", f"{running.pid}.0"]
+        watch = _HeldStoppedWatch()
+        assert watch.check(live, 100.0) is None  # first seen
+        assert watch.check(live, 100.0 + _HeldStoppedWatch.AFTER_S - 1) is None
+        assert watch.check(live, 100.0 + _HeldStoppedWatch.AFTER_S + 0.5) == held.pid
+        assert watch.check(live, 200.0) is None  # once
+        assert _HeldStoppedWatch().check([f"{running.pid}.0"], 0.0) is None
+        libc.ptrace(17, held.pid, None, None)  # PTRACE_DETACH
+    finally:
+        for p in (held, running):
+            p.kill()
+            p.wait()

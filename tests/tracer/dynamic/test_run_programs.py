@@ -335,6 +335,37 @@ def test_sigterm_reaches_the_programs_handler_and_the_trace_is_kept(tmp_path: Pa
     assert any(n.startswith("interrupted: SIGTERM was passed on") for n in notes)
 
 
+def test_a_second_signal_ends_a_run_whose_agent_cannot_answer(tmp_path: Path) -> None:
+    # A stopped process cannot answer the agent's last flush (Frida's rare fork hang leaves one in a ptrace stop
+    # the same way): the second signal must still end the run, with the trace written and nothing left behind.
+    script = tmp_path / "stops.py"
+    script.write_text("import os, signal\nprint(os.getpid(), flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)\n")
+    out = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [*RUN, "--format", "json", "-o", str(out), "--", sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            assert time.monotonic() < deadline, "the program never stopped"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.5)  # not the same signal twice at once (as timeout(1) sends it)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 128 + signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert not Path(f"/proc/{pid}").exists()
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("stopped: a second signal (SIGTERM) killed the program") for n in notes), notes
+
+
 def test_a_program_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
     script = tmp_path / "stubborn.py"
     script.write_text(
