@@ -1310,8 +1310,9 @@ def _wait_for_tree(
             if stuck is not None:
                 message = (
                     f"pid {stuck} has been held in a ptrace stop by Frida for {_HeldStoppedWatch.AFTER_S:g} s "
-                    "(Frida's rare hang at a fork; it does not end by itself): Ctrl-C twice (or SIGTERM twice) ends "
-                    "the run and keeps what was counted"
+                    "(Frida's rare hang at a fork; it does not end by itself): two SIGTERMs to cudatrace "
+                    f"(`kill {os.getpid()}`, twice) end the run and keep what was counted (on a terminal Ctrl-C "
+                    "goes to the program, which cannot take it now)"
                 )
                 notes.append(message)
                 print(f"cudatrace: {message}", file=sys.stderr, flush=True)
