@@ -1257,9 +1257,17 @@ class _ForwardedSignals:
 
     SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 
-    def __init__(self) -> None:
+    def __init__(self, on_signal: Callable[[], None] | None = None) -> None:
         self.queue: list[int] = []
+        self.seen: list[int] = []  # every signal received, in order
         self._old: dict[int, Any] = {}
+        self._on_signal = on_signal
+
+    def _received(self, sig: int) -> None:
+        self.queue.append(sig)
+        self.seen.append(sig)
+        if self._on_signal is not None:
+            self._on_signal()
 
     def __enter__(self) -> _ForwardedSignals:
         if threading.current_thread() is threading.main_thread():
@@ -1271,7 +1279,7 @@ class _ForwardedSignals:
                 if old is signal_module.SIG_IGN:
                     continue  # ignored when cudatrace started (a background job): the program ignores it too
                 self._old[sig] = old
-                signal_module.signal(sig, lambda n, _f: self.queue.append(n))
+                signal_module.signal(sig, lambda n, _f: self._received(n))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -1477,9 +1485,17 @@ def trace_pid(
                 raise
             except Exception as exc:
                 raise TraceError(f"injecting the agent failed: {exc}", str(pid)) from exc
+            # SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-C, `kill`, `timeout`) detach and keep the trace; the
+            # process keeps running.
+            requested = stop if stop is not None else threading.Event()
             try:
-                detach = tracer.wait(stop)
-                if detach:
+                with _ForwardedSignals(on_signal=requested.set) as signals:
+                    detach = tracer.wait(requested)
+                if signals.seen:
+                    name = signal_module.Signals(signals.seen[0]).name
+                    how = "Ctrl-C" if name == "SIGINT" else name
+                    notes.append(f"interrupted: detached on {how}, the process keeps running")
+                elif detach:
                     notes.append("detached on request, the process keeps running")
             except KeyboardInterrupt:
                 notes.append("interrupted: detached on Ctrl-C, the process keeps running")

@@ -366,6 +366,33 @@ def test_a_second_signal_ends_a_run_whose_agent_cannot_answer(tmp_path: Path) ->
     assert any(n.startswith("stopped: a second signal (SIGTERM) killed the program") for n in notes), notes
 
 
+def test_sigterm_to_an_attached_run_detaches_keeps_the_trace_and_leaves_the_program_running(tmp_path: Path) -> None:
+    # `timeout` or a scheduler ends a `run --pid` with SIGTERM: like Ctrl-C, it detaches and writes the trace.
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
+    out = tmp_path / "t.json"
+    try:
+        run = subprocess.Popen(
+            [*RUN, "--format", "json", "-o", str(out), "--pid", str(target.pid)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while len(os.listdir(f"/proc/{target.pid}/task")) == 1:  # attached: Frida's threads are in the program
+            assert time.monotonic() < deadline, "never attached"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the agent configured
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=30)
+        assert run.returncode == 130, stderr
+        assert target.poll() is None, "the program must keep running"
+        notes = json.loads(out.read_text())["notes"]
+        assert "interrupted: detached on SIGTERM, the process keeps running" in notes, notes
+    finally:
+        target.kill()
+        target.wait()
+
+
 def test_a_program_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: Path) -> None:
     script = tmp_path / "stubborn.py"
     script.write_text(
