@@ -1259,13 +1259,11 @@ class _ForwardedSignals:
 
     def __init__(self, on_signal: Callable[[], None] | None = None) -> None:
         self.queue: list[int] = []
-        self.seen: list[int] = []  # every signal received, in order
         self._old: dict[int, Any] = {}
         self._on_signal = on_signal
 
     def _received(self, sig: int) -> None:
         self.queue.append(sig)
-        self.seen.append(sig)
         if self._on_signal is not None:
             self._on_signal()
 
@@ -1491,8 +1489,9 @@ def trace_pid(
             try:
                 with _ForwardedSignals(on_signal=requested.set) as signals:
                     detach = tracer.wait(requested)
-                if signals.seen:
-                    name = signal_module.Signals(signals.seen[0]).name
+                received = signals.take()  # nothing else takes them here
+                if received:
+                    name = signal_module.Signals(received[0]).name
                     how = "Ctrl-C" if name == "SIGINT" else name
                     notes.append(f"interrupted: detached on {how}, the process keeps running")
                 elif detach:

@@ -309,6 +309,13 @@ def test_the_programs_exit_status_is_returned(standins: Standins, mode: str, sta
     assert calls["cuLaunchKernel"] == 14
 
 
+def _started(options: list[str], out: Path) -> subprocess.Popen[str]:
+    """``cudatrace run --format json -o OUT OPTIONS`` started with its streams piped (the caller signals it)."""
+    return subprocess.Popen(
+        [*RUN, "--format", "json", "-o", str(out), *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 def test_sigterm_reaches_the_programs_handler_and_the_trace_is_kept(tmp_path: Path) -> None:
     done = tmp_path / "saved"
     script = tmp_path / "loop.py"
@@ -318,12 +325,7 @@ def test_sigterm_reaches_the_programs_handler_and_the_trace_is_kept(tmp_path: Pa
         "signal.signal(signal.SIGTERM, save)\nprint('ready', flush=True)\nwhile True: time.sleep(0.05)\n"
     )
     out = tmp_path / "t.json"
-    proc = subprocess.Popen(
-        [*RUN, "--format", "json", "-o", str(out), "--", sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _started(["--", sys.executable, str(script)], out)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         proc.send_signal(signal.SIGTERM)  # to cudatrace alone, as `kill` or a scheduler would
@@ -341,12 +343,7 @@ def test_a_second_signal_ends_a_run_whose_agent_cannot_answer(tmp_path: Path) ->
     script = tmp_path / "stops.py"
     script.write_text("import os, signal\nprint(os.getpid(), flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)\n")
     out = tmp_path / "t.json"
-    proc = subprocess.Popen(
-        [*RUN, "--format", "json", "-o", str(out), "--", sys.executable, str(script)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _started(["--", sys.executable, str(script)], out)
     try:
         assert proc.stdout is not None
         pid = int(proc.stdout.readline())
@@ -371,12 +368,7 @@ def test_sigterm_to_an_attached_run_detaches_keeps_the_trace_and_leaves_the_prog
     target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
     out = tmp_path / "t.json"
     try:
-        run = subprocess.Popen(
-            [*RUN, "--format", "json", "-o", str(out), "--pid", str(target.pid)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        run = _started(["--pid", str(target.pid)], out)
         deadline = time.monotonic() + 30
         while len(os.listdir(f"/proc/{target.pid}/task")) == 1:  # attached: Frida's threads are in the program
             assert time.monotonic() < deadline, "never attached"
