@@ -14,7 +14,7 @@ from typing import NoReturn
 
 from cudatrace import __version__
 from cudatrace.commands import COMMANDS, command_module
-from cudatrace.commands._common import add_common_options, check_db, check_output
+from cudatrace.commands._common import add_common_options, check_db, check_output, settle_format
 from cudatrace.errors import EXIT_BUG, EXIT_INTERRUPTED, CudatraceError, missing_dependency
 
 
@@ -63,12 +63,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     command; anything else (the help, a mistake) goes to the full parser."""
     words = list(sys.argv[1:] if argv is None else argv)
     name = _command_named(words)
+    args = None
     if name is not None:
         try:
-            return build_parser(name).parse_args(words)
+            args = build_parser(name).parse_args(words)
         except _NotOurs:
             pass
-    return build_parser().parse_args(words)
+    if args is None:
+        args = build_parser().parse_args(words)
+    settle_format(args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

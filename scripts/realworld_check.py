@@ -62,6 +62,11 @@ WHEELS = [
     ("jax-cuda12-plugin linux", "jax-cuda12-plugin", LINUX),
     ("ctranslate2 linux", "ctranslate2", LINUX),
     ("faiss-gpu-cu12 linux", "faiss-gpu-cu12", LINUX),
+    ("torch linux", "torch", LINUX),
+    ("xformers linux", "xformers", LINUX),
+    ("taichi linux", "taichi", LINUX),
+    ("warp-lang linux", "warp-lang", LINUX),
+    ("cuda-bindings linux", "cuda-bindings", LINUX),
     ("nvidia-nvjitlink-cu12 linux", "nvidia-nvjitlink-cu12", LINUX),
 ]
 FATBIN_MAGIC = b"\x50\xed\x55\xba"

@@ -61,10 +61,34 @@ def common_parent() -> argparse.ArgumentParser:
     return parent
 
 
+#: The format ``-o FILE`` asks for by its suffix when ``--format`` is not given.
+SUFFIX_FORMATS = {".json": "json", ".html": "html", ".htm": "html", ".md": "markdown", ".csv": "csv"}
+
+
 def add_output_args(parser: argparse.ArgumentParser, formats: tuple[str, ...] = ("terminal", "json")) -> None:
-    """The ``--format`` and ``-o`` options every producing command takes."""
-    parser.add_argument("--format", choices=formats, default=formats[0], help=f"output format (default {formats[0]})")
+    """The ``--format`` and ``-o`` options every producing command takes. Without ``--format`` the format is the
+    one ``-o``'s suffix names (``-o trace.json``), if the command offers it, else the first; see
+    :func:`settle_format`, which the command line calls once parsed."""
+    suffixes = ", ".join(s for s, f in SUFFIX_FORMATS.items() if f in formats and s != ".htm")
+    parser.add_argument(
+        "--format",
+        choices=formats,
+        default=None,
+        help=f"output format (default: the one -o FILE's suffix names ({suffixes}), else {formats[0]})",
+    )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE instead of stdout")
+    parser.set_defaults(offered_formats=formats)
+
+
+def settle_format(args: argparse.Namespace) -> None:
+    """Give ``args.format`` its default where ``--format`` was not given: the format ``-o``'s suffix names, if the
+    command offers it, else the command's first format (terminal)."""
+    formats = getattr(args, "offered_formats", None)
+    if not formats or getattr(args, "format", None) is not None:
+        return
+    output = getattr(args, "output", None)
+    wanted = SUFFIX_FORMATS.get(os.path.splitext(output)[1].lower()) if output and output != "-" else None
+    args.format = wanted if wanted in formats else formats[0]
 
 
 QUIET_HELP = "terminal: only what matters (each verdict and its blockers, failures, the summary); no progress"

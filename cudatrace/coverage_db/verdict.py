@@ -378,6 +378,7 @@ def judge(
     proc_names = 0
     inner_left_out: dict[str, int] = defaultdict(int)
     nvidia_own: set[tuple[Family, str]] = set()
+    reached_how: dict[tuple[Family, str], set[EntryHow]] = {}
     translated = 0
     total = 0
 
@@ -399,6 +400,7 @@ def judge(
         status = info.status
         if status is ZludaStatus.NOT_REPLACED:
             not_replaced.setdefault(key, []).append(e.function)
+            reached_how.setdefault(key, set()).add(e.how)
             continue
         if status is ZludaStatus.NVIDIA_OWN:
             nvidia_own.add(key)
@@ -432,7 +434,7 @@ def judge(
         libs.setdefault(cl.name, cl)
     for (fam, libname), _names in not_replaced.items():
         if libname and libname not in libs:
-            libs[libname] = CudaLibrary(libname, fam, LibraryHow.IMPORT)
+            libs[libname] = CudaLibrary(libname, fam, _how_reached(reached_how[(fam, libname)], binary_format))
     for cl in libs.values():
         if cl.how in (LibraryHow.LOADED, LibraryHow.DLOPEN_STRING) and replaced_caller(cl.name, rel, cat):
             continue  # a cuDNN sub-library that ZLUDA's cuDNN never loads
@@ -851,6 +853,19 @@ def fixing_reason(
         f"every blocker is translated since {target}: upgrade",
         f"upgrade to ZLUDA {target}",
     )
+
+
+def _how_reached(hows: set[EntryHow], binary_format: BinaryFormat | None) -> LibraryHow:
+    """How a library no table names is reached, from how its entry points are: names looked up at run time
+    (taichi builds cuSOLVER's file name and resolves its functions with dlsym) mean a load at run time, not a
+    link."""
+    if hows & {EntryHow.IMPORT, EntryHow.SYMBOL}:
+        return LibraryHow.IMPORT if binary_format is BinaryFormat.PE else LibraryHow.NEEDED
+    if EntryHow.DELAY_IMPORT in hows:
+        return LibraryHow.DELAY_IMPORT
+    if EntryHow.CALLED in hows:
+        return LibraryHow.LOADED
+    return LibraryHow.DLOPEN_STRING
 
 
 def _library_reason(

@@ -8,13 +8,15 @@ the program, not about each ``.so``. This module works that out from the files a
   the file itself. Distributions named ``nvidia-*`` and NVIDIA's CUDA libraries themselves (cuBLAS, cuDNN, ...)
   are kind ``nvidia``: they are not programs, and never count as blocked ones.
 * **The start-up path**: the executables (an application), or the extension modules that importing the package
-  loads (a wheel: module-level ``import``/``from`` lines of its ``.py`` files, followed from the top-level
-  packages' ``__init__.py``); then everything they link at load time (DT_NEEDED, PE imports), resolved by file
-  name or soname inside the program.
+  loads (a wheel: the ``import``/``from`` lines, and ``import_module``/``find_spec`` calls with a literal name,
+  that run when its ``.py`` files are imported, the module's own functions called at import included, followed
+  from the top-level packages' ``__init__.py``); then everything they link at load time (DT_NEEDED, PE
+  imports), resolved by file name or soname inside the program.
 * **On-demand parts**: binaries a start-up part names in its strings (``dlopen``/``LoadLibrary`` by name:
   execution providers, device plugins, backends) and what they link; binaries nothing links or names (loaded
   through a path the files do not spell, e.g. a ctypes call that builds the name); extension modules imported
-  only inside functions. Each gets the feature it serves, named after its file.
+  only inside functions nothing calls at import; programs the package starts as child processes. Each gets the
+  feature it serves, named after its file.
 
 Reading is bounded: RECORD and METADATA files of at most :data:`MAX_TEXT_BYTES`, at most :data:`MAX_PY_FILES`
 Python files per distribution, nothing executed.
@@ -26,6 +28,7 @@ import ast
 import multiprocessing
 import os
 import re
+import sys
 import zipfile
 import zlib
 from collections import deque
@@ -60,7 +63,8 @@ class _Dist:
     files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
     top_level: tuple[str, ...] = ()
     read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
-    requires: tuple[str, ...] = ()  # distributions it always requires (Requires-Dist without a marker), normalized
+    requirements: tuple[tuple[str, str, str], ...] = ()  # Requires-Dist: (name normalized, extras, marker)
+    python: str | None = None  # "3.11" from the wheel's tag (``cp311``), None for a pure or unknown one
     extras: tuple[tuple[str, str], ...] = ()  # (extra, distribution) that ``pip install 'name[extra]'`` adds
 
 
@@ -83,11 +87,89 @@ def _norm_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requires(meta: str) -> tuple[str, ...]:
-    """The distributions a METADATA file always requires: ``Requires-Dist`` lines without an environment marker
-    (an ``extra == ...`` or platform condition may not hold), names normalized as pip compares them."""
-    names = {_norm_dist(m.group(1)) for m in _REQUIRES.finditer(meta) if not m.group(3)}
-    return tuple(sorted(names))
+def _requirements(meta: str) -> tuple[tuple[str, str, str], ...]:
+    """A METADATA file's ``Requires-Dist`` lines: (name normalized as pip compares them, extras, marker)."""
+    out = []
+    for m in _REQUIRES.finditer(meta):
+        extras = _REQUIREMENT_EXTRAS.search(m.group(2) or "")
+        out.append((_norm_dist(m.group(1)), extras.group(1) if extras else "", (m.group(3) or "").lstrip(";").strip()))
+    return tuple(out)
+
+
+_REQUIREMENT_EXTRAS = re.compile(r"^\s*\[([^\]]*)\]")
+_WHEEL_PYTHON = re.compile(r"^Tag:[ \t]*cp(\d)(\d+)-", re.MULTILINE)
+
+#: NVIDIA's meta-package ``cuda-toolkit`` brings one or more ``nvidia-*`` wheels per extra: torch 2.14 requires
+#: ``cuda-toolkit[cublas,cudart,cufft,...]==13.0.3``. From the ``Requires-Dist`` lines of cuda-toolkit 13.0.3.
+_TOOLKIT_EXTRAS: dict[str, tuple[str, ...]] = {
+    "cublas": ("nvidia-cublas", "nvidia-cuda-nvrtc"),
+    "cudart": ("nvidia-cuda-runtime",),
+    "cufft": ("nvidia-cufft", "nvidia-nvjitlink"),
+    "cufile": ("nvidia-cufile",),
+    "cupti": ("nvidia-cuda-cupti",),
+    "curand": ("nvidia-curand",),
+    "cusolver": ("nvidia-cublas", "nvidia-cusolver", "nvidia-cusparse", "nvidia-nvjitlink"),
+    "cusparse": ("nvidia-cusparse", "nvidia-nvjitlink"),
+    "npp": ("nvidia-npp",),
+    "nvcc": ("nvidia-cuda-crt", "nvidia-cuda-nvcc", "nvidia-cuda-runtime", "nvidia-nvvm"),
+    "nvfatbin": ("nvidia-nvfatbin",),
+    "nvjitlink": ("nvidia-nvjitlink",),
+    "nvjpeg": ("nvidia-nvjpeg",),
+    "nvptxcompiler": ("nvidia-nvptxcompiler",),
+    "nvrtc": ("nvidia-cuda-nvrtc",),
+    "nvtx": ("nvidia-nvtx",),
+    "nvvm": ("nvidia-nvvm",),
+}
+_TOOLKIT_EXTRAS["all"] = tuple(sorted({w for ws in _TOOLKIT_EXTRAS.values() for w in ws}))
+
+
+def _marker_environment(platform: str, machine: str, python: str | None) -> dict[str, str]:
+    """The values a requirement's environment marker is evaluated with for a program of ``platform`` and
+    ``machine`` (a wheel is installed where its binaries run), under the Python its tag names."""
+    windows = platform == "windows"
+    if python is None:
+        python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    arch = {"x86_64": "AMD64", "aarch64": "ARM64", "i386": "x86"}.get(machine, machine) if windows else machine
+    return {
+        "sys_platform": "win32" if windows else "linux",
+        "platform_system": "Windows" if windows else "Linux",
+        "os_name": "nt" if windows else "posix",
+        "platform_machine": arch,
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "implementation_version": f"{python}.0",
+        "platform_python_implementation": "CPython",
+        "extra": "",
+    }
+
+
+def _holds(marker: str, environment: dict[str, str]) -> bool:
+    """Whether an environment marker holds; one that does not parse, or compares what it cannot, does not."""
+    from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+
+    try:
+        return bool(Marker(marker).evaluate(environment))
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName, ValueError, TypeError):
+        return False
+
+
+def requires_for(
+    requirements: Sequence[tuple[str, str, str]], platform: str, machine: str, python: str | None = None
+) -> tuple[str, ...]:
+    """The distributions installing a wheel brings with it on ``platform``: its requirements whose marker holds
+    there (never one only an extra asks for), and the ``nvidia-*`` wheels the extras of a ``cuda-toolkit``
+    requirement bring."""
+    environment = _marker_environment(platform, machine, python)
+    out: set[str] = set()
+    for name, extras, marker in requirements:
+        if marker and not _holds(marker, environment):
+            continue
+        out.add(name)
+        if name == "cuda-toolkit":
+            for extra in extras.split(","):
+                out.update(_TOOLKIT_EXTRAS.get(extra.strip().lower(), ()))
+    return tuple(sorted(out))
 
 
 def _extras(meta: str) -> tuple[tuple[str, str], ...]:
@@ -110,7 +192,9 @@ def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
     m_ver = re.search(r"^Version:[ \t]*(\S+)", meta, re.MULTILINE)
     dist = _Dist(m_name.group(1) if m_name else name, m_ver.group(1) if m_ver else (version or None), site)
     dist.read = read
-    dist.requires = _requires(meta)
+    dist.requirements = _requirements(meta)
+    tag = _WHEEL_PYTHON.search(read(f"{info}/WHEEL"))
+    dist.python = f"{tag.group(1)}.{tag.group(2)}" if tag else None
     dist.extras = _extras(meta)
     for line in read(f"{info}/RECORD").splitlines():
         rel = line.rsplit(",", 2)[0].strip().strip('"')
@@ -256,24 +340,92 @@ def _module_of(rel: str) -> str:
     return ".".join(parts)
 
 
-def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The import statements that run when a module is imported: at its top level and inside top-level ``try``,
-    ``if``, ``with`` and loops (``try: from ._ext import *`` is how many packages load their extension), never
-    inside a function or class body (those run later, if ever)."""
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+#: Calls that import the module their first argument names: ``importlib.import_module("pkg._ext")``,
+#: ``__import__("pkg")``, and ``find_spec("_C")`` (``importlib.util.find_spec`` or a ``FileFinder`` of the
+#: package's own folder, which is how xformers finds its extension module before loading it).
+_DYNAMIC_IMPORTS = frozenset({"import_module", "__import__", "find_spec"})
+
+
+def _never_on_import(test: ast.expr) -> bool:
+    """``if __name__ == "__main__":`` and ``if TYPE_CHECKING:``: bodies an import never runs."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    if isinstance(test, ast.Attribute):
+        return test.attr == "TYPE_CHECKING"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        sides = [test.left, *test.comparators]
+        return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
+            isinstance(x, ast.Constant) and x.value == "__main__" for x in sides
+        )
+    return False
+
+
+def _own_calls(node: ast.stmt) -> Iterator[ast.Call]:
+    """The calls in a statement's own expressions (a compound statement's test, items, iterator), not in the
+    statements it holds: those are visited on their own, and may never run (``if __name__ == "__main__"``)."""
+    for name, value in ast.iter_fields(node):
+        if name in _STATEMENT_LISTS:
+            continue
+        for part in value if isinstance(value, list) else [value]:
+            if isinstance(part, ast.AST):
+                yield from (n for n in ast.walk(part) if isinstance(n, ast.Call))
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom | ast.Call]:
+    """The import statements, and the calls, that run when a module is imported.
+
+    At its top level and inside top-level ``try``, ``if``, ``with``, loops and class bodies (``try: from ._ext
+    import *`` is how many packages load their extension), and inside the module's own functions that those
+    statements call, transitively (``core = import_core()``: taichi imports its extension module in such a
+    function); never in a function nothing at import calls, a method, or a body an import skips (see
+    :func:`_never_on_import`)."""
+    functions = {n.name: n for n in body if isinstance(n, _FUNCTIONS)}
+    followed: set[str] = set()
     stack = list(reversed(body))
     while stack:
         node = stack.pop()
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            if isinstance(node, ast.ClassDef):
+                stack.extend(reversed(node.body))
+            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        else:
-            for name in ("body", "orelse", "finalbody", "handlers"):
-                for child in reversed(getattr(node, name, None) or []):
-                    if isinstance(child, ast.ExceptHandler):
-                        stack.extend(reversed(child.body))
-                    elif isinstance(child, ast.stmt):
-                        stack.append(child)
+        for call in _own_calls(node):
+            yield call
+            name = call.func.id if isinstance(call.func, ast.Name) else None
+            if name in functions and name not in followed:
+                followed.add(name)
+                stack.extend(reversed(functions[name].body))
+        if isinstance(node, ast.If) and _never_on_import(node.test):
+            stack.extend(reversed(node.orelse))
+            continue
+        for name in _STATEMENT_LISTS:
+            for child in reversed(getattr(node, name, None) or []):
+                if isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                    stack.extend(reversed(child.body))
+                elif isinstance(child, ast.stmt):
+                    stack.append(child)
+
+
+def _dynamic_import(call: ast.Call, module: str, is_package: bool) -> list[str]:
+    """The modules a dynamic import call (see :data:`_DYNAMIC_IMPORTS`) with a literal name imports."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if name not in _DYNAMIC_IMPORTS or not call.args:
+        return []
+    arg = call.args[0]
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) or not arg.value.strip("."):
+        return []
+    target = arg.value
+    dots = len(target) - len(target.lstrip("."))
+    if dots:
+        return [_absolute(target[dots:], dots, module, is_package)]
+    if name == "find_spec" and "." not in target:  # a finder of the package's own folder, or a top-level name
+        return [target, _absolute(target, 1, module, is_package)]
+    return [target]
 
 
 def _absolute(base: str, level: int, module: str, is_package: bool) -> str:
@@ -293,6 +445,9 @@ def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
         return _imports_by_line(text, module, is_package)
     out: set[str] = set()
     for node in _module_level(tree.body):
+        if isinstance(node, ast.Call):
+            out.update(_dynamic_import(node, module, is_package))
+            continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
             continue
@@ -487,6 +642,9 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
         if _is_extension(b, group.dist):
             why = "extension module imported only when a feature is used (not from the package's import path)"
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
+        elif group.dist is not None and _is_executable(b):
+            why = "a program the package starts as a child process (a helper tool, a compiler, a server)"
+            feat = f"the {b.name} program"
         elif python_loader:
             why = (
                 "a library the package's Python code loads at run time (ctypes or a plugin loader; which one can "
@@ -632,6 +790,7 @@ def _group_programs(
         elif g.kind is ProgramKind.APPLICATION and not any(_is_executable(b) for b in g.binaries):
             g.kind = ProgramKind.LIBRARY
         parts = tuple(_roles(g, pool))
+        platform = _platform(g.binaries)
         programs.append(
             Program(
                 name=g.name,
@@ -639,11 +798,15 @@ def _group_programs(
                 root=g.root,
                 kind=g.kind,
                 binaries=tuple(p.path for p in parts if p.role is PartRole.STARTUP),
-                requires=g.dist.requires if g.dist is not None else (),
+                requires=(
+                    requires_for(g.dist.requirements, platform, g.binaries[0].machine, g.dist.python)
+                    if g.dist is not None
+                    else ()
+                ),
                 extras=g.dist.extras if g.dist is not None else (),
                 on_demand=tuple(p for p in parts if p.role is PartRole.ON_DEMAND),
                 parts=parts,
-                platform=_platform(g.binaries),
+                platform=platform,
             )
         )
     return tuple(sorted(programs, key=lambda p: (p.kind is ProgramKind.NVIDIA, p.name.lower(), p.root)))

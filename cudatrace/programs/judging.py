@@ -52,13 +52,39 @@ def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _from_requirement(name: str, program: Program) -> str | None:
+# The NVIDIA wheel of each family, for a library the export facts do not list (libcupti.so.13, the unversioned
+# libcudart.so a program tries by name): ``nvidia-cuda-cupti`` (CUDA 13 and later) or ``nvidia-cuda-cupti-cu12``.
+_FAMILY_WHEELS = {
+    Family.RUNTIME: "nvidia-cuda-runtime",
+    Family.CUPTI: "nvidia-cuda-cupti",
+    Family.NVRTC: "nvidia-cuda-nvrtc",
+    Family.CUBLAS: "nvidia-cublas",
+    Family.CUBLASLT: "nvidia-cublas",
+    Family.CUFFT: "nvidia-cufft",
+    Family.CUFFTW: "nvidia-cufft",
+    Family.CURAND: "nvidia-curand",
+    Family.CUSOLVER: "nvidia-cusolver",
+    Family.CUSPARSE: "nvidia-cusparse",
+    Family.CUDNN: "nvidia-cudnn",
+    Family.NCCL: "nvidia-nccl",
+    Family.NVJITLINK: "nvidia-nvjitlink",
+    Family.NVTX: "nvidia-nvtx",
+}
+
+
+def _from_requirement(name: str, family: Family, program: Program) -> str | None:
     """The wheel the program requires that ships library ``name`` (``libcudart.so.12`` from
-    ``nvidia-cuda-runtime-cu12``), or None."""
+    ``nvidia-cuda-runtime-cu12``), or None. A library the export facts do not know is matched to the required
+    wheel of its family."""
     if not program.requires:
         return None
-    shipping = load_exports().library_packages.get(name, ())
-    return next((p for p in shipping if p in program.requires), None)
+    shipping = load_exports().library_packages.get(name)
+    if shipping:
+        return next((p for p in shipping if p in program.requires), None)
+    stem = _FAMILY_WHEELS.get(family)
+    if stem is None:
+        return None
+    return next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
 
 
 def _missing(
@@ -86,7 +112,7 @@ def _missing(
                 if lib is not None:
                     if lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel):
                         continue
-                    wheel = _from_requirement(name, program)
+                    wheel = _from_requirement(name, lib.family, program)
                     if wheel is not None:
                         required[name] = wheel
                         continue

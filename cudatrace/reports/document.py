@@ -480,7 +480,13 @@ class Report(Record):
     def notes(self) -> tuple[str, ...]:
         """Plain sentences about the kind of evidence: no CUDA, static only, a crashed run, no classification."""
         out: list[str] = []
-        if not self.uses_cuda:
+        failed_load = any(r.code == "load_failed" for r in (self.verdict.reasons if self.verdict else ()))
+        if not self.uses_cuda and failed_load:
+            out.append(
+                "No CUDA call: the traced run tried to load CUDA and failed (the verdict names the library and the "
+                "loader's error), so nothing reached the GPU."
+            )
+        elif not self.uses_cuda:
             where = []
             if self.binaries:
                 where.append(

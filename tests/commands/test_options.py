@@ -39,3 +39,39 @@ def test_run_refuses_a_bad_release_before_the_program_runs(tmp_path: Path, capsy
     assert "unknown ZLUDA release 'v6-bogus'" in capsys.readouterr().err and not marker.exists()
     assert main(["--no-store", "run", "--no-zluda-verdict", "--release", "v5", *program]) == EXIT_USAGE
     assert "cannot go with --release" in capsys.readouterr().err and not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["scan", "-o", "scan.json", "app"], "json"),
+        (["scan", "-o", "SCAN.JSON", "app"], "json"),
+        (["scan", "-o", "scan.txt", "app"], "terminal"),
+        (["scan", "-o", "scan.html", "app"], "terminal"),  # scan has no HTML: the default, never a refusal
+        (["scan", "--format", "terminal", "-o", "scan.json", "app"], "terminal"),  # said outright wins
+        (["scan", "app"], "terminal"),
+        (["report", "-o", "r.html", "t.json"], "html"),
+        (["report", "-o", "r.md", "t.json"], "markdown"),
+        (["report", "-o", "r.csv", "t.json"], "csv"),
+        (["report", "-o", "-", "t.json"], "terminal"),
+        (["run", "-o", "trace.json", "--", "/bin/true"], "json"),
+        (["diff", "-o", "d.md", "a", "b"], "markdown"),
+    ],
+)
+def test_without_format_the_output_file_s_suffix_chooses_it(words: list[str], expected: str) -> None:
+    from cudatrace.cli import parse_args
+
+    assert parse_args(words).format == expected
+
+
+def test_run_o_trace_json_writes_a_trace_report_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `cudatrace run -o trace.json -- prog` then `cudatrace report trace.json`: the file is the JSON document
+    import json
+    import sys
+
+    out = tmp_path / "trace.json"
+    assert main(["--no-store", "run", "-q", "-o", str(out), "--", sys.executable, "-c", "print('hi')"]) == EXIT_OK
+    assert json.loads(out.read_text())["schema"] == "cudatrace.trace/1"
+    capsys.readouterr()
+    assert main(["--no-store", "report", str(out)]) == EXIT_OK
+    assert "cudatrace report" in capsys.readouterr().out

@@ -266,6 +266,22 @@ def test_libraries_not_replaced() -> None:
     assert rt.status is VerdictStatus.RUNS and codes(rt) == ["nvidia_own"]
 
 
+def test_a_library_reached_only_by_names_it_looks_up_is_loaded_at_run_time_not_linked() -> None:
+    # taichi builds cuSOLVER's file name at run time and resolves its functions with dlsym: the scan finds the
+    # names and no library entry. The verdict names the library as one loaded at run time, never "is linked",
+    # and a TensorRT reached that way is an optional path (a risk), not a failed load.
+    names = ["cusolverSpCreate", "cusolverSpDestroy"]
+    v = judge([sym(Family.CUSOLVER, "libcusolver.so.11", n, EntryHow.PROC_STRING) for n in names], [], None, SEED)
+    r = reason(v, "library_not_replaced")
+    assert r.message.startswith("libcusolver.so.11 may be loaded at run time:")  # type: ignore[attr-defined]
+    linked = judge([sym(Family.CUSOLVER, "libcusolver.so.11", n) for n in names], [], None, SEED)
+    assert reason(linked, "library_not_replaced").message.startswith("libcusolver.so.11 is linked:")  # type: ignore[attr-defined]
+    trt = [sym(Family.TENSORRT, "libnvinfer.so.10", "createInferRuntime_INTERNAL", EntryHow.PROC_STRING)]
+    assert judge(trt, [], None, SEED).status is VerdictStatus.AT_RISK
+    trt_linked = [sym(Family.TENSORRT, "libnvinfer.so.10", "createInferRuntime_INTERNAL")]
+    assert judge(trt_linked, [], None, SEED).status is VerdictStatus.BLOCKED
+
+
 # -- annotate ---------------------------------------------------------------------------------------------------
 
 

@@ -259,10 +259,11 @@ def test_an_extension_module_imported_inside_try_is_start_up(tmp_path: Path) -> 
     assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
 
 
-@pytest.mark.parametrize("requires", ["always", "extra", "no"])
+@pytest.mark.parametrize("requires", ["always", "extra", "no", "on-linux", "on-windows"])
 def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path: Path) -> None:
     # faiss-gpu-cu12 links libcudart.so.12 and ships none: its METADATA requires nvidia-cuda-runtime-cu12, which
-    # pip installs with it. The same here with libnccl.so.2 (ZLUDA replaces no NCCL) and nvidia-nccl-cu12.
+    # pip installs with it. The same here with libnccl.so.2 (ZLUDA replaces no NCCL) and nvidia-nccl-cu12. torch
+    # requires its NVIDIA wheels with a marker (platform_system == "Linux"): it holds for a Linux wheel.
     from tests.binaries import _run, build_cuda_stub_libs
 
     libs = build_cuda_stub_libs()
@@ -285,10 +286,14 @@ def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path
         )
     elif requires == "extra":  # onnxruntime-gpu's [cuda] extra brings the CUDA runtime
         meta.write_text(meta.read_text() + 'Provides-Extra: multi\nRequires-Dist: nvidia-nccl-cu12; extra == "multi"\n')
+    elif requires.startswith("on-"):
+        system = "Linux" if requires == "on-linux" else "Windows"
+        line = f'Requires-Dist: nvidia-nccl-cu12==2.30; platform_system == "{system}" and python_version >= "3.9"\n'
+        meta.write_text(meta.read_text() + line)
     p = _program(_judge(site), ProgramKind.WHEEL)
     assert p.verdict is not None
     codes = {r.code: r for r in p.verdict.reasons}
-    if requires == "always":
+    if requires in ("always", "on-linux"):
         assert p.requires == ("nvidia-nccl-cu12",) and p.missing == ()
         assert "library_missing" not in codes
         assert "libnccl.so.2 from nvidia-nccl-cu12" in codes["library_from_requirement"].message

@@ -519,6 +519,17 @@ def test_a_failed_dlopen_of_libcuda_is_recorded_and_the_program_sees_its_own_err
     assert failure["kind"] == "missing_library" and failure["library"] == "libcuda.so.1" and failure["cuda"]
     assert trace["verdict"]["status"] == "blocked"  # type: ignore[index]
     assert "ran without the GPU" in trace["verdict"]["reasons"][0]["message"]  # type: ignore[index]
+    # The report on that trace says the run tried CUDA and failed, not that the program has no CUDA at all
+    # (taichi, warp and cuda-bindings on a machine without the driver end up here).
+    saved = tmp_path / "failed-load.json"
+    saved.write_text(json.dumps(trace))
+    report = subprocess.run(
+        [sys.executable, "-m", "cudatrace", "report", "--no-store", "--format", "json", str(saved)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    notes = json.loads(report.stdout)["notes"]
+    assert notes[0].startswith("No CUDA call: the traced run tried to load CUDA and failed")
+    assert not any("No CUDA at all" in n for n in notes)
 
 
 OUTER = r"""

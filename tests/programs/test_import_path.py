@@ -1,0 +1,108 @@
+"""Which extension modules importing a package loads, read from its Python files (nothing is executed).
+
+The patterns are the ones real CUDA wheels use: taichi imports its extension module inside a function that its
+module calls at import, xformers finds ``_C`` with a ``FileFinder`` of its own folder and loads it from a function
+called at import; a ``__main__`` block, a ``TYPE_CHECKING`` block and a function nothing calls never run."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudatrace.programs.grouping import _requirements, requires_for, startup_extensions
+
+EXTENSIONS = {"pkg._core": "pkg/_core.so", "pkg._extra": "pkg/_extra.so", "pkg.sub._C": "pkg/sub/_C.so"}
+
+
+def _reached(files: dict[str, str]) -> set[str] | None:
+    return startup_extensions(files.__getitem__, files, EXTENSIONS)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # taichi/_lib/utils.py
+        "def import_core():\n    try:\n        from pkg import _core as core\n    except ImportError:\n        raise\n"
+        "    return core\n\ncore = import_core()\n",
+        # a helper called from the function called at import
+        "def _load():\n    import pkg._core\n\ndef setup():\n    _load()\n\n"
+        "try:\n    setup()\nexcept OSError:\n    pass\n",
+        # a class body runs at import
+        "class Backend:\n    from pkg import _core\n",
+        "import importlib\n_ext = importlib.import_module('pkg._core')\n",
+        "from importlib import import_module\n_ext = import_module('._core', __package__)\n",
+        "if not hasattr(object, 'x'):\n    __import__('pkg._core')\n",
+    ],
+    ids=["function-called-at-import", "called-transitively", "class-body", "import_module", "relative", "dunder"],
+)
+def test_an_import_that_runs_when_the_package_is_imported_is_start_up(code: str) -> None:
+    files = {"pkg/__init__.py": "from . import loader\n", "pkg/loader.py": code}
+    assert _reached(files) == {"pkg._core"}
+
+
+def test_a_finder_of_the_package_s_own_folder_reaches_its_extension_module() -> None:
+    # xformers/_cpp_lib.py: FileFinder(lib_dir, ...).find_spec("_C"), then torch.ops.load_library(spec.origin)
+    loader = (
+        "import importlib.machinery, os\n\ndef _register():\n"
+        "    finder = importlib.machinery.FileFinder(os.path.dirname(__file__))\n"
+        "    spec = finder.find_spec('_C')\n    return spec.origin\n\n"
+        "try:\n    _origin = _register()\nexcept Exception:\n    _origin = None\n"
+    )
+    files = {"pkg/__init__.py": "from .sub import _cpp_lib\n", "pkg/sub/__init__.py": "", "pkg/sub/_cpp_lib.py": loader}
+    assert _reached(files) == {"pkg.sub._C"}
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def main():\n    from pkg import _core\n\nif __name__ == '__main__':\n    main()\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import _core\n",
+        "import typing\nif typing.TYPE_CHECKING:\n    import pkg._core\n",
+        "def later():\n    from pkg import _core\n\nclass A:\n    def m(self):\n        later()\n",
+        "def f():\n    def inner():\n        import pkg._core\n    return inner\n\nf()\n",
+        "import importlib\nname = 'pkg._core'\nimportlib.import_module(name)\n",
+    ],
+    ids=["main-block", "type-checking", "typing.TYPE_CHECKING", "method-calls-it", "nested-def", "name-not-literal"],
+)
+def test_an_import_that_does_not_run_at_import_stays_on_demand(code: str) -> None:
+    files = {"pkg/__init__.py": "from . import loader\n", "pkg/loader.py": code}
+    assert _reached(files) == set()
+
+
+def test_the_else_branch_of_a_main_block_runs_and_a_recursive_helper_ends() -> None:
+    code = (
+        "def again():\n    again()\n    import pkg._extra\n\nagain()\n"
+        "if __name__ == '__main__':\n    pass\nelse:\n    from pkg import _core\n"
+    )
+    files = {"pkg/__init__.py": code}
+    assert _reached(files) == {"pkg._core", "pkg._extra"}
+
+
+def test_the_wheels_installing_a_wheel_brings_follow_its_markers_and_the_toolkit_s_extras() -> None:
+    # torch 2.14's METADATA (abridged): its NVIDIA libraries come through cuda-toolkit's extras, on Linux only
+    requirements = _requirements(
+        "Requires-Dist: filelock\n"
+        'Requires-Dist: cuda-toolkit[cudart,cupti,nvrtc]==13.0.3; platform_system == "Linux"\n'
+        'Requires-Dist: nvidia-nccl-cu13==2.30.7; platform_system == "Linux"\n'
+        'Requires-Dist: triton~=3.8.0; platform_system == "Linux" and python_version < "3.15"\n'
+        'Requires-Dist: pywin32; sys_platform == "win32"\n'
+        'Requires-Dist: optree>=0.13.0; extra == "optree"\n'
+        "Requires-Dist: broken; platform_system ==\n"
+    )
+    linux = requires_for(requirements, "linux", "x86_64", "3.11")
+    assert linux == (
+        "cuda-toolkit", "filelock", "nvidia-cuda-cupti", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime",
+        "nvidia-nccl-cu13", "triton",
+    )  # fmt: skip
+    assert requires_for(requirements, "linux", "x86_64", "3.15") == tuple(n for n in linux if n != "triton")
+    assert requires_for(requirements, "windows", "x86_64", "3.11") == ("filelock", "pywin32")
+
+
+def test_a_library_the_export_facts_do_not_list_comes_from_the_required_wheel_of_its_family() -> None:
+    from cudatrace.model import Family, Program, ProgramKind
+    from cudatrace.programs.judging import _from_requirement
+
+    torch = Program("torch", "2.14.1", "/w", ProgramKind.WHEEL, requires=("nvidia-cuda-cupti", "nvidia-nccl-cu13"))
+    assert _from_requirement("libcupti.so.13", Family.CUPTI, torch) == "nvidia-cuda-cupti"
+    assert _from_requirement("libnccl.so.2", Family.NCCL, torch) == "nvidia-nccl-cu13"  # from the export facts
+    assert _from_requirement("libcurand.so.10", Family.CURAND, torch) is None  # nothing required ships it
+    assert _from_requirement("libfoo.so.1", Family.OTHER, torch) is None
