@@ -14,7 +14,10 @@ from cudatrace.model import Family
 # Framework-level work-arounds for families ZLUDA replaces only partly or not at all.
 FAMILY_ADVICE: dict[Family, str] = {
     Family.CUDNN: "disable cuDNN (torch.backends.cudnn.enabled = False)",
-    Family.NCCL: "use gloo instead of NCCL (torch.distributed.init_process_group(backend='gloo'))",
+    Family.NCCL: (
+        "NCCL serves communication between GPUs: run on one GPU, or pick the framework's other backend (PyTorch: "
+        "torch.distributed.init_process_group(backend='gloo'))"
+    ),
     Family.TENSORRT: "run the model without TensorRT (e.g. PyTorch eager or ONNX Runtime's CUDA execution provider)",
     Family.CUPTI: "turn off the profiler or tracer that loads CUPTI",
     Family.CURAND: "generate random numbers on the CPU or with the framework's own GPU generator",

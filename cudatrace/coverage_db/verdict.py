@@ -630,13 +630,15 @@ def runtime_reasons(
     from cudatrace.coverage_db.runtime_map import driver_needs, stub_decision
 
     if runtime.calls is None:
-        target = program_path or "PROGRAM"
+        # A library does not run by itself: the command traces the program that loads it.
+        target = "PROGRAM ARGS" if is_library or not program_path else program_path
+        who = "the program that loads this library" if is_library else "this program"
         return [
             Reason(
                 Severity.RISK,
                 "unknown_until_traced",
                 f"a statically linked CUDA runtime resolves {resolved} driver entry points up front, and which of "
-                f"them this program needs is unknown until traced ({runtime.calls_how or 'its calls cannot be read'})"
+                f"them {who} needs is unknown until traced ({runtime.calls_how or 'its calls cannot be read'})"
                 f": run `cudatrace run -- {target}` on an NVIDIA GPU or under ZLUDA",
                 f"cudatrace run -- {target}",
                 Family.DRIVER,

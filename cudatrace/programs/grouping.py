@@ -10,7 +10,8 @@ the program, not about each ``.so``. This module works that out from the files a
 * **The start-up path**: the executables (an application), or the extension modules that importing the package
   loads (a wheel: the ``import``/``from`` lines, and ``import_module``/``find_spec`` calls with a literal name,
   that run when its ``.py`` files are imported, the module's own functions called at import included, followed
-  from the top-level packages' ``__init__.py``); then everything they link at load time (DT_NEEDED, PE
+  from the top-level packages' ``__init__.py``), and the libraries a module loads with ctypes as it is imported
+  (by a file name the package's strings spell); then everything they link at load time (DT_NEEDED, PE
   imports), resolved by file name or soname inside the program.
 * **On-demand parts**: binaries a start-up part names in its strings (``dlopen``/``LoadLibrary`` by name:
   execution providers, device plugins, backends) and what they link; binaries nothing links or names (loaded
@@ -346,6 +347,11 @@ _STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 #: ``__import__("pkg")``, and ``find_spec("_C")`` (``importlib.util.find_spec`` or a ``FileFinder`` of the
 #: package's own folder, which is how xformers finds its extension module before loading it).
 _DYNAMIC_IMPORTS = frozenset({"import_module", "__import__", "find_spec"})
+#: Calls that load a shared library into the process: ``ctypes.CDLL(path)``, ``ctypes.cdll.LoadLibrary(path)``,
+#: ``WinDLL``/``OleDLL``/``PyDLL`` and numpy's ``ctypeslib.load_library(name, folder)``.
+_CTYPES_LOADS = frozenset({"CDLL", "PyDLL", "WinDLL", "OleDLL", "LoadLibrary", "load_library"})
+#: A string constant that names a shared library file (the last path part of it is compared with file names).
+_LIBRARY_FILE = re.compile(r"[\w.+-]+\.(?:so(?:\.\d+)*|dll|dylib|pyd)$", re.IGNORECASE)
 
 
 def _never_on_import(test: ast.expr) -> bool:
@@ -412,8 +418,7 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom 
 
 def _dynamic_import(call: ast.Call, module: str, is_package: bool) -> list[str]:
     """The modules a dynamic import call (see :data:`_DYNAMIC_IMPORTS`) with a literal name imports."""
-    func = call.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    name = _called_name(call)
     if name not in _DYNAMIC_IMPORTS or not call.args:
         return []
     arg = call.args[0]
@@ -436,17 +441,45 @@ def _absolute(base: str, level: int, module: str, is_package: bool) -> str:
     return ".".join([*pkg, base] if base else pkg)
 
 
-def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
-    """Modules a Python file imports when it is imported (see :func:`_module_level`), absolute names. A file that
-    does not parse is read line by line (imports at column 0)."""
+@dataclass(frozen=True, slots=True)
+class _ModuleFacts:
+    """What importing one Python file does, read from its text: the modules it imports, whether it loads a shared
+    library with ctypes (:data:`_CTYPES_LOADS`) as it is imported, and the library file names its string
+    constants spell (anywhere in the file: ``os.path.join(folder, "libxgboost.so")`` in a helper)."""
+
+    imports: frozenset[str]
+    loads_library: bool = False
+    library_names: frozenset[str] = frozenset()
+
+
+def _called_name(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _library_names(tree: ast.AST) -> frozenset[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 512:
+            last = node.value.replace("\\", "/").rsplit("/", 1)[-1]
+            if _LIBRARY_FILE.fullmatch(last):
+                names.add(last.lower())
+    return frozenset(names)
+
+
+def _imports_of(text: str, module: str, is_package: bool) -> _ModuleFacts:
+    """What a Python file does when it is imported (see :func:`_module_level` and :class:`_ModuleFacts`), module
+    names absolute. A file that does not parse is read line by line (imports at column 0)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _imports_by_line(text, module, is_package)
+        return _ModuleFacts(frozenset(_imports_by_line(text, module, is_package)))
     out: set[str] = set()
+    loads = False
     for node in _module_level(tree.body):
         if isinstance(node, ast.Call):
             out.update(_dynamic_import(node, module, is_package))
+            loads = loads or _called_name(node) in _CTYPES_LOADS
             continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
@@ -456,7 +489,11 @@ def _imports_of(text: str, module: str, is_package: bool) -> set[str]:
             continue
         out.add(base)
         out.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
-    return out
+    try:
+        names = _library_names(tree)
+    except RecursionError:
+        names = frozenset()
+    return _ModuleFacts(frozenset(out), loads, names)
 
 
 def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
@@ -485,21 +522,35 @@ def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
 PARALLEL_PY_FILES = 64
 
 
-def _imports_task(item: tuple[str, str, bool]) -> set[str]:
+def _imports_task(item: tuple[str, str, bool]) -> _ModuleFacts:
     text, mod, is_package = item
     return _imports_of(text, mod, is_package)
 
 
-def startup_extensions(
+@dataclass(frozen=True, slots=True)
+class StartupPath:
+    """What importing a distribution's top-level packages loads: its extension modules (module names), and the
+    library files (lowercase file names) that a module loads with ctypes as it is imported, each with that
+    module."""
+
+    extensions: frozenset[str]
+    ctypes_libraries: dict[str, str] = field(default_factory=dict)
+
+
+def startup_path(
     read: Callable[[str], str],
     files: Iterable[str],
     extensions: dict[str, str],
     pool: Callable[[], _PoolLike | None] | None = None,
-) -> set[str] | None:
-    """Extension modules (module name -> path) that importing the distribution's top-level packages loads.
+) -> StartupPath | None:
+    """Follow the imports from the distribution's top-level packages (``extensions``: module name -> path).
 
     None when the distribution has no Python files to follow (then every extension module counts as start-up).
     ``pool`` gives (when first needed) a pool whose ``map`` parses a big level of the search in several processes.
+    A module that loads a library with ctypes at import loads one whose file name a string of that module, or of
+    a module of the distribution it imports, spells (xgboost's ``core`` calls ``_load_lib()`` at import, which
+    joins ``"libxgboost.so"``, spelled in ``xgboost.libpath``, to its folder); a name built at run time
+    (bitsandbytes' ``libbitsandbytes_cuda{version}``) is not found, and its library stays on demand.
     """
     py = sorted(f for f in files if f.endswith(".py"))[:MAX_PY_FILES]
     if not py:
@@ -508,6 +559,7 @@ def startup_extensions(
     tops = sorted({m.split(".")[0] for m in modules if m})
     seen: set[str] = set()
     reached: set[str] = set()
+    facts: dict[str, _ModuleFacts] = {}
     level = [t for t in tops if t in modules]
     while level:
         todo: list[tuple[str, str, bool]] = []
@@ -528,8 +580,9 @@ def startup_extensions(
         else:
             found = [_imports_task(t) for t in todo]
         level = []
-        for names in found:
-            for name in names:
+        for (_text, mod, _pkg), got in zip(todo, found, strict=True):
+            facts[mod] = got
+            for name in got.imports:
                 parts = name.split(".")
                 for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
                     prefix = ".".join(parts[:i])
@@ -537,7 +590,12 @@ def startup_extensions(
                         reached.add(prefix)
                     if prefix in modules and prefix not in seen:
                         level.append(prefix)
-    return reached
+    loaded: dict[str, str] = {}
+    for mod in sorted(m for m, f in facts.items() if f.loads_library):
+        own = [facts[mod], *(facts[n] for n in sorted(facts[mod].imports) if n in facts and n != mod)]
+        for name in sorted(set().union(*(f.library_names for f in own))):
+            loaded.setdefault(name, mod)
+    return StartupPath(frozenset(reached), loaded)
 
 
 class _PoolLike(Protocol):
@@ -578,12 +636,17 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
             for b in group.binaries
             if _is_extension(b, group.dist)
         }
-        reached = startup_extensions(group.dist.read, group.dist.files, exts, pool)
+        on_import = startup_path(group.dist.read, group.dist.files, exts, pool)
         for mod, path in exts.items():
-            if reached is None:
+            if on_import is None:
                 entry[path] = f"extension module {mod} (the distribution has no Python files to follow)"
-            elif mod in reached:
+            elif mod in on_import.extensions:
                 entry[path] = f"extension module {mod}, imported when the package is imported"
+        loaded = on_import.ctypes_libraries if on_import is not None else {}
+        for b in group.binaries:
+            by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None)
+            if by is not None and b.path not in entry and b.path not in nvidia:
+                entry[b.path] = f"library loaded with ctypes when {by} is imported"
     else:
         for b in group.binaries:
             if _is_executable(b):

@@ -259,7 +259,7 @@ def test_libraries_not_replaced() -> None:
         "this cublas64_13 needs a ZLUDA release that ships cublas64_13.dll (first: v6-preview.28): upgrade"
     )
     nccl = judge([], [CudaLibrary("libnccl.so.2", Family.NCCL, LibraryHow.NEEDED, "2")], None, SEED)
-    assert nccl.status is VerdictStatus.AT_RISK and "use gloo instead of NCCL" in (nccl.reasons[0].remedy or "")
+    assert nccl.status is VerdictStatus.AT_RISK and "run on one GPU" in (nccl.reasons[0].remedy or "")
     trt = judge([], [CudaLibrary("nvinfer_10.dll", Family.TENSORRT, LibraryHow.IMPORT, "10")], None, SEED)
     assert trt.status is VerdictStatus.BLOCKED and trt.reasons[0].code == "library_unsupported"
     rt = judge([], [CudaLibrary("libcudart.so.13", Family.RUNTIME, LibraryHow.NEEDED, "13")], None, SEED)

@@ -10,7 +10,7 @@ import pytest
 
 from cudatrace.model import PartRole, ProgramKind
 from cudatrace.programs import grouping
-from cudatrace.programs.grouping import group_programs, startup_extensions
+from cudatrace.programs.grouping import group_programs, startup_path
 from cudatrace.tracer.static.scanner import scan_paths
 from tests import program_binaries as pb
 from tests.binaries import NVCC, have
@@ -35,7 +35,8 @@ def test_circular_and_garbage_python_files_end(tmp_path: Path) -> None:
     record.write_text(record.read_text() + 'mypkg/a.py,,\nmypkg/b.py,,\nmypkg/junk.py,,\n\n,,,\n"\n')
     files = [line.split(",")[0] for line in record.read_text().splitlines()]
     exts = {"mypkg._core": "x", "mypkg._extra": "y"}
-    assert startup_extensions(lambda rel: (site / rel).read_text(errors="replace"), files, exts) == {"mypkg._core"}
+    found = startup_path(lambda rel: (site / rel).read_text(errors="replace"), files, exts)
+    assert found is not None and found.extensions == {"mypkg._core"}
 
 
 def test_damaged_dist_info_falls_back_without_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +104,8 @@ def test_a_package_parsed_by_several_processes_reaches_what_one_process_reaches(
             used.append(1)
             return pool
 
-        assert startup_extensions(read, files, exts, give) == startup_extensions(read, files, exts) == {"mypkg._core"}
+        assert startup_path(read, files, exts, give) == startup_path(read, files, exts)
+        assert getattr(startup_path(read, files, exts), "extensions", None) == {"mypkg._core"}
     assert used, "the levels of 80 modules were parsed by the pool"
     monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)
     result = scan_paths([str(site)])

@@ -6,15 +6,23 @@ called at import; a ``__main__`` block, a ``TYPE_CHECKING`` block and a function
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from cudatrace.programs.grouping import _requirements, requires_for, startup_extensions
+from cudatrace.model import PartRole
+from cudatrace.programs.grouping import _requirements, group_programs, requires_for, startup_path
+from cudatrace.tracer.static.scanner import scan_paths
+from tests.binaries import build_cuda_stub_libs
+from tests.program_binaries import _record
 
 EXTENSIONS = {"pkg._core": "pkg/_core.so", "pkg._extra": "pkg/_extra.so", "pkg.sub._C": "pkg/sub/_C.so"}
 
 
 def _reached(files: dict[str, str]) -> set[str] | None:
-    return startup_extensions(files.__getitem__, files, EXTENSIONS)
+    found = startup_path(files.__getitem__, files, EXTENSIONS)
+    return None if found is None else set(found.extensions)
 
 
 @pytest.mark.parametrize(
@@ -106,3 +114,50 @@ def test_a_library_the_export_facts_do_not_list_comes_from_the_required_wheel_of
     assert _from_requirement("libnccl.so.2", Family.NCCL, torch) == "nvidia-nccl-cu13"  # from the export facts
     assert _from_requirement("libcurand.so.10", Family.CURAND, torch) is None  # nothing required ships it
     assert _from_requirement("libfoo.so.1", Family.OTHER, torch) is None
+
+
+# xgboost 3.2's pattern: core.py calls _load_lib() at import, which loads the path find_lib_path() joins to
+# "libxgboost.so" in libpath.py; a second library is loaded only by a function nothing calls at import.
+CTYPES_PACKAGE = {
+    "ctpkg/__init__.py": "from .core import version\n",
+    "ctpkg/libpath.py": "import os\n\ndef find_lib_path():\n"
+    "    return [os.path.join(os.path.dirname(__file__), 'lib', 'libctcore.so')]\n",
+    "ctpkg/core.py": "import ctypes\nfrom .libpath import find_lib_path\n\n"
+    "def _load_lib():\n    for p in find_lib_path():\n        return ctypes.cdll.LoadLibrary(p)\n\n"
+    "_LIB = _load_lib()\n\ndef version():\n    return 1\n\n"
+    "def plugin():\n    return ctypes.CDLL('libctplugin.so')\n",
+}
+
+
+def test_a_library_loaded_with_ctypes_at_import_is_named_with_the_module_that_loads_it() -> None:
+    found = startup_path(CTYPES_PACKAGE.__getitem__, CTYPES_PACKAGE, {})
+    assert found is not None
+    # the plugin's name is spelled in core.py too: a module that loads with ctypes at import may load any library
+    # it spells; what a name built at run time loads is not known
+    assert found.ctypes_libraries == {"libctcore.so": "ctpkg.core", "libctplugin.so": "ctpkg.core"}
+    lazy = dict(CTYPES_PACKAGE, **{"ctpkg/core.py": CTYPES_PACKAGE["ctpkg/core.py"].replace("_LIB = _load_lib()", "")})
+    assert getattr(startup_path(lazy.__getitem__, lazy, {}), "ctypes_libraries", None) == {}
+    built = dict(CTYPES_PACKAGE, **{"ctpkg/libpath.py": "def find_lib_path():\n    return [f'libct{1}.so']\n"})
+    assert getattr(startup_path(built.__getitem__, built, {}), "ctypes_libraries", None) == {
+        "libctplugin.so": "ctpkg.core"
+    }
+
+
+def test_a_wheel_whose_import_loads_its_library_with_ctypes_starts_with_it(tmp_path: Path) -> None:
+    libs = build_cuda_stub_libs()
+    site = tmp_path / "site-packages"
+    for rel, text in CTYPES_PACKAGE.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text.replace("libctplugin.so", "libctplugin_' + 'x.so"))
+    (site / "ctpkg" / "lib").mkdir()
+    (tmp_path / "core.c").write_text("extern int cuInit(unsigned); int ct_init(void) { return cuInit(0); }\n")
+    for name in ("libctcore.so", "libctplugin_x.so"):
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-o", str(site / "ctpkg" / "lib" / name), str(tmp_path / "core.c"),
+             f"-L{libs}", "-l:libcuda.so.1"], check=True, timeout=120,
+        )  # fmt: skip
+    _record(site, "ctpkg-3.2.0.dist-info", [*CTYPES_PACKAGE, "ctpkg/lib/libctcore.so", "ctpkg/lib/libctplugin_x.so"])
+    (program,) = group_programs(scan_paths([str(site)]))
+    roles = {Path(p.path).name: (p.role, p.why) for p in program.parts}
+    assert roles["libctcore.so"] == (PartRole.STARTUP, "library loaded with ctypes when ctpkg.core is imported")
+    assert roles["libctplugin_x.so"][0] is PartRole.ON_DEMAND

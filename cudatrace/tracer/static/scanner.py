@@ -395,6 +395,8 @@ def _scan_parts(
     for name in found.library_names:
         if name.lower() in own_names or name.lower() in needed_names:
             continue  # a library's own name and its NEEDED names sit in its strings: not run-time loading
+        if (fmt is BinaryFormat.PE) != name.lower().endswith(".dll"):
+            continue  # the other system's file name (xgboost.dll spells libnccl.so.2): never loaded on this one
         lib = identify_library(name)
         if lib is not None and lib.stem not in own_stems:  # libcupti.so.13 names "libcupti.so" too
             libraries[(lib.name, LibraryHow.DLOPEN_STRING)] = CudaLibrary(
