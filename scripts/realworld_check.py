@@ -67,6 +67,9 @@ WHEELS = [
     ("taichi linux", "taichi", LINUX),
     ("warp-lang linux", "warp-lang", LINUX),
     ("cuda-bindings linux", "cuda-bindings", LINUX),
+    ("xgboost win", "xgboost", WINDOWS),
+    ("xgboost linux", "xgboost", LINUX),
+    ("catboost linux", "catboost", LINUX),
     ("nvidia-nvjitlink-cu12 linux", "nvidia-nvjitlink-cu12", LINUX),
 ]
 FATBIN_MAGIC = b"\x50\xed\x55\xba"
@@ -159,9 +162,10 @@ def objdump_imports(objdump: str, path: Path) -> dict[str, set[str]]:
         if not line.strip():
             current = None
             continue
-        m = re.match(r"\s*[0-9a-f]+\s+(\d+)\s+(\S+)", line)
+        # "vma  hint  name", or for an import by ordinal "thunk  ORDINAL  <none>" with the ordinal in hex
+        m = re.match(r"\s*[0-9a-f]+\s+([0-9a-f]+)\s+(\S+)", line)
         if m and m.group(2) != "Member-Name":
-            current.add(f"#{int(m.group(1))}" if m.group(2) == "<none>" else m.group(2))
+            current.add(f"#{int(m.group(1), 16)}" if m.group(2) == "<none>" else m.group(2))
     return out
 
 

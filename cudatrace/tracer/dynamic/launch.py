@@ -49,6 +49,7 @@ class HeldProgram:
     fifo: str | None = None  # removed once the shell has read from it (or will never)
     gone: bool = False  # reaped by somebody else: the status is unknown here
     released: bool = False
+    untraced: bool = False  # run without an agent (a static program)
     status: int | None = field(default=None)
 
     @property

@@ -104,6 +104,40 @@ def program_interpreter(path: str) -> str | None:
     return None
 
 
+def is_static_executable(path: str) -> bool:
+    """Whether ``path`` is an ELF executable (32- or 64-bit, either byte order) without a program interpreter:
+    a static program (Go's, busybox, Debian's ldconfig), which has no dynamic loader to load a library into it,
+    neither a CUDA library nor an agent. False for anything else, or what cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return False
+            order = "<" if head[5] == 1 else ">"
+            wide = head[4] == 2
+            (e_type,) = struct.unpack_from(order + "H", head, 0x10)
+            if e_type not in (2, 3):  # ET_EXEC, ET_DYN (a static-pie)
+                return False
+            if wide:
+                (phoff,) = struct.unpack_from(order + "Q", head, 0x20)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36)
+                least, layout = 56, order + "I"
+            else:
+                (phoff,) = struct.unpack_from(order + "I", head, 0x1C)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x2A)
+                least, layout = 32, order + "I"
+            if phentsize < least or not 0 < phnum <= 256:
+                return False
+            fh.seek(phoff)
+            table = fh.read(phentsize * phnum)
+            if len(table) < phentsize * phnum:
+                return False
+            types = [struct.unpack_from(layout, table, i * phentsize)[0] for i in range(phnum)]
+    except (OSError, struct.error):
+        return False
+    return 3 not in types and 1 in types  # no PT_INTERP, and something to load (PT_LOAD)
+
+
 def diagnose_startup(path: str, env: Mapping[str, str], pid: int | None = None) -> tuple[LoadFailure, ...]:
     """Why ``path`` could not start, from its loader's trace mode (``LD_TRACE_LOADED_OBJECTS`` with immediate
     binding, as ``ldd -r``): libraries not found, undefined symbols, missing symbol versions. Runs none of the

@@ -48,6 +48,7 @@ from cudatrace.model import (
     TraceResult,
 )
 from cudatrace.tracer.dynamic.launch import HeldProgram, start_held, wait_status_exit
+from cudatrace.tracer.dynamic.loader import is_static_executable
 from cudatrace.tracer.dynamic.plain import PlainPrograms
 from cudatrace.tracer.dynamic.protocol import (
     DEFAULT_DETAIL_CALLS,
@@ -760,6 +761,8 @@ class _Tracer:
         self.errors: list[str] = []
         self.ended_untraced: list[int] = []  # children that ended before their agent was loaded
         self.plain_untraced: list[tuple[int, str]] = []  # exec'd children left untraced: they cannot reach CUDA
+        self.static_untraced: list[tuple[int, str]] = []  # exec'd static programs: nothing can be injected
+        self.root_killed = False  # the program was killed here because its agent could not be loaded
         self._plain = PlainPrograms() if sys.platform.startswith("linux") and not options.every_child else None
         self.spawned: set[int] = set()
         self.pending = 0  # children announced but not yet registered
@@ -954,6 +957,16 @@ class _Tracer:
             state = self.collector.fork_state_of(parent)
             adopt = (state, parent) if state is not None else None
         try:
+            exec_origin = getattr(child, "origin", None) == "exec"
+            if not is_root and exec_origin and is_static_executable(f"/proc/{child.pid}/exe"):
+                program = os.path.basename(argv[0]) if argv else "?"
+                # No dynamic loader: it cannot load a CUDA library, and Frida cannot load an agent into it (its
+                # injector crashes on such a process). It runs untraced, and so do the programs it starts.
+                with contextlib.suppress(OSError):
+                    program = os.path.basename(os.readlink(f"/proc/{child.pid}/exe"))
+                with self._lock:
+                    self.static_untraced.append((child.pid, program))
+                return
             if not is_root and self._plain is not None and getattr(child, "origin", None) == "exec":
                 # A program that loads no library at run time and starts none (true, uname, ptxas): an injection
                 # would cost 60-150 ms of the program's time, one child at a time, and record nothing.
@@ -966,8 +979,10 @@ class _Tracer:
         except Exception as exc:  # the child runs untraced rather than staying suspended
             if is_root:
                 self.root_failed = str(exc)
-                with contextlib.suppress(Exception):
-                    self.device.kill(child.pid)
+                if _alive(child.pid):  # else it ended by itself (the loader refused it): its status says how
+                    self.root_killed = True
+                    with contextlib.suppress(Exception):
+                        self.device.kill(child.pid)
             elif _ends_within(child.pid, 1.0):
                 # Ended while it waited its turn to be traced: a Pool that terminates idle workers, a child killed
                 # by its parent. Frida's message then says only that the connection or the process is gone.
@@ -1065,6 +1080,14 @@ def _tracer_notes(tracer: _Tracer) -> list[str]:
             f"call that loads a library or starts a program cannot call CUDA (--every-child traces them too): {shown}"
             + (" ..." if len(by_program) > 8 else "")
         )
+    if tracer.static_untraced:
+        n = len(tracer.static_untraced)
+        names = sorted({program for _pid, program in tracer.static_untraced})
+        shown = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+        notes.append(
+            f"{n} exec'd child{'ren' * (n != 1)} left untraced: statically linked programs ({shown}), which cannot "
+            "load a CUDA library and into which no agent can be loaded; programs they start are not traced either"
+        )
     return notes
 
 
@@ -1116,18 +1139,23 @@ def trace_program(
             # Signals are caught from before the start: one that comes while the program starts is passed on once
             # it runs.
             with _ForwardedSignals() as signals:
-                if sys.platform.startswith("linux"):
+                if sys.platform.startswith("linux") and is_static_executable(str(program)):
+                    held = _run_static(collector, argv, env, program, program_stdout, signals, options, notes)
+                    pid = held.pid
+                elif sys.platform.startswith("linux"):
                     held = _start_linux(tracer, collector, argv, env, program, program_stdout)
                     pid = held.pid
                 else:
                     pid = _start_spawned(tracer, collector, argv, env, program)
-                if held is not None and tracer.root_failed is not None:
+                if held is not None and held.untraced:
+                    pass
+                elif held is not None and tracer.root_failed is not None:
                     _ended_before_tracing(tracer, collector, held, env, notes)
                 else:
                     if on_started is not None:
                         on_started()
                     _wait_for_tree(tracer, collector, held, signals, options, notes)
-            if held is not None:
+            if held is not None and not held.untraced:
                 _record_status(tracer, collector, held, notes)
                 if not collector.diagnosed:
                     _diagnose_loader_exits(collector, env)
@@ -1197,7 +1225,7 @@ def _start_linux(
     deadline = time.monotonic() + 60
     while not tracer.root_ready.wait(0.05):
         if tracer.root_failed is not None:
-            if held.proc.poll() is not None:
+            if not tracer.root_killed and held.proc.poll() is not None:
                 # It ended before the agent could be loaded: the loader refused it (a missing library, an
                 # undefined symbol under immediate binding). Not a tracing failure: the trace says how it ended.
                 return held
@@ -1218,6 +1246,63 @@ def _start_linux(
     with contextlib.suppress(Exception):
         session.detach()
     return held
+
+
+def _run_static(
+    collector: Collector,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    program: Path,
+    program_stdout: IO[str] | int | None,
+    signals: _ForwardedSignals,
+    options: TraceOptions,
+    notes: list[str],
+) -> HeldProgram:
+    # A statically linked program has no dynamic loader: it can load no CUDA library and Frida cannot load an agent
+    # into it. It runs untraced, started and waited for as a traced one is (its terminal, signals, exit status).
+    held = start_held(argv, env, os.getcwd(), program_stdout)
+    held.untraced = True
+    key = collector.add_process(held.pid, None, tuple(argv))
+    notes.append(
+        f"{program.name} is statically linked (no dynamic loader): it cannot load a CUDA library and no agent can be "
+        "loaded into it, so it ran untraced; programs it starts were not traced either"
+    )
+    collector.mark_start()
+    held.release()
+    first: tuple[int, float] | None = None
+    killed = False
+    status: int | None = None
+    while True:
+        try:
+            status = held.wait(0.1)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        for sig in signals.take():
+            if first is None:
+                first = (sig, now)
+                _pass_on_group(held, sig)
+                notes.append(f"interrupted: {signal_module.Signals(sig).name} was passed on to the program")
+            elif not killed and not (sig == first[0] and now - first[1] < 1.0):
+                killed = True  # a second signal, as for a traced program
+                _pass_on_group(held, signal_module.SIGKILL)
+        if first is not None and not killed and options.grace_s is not None and now - first[1] > options.grace_s:
+            killed = True
+            _pass_on_group(held, signal_module.SIGKILL)
+        if held.terminal_fd is not None:
+            _follow_job_control(held)
+    held.take_back_terminal()
+    if status is not None:
+        code, sig_name = wait_status_exit(status)
+        collector.set_exit(key, code, sig_name, authoritative=True)
+    collector.process_ended(key, "process-terminated")
+    return held
+
+
+def _pass_on_group(held: HeldProgram, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(held.pid, sig)
 
 
 def _ended_before_tracing(

@@ -395,7 +395,7 @@ def _scan_parts(
     for name in found.library_names:
         if name.lower() in own_names or name.lower() in needed_names:
             continue  # a library's own name and its NEEDED names sit in its strings: not run-time loading
-        if (fmt is BinaryFormat.PE) != name.lower().endswith(".dll"):
+        if not _this_systems_library(name, fmt):
             continue  # the other system's file name (xgboost.dll spells libnccl.so.2): never loaded on this one
         lib = identify_library(name)
         if lib is not None and lib.stem not in own_stems:  # libcupti.so.13 names "libcupti.so" too
@@ -447,10 +447,19 @@ def _scan_parts(
             sorted(
                 n
                 for n in {*found.library_names, *found.other_library_names}
-                if n.lower() not in own_names and n.lower() not in needed_names and not n.startswith("ld-linux")
+                if n.lower() not in own_names
+                and n.lower() not in needed_names
+                and not n.startswith("ld-linux")
+                and _this_systems_library(n, fmt)
             )
         ),
     )
+
+
+def _this_systems_library(name: str, fmt: BinaryFormat) -> bool:
+    """Whether a library file name found in a binary's strings is one its own system loads (a DLL for a PE
+    file, anything but a DLL for an ELF one)."""
+    return (fmt is BinaryFormat.PE) == name.lower().endswith(".dll")
 
 
 def _runtime_calls(

@@ -661,3 +661,80 @@ def test_on_started_is_called_once_when_the_program_runs_traced_and_not_when_it_
     prog, env = _loader_case(tmp_path, "now")  # the loader refuses it before its first instruction
     refused = trace_program([str(prog)], TraceOptions(env=env), on_started=lambda: started.append("refused"))
     assert refused.exit.code == 127 and started == ["app"]
+
+
+STATIC_PROGRAM = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static volatile sig_atomic_t got;
+static void on_term(int sig) { got = sig; }
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "wait") == 0) {
+    signal(SIGTERM, on_term);
+    printf("ready\n");
+    fflush(stdout);
+    while (!got) pause();
+    printf("saved on signal %d\n", (int)got);
+    return 0;
+  }
+  printf("static %d\n", argc);
+  return 4;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def static_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A statically linked C program (gcc -static): no dynamic loader, so nothing can be loaded into it."""
+    work = tmp_path_factory.mktemp("static")
+    (work / "st.c").write_text(STATIC_PROGRAM)
+    built = subprocess.run(["gcc", "-static", "-O1", "-o", str(work / "st"), str(work / "st.c")], capture_output=True)
+    if built.returncode != 0:
+        pytest.skip(f"no static C library to link with: {built.stderr.decode(errors='replace')[-200:]}")
+    return work / "st"
+
+
+def test_a_static_program_runs_untraced_with_its_output_and_status(static_program: Path, tmp_path: Path) -> None:
+    # Frida's injector crashes on a process without a dynamic loader: the program used to be killed before its
+    # first instruction and run said 0. A static program cannot load a CUDA library, so it runs untraced.
+    from cudatrace.tracer.dynamic.loader import is_static_executable
+
+    assert is_static_executable(str(static_program)) and not is_static_executable(sys.executable)
+    proc, trace = traced([str(static_program), "x"], tmp_path)
+    assert (proc.returncode, proc.stdout) == (4, "static 2\n"), proc.stderr
+    assert trace["exit"]["code"] == 4  # type: ignore[index]
+    notes: list[str] = trace["notes"]  # type: ignore[assignment]
+    assert any(n.startswith("st is statically linked (no dynamic loader)") for n in notes), notes
+    assert not any("not traced:" in n or "ended before cudatrace could attach" in n for n in notes), notes
+
+
+def test_sigterm_reaches_a_static_programs_handler(static_program: Path, tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = _started(["--", str(static_program), "wait"], out)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert proc.stdout.read() == "saved on signal 15\n"
+    finally:
+        proc.kill()
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("interrupted: SIGTERM was passed on") for n in notes), notes
+
+
+def test_a_static_child_runs_untraced_and_is_named(static_program: Path, tmp_path: Path) -> None:
+    code = (
+        "import subprocess, sys\n"
+        "r = subprocess.run([sys.argv[1], 'a', 'b'], capture_output=True, text=True)\n"
+        "print(r.stdout.strip(), r.returncode)\n"
+    )
+    argv = [sys.executable, "-c", code, str(static_program)]
+    native = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert native.stdout == "static 3 4\n", native.stderr
+    proc, trace = traced(argv, tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, native.stdout), proc.stderr
+    notes: list[str] = trace["notes"]  # type: ignore[assignment]
+    assert any(n.startswith("1 exec'd child left untraced: statically linked programs (st)") for n in notes), notes
+    assert not any("not traced:" in n for n in notes), notes

@@ -419,3 +419,24 @@ def test_a_file_that_shrinks_while_read_is_an_input_error(tmp_path: Path) -> Non
             _read_exact(fd, bytearray(100), 0, str(short))
     finally:
         os.close(fd)
+
+
+def test_the_other_systems_library_names_are_not_run_time_loads(pe_set, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Cross-platform code spells both systems' file names (xgboost.dll holds "libnccl.so.2"): a PE file loads
+    # only DLLs and an ELF file never loads a DLL, so the other name is neither a CUDA library nor a named one.
+    from tests.pe_binaries import tool
+
+    source = (
+        'const char *volatile names[] = {"libnccl.so.2", "cublasLt64_12.dll", "libcufft.so.11", "nvcuda.dll"};\n'
+        "int main(void) { return names[0][0] == 'x'; }\n"
+    )
+    (tmp_path / "n.c").write_text(source)
+    exe, elf = tmp_path / f"n_{pe_set.arch}.exe", tmp_path / "n_elf"
+    subprocess.run([tool(pe_set.arch, "gcc"), "-O1", "-o", str(exe), str(tmp_path / "n.c")], check=True)
+    subprocess.run(["gcc", "-O1", "-o", str(elf), str(tmp_path / "n.c")], check=True)
+    pe_scan, elf_scan = _scan(exe), _scan(elf)
+    assert {lib.name for lib in pe_scan.cuda_libraries} == {"cublasLt64_12.dll", "nvcuda.dll"}
+    assert {"libnccl.so.2", "libcufft.so.11"}.isdisjoint(pe_scan.named_libraries)
+    assert {"cublasLt64_12.dll", "nvcuda.dll"} <= set(pe_scan.named_libraries)
+    assert {lib.name for lib in elf_scan.cuda_libraries} == {"libnccl.so.2", "libcufft.so.11"}
+    assert {"cublasLt64_12.dll", "nvcuda.dll"}.isdisjoint(elf_scan.named_libraries)
