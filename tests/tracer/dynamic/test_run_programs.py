@@ -738,3 +738,44 @@ def test_a_static_child_runs_untraced_and_is_named(static_program: Path, tmp_pat
     notes: list[str] = trace["notes"]  # type: ignore[assignment]
     assert any(n.startswith("1 exec'd child left untraced: statically linked programs (st)") for n in notes), notes
     assert not any("not traced:" in n for n in notes), notes
+
+
+TWO_NAMES_PROGRAM = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+typedef int (*create_t)(void **);
+int main(int argc, char **argv) {
+  int calls = 0;
+  for (int i = 1; i < argc; i++) {
+    void *h = dlopen(argv[i], RTLD_NOW | RTLD_GLOBAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    void *out;
+    calls += ((create_t)dlsym(h, "cublasLtCreate"))(&out) == 0;
+  }
+  printf("created %d\n", calls);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("order", ["link first", "file first"])
+def test_one_library_opened_by_two_names_is_hooked_once(standins: Standins, order: str, tmp_path: Path) -> None:
+    # A toolkit's folder holds libcublasLt.so.13 -> libcublasLt.so.13.1.0.3: a library loaded by one name and
+    # then dlopen'd by the other is the same module. The second name used to be loaded again through Frida's
+    # Module.load inside the dlopen hook, and the program died of SIGSEGV at that dlopen.
+    import shutil
+
+    real = tmp_path / "libcublasLt.so.12.9.9"
+    shutil.copy(standins.libcublaslt, real)
+    link = tmp_path / "libcublasLt.so.12"
+    link.symlink_to(real.name)
+    (tmp_path / "two.c").write_text(TWO_NAMES_PROGRAM)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "two"), str(tmp_path / "two.c"), "-ldl"], check=True)
+    names = [str(link), str(real)] if order == "link first" else [str(real), str(link)]
+    argv = [str(tmp_path / "two"), *names, *names]
+    native = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (native.returncode, native.stdout) == (0, "created 4\n"), native.stderr
+    proc, trace = traced(argv, tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, native.stdout), proc.stderr
+    calls = {c["function"]: c["calls"] for c in trace["calls"]}  # type: ignore[attr-defined]
+    assert calls == {"cublasLtCreate": 4}, calls  # every call counted once: one module, hooked once

@@ -168,9 +168,29 @@ function baseName(path) {
   return path.split(/[\\/]/).pop();
 }
 
-// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded:
-// when the module list does not show it yet, it is looked up by name so its hooks are in before the call returns.
-function scanModules(loaded) {
+// The module a dlopen/LoadLibrary handle stands for: on Windows the handle is the module's base; glibc's is its
+// link_map, whose l_ld (the dynamic section) lies inside the module. Null when it cannot be told.
+function moduleOfHandle(handle) {
+  if (handle === undefined || handle === null || handle.isNull()) return null;
+  if (Process.platform === 'windows') return Process.findModuleByAddress(handle);
+  if (Process.platform !== 'linux') return null;
+  if (S.dlinfoFn === null) {
+    const p = Module.findGlobalExportByName('dlinfo');
+    S.dlinfoFn = p === null ? false : new NativeFunction(p, 'int', ['pointer', 'int', 'pointer']);
+  }
+  if (S.dlinfoFn === false) return null;
+  const out = Memory.alloc(Process.pointerSize);
+  if (S.dlinfoFn(handle, 2 /* RTLD_DI_LINKMAP */, out) !== 0) return null;
+  const map = out.readPointer();
+  return map.isNull() ? null : Process.findModuleByAddress(map.add(2 * Process.pointerSize).readPointer());
+}
+
+// Hook every CUDA library loaded since the last scan. `loaded` is the name a dlopen/LoadLibrary just loaded and
+// `handle` what it returned: when the module list does not show it yet, it is looked up so its hooks are in
+// before the call returns. By its handle first: a library loaded already under another name (the symlink
+// libcufft.so.12, then its file libcufft.so.12.0.0.61) is not found by the name asked for, and Module.load of
+// that second name crashed the program.
+function scanModules(loaded, handle) {
   const me = Process.getCurrentThreadId();
   if (S.scanning === me) return; // re-entered from a load the scan itself made
   // Another thread is mid-scan (it let go of the JavaScript lock in a native call): wait for it, so this
@@ -183,12 +203,21 @@ function scanModules(loaded) {
     // quadratic (1,200 libraries loaded one by one took 1.7 s under the tracer, 0.01 s without it).
     const mods = S.added.splice(0); // watchModules runs before the first scan
     if (loaded && isCuda(baseName(loaded)) && !S.seenNames.has(baseName(loaded))) {
-      const m = Process.findModuleByName(baseName(loaded)) || (loaded.indexOf('/') >= 0 ? Module.load(loaded) : null);
+      let m = Process.findModuleByName(baseName(loaded));
+      if (m === null) {
+        try { m = moduleOfHandle(handle); } catch (_) { m = null; }
+      }
+      if (m === null && loaded.indexOf('/') >= 0) m = Module.load(loaded);
       if (m !== null) mods.push(m);
     }
     for (const m of mods) {
-      if (S.seenModules.has(m.path)) continue;
+      // One library by two paths (loaded as libcublasLt.so.13 through a symlink, then dlopen'd by its real file
+      // name: Module.load hands back the same module under the other path) is one module: hooking its code a
+      // second time patched the jumps of the first hooking and crashed the program.
+      const base = m.base.toString();
+      if (S.seenModules.has(m.path) || S.seenBases.has(base)) continue;
       S.seenModules.set(m.path, true);
+      S.seenBases.add(base);
       S.seenNames.add(m.name);
       if (!isCuda(m.name)) continue;
       const before = S.entries.length, t0 = S.nowNs();
@@ -388,7 +417,7 @@ function watchLoads() {
           // Interceptor changes made inside this callback are committed only later, so the scan patches the
           // library's prologues itself (lateScan) and they take effect before dlopen returns.
           S.lateScan = true;
-          try { scanModules(this.name); } finally { S.lateScan = false; }
+          try { scanModules(this.name, retval); } finally { S.lateScan = false; }
           // cuGetProcAddress and cuGetExportTable are still hooked through the Interceptor: give it up to 50 ms
           // (Thread.sleep leaves the JavaScript runtime, which is when pending changes are flushed).
           for (let i = 0; i < 50 && S.pendingSpecials.some(committedNot); i++) Thread.sleep(0.001);
@@ -433,6 +462,7 @@ function watchModules() {
     onRemoved(m) {
       const path = m.path;
       if (S.added.length > 0) S.added = S.added.filter(a => a.path !== path); // gone before its scan
+      S.seenBases.delete(m.base.toString()); // another library may be loaded there later
       forgetPatches(m); /* counts of unloaded libraries stay */
     }
   });

@@ -19,6 +19,7 @@ const S = {
   procThunks: new Map(), // returned pointer (string) -> thunk
   seenModules: new Map(), // path -> true
   seenNames: new Set(), // file names of the modules in seenModules
+  seenBases: new Set(), // base addresses of the modules hooked (a module has one, whatever path names it)
   added: [], // modules the module observer reported since the last scan (watchModules), in load order
   callerNames: new Map(), // return address (string) -> module name
   lookups: new Map(), // key -> {symbol, version, flags, found, count, via}
@@ -78,6 +79,7 @@ const S = {
   mmapFn: null, // libc's mmap (libcMmap)
   dlerrorFn: null,
   dlopenFn: null,
+  dlinfoFn: null, // dlinfo, or false where the C library has none
   accessFn: null,
   getenvFn: null,
 };
