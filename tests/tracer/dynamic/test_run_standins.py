@@ -202,15 +202,33 @@ def test_late_dlopen_and_non_exported_proc_address(standins: Standins) -> None:
     assert {lk.symbol for lk in trace.proc_lookups} == {"cuLaunchKernel", "cuStreamQuery"}
 
 
+FRIDA_FORK_HANG = "held in a ptrace stop by Frida"  # what run says of Frida's own rare hang at a fork
+
+
 def trace_in_subprocess(argv: list[str], out: Path, timeout: float = 60, options: tuple[str, ...] = ()) -> TraceResult:
-    """``cudatrace run`` on ``argv`` in a subprocess: a traced process that spins fails the test, not the suite."""
+    """``cudatrace run`` on ``argv`` in a subprocess: a traced process that spins fails the test, not the suite.
+    A run that ends in Frida's own hang at a fork (run names it on stderr; docs/run.md) is run once more; any other
+    run that does not end fails with what run printed."""
     cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out), *options]
     cmd += ["--", *argv]
-    try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{argv[0]}: the traced program did not finish within {timeout} s")
-    assert run.returncode == 0, run.stderr
+    for attempt in range(2):
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+            try:
+                _stdout, stderr = run.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                for _ in range(2):  # a second signal kills the program's tree: nothing is left spinning
+                    run.send_signal(signal.SIGTERM)
+                    time.sleep(1.5)
+                try:
+                    _stdout, stderr = run.communicate(timeout=15)
+                except subprocess.TimeoutExpired:
+                    run.kill()
+                    _stdout, stderr = run.communicate()
+                if attempt == 0 and FRIDA_FORK_HANG in stderr:
+                    continue
+                pytest.fail(f"{argv[0]}: the traced program did not finish within {timeout} s: {stderr[-2000:]}")
+        assert run.returncode == 0, stderr
+        break
     return TraceResult.from_dict(json.loads(out.read_text()))
 
 
