@@ -918,6 +918,13 @@ def extract_gpu_code_part(
     return GpuCodePart(size, lo, hi, plan, tuple(walks))
 
 
+def gpu_part_spans(part: GpuCodePart) -> tuple[tuple[int, int], ...]:
+    """The (offset, end) of each container a part read: the spans its file's inventory will have, as far as
+    this part can tell (a walk that started inside another part's container may have met what is none, and
+    the caps of the whole file may leave some out)."""
+    return tuple((hit.offset, hit.resume) for _index, walk in part.walks for hit in walk.hits if hit.images is not None)
+
+
 def merge_gpu_code_parts(parts: Sequence[GpuCodePart]) -> GpuInventory | None:
     """The inventory one process would have found, from parts whose ranges cover the file; None when that
     cannot be told from them (the walks do not join up, or the file's budget would have answered an image

@@ -39,6 +39,8 @@ from cudatrace.tracer.static.split import (
     GpuPartTask,
     SplitPlan,
     SplitTask,
+    StringsTask,
+    plan_strings,
     probe_task,
     run_split_task,
 )
@@ -188,8 +190,8 @@ def scan_outcomes(
     which ``wanted`` says False gets None without a worker (asked as the file's turn comes, while the workers
     scan the files before it).
 
-    A file alone is never split: starting the worker processes costs about what reading its GPU code in parts
-    saves, since the rest of its scan (the string search, the hash) still runs in one process after the parts.
+    A file alone is never split: starting the worker processes costs about what reading its GPU code and its
+    strings in parts saves, since the hash and the finishing scan still run in one process each.
     """
     progress = progress or NullProgress()
     progress.start(len(files))
@@ -274,6 +276,8 @@ class _Schedule:
             self._reader = threading.Thread(target=self._read_ahead, name="cudatrace-heads", daemon=True)
             self._reader.start()
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
+        # A split file's string search in chunks: its parts (handed on to the finish), the chunks, their results.
+        self.strings: dict[int, tuple[tuple[bytes, ...], tuple[StringsTask, ...], dict[StringsTask, Any]]] = {}
 
     def finished(self, index: int) -> bool:
         return index < self.next_out or index in self.done
@@ -303,8 +307,9 @@ class _Schedule:
         """The next task to hand out to a worker (``idle``: one with nothing queued), or None when the window holds
         everything back.
 
-        A finishing task carries megabytes of parts: it goes only to an idle worker, which is reading its pipe. A
-        busy one may be writing a big reply meanwhile, and the two writes would wait for each other for ever.
+        A finishing task carries megabytes of parts, and a chunk of the string search may carry thousands of
+        excluded ranges: they go only to an idle worker, which is reading its pipe. A busy one may be writing a
+        big reply meanwhile, and the two writes would wait for each other for ever.
         """
         while self.pending:
             index, task = self.pending[0]
@@ -316,7 +321,7 @@ class _Schedule:
                 or index >= self.next_out + self.window * SKIPPED_PER_WINDOW
             ):
                 return None
-            if isinstance(task, FinishTask) and not idle:
+            if isinstance(task, (FinishTask, StringsTask)) and not idle:
                 return None
             self.pending.popleft()
             if isinstance(task, str) and self.wanted is not None and not self._worth(index, task):
@@ -345,7 +350,21 @@ class _Schedule:
             got[task] = payload
             if len(got) == len(tasks):
                 del self.parts[index]
-                self.pending.appendleft((index, FinishTask(task.path, tuple(got[t] for t in tasks))))
+                reads = [got[t] for t in tasks]
+                parts = tuple(r.part for r in reads)
+                chunks = plan_strings(task.path, reads, self.jobs)
+                if chunks:
+                    self.strings[index] = (parts, chunks, {})
+                    self.pending.extendleft(reversed([(index, c) for c in chunks]))
+                else:
+                    self.pending.appendleft((index, FinishTask(task.path, parts)))
+            return
+        if isinstance(task, StringsTask):
+            parts, chunks, found = self.strings[index]
+            found[task] = payload
+            if len(found) == len(chunks):
+                del self.strings[index]
+                self.pending.appendleft((index, FinishTask(task.path, parts, tuple(found[c] for c in chunks))))
             return
         self.done[index] = payload
         self.progress.advance(self.files[index])
@@ -355,6 +374,7 @@ class _Schedule:
         if self.finished(index):
             return
         self.parts.pop(index, None)
+        self.strings.pop(index, None)
         self.done[index] = outcome
         self.progress.advance(self.files[index])
 

@@ -58,6 +58,7 @@ from cudatrace.tracer.static.fatbin import (
     GpuInventory,
     extract_gpu_code_part,
     gpu_inventory,
+    gpu_part_spans,
     merge_gpu_code_parts,
     release_pages,
 )
@@ -67,8 +68,12 @@ from cudatrace.tracer.static.strings import (
     MARGIN,
     CudaStrings,
     CudaStringSearch,
+    StringsChunk,
     find_needles,
+    included_ranges,
     join_needle_hits,
+    join_strings_chunks,
+    ranges_seen,
 )
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
@@ -211,13 +216,7 @@ def _stream(
     """
     search = CudaStringSearch(size, exclude, needles)
     digest = hashlib.sha256() if hash_too else None
-    window = bytearray()
-    for lo in range(0, size, STREAM_WINDOW):
-        hi = min(size, lo + STREAM_WINDOW)
-        base, end = max(0, lo - MARGIN), min(size, hi + MARGIN)
-        if len(window) != end - base:
-            window = bytearray(end - base)
-        _read_exact(fd, window, base, path)
+    for window, base, lo, hi in _windows(fd, size, 0, size, path):
         if digest is not None:
             with memoryview(window) as view, view[lo - base : hi - base] as fresh:
                 digest.update(fresh)
@@ -225,15 +224,77 @@ def _stream(
     return _StreamFacts(digest.hexdigest() if digest else None, search.result(), search.needle_hits())
 
 
+def _windows(fd: int, size: int, lo: int, hi: int, path: str) -> Iterator[tuple[bytearray, int, int, int]]:
+    """The windows of :data:`STREAM_WINDOW` bytes the file bytes ``[lo, hi)`` are searched in, each as ``(bytes,
+    base, window_lo, window_hi)``: the bytes hold the window and :data:`MARGIN` bytes of context on either side
+    (clipped to the file) and start at file offset ``base``. One buffer is read again for each window."""
+    window = bytearray()
+    step = STREAM_WINDOW
+    for w_lo in range(lo, hi, step):
+        w_hi = min(hi, w_lo + step)
+        base, end = max(0, w_lo - MARGIN), min(size, w_hi + MARGIN)
+        if len(window) != end - base:
+            window = bytearray(end - base)
+        _read_exact(fd, window, base, path)
+        yield window, base, w_lo, w_hi
+
+
+def _search_chunk(
+    fd: int, size: int, exclude: Sequence[tuple[int, int]], lo: int, hi: int, shares: int, path: str
+) -> StringsChunk:
+    """The CUDA strings search of the file bytes ``[lo, hi)`` alone, as one of ``shares`` chunks of the file."""
+    search = CudaStringSearch(size, exclude, shares=shares)
+    for window, base, w_lo, w_hi in _windows(fd, size, lo, hi, path):
+        search.feed(window, base, w_lo, w_hi)
+    return search.chunk(lo, hi)
+
+
+def scan_strings_chunk(
+    path: str, size: int, lo: int, hi: int, exclude: Sequence[tuple[int, int]], shares: int
+) -> StringsChunk | None:
+    """The CUDA strings search of the bytes ``[lo, hi)`` of the file at ``path`` (of ``size`` bytes), one of
+    ``shares`` chunks, outside the ``exclude`` ranges (those around the chunk are enough: the finishing scan
+    checks that the chunk saw the file's, see :func:`~cudatrace.tracer.static.strings.ranges_seen`). None when
+    the file cannot be read so, or no longer has that size: the finishing scan searches it itself."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size != size:
+                return None
+            return _search_chunk(fh.fileno(), size, exclude, lo, hi, shares, path)
+    except (OSError, CudatraceError):
+        return None
+
+
+def _joined_strings(
+    fd: int, size: int, exclude: Sequence[tuple[int, int]], chunks: Sequence[StringsChunk | None], path: str
+) -> CudaStrings | None:
+    """The file's CUDA strings from the searches of its chunks (:func:`scan_strings_chunk`); a chunk that saw
+    other ranges than the file's (its exclusions were guessed before the GPU code was put together) is searched
+    again here. None when the chunks cannot tell (:func:`~cudatrace.tracer.static.strings.join_strings_chunks`)."""
+    given = [c for c in chunks if c is not None and c.size == size]
+    if not given or len(given) != len(chunks):
+        return None
+    ranges = included_ranges(size, exclude)
+    checked = [
+        c
+        if c.ranges == ranges_seen(ranges, c.lo, c.hi)
+        else _search_chunk(fd, size, exclude, c.lo, c.hi, len(given), path)
+        for c in given
+    ]
+    return join_strings_chunks(checked)
+
+
 @dataclass(frozen=True, slots=True)
 class FilePart:
     """What one process read of the bytes ``[lo, hi)`` of a file scanned in parts (:func:`scan_file_part`): its
-    fatbin containers, the static runtime's needles found there (None when the binary cannot hold one), and for
-    the part asked to, the SHA-256 of the whole file."""
+    fatbin containers, the static runtime's needles found there (None when the binary cannot hold one), for
+    the part asked to, the SHA-256 of the whole file, and the (offset, length) ranges the string search will
+    pass over as far as this part can tell: the file's symbol tables and such, and the containers it read."""
 
     gpu: GpuCodePart
     needle_hits: dict[bytes, tuple[bytes, ...]] | None
     sha256: str | None = None
+    not_strings: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +306,7 @@ class ReadAlready:
     gpu: GpuInventory
     needle_hits: dict[bytes, tuple[bytes, ...]] | None
     sha256: str | None
+    strings: tuple[StringsChunk | None, ...] = ()  # the string search in chunks (:func:`scan_strings_chunk`)
 
 
 def join_file_parts(parts: Sequence[FilePart]) -> ReadAlready | None:
@@ -332,7 +394,8 @@ def scan_file_part(path: str, lo: int, hi: int, hash_whole: bool = False) -> Fil
                     gpu = extract_gpu_code_part(buf, _fatbin_regions(parsed), lo, hi)
                     hits = find_needles(buf, NEEDLES, lo, hi) if may_hold_static_runtime(parsed) else None
                     release_pages(buf, lo, hi)
-                    return FilePart(gpu, hits, hasher.result() if hasher is not None else None)
+                    not_strings = (*_not_strings(fmt, parsed), *((a, b - a) for a, b in gpu_part_spans(gpu)))
+                    return FilePart(gpu, hits, hasher.result() if hasher is not None else None, not_strings)
                 finally:
                     if hasher is not None:
                         hasher.cancel()
@@ -368,16 +431,25 @@ def _scan_parts(
     needles = NEEDLES if may_hold_static_runtime(parsed) else ()
     found_needles = read.needle_hits if read is not None and needles else None
     sha256 = read.sha256 if read is not None else None
-    stream = _stream(
-        fd,
-        len(buf),
-        exclude,
-        () if found_needles is not None else needles,
-        path,
-        hash_too=sha256 is None and hasher is None,
-    )
-    literals = found_needles if found_needles is not None else stream.literals
-    found = stream.strings
+    found: CudaStrings | None = None
+    # The chunks of the string search stand for the pass over the file when nothing else needs it (the needles,
+    # the hash).
+    needs_pass = (found_needles is None and bool(needles)) or (sha256 is None and hasher is None)
+    if read is not None and read.strings and not needs_pass:
+        found = _joined_strings(fd, len(buf), exclude, read.strings, path)
+    if found is None:
+        stream = _stream(
+            fd,
+            len(buf),
+            exclude,
+            () if found_needles is not None else needles,
+            path,
+            hash_too=sha256 is None and hasher is None,
+        )
+        literals = found_needles if found_needles is not None else stream.literals
+        found, sha256 = stream.strings, sha256 or stream.sha256
+    else:
+        literals = found_needles if found_needles is not None else {}
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
     errors = list(gpu_errors)
@@ -434,7 +506,7 @@ def _scan_parts(
         path=path,
         format=fmt,
         size=len(buf),
-        sha256=sha256 or (hasher.result() if hasher is not None else stream.sha256 or ""),
+        sha256=sha256 or (hasher.result() if hasher is not None else ""),
         machine=parsed.machine,
         cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name, x.how.value))),
         imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function, u.how.value))),

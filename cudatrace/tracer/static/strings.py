@@ -18,6 +18,7 @@ removes names the binary imports, exports or is named after.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,12 @@ def _ranges(size: int, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, in
     return [(a, b) for a, b in out if a < b]
 
 
+def included_ranges(size: int, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (start, end) ranges of a file of ``size`` bytes that the CUDA strings search reads: those outside the
+    excluded (offset, length) ranges, sorted."""
+    return _ranges(size, exclude)
+
+
 def iter_strings(
     buf: Buffer, min_len: int = 4, start: int = 0, end: int | None = None, wide: bool = True
 ) -> Iterator[FoundString]:
@@ -160,12 +167,14 @@ def _byte(buf: Buffer, i: int) -> int:
     return buf[i] if 0 <= i < len(buf) else 0
 
 
-def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: set[str], budget: list[int]) -> bool:
+def _function_names(
+    buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: set[str], budget: list[int], max_names: int
+) -> bool:
     """Add whole-string entry point names whose anchor starts in [lo, hi) to ``names``.
 
     ``buf`` is a window of the file; [r_lo, r_hi) is the part of the included range it holds: anchors and names
     lie inside it, the bytes around a name are read from the window. ``budget[0]`` is how many candidates the
-    file may still cost. False when MAX_NAMES was hit or the budget is spent.
+    file may still cost. False when ``max_names`` (MAX_NAMES for a whole file) was hit or the budget is spent.
 
     The patterns of :data:`_FUNC_NAMES` find whole candidates, so only real candidates cost a Python step.
     """
@@ -185,7 +194,7 @@ def _function_names(buf: Buffer, lo: int, hi: int, r_lo: int, r_hi: int, names: 
             if name in names or family_of_function(name) is None:
                 continue
             names.add(name)
-            if len(names) >= MAX_NAMES:
+            if len(names) >= max_names:
                 return False
     return True
 
@@ -199,12 +208,15 @@ def _library_names(
     found: set[str],
     budget: list[int],
     other: set[str] | None = None,
+    max_names: int | None = None,
 ) -> bool:
     """Add CUDA library file names whose ``.so``/``.dll`` anchor starts in [lo, hi) (see _function_names); the
-    other library file names go to ``other`` (bounded too).
+    other library file names go to ``other`` (bounded too). Each set holds ``max_names`` at most
+    (MAX_LIBRARY_NAMES unless told).
 
-    False when the file's budget of anchors (``budget[0]``) is spent.
+    False when the file's budget of anchors (``budget[0]``) is spent or ``found`` is full.
     """
+    max_names = MAX_LIBRARY_NAMES if max_names is None else max_names
     for hit in _LIB_ANCHOR.finditer(buf, lo, min(r_hi, hi + 16)):  # type: ignore[call-overload]
         i = hit.start()
         if i >= hi:
@@ -226,7 +238,7 @@ def _library_names(
         if head is None:
             continue
         token = bytes(buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
-        if len(found) >= MAX_LIBRARY_NAMES:
+        if len(found) >= max_names:
             return False
         lib = identify_library(token)
         if lib is not None:
@@ -239,7 +251,7 @@ def _library_names(
             if lib is not None:
                 found.add(lib.name)
                 continue
-        if other is not None and len(other) < MAX_LIBRARY_NAMES and _plausible_file_name(token):
+        if other is not None and len(other) < max_names and _plausible_file_name(token):
             other.add(token)
     return True
 
@@ -260,7 +272,9 @@ class CudaStringSearch:
     for each, the first :data:`MAX_NEEDLE_HITS` hits are kept with the :data:`NEEDLE_TAIL` bytes that follow.
     """
 
-    def __init__(self, size: int, exclude: Sequence[tuple[int, int]] = (), needles: Sequence[bytes] = ()) -> None:
+    def __init__(
+        self, size: int, exclude: Sequence[tuple[int, int]] = (), needles: Sequence[bytes] = (), shares: int = 1
+    ) -> None:
         self._ranges = _ranges(size, exclude)
         self._range_ends = [end for _start, end in self._ranges]
         self._size = size
@@ -269,8 +283,14 @@ class CudaStringSearch:
         self._other_libs: set[str] = set()
         self._complete = True
         self._libs_complete = True
-        self._budget = [MAX_CANDIDATES]  # entry point name candidates the file may still cost
-        self._lib_budget = [MAX_LIBRARY_ANCHORS]
+        # The search of one of ``shares`` chunks of a file (:meth:`chunk`) gets that share of every cap, so that
+        # the chunks of a hostile file cost no more time and memory together than one search of it.
+        shares = max(1, shares)
+        self._max_names = max(1, MAX_NAMES // shares)
+        self._max_libs = max(1, MAX_LIBRARY_NAMES // shares)
+        self._budget = [MAX_CANDIDATES // shares]  # entry point name candidates the file may still cost
+        self._lib_budget = [MAX_LIBRARY_ANCHORS // shares]
+        self._budgets = (self._budget[0], self._lib_budget[0])
         self._needles = searchable_needles(needles)
         self._hits: dict[bytes, list[bytes]] = {n: [] for n in self._needles}
 
@@ -288,10 +308,10 @@ class CudaStringSearch:
                 continue  # only NUL bytes: no name or library anchor starts here (cuFFT: 9,325 such gaps)
             r_lo, r_hi = max(r_start - base, 0), min(r_end - base, len(window))
             if self._complete:
-                self._complete = _function_names(window, a, b, r_lo, r_hi, self._names, self._budget)
+                self._complete = _function_names(window, a, b, r_lo, r_hi, self._names, self._budget, self._max_names)
             if self._libs_complete:
                 self._libs_complete = _library_names(
-                    window, a, b, r_lo, r_hi, self._libs, self._lib_budget, self._other_libs
+                    window, a, b, r_lo, r_hi, self._libs, self._lib_budget, self._other_libs, self._max_libs
                 )
         for needle in self._needles:
             kept = self._hits[needle]
@@ -315,6 +335,77 @@ class CudaStringSearch:
             truncated=not (self._complete and self._libs_complete),
             other_library_names=tuple(sorted(self._other_libs)),
         )
+
+    def chunk(self, lo: int, hi: int) -> StringsChunk:
+        """What the windows fed so far, which covered the file bytes ``[lo, hi)``, found: one chunk of the file's
+        search (:func:`join_strings_chunks`). A chunk that reached a cap of its share keeps no names."""
+        complete = self._complete and self._libs_complete and len(self._other_libs) < self._max_libs
+        return StringsChunk(
+            self._size,
+            lo,
+            hi,
+            ranges_seen(self._ranges, lo, hi),
+            tuple(sorted(self._libs)) if complete else (),
+            tuple(sorted(self._names)) if complete else (),
+            tuple(sorted(self._other_libs)) if complete else (),
+            self._budgets[0] - self._budget[0],
+            self._budgets[1] - self._lib_budget[0],
+            complete,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StringsChunk:
+    """The CUDA strings search of the bytes ``[lo, hi)`` of a file of ``size`` bytes, made apart from the rest of
+    the file (:meth:`CudaStringSearch.chunk`): what it found, how much of each budget it spent, and the included
+    byte ranges it saw (:func:`ranges_seen`), which must be the file's for the chunk to count."""
+
+    size: int
+    lo: int
+    hi: int
+    ranges: tuple[tuple[int, int], ...]
+    library_names: tuple[str, ...]
+    function_names: tuple[str, ...]
+    other_library_names: tuple[str, ...]
+    candidates: int  # entry point name candidates examined
+    anchors: int  # ``.so``/``.dll`` anchors examined
+    complete: bool  # no cap of its share was reached (else it keeps no names)
+
+
+def ranges_seen(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """What the windows of ``[lo, hi)`` see of the included ``ranges`` (sorted, disjoint (start, end) pairs): each
+    range that overlaps ``[lo, hi)``, cut to the :data:`MARGIN` bytes of context on either side. A search of
+    ``[lo, hi)`` gives the same whatever the ranges beyond."""
+    out: list[tuple[int, int]] = []
+    for start, end in ranges[bisect.bisect_right([e for _s, e in ranges], lo) :]:
+        if start >= hi:
+            break
+        out.append((max(start, lo - MARGIN), min(end, hi + MARGIN)))
+    return tuple(out)
+
+
+def join_strings_chunks(chunks: Sequence[StringsChunk]) -> CudaStrings | None:
+    """What one :class:`CudaStringSearch` of the whole file gives, from the searches of chunks that cover it in
+    order; None when they cannot tell (a chunk reached a cap of its share, or together they reach a cap of the
+    file, where the names one search keeps depend on the order it met them: then the file is searched whole).
+
+    Under every cap a search keeps each name it meets, and a name belongs to the one window its anchor starts in,
+    so the names of the whole file are those of its chunks together.
+    """
+    if not chunks or chunks[0].lo != 0 or chunks[-1].hi != chunks[0].size:
+        return None
+    if any(a.hi != b.lo or a.size != b.size for a, b in itertools.pairwise(chunks)):
+        return None
+    if not all(c.complete for c in chunks):
+        return None
+    if sum(c.candidates for c in chunks) > MAX_CANDIDATES or sum(c.anchors for c in chunks) > MAX_LIBRARY_ANCHORS:
+        return None
+    names = {n for c in chunks for n in c.function_names}
+    libs = {n for c in chunks for n in c.library_names}
+    other = {n for c in chunks for n in c.other_library_names}
+    if len(names) >= MAX_NAMES or len(libs) >= MAX_LIBRARY_NAMES or len(other) >= MAX_LIBRARY_NAMES:
+        return None
+    return CudaStrings(tuple(sorted(libs)), tuple(sorted(names)), False, tuple(sorted(other)))
 
 
 def searchable_needles(needles: Sequence[bytes]) -> tuple[bytes, ...]:

@@ -7,17 +7,28 @@ import os
 import pickle
 import shutil
 import signal
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from cudatrace.cli import main
 from cudatrace.errors import EXIT_PARTIAL
-from cudatrace.model import FileError
-from cudatrace.tracer.static import fatbin, parallel, split
+from cudatrace.model import BinaryScan, EntryHow, Family, FileError
+from cudatrace.tracer.static import fatbin, parallel, scanner, split, strings
 from cudatrace.tracer.static.parallel import scan_outcomes
 from cudatrace.tracer.static.scanner import join_file_parts, plan_files, scan_one
-from cudatrace.tracer.static.split import FinishTask, GpuPartTask, ProbeTask, SplitPlan, plan_split, run_split_task
+from cudatrace.tracer.static.split import (
+    FinishTask,
+    GpuPartTask,
+    PartRead,
+    ProbeTask,
+    SplitPlan,
+    StringsTask,
+    plan_split,
+    run_split_task,
+)
+from cudatrace.tracer.static.strings import StringsChunk, included_ranges
 
 CUDA_LIBS = Path("/usr/local/cuda/lib64")
 
@@ -88,19 +99,22 @@ def test_parts_put_together_give_the_scan_of_one_process(nvcc_many: Path, split_
         tasks = plan_split(str(nvcc_many), jobs)
         assert tasks is not None and len(tasks) == jobs
         assert [t.hash_whole for t in tasks] == [True] + [False] * (jobs - 1)
-        parts = tuple(run_split_task(t) for t in tasks)
-        assert all(isinstance(p, bytes) for p in parts)
-        read = join_file_parts([pickle.loads(p) for p in parts])  # type: ignore[arg-type]
+        reads = [run_split_task(t) for t in tasks]
+        assert all(isinstance(r, PartRead) and r.not_strings for r in reads)
+        parts = tuple(r.part for r in reads)  # type: ignore[union-attr]
+        read = join_file_parts([pickle.loads(p) for p in parts])
         assert read is not None and read.sha256 == whole.sha256 and read.needle_hits
-        assert run_split_task(FinishTask(str(nvcc_many), parts)) == whole  # type: ignore[arg-type]
+        assert run_split_task(FinishTask(str(nvcc_many), parts)) == whole
 
 
 def test_a_part_that_could_not_be_read_means_the_file_is_read_whole(nvcc_many: Path, split_everything: None) -> None:
     tasks = plan_split(str(nvcc_many), 2)
     assert tasks is not None
-    parts = tuple(run_split_task(t) for t in tasks)
-    broken = (parts[0], run_split_task(GpuPartTask(str(nvcc_many) + ".gone", 0, 1)))
-    assert run_split_task(FinishTask(str(nvcc_many), broken)) == scan_one(str(nvcc_many))  # type: ignore[arg-type]
+    parts = [run_split_task(t) for t in tasks]
+    gone = run_split_task(GpuPartTask(str(nvcc_many) + ".gone", 0, 1))
+    assert isinstance(gone, PartRead) and gone.not_strings is None
+    broken = (parts[0].part, gone.part)  # type: ignore[union-attr]
+    assert run_split_task(FinishTask(str(nvcc_many), broken)) == scan_one(str(nvcc_many))
 
 
 def test_small_or_gpu_free_files_are_not_split(nvcc_many: Path, elf_plain: Path) -> None:
@@ -169,3 +183,176 @@ def test_a_finishing_task_goes_only_to_an_idle_worker() -> None:
     plan.pending.extend([(0, FinishTask("a", ())), (1, "b")])
     assert plan.take(idle=False) is None
     assert plan.take(idle=True) == (0, FinishTask("a", ()))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The string search in chunks
+
+
+@pytest.fixture
+def small_string_chunks(monkeypatch: pytest.MonkeyPatch, split_everything: None) -> None:
+    """A split file's string search goes out in chunks of 4 KB cut anywhere (a real chunk is 32 MB at least, cut
+    at a multiple of the scanner's 8 MB window)."""
+    monkeypatch.setattr(split, "STRINGS_CHUNK", 4096)
+    monkeypatch.setattr(split, "STRINGS_ALIGN", 1)
+
+
+def _reads(path: Path, jobs: int = 2) -> list[PartRead]:
+    tasks = plan_split(str(path), jobs)
+    assert tasks is not None
+    reads = [run_split_task(t) for t in tasks]
+    assert all(isinstance(r, PartRead) for r in reads)
+    return reads  # type: ignore[return-value]
+
+
+def _chunk_tasks(path: Path, reads: list[PartRead], cuts: list[int]) -> tuple[StringsTask, ...]:
+    """Chunks of the string search cut where a test wants, with the excluded ranges the parts say."""
+    size = path.stat().st_size
+    excluded = [x for r in reads for x in r.not_strings or ()]
+    bounds = [0, *cuts, size]
+    return tuple(StringsTask(str(path), size, lo, hi, tuple(excluded), len(bounds) - 1) for lo, hi in pairwise(bounds))
+
+
+def _finish(path: Path, reads: list[PartRead], chunks: tuple[StringsTask, ...]) -> object:
+    found = tuple(run_split_task(c) for c in chunks)
+    assert all(isinstance(f, StringsChunk) for f in found)
+    return run_split_task(FinishTask(str(path), tuple(r.part for r in reads), found))  # type: ignore[arg-type]
+
+
+def _included_name(path: Path, reads: list[PartRead]) -> tuple[str, int]:
+    """A driver entry point name the scan finds in the file's strings, and the offset of one of its whole
+    occurrences in the bytes the search reads."""
+    whole = scan_one(str(path))
+    assert isinstance(whole, BinaryScan)
+    data = path.read_bytes()
+    ranges = included_ranges(len(data), [x for r in reads for x in r.not_strings or ()])
+    for use in whole.imports:
+        if use.how is not EntryHow.PROC_STRING or use.family is not Family.DRIVER or len(use.function) < 8:
+            continue
+        at = data.find(b"\0" + use.function.encode() + b"\0")
+        while at >= 0:
+            if any(a <= at + 1 and at + 1 + len(use.function) <= b for a, b in ranges):
+                return use.function, at + 1
+            at = data.find(b"\0" + use.function.encode() + b"\0", at + 1)
+    raise AssertionError("no driver entry point name in the file's strings")
+
+
+def test_a_name_across_a_chunk_boundary_is_found_once(nvcc_many: Path, split_everything: None) -> None:
+    reads = _reads(nvcc_many)
+    name, at = _included_name(nvcc_many, reads)
+    for cut in (at + 1, at + len(name) // 2, at + len(name) - 1, at, at + len(name)):
+        chunks = _chunk_tasks(nvcc_many, reads, [cut])
+        found = [run_split_task(c) for c in chunks]
+        assert sum(name in f.function_names for f in found) == 1, cut  # type: ignore[union-attr]
+        assert _finish(nvcc_many, reads, chunks) == scan_one(str(nvcc_many))
+    # Many chunks, each cut inside some string.
+    size = nvcc_many.stat().st_size
+    chunks = _chunk_tasks(nvcc_many, reads, [*range(at - 4000, at + 4000, 37), size // 3, size // 2])
+    assert _finish(nvcc_many, reads, chunks) == scan_one(str(nvcc_many))
+
+
+def test_a_chunk_that_saw_other_excluded_ranges_is_searched_again(nvcc_many: Path, split_everything: None) -> None:
+    reads = _reads(nvcc_many)
+    _name, at = _included_name(nvcc_many, reads)
+    size = nvcc_many.stat().st_size
+    # Excluding the name's bytes (or nothing at all: the GPU code and symbol tables searched too) is a wrong
+    # guess: the finish finds the chunk saw other ranges and searches it again.
+    for exclude in (((at, 4),), ()):
+        chunks = (
+            StringsTask(str(nvcc_many), size, 0, at + 2, exclude, 2),
+            StringsTask(str(nvcc_many), size, at + 2, size, exclude, 2),
+        )
+        assert _finish(nvcc_many, reads, chunks) == scan_one(str(nvcc_many))
+    # A chunk of a file that changed size, or could not be read, has the finish search the file itself.
+    gone = StringsTask(str(nvcc_many) + ".gone", size, 0, size, (), 1)
+    stale = StringsTask(str(nvcc_many), size + 1, 0, size, (), 1)
+    assert run_split_task(gone) is None and run_split_task(stale) is None
+    parts = tuple(r.part for r in reads)
+    assert run_split_task(FinishTask(str(nvcc_many), parts, (None,))) == scan_one(str(nvcc_many))
+
+
+def test_chunks_that_reach_a_cap_together_mean_the_file_is_searched_whole(
+    nvcc_many: Path, split_everything: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In this process: the caps are lowered here, and the chunks, the finish and the whole scan all see them.
+    reads = _reads(nvcc_many)
+    size = nvcc_many.stat().st_size
+    cuts = [size * k // 4 for k in range(1, 4)]
+    names = run_split_task(_chunk_tasks(nvcc_many, reads, [])[0])
+    assert isinstance(names, StringsChunk) and len(names.function_names) > 40
+    for cap, value in (("MAX_NAMES", 20), ("MAX_NAMES", len(names.function_names)), ("MAX_CANDIDATES", 30)):
+        with monkeypatch.context() as m:
+            m.setattr(strings, cap, value)
+            whole = scan_one(str(nvcc_many))
+            assert isinstance(whole, BinaryScan) and any("too many names" in e for e in whole.errors)
+            assert _finish(nvcc_many, reads, _chunk_tasks(nvcc_many, reads, cuts)) == whole, cap
+    # Under the caps the chunks stand for the whole search: the same names, nothing cut.
+    found = [run_split_task(c) for c in _chunk_tasks(nvcc_many, reads, cuts)]
+    joined = strings.join_strings_chunks(found)  # type: ignore[arg-type]
+    assert joined is not None and not joined.truncated
+    assert joined.function_names == names.function_names and joined.library_names == names.library_names
+
+
+def _not_called(*args: object) -> None:
+    raise AssertionError("called")
+
+
+def test_the_chunks_planned_cover_the_bytes_to_search_evenly(
+    nvcc_many: Path, small_string_chunks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole = scan_one(str(nvcc_many))
+    reads = _reads(nvcc_many)
+    size = nvcc_many.stat().st_size
+    chunks = split.plan_strings(str(nvcc_many), reads, 4)
+    assert len(chunks) == 4 and chunks[0].lo == 0 and chunks[-1].hi == size
+    assert all(a.hi == b.lo for a, b in pairwise(chunks)) and {c.shares for c in chunks} == {4}
+    excluded = [x for r in reads for x in r.not_strings or ()]
+    ranges = included_ranges(size, excluded)
+    per_chunk = [sum(max(0, min(b, c.hi) - max(a, c.lo)) for a, b in ranges) for c in chunks]
+    assert max(per_chunk) - min(per_chunk) <= 2
+    assert split.plan_strings(str(nvcc_many), reads, 1) == ()
+    assert split.plan_strings(str(nvcc_many), reads, 4, chunk_bytes=size) == ()  # not worth chunks
+    assert split.plan_strings(str(nvcc_many), [*reads, PartRead(b"", 0, None)], 4) == ()  # a part unread
+    aligned = split.plan_strings(str(nvcc_many), reads, 4, align=65536)
+    assert all(c.lo % 65536 == 0 for c in aligned)
+    # The excluded ranges the parts guessed are the file's: the finish neither searches a chunk again nor
+    # makes a pass over the file of its own.
+    found = tuple(run_split_task(c) for c in chunks)
+    monkeypatch.setattr(scanner, "_search_chunk", _not_called)
+    monkeypatch.setattr(scanner, "_stream", _not_called)
+    parts = tuple(r.part for r in reads)
+    assert run_split_task(FinishTask(str(nvcc_many), parts, found)) == whole  # type: ignore[arg-type]
+
+
+def test_jobs_give_the_same_documents_with_the_string_search_in_chunks(
+    cuda_tree: Path, tmp_path: Path, small_string_chunks: None
+) -> None:
+    planned = [f for f in plan_files([str(cuda_tree)]) if plan_split(f, 2) is not None]
+    assert any(split.plan_strings(f, _reads(Path(f)), 2) for f in planned)
+    docs = []
+    for jobs in ("1", "2", "3"):
+        out = tmp_path / f"jobs{jobs}.json"
+        code = main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(out), "--jobs", jobs,
+                     str(cuda_tree)])  # fmt: skip
+        assert code in (0, EXIT_PARTIAL)
+        docs.append(out.read_bytes())
+    assert docs[0] == docs[1] == docs[2]
+
+
+def die_in_strings(task: split.SplitTask) -> object:
+    """A worker's task runner that dies searching a chunk of a file's strings that starts inside the file."""
+    if isinstance(task, StringsTask) and task.lo > 0:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return run_split_task(task)
+
+
+def test_a_worker_that_dies_in_a_strings_chunk_costs_only_its_file(cuda_tree: Path, small_string_chunks: None) -> None:
+    files = plan_files([str(cuda_tree)])
+    serial = dict(scan_outcomes(files, 1))
+    got = dict(scan_outcomes(files, 2, run_task=die_in_strings))
+    lost = {p: o for p, o in got.items() if isinstance(o, FileError)}
+    assert lost, "no chunk died: no string search went out in chunks"
+    for path, outcome in lost.items():
+        assert outcome.kind == "internal" and "died (SIGSEGV)" in outcome.message and path in outcome.message
+        assert split.plan_strings(path, _reads(Path(path)), 2)
+    assert {p: o for p, o in got.items() if p not in lost} == {p: o for p, o in serial.items() if p not in lost}
