@@ -288,7 +288,10 @@ class _Schedule:
             if self._stop.is_set():
                 return
             if self.worth[i] is None:
-                self.worth[i] = self.wanted(path)
+                try:
+                    self.worth[i] = self.wanted(path)
+                except Exception:  # left unread: take() reads it again and the error comes from there
+                    return
 
     def close(self) -> None:
         """Stop reading heads ahead (the scan is over or abandoned)."""

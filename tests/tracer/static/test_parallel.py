@@ -238,3 +238,28 @@ def parallel_wanted(path: str) -> bool:
     from cudatrace.tracer.static.scanner import _worth_scanning
 
     return _worth_scanning(path)
+
+
+def test_a_missing_package_met_reading_heads_ahead_is_one_error_not_a_thread_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Python without pefile: the schedule's thread met the ImportError first and printed a traceback ("Exception
+    # in thread cudatrace-heads") before the command's own one-line error. The head is left for take() to read.
+    import threading
+
+    for i in range(50):
+        (tmp_path / f"a{i:02}.dll").write_bytes(b"MZ" + bytes(62))
+    files = plan_files([str(tmp_path)])
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+
+    def wanted(path: str) -> bool:
+        raise ModuleNotFoundError("No module named 'pefile'", name="pefile")
+
+    plan = parallel._Schedule(files, 2, parallel.NullProgress(), False, wanted)
+    assert plan._reader is not None
+    plan._reader.join(30)
+    assert not escaped and plan.worth == [None] * len(files)
+    with pytest.raises(ModuleNotFoundError):
+        plan.take(idle=True)
+    plan.close()
