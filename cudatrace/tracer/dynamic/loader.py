@@ -81,26 +81,55 @@ def failure_from_dlerror(requested: str, message: str, count: int = 1, pid: int 
     return LoadFailure(kind, text, library=name, count=count, cuda=_is_cuda_library(requested), pid=pid)
 
 
-def program_interpreter(path: str) -> str | None:
-    """The ELF program interpreter (PT_INTERP) of ``path``, or None (not ELF, static, unreadable)."""
+def _program_headers(path: str) -> tuple[bool, list[tuple[int, int, int]]] | None:
+    """``(64-bit little-endian, [(p_type, p_offset, p_filesz)])`` of an ELF executable (32- or 64-bit, either byte
+    order; ET_EXEC or ET_DYN), or None (not one, unreadable)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-                return None  # 64-bit little-endian only, like the tracer
-            (phoff,) = struct.unpack_from("<Q", head, 0x20)
-            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-            if phentsize < 56 or phnum > 256:
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+                return None
+            order = "<" if head[5] == 1 else ">"
+            wide = head[4] == 2
+            (e_type,) = struct.unpack_from(order + "H", head, 0x10)
+            if e_type not in (2, 3):  # ET_EXEC, ET_DYN (a PIE, a static-pie)
+                return None
+            if wide:
+                (phoff,) = struct.unpack_from(order + "Q", head, 0x20)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36)
+                least, entry = 56, order + "IIQQQQ"  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz
+            else:
+                (phoff,) = struct.unpack_from(order + "I", head, 0x1C)
+                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x2A)
+                least, entry = 32, order + "IIIIII"  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz
+            if phentsize < least or not 0 < phnum <= 256:
                 return None
             fh.seek(phoff)
             table = fh.read(phentsize * phnum)
+            if len(table) < phentsize * phnum:
+                return None
+            headers = []
             for i in range(phnum):
-                p_type, _flags, p_offset, _va, _pa, p_filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
-                if p_type == 3 and 0 < p_filesz < 4096:  # PT_INTERP
-                    fh.seek(p_offset)
-                    return fh.read(p_filesz).rstrip(b"\0").decode(errors="replace") or None
+                f = struct.unpack_from(entry, table, i * phentsize)
+                headers.append((f[0], f[2], f[5]) if wide else (f[0], f[1], f[4]))
+            return wide and order == "<", headers
     except (OSError, struct.error):
         return None
+
+
+def program_interpreter(path: str) -> str | None:
+    """The ELF program interpreter (PT_INTERP) of ``path``, or None (not ELF, static, unreadable)."""
+    found = _program_headers(path)
+    if found is None or not found[0]:
+        return None  # 64-bit little-endian only, like the tracer
+    for p_type, p_offset, p_filesz in found[1]:
+        if p_type == 3 and 0 < p_filesz < 4096:  # PT_INTERP
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(p_offset)
+                    return fh.read(p_filesz).rstrip(b"\0").decode(errors="replace") or None
+            except OSError:
+                return None
     return None
 
 
@@ -108,33 +137,10 @@ def is_static_executable(path: str) -> bool:
     """Whether ``path`` is an ELF executable (32- or 64-bit, either byte order) without a program interpreter:
     a static program (Go's, busybox, Debian's ldconfig), which has no dynamic loader to load a library into it,
     neither a CUDA library nor an agent. False for anything else, or what cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
-                return False
-            order = "<" if head[5] == 1 else ">"
-            wide = head[4] == 2
-            (e_type,) = struct.unpack_from(order + "H", head, 0x10)
-            if e_type not in (2, 3):  # ET_EXEC, ET_DYN (a static-pie)
-                return False
-            if wide:
-                (phoff,) = struct.unpack_from(order + "Q", head, 0x20)
-                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x36)
-                least, layout = 56, order + "I"
-            else:
-                (phoff,) = struct.unpack_from(order + "I", head, 0x1C)
-                phentsize, phnum = struct.unpack_from(order + "HH", head, 0x2A)
-                least, layout = 32, order + "I"
-            if phentsize < least or not 0 < phnum <= 256:
-                return False
-            fh.seek(phoff)
-            table = fh.read(phentsize * phnum)
-            if len(table) < phentsize * phnum:
-                return False
-            types = [struct.unpack_from(layout, table, i * phentsize)[0] for i in range(phnum)]
-    except (OSError, struct.error):
+    found = _program_headers(path)
+    if found is None:
         return False
+    types = {p_type for p_type, _offset, _size in found[1]}
     return 3 not in types and 1 in types  # no PT_INTERP, and something to load (PT_LOAD)
 
 

@@ -692,18 +692,8 @@ def _image_path(argv0: str) -> str | None:
 
 def _is_static(argv: tuple[str, ...]) -> bool:
     # An ELF executable without a program interpreter (ldconfig on Debian, Go programs): Frida cannot inject it.
-    from cudatrace.tracer.dynamic.loader import program_interpreter
-
     path = _image_path(argv[0] if argv else "")
-    if not path or not os.path.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(4) != b"\x7fELF":
-                return False
-    except OSError:
-        return False
-    return program_interpreter(path) is None
+    return bool(path) and is_static_executable(str(path))
 
 
 def _family_of(entry: HookedEntry) -> Family:
@@ -967,7 +957,7 @@ class _Tracer:
                 with self._lock:
                     self.static_untraced.append((child.pid, program))
                 return
-            if not is_root and self._plain is not None and getattr(child, "origin", None) == "exec":
+            if not is_root and self._plain is not None and exec_origin:
                 # A program that loads no library at run time and starts none (true, uname, ptxas): an injection
                 # would cost 60-150 ms of the program's time, one child at a time, and record nothing.
                 program = self._plain.untraceable_reason(child.pid)
@@ -1148,7 +1138,7 @@ def trace_program(
                 else:
                     pid = _start_spawned(tracer, collector, argv, env, program)
                 if held is not None and held.untraced:
-                    pass
+                    pass  # it ran to its end in _run_static
                 elif held is not None and tracer.root_failed is not None:
                     _ended_before_tracing(tracer, collector, held, env, notes)
                 else:
@@ -1269,8 +1259,7 @@ def _run_static(
     )
     collector.mark_start()
     held.release()
-    first: tuple[int, float] | None = None
-    killed = False
+    interrupts = _Interrupts(options.grace_s)
     status: int | None = None
     while True:
         try:
@@ -1278,17 +1267,11 @@ def _run_static(
             break
         except subprocess.TimeoutExpired:
             pass
-        now = time.monotonic()
-        for sig in signals.take():
-            if first is None:
-                first = (sig, now)
-                _pass_on_group(held, sig)
-                notes.append(f"interrupted: {signal_module.Signals(sig).name} was passed on to the program")
-            elif not killed and not (sig == first[0] and now - first[1] < 1.0):
-                killed = True  # a second signal, as for a traced program
-                _pass_on_group(held, signal_module.SIGKILL)
-        if first is not None and not killed and options.grace_s is not None and now - first[1] > options.grace_s:
-            killed = True
+        passed, stop = interrupts.step(signals, time.monotonic())
+        for sig in passed:
+            _pass_on_group(held, sig)
+            notes.append(f"interrupted: {signal_module.Signals(sig).name} was passed on to the program")
+        if stop is not None:  # as for a traced program: a second signal, or the grace over
             _pass_on_group(held, signal_module.SIGKILL)
         if held.terminal_fd is not None:
             _follow_job_control(held)
@@ -1334,6 +1317,38 @@ def _kill_held(held: HeldProgram) -> None:
     with contextlib.suppress(Exception):
         held.wait(10)
     held.take_back_terminal()
+
+
+class _Interrupts:
+    """What the signals cudatrace receives mean while the program runs: the first is passed on to the program; a
+    second one (not the same one again within a second: timeout(1) signals the process, then its group), or the
+    grace after the first running out, stops the program, once."""
+
+    def __init__(self, grace_s: float | None) -> None:
+        self.grace_s = grace_s
+        self.first: tuple[int, float] | None = None
+        self.stopped = False
+
+    def step(self, signals: _ForwardedSignals, now: float) -> tuple[list[int], str | None]:
+        """The signals received since the last step to pass on now, and why to stop the program now: the second
+        signal's name, "grace", or None."""
+        passed: list[int] = []
+        if self.stopped:
+            signals.take()
+            return passed, None
+        for sig in signals.take():
+            if self.first is None:
+                self.first = (sig, now)
+                passed.append(sig)
+            elif sig == self.first[0] and now - self.first[1] < 1.0:
+                continue  # the same signal twice at once
+            else:
+                self.stopped = True
+                return passed, signal_module.Signals(sig).name
+        if self.first is not None and self.grace_s is not None and now - self.first[1] > self.grace_s:
+            self.stopped = True
+            return passed, "grace"
+        return passed, None
 
 
 class _ForwardedSignals:
@@ -1383,8 +1398,7 @@ def _wait_for_tree(
     options: TraceOptions,
     notes: list[str],
 ) -> None:
-    first: tuple[int, float] | None = None
-    stopped = False
+    interrupts = _Interrupts(options.grace_s)
     held_stopped = _HeldStoppedWatch() if sys.platform.startswith("linux") else None
     while True:
         try:
@@ -1407,26 +1421,20 @@ def _wait_for_tree(
                 )
                 notes.append(message)
                 print(f"cudatrace: {message}", file=sys.stderr, flush=True)
-        for sig in signals.take():
-            name = signal_module.Signals(sig).name
-            if first is None:
-                first = (sig, now)
-                _pass_on(tracer, collector, held, sig)
-                notes.append(
-                    f"interrupted: {name} was passed on to the program; tracing went on until it ended, counts are kept"
-                )
-            elif sig == first[0] and now - first[1] < 1.0:
-                continue  # the same signal twice at once (timeout(1) signals the process, then its group)
-            elif not stopped:
-                stopped = True
-                notes.append(f"stopped: a second signal ({name}) killed the program; counts up to that point are kept")
-                _stop_tree(tracer, collector)
-                return
-        if first is not None and options.grace_s is not None and now - first[1] > options.grace_s and not stopped:
-            stopped = True
+        passed, stop = interrupts.step(signals, now)
+        for sig in passed:
+            _pass_on(tracer, collector, held, sig)
             notes.append(
-                f"stopped: the program was still running {options.grace_s:g} s after the signal and was killed"
+                f"interrupted: {signal_module.Signals(sig).name} was passed on to the program; tracing went on until "
+                "it ended, counts are kept"
             )
+        if stop is not None:
+            if stop == "grace":
+                notes.append(
+                    f"stopped: the program was still running {options.grace_s:g} s after the signal and was killed"
+                )
+            else:
+                notes.append(f"stopped: a second signal ({stop}) killed the program; counts up to that point are kept")
             _stop_tree(tracer, collector)
             return
         if held is not None and held.terminal_fd is not None:
@@ -1482,8 +1490,7 @@ def _held_by(pid: int, threads: set[int]) -> bool:
 def _pass_on(tracer: _Tracer, collector: Collector, held: HeldProgram | None, sig: int) -> None:
     # To the program's process group (held: its own group, as a shell gives it), else to every traced process.
     if held is not None:
-        with contextlib.suppress(OSError):
-            os.killpg(held.pid, sig)
+        _pass_on_group(held, sig)
         return
     for key in collector.live():
         with contextlib.suppress(OSError):

@@ -140,14 +140,20 @@ def test_jobs_give_the_same_outcomes_with_files_read_in_parts(cuda_tree: Path, s
         assert list(scan_outcomes(files, jobs)) == serial
 
 
-def test_cli_documents_are_identical_for_any_jobs(cuda_tree: Path, tmp_path: Path, split_everything: None) -> None:
+def _documents(tree: Path, tmp_path: Path, jobs: tuple[str, ...]) -> list[bytes]:
+    """The JSON documents of ``cudatrace scan --jobs N`` of ``tree``, one per N."""
     docs = []
-    for jobs in ("1", "2", "4"):
-        out = tmp_path / f"jobs{jobs}.json"
-        code = main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(out), "--jobs", jobs,
-                     str(cuda_tree)])  # fmt: skip
+    for n in jobs:
+        out = tmp_path / f"jobs{n}.json"
+        code = main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(out), "--jobs", n,
+                     str(tree)])  # fmt: skip
         assert code in (0, EXIT_PARTIAL)
         docs.append(out.read_bytes())
+    return docs
+
+
+def test_cli_documents_are_identical_for_any_jobs(cuda_tree: Path, tmp_path: Path, split_everything: None) -> None:
+    docs = _documents(cuda_tree, tmp_path, ("1", "2", "4"))
     assert docs[0] == docs[1] == docs[2]
 
 
@@ -329,13 +335,7 @@ def test_jobs_give_the_same_documents_with_the_string_search_in_chunks(
 ) -> None:
     planned = [f for f in plan_files([str(cuda_tree)]) if plan_split(f, 2) is not None]
     assert any(split.plan_strings(f, _reads(Path(f)), 2) for f in planned)
-    docs = []
-    for jobs in ("1", "2", "3"):
-        out = tmp_path / f"jobs{jobs}.json"
-        code = main(["scan", "--no-store", "--no-progress", "--format", "json", "-o", str(out), "--jobs", jobs,
-                     str(cuda_tree)])  # fmt: skip
-        assert code in (0, EXIT_PARTIAL)
-        docs.append(out.read_bytes())
+    docs = _documents(cuda_tree, tmp_path, ("1", "2", "3"))
     assert docs[0] == docs[1] == docs[2]
 
 
