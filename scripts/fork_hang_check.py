@@ -5,10 +5,15 @@ The program is Python with four busy threads that forks 20 children (each comput
 subprocess: what PyTorch does when ``torch.compile`` starts its compile workers. Each round runs it under
 ``cudatrace run``; a round that has not ended after ``--wait`` seconds is a hang: the script prints the state
 of every process of the tree (a process in ``tracing stop`` and which thread holds it), then ends the round.
-With ``--bare``, the same program runs under a bare Frida client (spawn, child gating, empty scripts) instead,
-to tell the tracer's share from Frida's.
+With ``--bare``, the same program runs under a bare Frida client instead (spawn, child gating, and in every
+process a script holding only the agent's guard of Frida's descriptors, without which a subprocess that closes
+its descriptors hangs for another reason), to tell the tracer's share from Frida's. ``--bare-resume`` goes one
+step further: the children are only resumed, nothing is attached to them or loaded into them, so what is left
+is Frida's own handling of a fork in the program and in the child. ``--program subprocesses`` runs the other
+program: Python starting ``--children`` subprocesses (``true``) at once and waiting for them all.
 
-Usage: ``python3 scripts/fork_hang_check.py [--rounds 30] [--wait 12] [--bare]``
+Usage: ``python3 scripts/fork_hang_check.py [--rounds 30] [--wait 12] [--bare | --bare-resume]
+[--program threads|subprocesses] [--children 20]``
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-PROGRAM = """
+PROGRAMS = {}
+PROGRAMS["threads"] = """
 import os, subprocess, sys, threading
 stop = False
 def spin():
@@ -34,7 +40,7 @@ def spin():
 for _ in range(4):
     threading.Thread(target=spin, daemon=True).start()
 pids = []
-for _ in range(20):
+for _ in range(int(sys.argv[1])):
     pid = os.fork()
     if pid == 0:
         sum(range(100000))
@@ -45,6 +51,19 @@ out = subprocess.check_output([sys.executable, "-c", "print(1)"], text=True).str
 stop = True
 print("bad", bad, "sub", out)
 """
+PROGRAMS["subprocesses"] = """
+import subprocess, sys
+procs = [subprocess.Popen(["true"]) for _ in range(int(sys.argv[1]))]
+print(sum(p.wait() for p in procs), len(procs))
+"""
+
+
+def _guard_script() -> str:
+    """The agent's own guard of Frida's descriptors (modules.js), alone: close_range() and closefrom() keep them."""
+    source = (REPO / "cudatrace/tracer/dynamic/agent/src/modules.js").read_text()
+    start = source.index("function guardAgentDescriptors()")
+    end = source.index("\n}\n", start) + 3
+    return "const S = { skipped: [] };\n" + source[start:end] + "guardAgentDescriptors();\n"
 
 
 def _tree_states(root: int) -> list[str]:
@@ -63,11 +82,11 @@ def _tree_states(root: int) -> list[str]:
     return out
 
 
-def _traced_round(program: Path, wait: float) -> list[str] | None:
+def _traced_round(program: list[str], wait: float, resume_only: bool = False) -> list[str] | None:
     """None when the round ended; else the tree's states at the hang."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--grace", "3", "--format", "json"]
-        cmd += ["-o", str(Path(tmp) / "t.json"), "--", sys.executable, str(program)]
+        cmd += ["-o", str(Path(tmp) / "t.json"), "--", sys.executable, *program]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -87,17 +106,19 @@ def _traced_round(program: Path, wait: float) -> list[str] | None:
             return states
 
 
-def _bare_round(program: Path, wait: float) -> list[str] | None:
+def _bare_round(program: list[str], wait: float, resume_only: bool = False) -> list[str] | None:
     import frida
 
     dev = frida.get_local_device()
+    guard = _guard_script()
 
     def adopt(child: Any) -> None:
         pid = child.pid
 
         def go() -> None:
             try:
-                dev.attach(pid).create_script("").load()
+                if not resume_only:
+                    dev.attach(pid).create_script(guard).load()
             finally:
                 dev.resume(pid)
 
@@ -105,10 +126,10 @@ def _bare_round(program: Path, wait: float) -> list[str] | None:
 
     dev.on("child-added", adopt)
     try:
-        pid = dev.spawn([sys.executable, str(program)], stdio="pipe")
+        pid = dev.spawn([sys.executable, *program], stdio="pipe")
         session = dev.attach(pid)
         session.enable_child_gating()
-        session.create_script("").load()
+        session.create_script(guard).load()
         ended = threading.Event()
         session.on("detached", lambda *_: ended.set())
         dev.resume(pid)
@@ -125,19 +146,28 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--wait", type=float, default=12.0)
-    ap.add_argument("--bare", action="store_true")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--bare", action="store_true", help="a bare Frida client that attaches to every child")
+    how.add_argument("--bare-resume", action="store_true", help="a bare Frida client that only resumes children")
+    ap.add_argument("--program", choices=sorted(PROGRAMS), default="threads")
+    ap.add_argument("--children", type=int, default=20)
     args = ap.parse_args()
     hangs = 0
     with tempfile.TemporaryDirectory() as tmp:
-        program = Path(tmp) / "forks.py"
-        program.write_text(PROGRAM)
+        path = Path(tmp) / "forks.py"
+        path.write_text(PROGRAMS[args.program])
+        program = [str(path), str(args.children)]
+        one_round = _bare_round if args.bare or args.bare_resume else _traced_round
         for i in range(1, args.rounds + 1):
-            states = (_bare_round if args.bare else _traced_round)(program, args.wait)
+            states = one_round(program, args.wait, args.bare_resume)
             if states is not None:
                 hangs += 1
                 print(f"round {i}: not ended after {args.wait:.0f} s", *states, sep="\n  ", flush=True)
-    what = "a bare Frida client" if args.bare else "cudatrace run"
-    print(f"{what}: {hangs} hangs in {args.rounds} rounds (load average {os.getloadavg()[0]:.1f})")
+    what = "cudatrace run"
+    if args.bare or args.bare_resume:
+        what = "a bare Frida client" + (" resuming children only" if args.bare_resume else "")
+    load = os.getloadavg()[0]
+    print(f"{what}, {args.program} x {args.children}: {hangs} hangs in {args.rounds} rounds (load average {load:.1f})")
     return 0
 
 

@@ -268,7 +268,7 @@ def test_fifty_children_forked_at_once_are_counted_exactly(standins: Standins, t
 
 def _threaded_forks() -> str:
     """The program of scripts/fork_hang_check.py: four busy threads, 20 forks, then a subprocess."""
-    return str(load_script("fork_hang_check").PROGRAM)
+    return str(load_script("fork_hang_check").PROGRAMS["threads"])
 
 
 def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None:
@@ -280,7 +280,7 @@ def test_a_threaded_program_forking_twenty_children_ends(tmp_path: Path) -> None
     # measures the rate; here up to three runs decide, and every run that hangs warns.
     prog = tmp_path / "forks.py"
     prog.write_text(_threaded_forks())
-    proc, trace = _traced_until_one_ends([sys.executable, str(prog)], tmp_path, timeout=60, runs=3)
+    proc, trace = _traced_until_one_ends([sys.executable, str(prog), "20"], tmp_path, timeout=60, runs=3)
     assert proc.stdout == "bad 0 sub 1\n", proc.stderr
     assert proc.returncode == 0
     assert len(trace["processes"]) >= 22, trace["processes"]  # the program, 20 forks, the subprocess (and its exec)
