@@ -9,10 +9,11 @@ With ``--bare``, the same program runs under a bare Frida client instead (spawn,
 process a script holding only the agent's guard of Frida's descriptors, without which a subprocess that closes
 its descriptors hangs for another reason), to tell the tracer's share from Frida's. ``--bare-resume`` goes one
 step further: the children are only resumed, nothing is attached to them or loaded into them, so what is left
-is Frida's own handling of a fork in the program and in the child. ``--program subprocesses`` runs the other
+is Frida's own handling of a fork in the program and in the child. ``--bare-no-gating`` leaves child gating off:
+Frida's agent then does nothing at a fork, and the children run on untraced. ``--program subprocesses`` runs the other
 program: Python starting ``--children`` subprocesses (``true``) at once and waiting for them all.
 
-Usage: ``python3 scripts/fork_hang_check.py [--rounds 30] [--wait 12] [--bare | --bare-resume]
+Usage: ``python3 scripts/fork_hang_check.py [--rounds 30] [--wait 12] [--bare | --bare-resume | --bare-no-gating]
 [--program threads|subprocesses] [--children 20]``
 """
 
@@ -82,7 +83,7 @@ def _tree_states(root: int) -> list[str]:
     return out
 
 
-def _traced_round(program: list[str], wait: float, resume_only: bool = False) -> list[str] | None:
+def _traced_round(program: list[str], wait: float, mode: str = "") -> list[str] | None:
     """None when the round ended; else the tree's states at the hang."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--grace", "3", "--format", "json"]
@@ -106,7 +107,7 @@ def _traced_round(program: list[str], wait: float, resume_only: bool = False) ->
             return states
 
 
-def _bare_round(program: list[str], wait: float, resume_only: bool = False) -> list[str] | None:
+def _bare_round(program: list[str], wait: float, mode: str = "") -> list[str] | None:
     import frida
 
     dev = frida.get_local_device()
@@ -117,7 +118,7 @@ def _bare_round(program: list[str], wait: float, resume_only: bool = False) -> l
 
         def go() -> None:
             try:
-                if not resume_only:
+                if mode == "bare":
                     dev.attach(pid).create_script(guard).load()
             finally:
                 dev.resume(pid)
@@ -128,7 +129,8 @@ def _bare_round(program: list[str], wait: float, resume_only: bool = False) -> l
     try:
         pid = dev.spawn([sys.executable, *program], stdio="pipe")
         session = dev.attach(pid)
-        session.enable_child_gating()
+        if mode != "bare-no-gating":
+            session.enable_child_gating()
         session.create_script(guard).load()
         ended = threading.Event()
         session.on("detached", lambda *_: ended.set())
@@ -149,6 +151,7 @@ def main() -> int:
     how = ap.add_mutually_exclusive_group()
     how.add_argument("--bare", action="store_true", help="a bare Frida client that attaches to every child")
     how.add_argument("--bare-resume", action="store_true", help="a bare Frida client that only resumes children")
+    how.add_argument("--bare-no-gating", action="store_true", help="a bare Frida client without child gating")
     ap.add_argument("--program", choices=sorted(PROGRAMS), default="threads")
     ap.add_argument("--children", type=int, default=20)
     args = ap.parse_args()
@@ -157,15 +160,18 @@ def main() -> int:
         path = Path(tmp) / "forks.py"
         path.write_text(PROGRAMS[args.program])
         program = [str(path), str(args.children)]
-        one_round = _bare_round if args.bare or args.bare_resume else _traced_round
+        modes = {"bare": args.bare, "bare-resume": args.bare_resume, "bare-no-gating": args.bare_no_gating}
+        mode = next((m for m, on in modes.items() if on), "")
+        one_round = _bare_round if mode else _traced_round
         for i in range(1, args.rounds + 1):
-            states = one_round(program, args.wait, args.bare_resume)
+            states = one_round(program, args.wait, mode)
             if states is not None:
                 hangs += 1
                 print(f"round {i}: not ended after {args.wait:.0f} s", *states, sep="\n  ", flush=True)
     what = "cudatrace run"
-    if args.bare or args.bare_resume:
-        what = "a bare Frida client" + (" resuming children only" if args.bare_resume else "")
+    if mode:
+        names = {"bare": "", "bare-resume": " resuming children only", "bare-no-gating": " without child gating"}
+        what = "a bare Frida client" + names[mode]
     load = os.getloadavg()[0]
     print(f"{what}, {args.program} x {args.children}: {hangs} hangs in {args.rounds} rounds (load average {load:.1f})")
     return 0

@@ -82,6 +82,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
 
     from cudatrace.commands import scan as scan_command
     from cudatrace.programs import grouping
+    from cudatrace.reports import render as render_module
     from cudatrace.tracer.static import scanner
 
     def phase(module: Any, name: str) -> None:
@@ -96,10 +97,10 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
 
         setattr(module, name, timed)
 
-    for module, name in ((scanner, "scan_paths"), (grouping, "group_programs")):
+    # run_scan imports render when it renders, and holds write_output from its own import.
+    for module, name in ((scanner, "scan_paths"), (grouping, "group_programs"), (render_module, "render")):
         phase(module, name)
-    for name in ("render", "write_output"):
-        phase(scan_command, name)
+    phase(scan_command, "write_output")
     orig_wanted = scanner._worth_scanning
 
     def wanted(path: str) -> bool:

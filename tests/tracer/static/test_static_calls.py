@@ -118,3 +118,58 @@ def test_both_searches_take_the_first_own_function_that_holds_a_call(monkeypatch
     for chunk in (0x21, 0x5F, 0x60, 0x9F):  # calls cut by a chunk's end are read whole from the next bytes
         monkeypatch.setattr(static_calls, "_CHUNK", chunk)
         assert _calls_vectorized(buf, loaded, own, api) == want, chunk
+
+
+def test_every_runtime_name_begins_as_the_big_tables_reading_assumes() -> None:
+    # A big symbol table decodes only the names that begin with RUNTIME_PREFIXES to ask whether they are runtime
+    # API functions: a runtime name beginning otherwise would be missed there, and not in a small table.
+    from cudatrace.tracer.static.static_calls import RUNTIME_PREFIXES
+
+    names = load_exports().runtime_names
+    assert names and all(n.encode().startswith(RUNTIME_PREFIXES) for n in names)
+
+
+def _symbol(data: bytes, name: str) -> int:
+    """File offset of the .symtab entry of ``name``."""
+    hdr = _symtab_header(data)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    off, size, link = struct.unpack_from("<QQI", data, hdr + 24)
+    str_off = struct.unpack_from("<Q", data, shoff + link * 64 + 24)[0]
+    want = name.encode() + b"\0"
+    for at in range(off, off + size, 24):
+        (name_off,) = struct.unpack_from("<I", data, at)
+        if data[str_off + name_off : str_off + name_off + len(want)] == want:
+            return at
+    raise AssertionError(f"no symbol {name}")
+
+
+def test_both_readings_of_the_symbols_end_alike_on_a_hostile_table(tmp_path: Path) -> None:
+    # The big table's reading (numpy, forced by vector_bytes=0) and the loop of a small one end the same way where
+    # a symbol lies: a function larger than the code budget ends the reading with that reason; a function whose
+    # bytes run past the file's end (its section said to reach that far) is the same one-line error.
+    from cudatrace.tracer.static.static_calls import MAX_CODE_BYTES
+
+    data = pb.build_static_async().read_bytes()
+    api = load_exports().is_runtime_entry_point
+    main = _symbol(data, "main")
+    (value,) = struct.unpack_from("<Q", data, main + 8)
+    huge = bytearray(data)
+    struct.pack_into("<Q", huge, main + 16, MAX_CODE_BYTES + 1)
+    past = bytearray(data)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    (shnum,) = struct.unpack_from("<H", data, 0x3C)
+    for i in range(shnum):  # the section that holds main: said to be a terabyte long
+        sec = shoff + i * 64
+        addr, _off, size = struct.unpack_from("<QQQ", data, sec + 16)
+        if addr and addr <= value < addr + size:
+            struct.pack_into("<Q", past, sec + 32, 1 << 40)
+    struct.pack_into("<Q", past, main + 16, len(data))
+    results = []
+    for vector_bytes in (1 << 62, 0):
+        results.append(read_runtime_calls(bytes(huge), "huge", api, vector_bytes=vector_bytes))
+        with pytest.raises(CorruptBinaryError) as err:
+            read_runtime_calls(bytes(past), "past", api, vector_bytes=vector_bytes)
+        results.append(str(err.value))
+    assert results[0].calls is None and "larger than" in results[0].how
+    assert "lies outside the file" in results[1]
+    assert results[:2] == results[2:]
