@@ -37,8 +37,8 @@ _EM_X86_64 = 62
 MAX_SYMTAB_BYTES = 128 * 1024 * 1024  # a 600 MB library has a few MB of symbols
 MAX_CODE_BYTES = 256 * 1024 * 1024  # own code read at most (bounded time on a hostile file)
 # Runtime internals in libcudart_static (CUDA 12 and 13 name them so), and nvcc's registration helpers.
-_INTERNAL = re.compile(r"^(libcudart_static_|__cudart|_ZN6cudart|__cuda|cudart)")
-_INTERNAL_PREFIXES = (b"libcudart_static_", b"__cudart", b"_ZN6cudart", b"__cuda", b"cudart")  # the same, as bytes
+_INTERNAL_PREFIXES = (b"libcudart_static_", b"__cudart", b"_ZN6cudart", b"__cuda", b"cudart")
+_INTERNAL = re.compile("^(" + "|".join(re.escape(p.decode()) for p in _INTERNAL_PREFIXES) + ")")
 _CALL_REL32 = re.compile(rb"[\xe8\xe9]", re.DOTALL)
 # Every runtime API name begins so (cuda*, __cuda*): the big tables' reading decodes no other name to check it.
 RUNTIME_PREFIXES = (b"cuda", b"__cuda")
@@ -348,12 +348,12 @@ def _read_arrays(
         if is_runtime_api(name):
             is_api[k] = True
             api.setdefault(int(syms["value"][k]), name)
+    if not api:
+        return _NO_API
     internal = np.zeros(len(syms), dtype=bool)
     for prefix in _INTERNAL_PREFIXES:
         internal |= begins(prefix)
     own = np.flatnonzero((syms["size"] != 0) & ~is_api & ~internal)
-    if not api:
-        return _NO_API
     own = own[np.argsort(syms["value"][own], kind="stable")]  # by address, table order among equals
     values, sizes = syms["value"][own], syms["size"][own]
     # The first loaded section (in section order) that holds each function whole, and whether its bytes run past
