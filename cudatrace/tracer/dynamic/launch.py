@@ -5,9 +5,15 @@ Frida's own spawn puts the program in a session of its own: it loses the termina
 ``run`` starts ``/bin/sh`` as its own child, in a process group of its own, waiting on a pipe; the tracer attaches
 to that shell with child gating on, then lets it go: the shell ``exec``s the program exactly as the user's shell
 would (PATH search, ``#!`` scripts and their interpreters, the given ``argv[0]``), the exec is gated, and the tracer
-instruments the new image before it runs. The program keeps the shell's pid, is cudatrace's own child (its exit
-status is read with ``waitpid``), and stays in the terminal's session; on a terminal its process group becomes the
-foreground group, so Ctrl-C, Ctrl-\\ and terminal reads behave as without cudatrace.
+instruments the new image before it runs. The program keeps the shell's pid and stays in the terminal's session; on
+a terminal its process group becomes the foreground group, so Ctrl-C, Ctrl-\\ and terminal reads behave as without
+cudatrace.
+
+The shell is not cudatrace's own child but a reaper's, a small Python process that starts it, waits for it and
+writes its wait status to a pipe. Frida's threads in cudatrace watch the processes they attach to and reap one that
+is cudatrace's child when its end reaches them first (about 1 run in 10 under load): the program's exit status was
+then lost (a Ctrl-C'd program was reported as killed, 137 instead of 130). Nobody in cudatrace can reap a
+grandchild; Frida's ptrace side still sees its end while it holds it, and the reaper gets it all the same.
 
 Nothing here imports frida: :mod:`cudatrace.tracer.dynamic.session` does the attaching.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import select
 import shlex
 import signal
 import subprocess
@@ -36,26 +43,53 @@ from cudatrace.errors import TraceError
 # redirects single-digit descriptors only, and the program must inherit nothing of cudatrace's.)
 _HOLD = 'read _ < {fifo} || exit 125; exec "$@"'
 EXIT_NOT_RELEASED = 125
-_EXITS = (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED) if hasattr(os, "CLD_EXITED") else ()
+
+# The reaper: run as ``python -S -E -c _REAPER FD ENVFILE SHELL ARGS...``. It starts the shell in a process group of
+# its own with cudatrace's signal dispositions (those ignored when cudatrace started stay ignored; SIGPIPE and
+# SIGXFSZ back to default, as subprocess does), writes the shell's pid to FD, lets go of the program's standard
+# streams, waits, and writes the wait status as subprocess gives it ("-2": SIGINT). It ignores the signals meant
+# for the program: timeout(1) signals cudatrace's whole group, the reaper included.
+_REAPER = """
+import os, signal, sys
+fd, envfile, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+with open(envfile, "rb") as f:
+    env = dict(e.split(b"=", 1) for e in f.read().split(b"\\0") if b"=" in e)
+os.unlink(envfile)
+passed = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+reset = [s for s in passed if signal.getsignal(s) is not signal.SIG_IGN]
+for s in passed:
+    signal.signal(s, signal.SIG_IGN)
+try:
+    pid = os.posix_spawn(argv[0], argv, env, setpgroup=0, file_actions=[(os.POSIX_SPAWN_CLOSE, fd)],
+                         setsigdef=reset + [signal.SIGPIPE, signal.SIGXFSZ])
+except OSError as exc:
+    os.write(fd, ("error " + (exc.strerror or str(exc)) + "\\n").encode())
+    sys.exit(1)
+os.write(fd, b"%d\\n" % pid)
+null = os.open(os.devnull, os.O_RDWR)
+for i in (0, 1, 2):
+    os.dup2(null, i)
+_, status = os.waitpid(pid, 0)
+os.write(fd, b"%d\\n" % os.waitstatus_to_exitcode(status))
+"""
 
 
 @dataclass(slots=True)
 class HeldProgram:
-    """A shell waiting to become the program; ``release`` lets it exec."""
+    """A shell waiting to become the program; ``release`` lets it exec. ``reaper`` is its parent, which reports
+    its wait status on ``status_fd``."""
 
-    proc: subprocess.Popen[bytes]
+    reaper: subprocess.Popen[bytes]
+    pid: int  # the shell's, the program's once it execs
+    status_fd: int
     release_fd: int
     terminal_fd: int | None = None  # the terminal whose foreground group is the program's, to take back
     fifo: str | None = None  # removed once the shell has read from it (or will never)
-    gone: bool = False  # reaped by somebody else: the status is unknown here
+    gone: bool = False  # the reaper ended without the status: unknown here
     released: bool = False
     untraced: bool = False  # run without an agent (a static program)
     status: int | None = field(default=None)
-
-    @property
-    def pid(self) -> int:
-        """The pid the program will have (the shell's)."""
-        return self.proc.pid
+    _pending: bytes = b""
 
     def release(self) -> None:
         """Let the shell exec the program."""
@@ -86,32 +120,53 @@ class HeldProgram:
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The program's wait status as ``subprocess`` gives it: the exit code, or minus the signal number; None
-        when somebody else reaped it (the ptrace side of the tracer can). Call only once the tracer has let go of
-        the process (a ptrace stop must never be reaped here). Raises subprocess.TimeoutExpired."""
+        when the reaper ended without reporting it. Raises subprocess.TimeoutExpired."""
         if self.status is None and not self.gone:
             deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                # Peek first (WNOWAIT): the tracer's ptrace side may still hold the process, and a ptrace stop
-                # reaped here would be lost to it. Only an exit is taken.
-                try:
-                    info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                except ChildProcessError:
-                    self.gone = True
-                    break
-                if info is not None and info.si_code in _EXITS:
-                    try:
-                        _pid, status = os.waitpid(self.proc.pid, 0)
-                    except ChildProcessError:
-                        self.gone = True
-                        break
-                    self.status = os.waitstatus_to_exitcode(status)
-                    self.proc.returncode = self.status  # subprocess must not wait for it again
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    raise subprocess.TimeoutExpired(self.proc.args, timeout or 0)
-                time.sleep(0.01)
+            while self.status is None and not self.gone:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([self.status_fd], [], [], left)
+                if not ready:
+                    raise subprocess.TimeoutExpired(self.reaper.args, timeout or 0)
+                self._read_status()
             self.forget_fifo()
+            self._close_status()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.reaper.wait(5)
         return self.status
+
+    def _close_status(self) -> None:
+        if self.status_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.status_fd)
+            self.status_fd = -1
+
+    def ended(self) -> bool:
+        """Whether the program has ended (without waiting)."""
+        if (
+            self.status is None
+            and not self.gone
+            and self.status_fd >= 0
+            and select.select([self.status_fd], [], [], 0)[0]
+        ):
+            self._read_status()
+        return self.status is not None or self.gone
+
+    def _read_status(self) -> None:
+        try:
+            chunk = os.read(self.status_fd, 64)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.gone = True  # the reaper was killed before the program ended
+            return
+        self._pending += chunk
+        if b"\n" in self._pending:
+            line = self._pending.split(b"\n", 1)[0]
+            try:
+                self.status = int(line)
+            except ValueError:
+                self.gone = True
 
     def take_back_terminal(self) -> None:
         """Make cudatrace's process group the terminal's foreground group again (once the program ended)."""
@@ -171,39 +226,73 @@ def start_held(
     folder = tempfile.mkdtemp(prefix="cudatrace-hold-")
     fifo = os.path.join(folder, "go")
     os.mkfifo(fifo, 0o600)
+    envfile = os.path.join(folder, "env")
+    with open(os.open(envfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        f.write(b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in env.items()))
     w = os.open(fifo, os.O_RDWR | os.O_CLOEXEC)  # O_RDWR on a FIFO does not block on Linux
-    group: dict[str, object] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    status_r, status_w = os.pipe()
+    shell_argv = [shell, "-c", _HOLD.format(fifo=shlex.quote(fifo)), "sh", *argv]
     try:
-        proc = subprocess.Popen(
-            [shell, "-c", _HOLD.format(fifo=shlex.quote(fifo)), "sh", *argv],
-            env=dict(env),
-            cwd=cwd,
-            stdout=stdout,
-            **group,  # type: ignore[call-overload]
-        )
-    except OSError as exc:
+        try:
+            reaper = subprocess.Popen(
+                [sys.executable, "-S", "-E", "-c", _REAPER, str(status_w), envfile, *shell_argv],
+                stdin=None,
+                stdout=stdout,
+                cwd=cwd,
+                pass_fds=(status_w,),
+            )
+        finally:
+            os.close(status_w)
+        pid = _read_pid(status_r, reaper)
+    except (OSError, TraceError) as exc:
         os.close(w)
+        os.close(status_r)
         _remove_fifo(fifo)
-        raise TraceError(f"cannot start the program: {exc.strerror or exc}", argv[0]) from exc
+        message = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+        raise TraceError(f"cannot start the program: {message}", argv[0]) from exc
     except BaseException:
+        os.close(status_r)
         _remove_fifo(fifo)
         raise
-    held = HeldProgram(proc, w, fifo=fifo)
-    _wait_until_reading(proc.pid)
+    held = HeldProgram(reaper, pid, status_r, w, fifo=fifo)
+    _wait_until_reading(pid)
     fd = _foreground_terminal()
     if fd is not None:
         with _no_ttou():
             try:
-                os.tcsetpgrp(fd, proc.pid)
+                os.tcsetpgrp(fd, pid)
                 held.terminal_fd = fd
             except OSError:
                 pass
     return held
 
 
+def _read_pid(status_fd: int, reaper: subprocess.Popen[bytes]) -> int:
+    # The reaper's first line: the shell's pid, or why it could not start it.
+    line = b""
+    deadline = time.monotonic() + 30
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([status_fd], [], [], left)[0]:
+            reaper.kill()
+            reaper.wait()
+            raise TraceError("the process that starts it did not answer within 30 s")
+        chunk = os.read(status_fd, 256)
+        if not chunk:
+            reaper.wait()
+            raise TraceError(f"the process that starts it ended with status {reaper.returncode}")
+        line += chunk
+    text = line.decode(errors="replace").strip()
+    if text.startswith("error "):
+        reaper.wait()
+        raise TraceError(text.removeprefix("error "))
+    return int(text)
+
+
 def _remove_fifo(fifo: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(fifo)
+    for name in (fifo, os.path.join(os.path.dirname(fifo), "env")):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
     with contextlib.suppress(OSError):
         os.rmdir(os.path.dirname(fifo))
 

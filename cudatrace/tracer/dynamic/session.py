@@ -1215,7 +1215,7 @@ def _start_linux(
     deadline = time.monotonic() + 60
     while not tracer.root_ready.wait(0.05):
         if tracer.root_failed is not None:
-            if not tracer.root_killed and held.proc.poll() is not None:
+            if not tracer.root_killed and held.ended():
                 # It ended before the agent could be loaded: the loader refused it (a missing library, an
                 # undefined symbol under immediate binding). Not a tracing failure: the trace says how it ended.
                 return held

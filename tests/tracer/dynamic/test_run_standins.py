@@ -6,6 +6,7 @@ exact calls, return codes by name, callers by module, the process tree, and how 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -402,6 +403,47 @@ def test_sigterm_that_the_program_does_not_handle_keeps_statuses(standins: Stand
     calls = calls_of(_loop_ended_by(standins, signal.SIGTERM))
     assert dict(calls["cuMemAdvise"].statuses) == {"CUDA_ERROR_NOT_SUPPORTED": 2}
     assert dict(calls["cuMemAlloc_v2"].callers) == {"app": 3}
+
+
+class _Reaper:
+    """A thread of the tracing process that reaps every child of it that ends, as Frida's own threads reap a
+    process they watch when its end reaches them first (only exits are taken: a ptrace stop is left to Frida)."""
+
+    def __init__(self) -> None:
+        self.reaped: list[int] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                info = None
+            if info is not None and info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(info.si_pid, os.WNOHANG)[0]:
+                        self.reaped.append(info.si_pid)
+            time.sleep(0.001)
+
+    def __enter__(self) -> _Reaper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_children(standins: Standins) -> None:
+    # The program is not the tracing process's child (a reaper of its own starts it and reports its status), so
+    # nothing in that process can take its status: a Ctrl-C'd program stays SIGINT, not "killed".
+    with _Reaper() as reaper:
+        trace = _loop_ended_by(standins, signal.SIGINT)
+    assert trace.exit.signal == "SIGINT"
+    assert trace.exit.code is None
+    assert reaper.reaped, "the reaping thread took nothing: it proves nothing"
+    assert trace.processes[0].pid not in reaper.reaped
 
 
 def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path) -> None:
