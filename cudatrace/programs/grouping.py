@@ -457,6 +457,36 @@ def _called_name(call: ast.Call) -> str:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
+# A file whose text cannot spell such a constant is not walked (PyTorch: 1,979 of its 2,352 Python files; reading
+# all of them 12.6 s -> 12.1 s here, parsing is the rest). The test is linear and never wrong that way: a
+# constant that names a library ends in .so[.N...], .dll, .dylib or .pyd (in the pattern's own IGNORECASE sense:
+# s is also U+017F, i also U+0130 and U+0131). Its characters come from its literals' text, but for an escape that
+# can make any character (\x2e, \56, \u002e, \U0000002e, \N{FULL STOP}: each is read as _ANY, a character every
+# class below takes) and a backslash-newline (removed). So either the ending's characters stand together in that
+# text (_SUFFIX_TOGETHER), or implicit concatenation cut them and the last literal's text, up to its closing quote
+# (or to the brace of an f-string's field), is a tail of the ending (_SUFFIX_TAIL; the ".N" runs as one class).
+# No pattern here can backtrack more than a few characters: every repetition is one class followed by a character
+# outside it, and runs that start at distinct quotes or backslashes do not overlap.
+_ANY = "\x00"  # a source that holds NUL does not parse: the character is free
+_CONTINUATION = re.compile("\\\\(?:\r\n|\r|\n)")
+_ANY_CHAR_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|N\{[A-Za-z0-9 \-]*\})")
+_SUFFIX_TOGETHER = re.compile(
+    "[.\x00](?:[sS\u017f\x00][oO\x00]|[dD\x00][lL\x00][lL\x00]|[dD\x00][yY\x00][lL\x00][iI\u0130\u0131\x00][bB\x00]"
+    "|[pP\x00][yY\x00][dD\x00])"
+)
+_SUFFIX_TAIL = re.compile(
+    "[\"'](?:[sS\u017f\x00]?[oO\x00][.\\d\x00]*|[dD\x00]?[lL\x00][lL\x00]|[lL\x00]"
+    "|(?:(?:[dD\x00]?[yY\x00])?[lL\x00])?[iI\u0130\u0131\x00][bB\x00]|[bB\x00]|(?:[pP\x00]?[yY\x00])?[dD\x00])[\"'{]"
+)
+
+
+def _may_name_library(text: str) -> bool:
+    """False only when no string constant of ``text`` can name a library file (see :data:`_LIBRARY_FILE`)."""
+    if "\\" in text:
+        text = _ANY_CHAR_ESCAPE.sub(_ANY, _CONTINUATION.sub("", text))
+    return _SUFFIX_TOGETHER.search(text) is not None or _SUFFIX_TAIL.search(text) is not None
+
+
 def _library_names(tree: ast.AST) -> frozenset[str]:
     names = set()
     for node in ast.walk(tree):
@@ -490,7 +520,7 @@ def _imports_of(text: str, module: str, is_package: bool) -> _ModuleFacts:
         out.add(base)
         out.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     try:
-        names = _library_names(tree)
+        names = _library_names(tree) if _may_name_library(text) else frozenset()
     except RecursionError:
         names = frozenset()
     return _ModuleFacts(frozenset(out), loads, names)

@@ -6,7 +6,6 @@ exact calls, return codes by name, callers by module, the process tree, and how 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -406,24 +405,26 @@ def test_sigterm_that_the_program_does_not_handle_keeps_statuses(standins: Stand
 
 
 class _Reaper:
-    """A thread of the tracing process that reaps every child of it that ends, as Frida's own threads reap a
-    process they watch when its end reaches them first (only exits are taken: a ptrace stop is left to Frida)."""
+    """A thread of the tracing process that reaps the processes in ``pids`` as soon as they end, as Frida's own
+    threads reap a process they watch when its end reaches them first (an exit only, peeked first: a ptrace stop
+    is left to Frida)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self.pids = pids
         self.reaped: list[int] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                info = None
-            if info is not None and info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
-                with contextlib.suppress(ChildProcessError):
-                    if os.waitpid(info.si_pid, os.WNOHANG)[0]:
-                        self.reaped.append(info.si_pid)
+            for pid in self.pids():
+                try:
+                    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                    ended = info is not None and info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED)
+                    if ended and os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        self.reaped.append(pid)
+                except ChildProcessError:
+                    pass
             time.sleep(0.001)
 
     def __enter__(self) -> _Reaper:
@@ -435,15 +436,23 @@ class _Reaper:
         self.thread.join(5)
 
 
-def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_children(standins: Standins) -> None:
+def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_the_program(standins: Standins) -> None:
     # The program is not the tracing process's child (a reaper of its own starts it and reports its status), so
-    # nothing in that process can take its status: a Ctrl-C'd program stays SIGINT, not "killed".
-    with _Reaper() as reaper:
-        trace = _loop_ended_by(standins, signal.SIGINT)
-    assert trace.exit.signal == "SIGINT"
-    assert trace.exit.code is None
-    assert reaper.reaped, "the reaping thread took nothing: it proves nothing"
-    assert trace.processes[0].pid not in reaper.reaped
+    # nothing in that process can take its status: a Ctrl-C'd program stays SIGINT (before: "killed").
+    watch = _Watch()
+    other = subprocess.Popen(["true"])  # a child of the tracing process: the thread does take its status
+    with _Reaper(lambda: [other.pid, *watch.pids[:1]]) as reaper:
+        result: list[TraceResult] = []
+        t = threading.Thread(target=lambda: result.append(trace_program([str(standins.app), "loop"], sink=watch)))
+        t.start()
+        assert watch.event.wait(30)
+        time.sleep(0.3)
+        os.kill(watch.pids[0], signal.SIGINT)
+        t.join(30)
+    assert result, "the trace did not end"
+    assert (result[0].exit.code, result[0].exit.signal) == (None, "SIGINT")
+    assert reaper.reaped == [other.pid]
+    other.returncode = 0  # reaped by the thread
 
 
 def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path) -> None:
