@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -91,24 +92,47 @@ def _library_lines(binary: BinaryScan) -> list[Text]:
     return [line]
 
 
-def _entry_table(binary: BinaryScan) -> Table | None:
+def _entry_rows(binary: BinaryScan) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
+    """The entry point table's header and rows (the last one "all" when there are several families)."""
     if not binary.imports:
         return None
     counts: Counter[tuple[str, EntryHow]] = Counter((u.family.value, u.how) for u in binary.imports)
     families = sorted({f for f, _ in counts})
     columns = [(how, title) for how, title in _ENTRY_COLUMNS if any(h is how for _, h in counts)]
-    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2))
-    table.add_column("entry points")
-    for _how, title in columns:
-        table.add_column(title, justify="right")
-    table.add_column("total", justify="right")
-    for family in families:
-        row = [str(counts.get((family, how), 0) or "") for how, _ in columns]
-        table.add_row(family, *row, str(sum(counts.get((family, how), 0) for how, _ in columns)))
+    header = ("entry points", *(title for _how, title in columns), "total")
+    rows = [
+        (family, *(str(counts.get((family, how), 0) or "") for how, _ in columns),
+         str(sum(counts.get((family, how), 0) for how, _ in columns)))
+        for family in families
+    ]  # fmt: skip
     if len(families) > 1:
-        totals = [str(sum(counts.get((f, how), 0) for f in families)) for how, _ in columns]
-        table.add_row(Text("all", style="bold"), *totals, Text(str(len(binary.imports)), style="bold"))
+        rows.append(("all", *(str(sum(counts.get((f, how), 0) for f in families)) for how, _ in columns),
+                     str(len(binary.imports))))  # fmt: skip
+    return header, tuple(rows)
+
+
+def _entry_table(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> Table:
+    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2))
+    table.add_column(header[0])
+    for title in header[1:]:
+        table.add_column(title, justify="right")
+    for row in rows:
+        if row[0] == "all":
+            table.add_row(Text("all", style="bold"), *row[1:-1], Text(row[-1], style="bold"))
+        else:
+            table.add_row(*row)
     return table
+
+
+class _Table:
+    """The entry point table of a block, built when it is printed and printed once per distinct content."""
+
+    def __init__(self, header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> None:
+        self.key = ("table", header, rows)
+        self.header, self.rows = header, rows
+
+    def renderable(self) -> object:
+        return Padding(Fitted(_entry_table(self.header, self.rows)), (0, 0, 0, 4), expand=False)
 
 
 def _arch_key(arch: str) -> tuple[int, str]:
@@ -149,9 +173,9 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
         per_how = Counter(u.how for u in binary.imports)
         summary = ", ".join(f"{per_how[how]} {title}" for how, title in _ENTRY_COLUMNS if per_how.get(how))
         parts.append(_t(f"  {_plural(len(binary.imports), 'entry point')}: {summary}"))
-        table = _entry_table(binary)
-        if table is not None:
-            parts.append(Padding(Fitted(table), (0, 0, 0, 4), expand=False))
+        entry_rows = _entry_rows(binary)
+        if entry_rows is not None:
+            parts.append(_Table(*entry_rows))
     if binary.static_runtime is not None:
         rt = binary.static_runtime
         version = f" {rt.version}" if rt.version else ""
@@ -161,6 +185,54 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
     for error in binary.errors:
         parts.append(_t(f"  error: {error}", "red"))
     return parts
+
+
+class _Printer:
+    """Prints the parts of the binaries' blocks, each distinct one rendered by rich once: the same line or table
+    again (the same text, spans and styles, on the same console) is the same output, written as it was. Ten
+    thousand blocks took 17 s of rich's rendering; most of their lines and tables recur from block to block."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.file = console.file
+        self.done: dict[object, str] = {}
+
+    @staticmethod
+    def _key(part: object) -> object:
+        if part is None:
+            return ("blank",)
+        if isinstance(part, _Table):
+            return part.key
+        if isinstance(part, Text):
+            spans = tuple((span.start, span.end, str(span.style)) for span in part.spans)
+            style = str(part.style)
+            return (
+                "text",
+                part.plain,
+                spans,
+                style,
+                part.justify,
+                part.overflow,
+                part.no_wrap,
+                part.end,
+                part.tab_size,
+            )
+        return None
+
+    def print(self, part: object) -> None:
+        key = self._key(part)
+        out = self.done.get(key) if key is not None else None
+        if out is not None:
+            self.file.write(out)
+            return
+        start = self.file.tell()
+        if part is None:
+            self.console.print()
+        else:
+            self.console.print(part.renderable() if isinstance(part, _Table) else indented(part))
+        if key is not None:
+            self.file.seek(start)
+            self.done[key] = self.file.read()
 
 
 def render_scan_terminal(
@@ -185,10 +257,11 @@ def render_scan_terminal(
     for line in rollup_lines(result, quiet=verbosity <= 0):  # the programs first, the binaries below them
         console.print(indented(line))
     if verbosity >= 1:
+        printer = _Printer(console)
         for binary in with_cuda:
             for part in _binary_block(binary, all_reasons=verbosity >= 2):
-                console.print(indented(part))
-            console.print()
+                printer.print(part)
+            printer.print(None)  # the blank line between blocks
     listed_without = without if verbosity >= 2 else []
     for binary in listed_without:
         line = Text()
