@@ -131,3 +131,25 @@ def test_a_versioned_document_writes_its_schema_first_and_reads_past_it() -> Non
     assert list(d.items()) == [("schema", "cudatrace.test/1"), ("name", "x")]
     assert Versioned.from_dict(d) == Versioned("x")
     assert "schema" not in Leaf("x").to_dict()
+
+
+def test_shared_encodings_make_each_record_s_form_once_and_only_inside() -> None:
+    from cudatrace.codec import shared_encodings
+
+    tree = _tree()
+    with shared_encodings():
+        first, again = tree.to_dict(), tree.to_dict()
+        assert first is again  # made once
+        assert first["leaves"][0] is tree.leaves[0].to_dict()
+    assert first == tree.to_dict() and tree.to_dict() is not tree.to_dict()  # outside: a fresh form each time
+    with shared_encodings():
+        assert tree.to_dict() is not first  # a new context starts empty
+
+
+def test_shared_encodings_never_give_a_record_the_form_of_another_that_had_its_id() -> None:
+    from cudatrace.codec import shared_encodings
+
+    with shared_encodings():
+        for i in range(2000):
+            leaf = Leaf(f"leaf{i}")  # dropped at once: without the record held, its id would come back
+            assert encode(leaf)["name"] == f"leaf{i}"

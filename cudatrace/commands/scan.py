@@ -82,16 +82,19 @@ def run_scan(args: argparse.Namespace) -> int:
         announce_release(release)
         gathered = judge_gathered(gathered, release)
     (result,) = gathered.scans
-    if not args.no_store:
-        from cudatrace.coverage_db.store import open_store
-
-        with open_store(args.db) as store:
-            store.record_scan(result)
+    from cudatrace.codec import shared_encodings
     from cudatrace.model import VerdictStatus
     from cudatrace.reports.render import render
 
-    options = render_options(args)
-    write_output(render(result, args.format, options), args.output)
+    with shared_encodings():  # the store and the JSON document encode the same binaries
+        if not args.no_store:
+            from cudatrace.coverage_db.store import open_store
+
+            with open_store(args.db) as store:
+                store.record_scan(result)
+        options = render_options(args)
+        text = render(result, args.format, options)
+    write_output(text, args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]
