@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from cudatrace.commands._common import (
     add_loudness_args,
@@ -86,7 +87,10 @@ def run_scan(args: argparse.Namespace) -> int:
     from cudatrace.model import VerdictStatus
     from cudatrace.reports.render import render
 
-    with shared_encodings():  # the store and the JSON document encode the same binaries
+    # The store and the JSON document encode the same binaries: made once, the forms are held until the text is
+    # written, so only where the document takes them again (the terminal text would hold them for nothing).
+    sharing = shared_encodings() if args.format == "json" else contextlib.nullcontext()
+    with sharing:
         if not args.no_store:
             from cudatrace.coverage_db.store import open_store
 
