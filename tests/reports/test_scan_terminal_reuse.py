@@ -10,6 +10,7 @@ import pytest
 
 from cudatrace.model import ScanResult
 from cudatrace.reports import scan_terminal
+from cudatrace.reports.fit import indented
 from cudatrace.reports.scan_terminal import render_scan_terminal
 from tests import samples
 
@@ -24,16 +25,24 @@ def _repeating() -> ScanResult:
     return dataclasses.replace(base, binaries=tuple(binaries))
 
 
+def _print_afresh(printer: scan_terminal._Printer, part: object) -> None:
+    # every part rendered by rich straight into the console's text, as before parts were reused
+    if part is None:
+        printer.console.print()
+    else:
+        printer.console.print(part.renderable() if isinstance(part, scan_terminal._Table) else indented(part))
+
+
 @pytest.mark.parametrize("make", [samples.mixed_scan, samples.hostile_scan, samples.runs_scan, _repeating])
 @pytest.mark.parametrize("color", [False, True])
-@pytest.mark.parametrize("width", [100, 40, 12])
+@pytest.mark.parametrize("width", [4096, 100, 40, 12])
 @pytest.mark.parametrize("verbosity", [0, 1, 2])
 def test_reused_parts_give_the_text_of_rendering_each_afresh(
     make: object, color: bool, width: int, verbosity: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     doc = make()  # type: ignore[operator]
     reused = render_scan_terminal(doc, color, width, verbosity=verbosity)
-    monkeypatch.setattr(scan_terminal._Printer, "_key", staticmethod(lambda part: None))
+    monkeypatch.setattr(scan_terminal._Printer, "print", _print_afresh)
     afresh = render_scan_terminal(doc, color, width, verbosity=verbosity)
     assert reused == afresh
 
@@ -88,9 +97,10 @@ def test_parts_alike_but_for_a_style_a_span_or_a_wrap_are_each_rendered(color: b
     for reuse in (True, False):
         console = string_console(color, 30, standard_colors=True, markup=False, emoji=False, legacy_windows=False)
         printer = scan_terminal._Printer(console)
-        if not reuse:
-            printer._key = lambda part: None  # type: ignore[method-assign]
         for part in [*parts, *parts]:
-            printer.print(part)
+            if reuse:
+                printer.print(part)
+            else:
+                _print_afresh(printer, part)
         texts.append(console_text(console))
     assert texts[0] == texts[1]
