@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from cudatrace.errors import InputError, StoreError, UsageError
@@ -216,8 +216,9 @@ def _umask() -> int:
     return mask
 
 
-def write_output(text: str, output: str | None) -> None:
-    """Write ``text`` to stdout, or to ``output``.
+def write_output(text: str | Callable[[TextIO], None], output: str | None) -> None:
+    """Write ``text`` to stdout, or to ``output``; ``text`` may also be a function that writes the text to the file
+    it is given, as it makes it (a document too big to hold twice).
 
     A regular file (or a new one) is replaced atomically: written to a temporary file in the same folder, then
     renamed over it, so a crash never leaves half a file. The new file gets the mode an ordinary ``open`` would
@@ -226,8 +227,15 @@ def write_output(text: str, output: str | None) -> None:
     device) is written through, never replaced. Every failure removes the temporary file and raises
     :class:`InputError` naming ``output``.
     """
+
+    def put(fh: TextIO) -> None:
+        if isinstance(text, str):
+            fh.write(text)
+        else:
+            text(fh)
+
     if output is None or output == "-":
-        sys.stdout.write(text)
+        put(sys.stdout)
         sys.stdout.flush()
         return
     check_output(output)
@@ -243,7 +251,7 @@ def write_output(text: str, output: str | None) -> None:
     if st is not None and (through or not stat.S_ISREG(st.st_mode)):
         try:
             with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                put(fh)
         except OSError as exc:
             raise InputError(f"cannot write output: {exc.strerror or exc}", output) from None
         return
@@ -254,7 +262,7 @@ def write_output(text: str, output: str | None) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             os.fchmod(fh.fileno(), mode)
-            fh.write(text)
+            put(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, real)

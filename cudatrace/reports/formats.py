@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TextIO
 
 
 class Format(str, Enum):
@@ -61,3 +61,11 @@ def dump_json(doc: dict[str, Any]) -> str:
     from cudatrace.reports.jsontext import dumps_indented
 
     return dumps_indented(doc) + "\n"
+
+
+def write_json(doc: dict[str, Any], out: TextIO) -> None:
+    """:func:`dump_json`'s text written to ``out`` as it is made, never held whole."""
+    from cudatrace.reports.jsontext import write_indented
+
+    write_indented(doc, out.write)
+    out.write("\n")

@@ -76,3 +76,30 @@ def test_the_project_documents_are_written_byte_for_byte() -> None:
         assert dump_json(doc) == _json(doc) + "\n", path
         read += 1
     assert read >= 5
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.integers(min_value=0, max_value=8))
+def test_the_text_written_in_pieces_is_the_same_text(doc: object, flush_at: int) -> None:
+    from cudatrace.reports.jsontext import write_indented
+
+    pieces: list[str] = []
+    write_indented(doc, pieces.append, flush_at=flush_at)
+    assert "".join(pieces) == _json(doc)
+    if flush_at <= 1 and isinstance(doc, (list, dict)) and any(isinstance(v, (list, dict)) for v in doc):
+        assert len(pieces) > 1  # it did write as it went
+
+
+def test_a_scan_s_json_written_as_made_is_the_rendered_document(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from cudatrace.model import ScanResult
+
+    out = tmp_path / "scan.json"
+    cmd = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--format", "json"]
+    subprocess.run([*cmd, "-o", str(out), str(ROOT / "examples")], check=True, timeout=120)
+    piped = subprocess.run([*cmd, str(ROOT / "examples")], check=True, timeout=120, capture_output=True, text=True)
+    text = out.read_text(encoding="utf-8")
+    assert text == piped.stdout
+    assert text == dump_json(ScanResult.from_dict(json.loads(text)).to_dict())
