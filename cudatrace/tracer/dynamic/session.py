@@ -1283,6 +1283,9 @@ def _run_static(
     return held
 
 
+_WALL = 0x40000000  # Linux's __WALL: wait for any child or tracee, clone or not (os has no name for it)
+
+
 def _pass_on_group(held: HeldProgram, sig: int) -> None:
     with contextlib.suppress(OSError):
         os.killpg(held.pid, sig)
@@ -1544,7 +1547,17 @@ def _record_status(tracer: _Tracer, collector: Collector, held: HeldProgram, not
     except subprocess.TimeoutExpired:
         _kill_held(held)
         notes.append("the program's process was still there after its tracing ended and was killed")
-        status = held.wait(5)
+        try:
+            status = held.wait(5)
+        except subprocess.TimeoutExpired:
+            # Killed, its end still held by a ptrace side that never waits (Frida's hang at a fork): reap that
+            # end here, as the tracer's process may, so that its reaper is told; nothing of it can stop now.
+            with contextlib.suppress(OSError):
+                os.waitpid(held.pid, os.WNOHANG | _WALL)
+            try:
+                status = held.wait(5)
+            except subprocess.TimeoutExpired:
+                status = None
     if status is None:
         return  # reaped elsewhere: keep what the agent saw
     code, sig = wait_status_exit(status)
