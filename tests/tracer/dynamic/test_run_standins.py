@@ -6,6 +6,7 @@ exact calls, return codes by name, callers by module, the process tree, and how 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -371,6 +372,31 @@ class _Watch:
         pass
 
 
+@pytest.fixture(autouse=True)
+def _no_loop_left(standins: Standins) -> Iterator[None]:
+    # A test that fails half way must not leave its `app loop` running (it never ends by itself).
+    yield
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/exe") == str(standins.app):
+                    os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.fixture
+def sigint_default() -> Iterator[None]:
+    """SIGINT at its default in the programs a test starts, as a shell's foreground job has it, even when the
+    tests run as a background job (SIGINT ignored): a handler of the test process's is reset by exec."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def _loop_ended_by(standins: Standins, sig: int) -> TraceResult:
     """A traced run of ``app loop``, ended by ``sig`` once its first batch with calls came."""
     watch = _Watch()
@@ -436,7 +462,9 @@ class _Reaper:
         self.thread.join(5)
 
 
-def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_the_program(standins: Standins) -> None:
+def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_the_program(
+    standins: Standins, sigint_default: None
+) -> None:
     # The program is not the tracing process's child (a reaper of its own starts it and reports its status), so
     # nothing in that process can take its status: a Ctrl-C'd program stays SIGINT (before: "killed").
     watch = _Watch()
@@ -455,7 +483,7 @@ def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_the_program(
     other.returncode = 0  # reaped by the thread
 
 
-def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_path: Path, sigint_default: None) -> None:
     out = tmp_path / "trace.json"
     cmd = [sys.executable, "-m", "cudatrace", "run", "--no-store", "--format", "json", "-o", str(out)]
     proc = subprocess.Popen([*cmd, "--", str(standins.app), "loop"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -465,7 +493,11 @@ def test_ctrl_c_stops_the_program_and_keeps_the_trace(standins: Standins, tmp_pa
         pass
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 130
+    try:
+        assert proc.wait(30) == 130
+    finally:
+        proc.kill()
+        proc.wait()
     doc = json.loads(out.read_text())
     assert any(n.startswith("interrupted") for n in doc["notes"])
     launches = next(c["calls"] for c in doc["calls"] if c["function"] == "cuLaunchKernel")
