@@ -92,8 +92,8 @@ def _library_lines(binary: BinaryScan) -> list[Text]:
     return [line]
 
 
-def _entry_rows(binary: BinaryScan) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
-    """The entry point table's header and rows (the last one "all" when there are several families)."""
+def _entry_rows(binary: BinaryScan) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], bool] | None:
+    """The entry point table's header, rows, and whether the last row is the totals of several families."""
     if not binary.imports:
         return None
     counts: Counter[tuple[str, EntryHow]] = Counter((u.family.value, u.how) for u in binary.imports)
@@ -108,17 +108,17 @@ def _entry_rows(binary: BinaryScan) -> tuple[tuple[str, ...], tuple[tuple[str, .
     if len(families) > 1:
         rows.append(("all", *(str(sum(counts.get((f, how), 0) for f in families)) for how, _ in columns),
                      str(len(binary.imports))))  # fmt: skip
-    return header, tuple(rows)
+    return header, tuple(rows), len(families) > 1
 
 
-def _entry_table(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> Table:
+def _entry_table(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...], totals: bool) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2))
     table.add_column(header[0])
     for title in header[1:]:
         table.add_column(title, justify="right")
-    for row in rows:
-        if row[0] == "all":
-            table.add_row(Text("all", style="bold"), *row[1:-1], Text(row[-1], style="bold"))
+    for i, row in enumerate(rows):
+        if totals and i == len(rows) - 1:
+            table.add_row(Text(row[0], style="bold"), *row[1:-1], Text(row[-1], style="bold"))
         else:
             table.add_row(*row)
     return table
@@ -127,12 +127,12 @@ def _entry_table(header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> 
 class _Table:
     """The entry point table of a block, built when it is printed and printed once per distinct content."""
 
-    def __init__(self, header: tuple[str, ...], rows: tuple[tuple[str, ...], ...]) -> None:
-        self.key = ("table", header, rows)
-        self.header, self.rows = header, rows
+    def __init__(self, header: tuple[str, ...], rows: tuple[tuple[str, ...], ...], totals: bool) -> None:
+        self.key = ("table", header, rows, totals)
+        self.header, self.rows, self.totals = header, rows, totals
 
     def renderable(self) -> object:
-        return Padding(Fitted(_entry_table(self.header, self.rows)), (0, 0, 0, 4), expand=False)
+        return Padding(Fitted(_entry_table(self.header, self.rows, self.totals)), (0, 0, 0, 4), expand=False)
 
 
 def _arch_key(arch: str) -> tuple[int, str]:
@@ -192,6 +192,8 @@ class _Printer:
     again (the same text, spans and styles, on the same console) is the same output, written as it was. Ten
     thousand blocks took 17 s of rich's rendering; most of their lines and tables recur from block to block."""
 
+    KEPT = 50_000  # distinct parts kept (a binary's own header line recurs in no other block)
+
     def __init__(self, console: Console) -> None:
         self.console = console
         self.file = console.file
@@ -231,7 +233,7 @@ class _Printer:
             # the spaces rich pads a table's lines with to the width are dropped now, as console_text drops them
             # (piped text is 4,096 columns wide: 55 MB of spaces for 10,000 tables)
             out = "\n".join(line.rstrip(" ") for line in captured.get().split("\n"))
-            if key is not None:
+            if key is not None and len(self.done) < self.KEPT:
                 self.done[key] = out
         self.file.write(out)
 

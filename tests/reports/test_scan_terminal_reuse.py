@@ -104,3 +104,10 @@ def test_parts_alike_but_for_a_style_a_span_or_a_wrap_are_each_rendered(color: b
                 _print_afresh(printer, part)
         texts.append(console_text(console))
     assert texts[0] == texts[1]
+
+
+def test_a_full_store_of_parts_still_gives_the_same_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _repeating()
+    kept = render_scan_terminal(doc, True, 60)
+    monkeypatch.setattr(scan_terminal._Printer, "KEPT", 3)
+    assert render_scan_terminal(doc, True, 60) == kept
