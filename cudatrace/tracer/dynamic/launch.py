@@ -44,34 +44,7 @@ from cudatrace.errors import TraceError
 _HOLD = 'read _ < {fifo} || exit 125; exec "$@"'
 EXIT_NOT_RELEASED = 125
 
-# The reaper: run as ``python -S -E -c _REAPER FD ENVFILE SHELL ARGS...``. It starts the shell in a process group of
-# its own with cudatrace's signal dispositions (those ignored when cudatrace started stay ignored; SIGPIPE and
-# SIGXFSZ back to default, as subprocess does), writes the shell's pid to FD, lets go of the program's standard
-# streams, waits, and writes the wait status as subprocess gives it ("-2": SIGINT). It ignores the signals meant
-# for the program: timeout(1) signals cudatrace's whole group, the reaper included.
-_REAPER = """
-import os, signal, sys
-fd, envfile, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-with open(envfile, "rb") as f:
-    env = dict(e.split(b"=", 1) for e in f.read().split(b"\\0") if b"=" in e)
-os.unlink(envfile)
-passed = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
-reset = [s for s in passed if signal.getsignal(s) is not signal.SIG_IGN]
-for s in passed:
-    signal.signal(s, signal.SIG_IGN)
-try:
-    pid = os.posix_spawn(argv[0], argv, env, setpgroup=0, file_actions=[(os.POSIX_SPAWN_CLOSE, fd)],
-                         setsigdef=reset + [signal.SIGPIPE, signal.SIGXFSZ])
-except OSError as exc:
-    os.write(fd, ("error " + (exc.strerror or str(exc)) + "\\n").encode())
-    sys.exit(1)
-os.write(fd, b"%d\\n" % pid)
-null = os.open(os.devnull, os.O_RDWR)
-for i in (0, 1, 2):
-    os.dup2(null, i)
-_, status = os.waitpid(pid, 0)
-os.write(fd, b"%d\\n" % os.waitstatus_to_exitcode(status))
-"""
+_REAPER = Path(__file__).with_name("reaper.py")  # the program's parent (see reaper.py); standard library only
 
 
 @dataclass(slots=True)
@@ -235,7 +208,7 @@ def start_held(
     try:
         try:
             reaper = subprocess.Popen(
-                [sys.executable, "-S", "-E", "-c", _REAPER, str(status_w), envfile, *shell_argv],
+                [sys.executable, "-S", "-E", str(_REAPER), str(status_w), envfile, *shell_argv],
                 stdin=None,
                 stdout=stdout,
                 cwd=cwd,
