@@ -235,8 +235,13 @@ def write_output(text: str | Callable[[TextIO], None], output: str | None) -> No
             text(fh)
 
     if output is None or output == "-":
-        put(sys.stdout)
-        sys.stdout.flush()
+        try:
+            put(sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # stdout closed early (piped into head): the command line ends quietly
+        except OSError as exc:  # a full disk behind a redirection, a device that refuses writes
+            raise InputError(f"cannot write output: {exc.strerror or exc}", "<stdout>") from None
         return
     check_output(output)
     real = os.path.realpath(output)

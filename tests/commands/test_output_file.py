@@ -118,3 +118,22 @@ def test_error_one_liners_escape_control_characters(tmp_path: Path, capsys: pyte
     assert main(["scan", "--no-store", "--no-progress", hostile]) == EXIT_INPUT
     err = capsys.readouterr().err
     assert err == "cudatrace: error: /x\\x0a\\x1b]0;PWNED\\x07\\u202eexe.txt: no such file or folder\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("fmt", ["json", "terminal"])
+def test_stdout_on_a_full_disk_is_a_one_line_error(elf_plain: Path, fmt: str) -> None:
+    # `cudatrace scan ... > file` on a full disk: the JSON is written as it is made, the terminal text at once;
+    # either way the failed write is the user's one-line error, not a traceback.
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--format", fmt, str(elf_plain)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == EXIT_INPUT
+    assert proc.stderr.strip().splitlines() == [
+        "cudatrace: error: <stdout>: cannot write output: No space left on device"
+    ]
