@@ -16,7 +16,7 @@ from cudatrace.commands._common import (
 from cudatrace.errors import EXIT_OK, UsageError
 from cudatrace.model import TraceResult
 from cudatrace.reports.diff import TraceDiff
-from cudatrace.reports.render import RenderOptions, formats_for, render
+from cudatrace.reports.render import RenderOptions, formats_for, render_to
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,5 +78,5 @@ def run_diff(args: argparse.Namespace) -> int:
     d = build_diff(a, b, args.a, args.b, noise=args.noise, all_calls=args.all_calls)
     width = output_width(args)  # diff's text is wrapped only for a terminal: it is plain text, not a rich layout
     options = RenderOptions(width=None if width == NO_WRAP else width, verbosity=verbosity(args))
-    write_output(render(d, args.format, options), args.output)
+    write_output(render_to(d, args.format, options), args.output)
     return EXIT_OK

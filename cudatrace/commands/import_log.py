@@ -15,7 +15,7 @@ from cudatrace.commands._common import (
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import TraceResult
 from cudatrace.programs.documents import read_log_document
-from cudatrace.reports.render import formats_for, render
+from cudatrace.reports.render import formats_for, render_to
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +70,7 @@ def run_import_log(args: argparse.Namespace) -> int:
         with open_store(args.db) as store:
             store.record_trace(trace)
     options = render_options(args)
-    write_output(render(trace, args.format, options), args.output)
+    write_output(render_to(trace, args.format, options), args.output)
     return EXIT_OK
 
 

@@ -31,7 +31,7 @@ from cudatrace.programs.evidence import ProgramDocuments
 from cudatrace.reports.document import Report
 
 __all__ = ["AGGREGATE_SCHEMA", "MAX_DOCUMENT_BYTES", "load_document", "register", "run_report"]
-from cudatrace.reports.render import formats_for, render
+from cudatrace.reports.render import formats_for, render_to
 
 FORMATS = formats_for(Report)
 
@@ -199,5 +199,5 @@ def run_report(args: argparse.Namespace) -> int:
     _environment(args.env)  # a malformed --env is a usage error before any document is read
     doc = _from_files(args) if args.files else _from_store(args)
     options = render_options(args)
-    write_output(render(doc, args.format, options), args.output)
+    write_output(render_to(doc, args.format, options), args.output)
     return EXIT_OK

@@ -85,7 +85,7 @@ def run_scan(args: argparse.Namespace) -> int:
     (result,) = gathered.scans
     from cudatrace.codec import shared_encodings
     from cudatrace.model import VerdictStatus
-    from cudatrace.reports.render import render
+    from cudatrace.reports.render import render_to
 
     # The store and the JSON document encode the same binaries: made once, the forms are held until the text is
     # written, so only where the document takes them again (the terminal text would hold them for nothing).
@@ -96,13 +96,7 @@ def run_scan(args: argparse.Namespace) -> int:
 
             with open_store(args.db) as store:
                 store.record_scan(result)
-        if args.format == "json":  # written as it is made: 55 MB of text for 10,000 binaries, never held whole
-            from cudatrace.reports.formats import write_json
-
-            doc = result.to_dict()
-            write_output(lambda out: write_json(doc, out), args.output)
-        else:
-            write_output(render(result, args.format, render_options(args)), args.output)
+        write_output(render_to(result, args.format, render_options(args)), args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]

@@ -97,3 +97,26 @@ def test_a_diff_renders_as_terminal_text_markdown_or_json() -> None:
     assert render(d, Format.JSON) == dump_json(d.to_dict())
     with pytest.raises(ValueError, match="csv"):
         render(d, Format.CSV)
+
+
+def test_the_json_written_as_it_is_made_is_the_rendered_json() -> None:
+    import io
+
+    from cudatrace.reports.render import render_to
+
+    trace = samples.crashed_trace()
+    docs = [
+        samples.mixed_scan(),
+        samples.hostile_scan(),
+        trace,
+        build_report([samples.mixed_scan()], [samples.crashed_trace()], RELEASE),
+        build_aggregate([("vecadd", [samples.runs_scan()], [])], RELEASE),
+        build_diff(trace, trace, "a.json", "b.json"),
+    ]
+    for doc in docs:
+        writer = render_to(doc, "json")
+        assert callable(writer)
+        out = io.StringIO()
+        writer(out)
+        assert out.getvalue() == render(doc, "json")
+        assert render_to(doc, "terminal") == render(doc, "terminal")  # every other format: its text
