@@ -135,18 +135,21 @@ def render_to(doc: Document, fmt: Format | str, options: RenderOptions | None = 
     """What :func:`render` gives, for :func:`~cudatrace.commands._common.write_output`: the JSON document as a
     function that writes its text as it is made (55 MB for a scan of 10,000 binaries, never held whole), every
     other format as its text."""
+    renderer = _renderer(doc, fmt)
     if Format(fmt) is Format.JSON:
-        if type(doc) not in RENDERERS[Format.JSON].by_document:
-            raise ValueError(f"--format json does not render a {type(doc).__name__}")
         form = doc.to_dict()
         return lambda out: write_json(form, out)
-    return render(doc, fmt, options)
+    return renderer(doc, options or RenderOptions())
 
 
 def render(doc: Document, fmt: Format | str, options: RenderOptions | None = None) -> str:
     """``doc`` as text in format ``fmt``. A format that does not render this kind of document is a bug of the
     caller (the commands offer only :func:`formats_for` it): ValueError."""
+    return _renderer(doc, fmt)(doc, options or RenderOptions())
+
+
+def _renderer(doc: Document, fmt: Format | str) -> Callable[[Any, RenderOptions], str]:
     renderer = RENDERERS[Format(fmt)].by_document.get(type(doc))
     if renderer is None:
         raise ValueError(f"--format {Format(fmt).value} does not render a {type(doc).__name__}")
-    return renderer(doc, options or RenderOptions())
+    return renderer

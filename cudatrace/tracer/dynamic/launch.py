@@ -241,7 +241,8 @@ def start_held(
 
 
 def _read_pid(status_fd: int, reaper: subprocess.Popen[bytes]) -> int:
-    # The reaper's first line: the shell's pid, or why it could not start it.
+    # The reaper's first line: the shell's pid, or why it could not start it. Read a byte at a time, so that
+    # nothing after it (the status, read by HeldProgram) is taken from the pipe here.
     line = b""
     deadline = time.monotonic() + 30
     while not line.endswith(b"\n"):
@@ -250,7 +251,7 @@ def _read_pid(status_fd: int, reaper: subprocess.Popen[bytes]) -> int:
             reaper.kill()
             reaper.wait()
             raise TraceError("the process that starts it did not answer within 30 s")
-        chunk = os.read(status_fd, 256)
+        chunk = os.read(status_fd, 1)
         if not chunk:
             reaper.wait()
             raise TraceError(f"the process that starts it ended with status {reaper.returncode}")

@@ -1050,12 +1050,23 @@ def _alive(pid: int) -> bool:
     Read from /proc; elsewhere a process is taken to be alive (its failure is then said as it came)."""
     if not sys.platform.startswith("linux"):
         return True
+    return _running(_proc_state(pid))
+
+
+def _running(state: tuple[str, int] | None) -> bool:
+    """Whether a state read by :func:`_proc_state` is a process's that has not ended (none, a zombie, dead)."""
+    return state is not None and state[0] not in ("Z", "X")
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """A process's state letter and start time (clock ticks after boot), None when there is none."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[-1].split()[:1]
-    except OSError:
-        return False
-    return state not in ([b"Z"], [b"X"])
+            text = f.read(4096).decode(errors="replace")
+        fields = text[text.rindex(")") + 2 :].split()
+        return fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _tracer_notes(tracer: _Tracer) -> list[str]:
@@ -1485,7 +1496,7 @@ class _GoneWatch:
                 continue
             state = _proc_state(int(key.split(".")[0]))
             start = self.started.setdefault(key, state[1] if state else None)
-            if state is not None and state[0] not in "ZX" and state[1] == start:
+            if state is not None and _running(state) and state[1] == start:
                 continue
             since[key] = self.since.get(key, now)
             if now - since[key] >= self.AFTER_S:
@@ -1493,17 +1504,6 @@ class _GoneWatch:
                 self.reported.add(key)
         self.since = since
         return gone
-
-
-def _proc_state(pid: int) -> tuple[str, int] | None:
-    """A process's state letter and start time (clock ticks after boot), None when there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read(4096).decode(errors="replace")
-        fields = text[text.rindex(")") + 2 :].split()
-        return fields[0], int(fields[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class _HeldStoppedWatch:
@@ -1565,11 +1565,8 @@ def _pass_on(tracer: _Tracer, collector: Collector, held: HeldProgram | None, si
 def _follow_job_control(held: HeldProgram) -> None:
     # Ctrl-Z stops the program's group (the terminal's foreground): stop cudatrace too so the shell takes over,
     # and on `fg` give the terminal back to the program and continue it.
-    try:
-        state = Path(f"/proc/{held.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return
-    if state != "T":
+    state = _proc_state(held.pid)
+    if state is None or state[0] != "T":
         return
     fd = held.terminal_fd
     held.take_back_terminal()

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from cudatrace.tracer.dynamic.session import _GoneWatch
+from cudatrace.tracer.dynamic.session import _GoneWatch, _proc_state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="read from /proc")
 
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def _state(pid: int) -> str | None:
+    state = _proc_state(pid)
+    return None if state is None else state[0]
 
 
 def _key(pid: int) -> str:
