@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -236,3 +236,60 @@ def load_exports() -> ExportsData:
         driver_by_header={v: frozenset(n) for v, n in doc["driver"].get("by_header", {}).items()},
         library_packages={name: tuple(e.get("packages", ())) for name, e in doc["libraries"].items()},
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Names found outside the import tables (strings of a binary, names in Python code)
+
+# Families whose entry points are taken on their prefix alone: the reference set holds no export list for them.
+_NO_EXPORT_LIST = {Family.TENSORRT, Family.CUPTI, Family.NVTX, Family.OTHER}
+#: The library a name of a family is looked up in when nothing says which (platform "linux" or "win").
+DEFAULT_LIBRARY = {
+    ("linux", Family.DRIVER): "libcuda.so.1",
+    ("win", Family.DRIVER): "nvcuda.dll",
+    ("linux", Family.NVML): "libnvidia-ml.so.1",
+    ("win", Family.NVML): "nvml.dll",
+    ("linux", Family.NVTX): "libnvToolsExt.so.1",
+    ("win", Family.NVTX): "nvToolsExt64_1.dll",
+    ("linux", Family.CUPTI): "libcupti.so",
+    ("win", Family.CUPTI): "cupti64.dll",
+    ("linux", Family.TENSORRT): "libnvinfer.so",
+    ("win", Family.TENSORRT): "nvinfer.dll",
+}
+
+
+def entry_points_by_family(
+    names: Iterable[str], data: ExportsData, imported: Set[str] = frozenset(), own_family: Family | None = None
+) -> dict[Family, list[str]]:
+    """The names that are real entry points (checked against the export lists, so ``cuFileRead`` never counts),
+    grouped by family, in the order given; names in ``imported`` and of ``own_family`` are left out."""
+    out: dict[Family, list[str]] = {}
+    for name in names:
+        if name in imported:
+            continue
+        family = family_of_function(name)
+        if family is None or family is own_family:
+            continue
+        if family is Family.DRIVER:
+            ok = data.is_driver_entry_point(name)
+        elif family is Family.RUNTIME:
+            ok = data.is_runtime_entry_point(name)
+        elif family in _NO_EXPORT_LIST:
+            ok = True
+        else:
+            ok = any(data.library_family.get(lib) is family for lib in data.exporting_libraries(name))
+        if ok:
+            out.setdefault(family, []).append(name)
+    return out
+
+
+def default_library(name: str, family: Family, platform: str, data: ExportsData) -> str:
+    """The library file an entry point ``name`` of ``family`` comes from on ``platform`` ("linux" or "win") when
+    nothing names it: the family's usual file, else the first of NVIDIA's libraries that exports it."""
+    default = DEFAULT_LIBRARY.get((platform, family))
+    if default is not None:
+        return default
+    for lib in data.exporting_libraries(name, platform) or data.exporting_libraries(name):
+        if data.library_family.get(lib) is family:
+            return lib
+    return family.value

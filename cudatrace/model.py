@@ -49,6 +49,7 @@ class BinaryFormat(str, Enum):
 
     PE = "pe"
     ELF = "elf"
+    PYTHON = "python"  # a Python source file that reaches CUDA through ctypes, cffi or a binding package
 
 
 class LibraryHow(str, Enum):

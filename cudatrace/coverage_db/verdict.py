@@ -84,6 +84,7 @@ CODE_RANK: dict[str, int] = {
     "panicking_imported": 15,
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
+    "nvrtc_cubin": 17,
     "unknown_until_traced": 18,
     "on_demand_blocked": 16,
     "library_missing": 23,
@@ -109,6 +110,36 @@ _RECENT_PTX_SM = 90
 # few functions it calls.
 _BULK_LOOKUPS = 50
 _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
+# What NVRTC hands a program that compiled a kernel: PTX, or SASS for one GPU (a CUBIN).
+_NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
+
+
+def _nvrtc_cubin_reason(also_ptx: bool) -> Reason:
+    """A program that asks NVRTC for a CUBIN compiles its run-time kernels to SASS for the GPU it names: ZLUDA
+    loads PTX only. One that asks for PTX as well has a switch (tinygrad asks for PTX unless told otherwise, CuPy
+    for a CUBIN where its NVRTC can make one): information, not a risk. (A trace shows the module loads
+    themselves: :mod:`gpu_modules` judges those.)"""
+    fails = "which ZLUDA cannot load (it recompiles PTX only)"
+    if also_ptx:
+        message = (
+            "the program compiles kernels at run time and can ask NVRTC for a CUBIN (nvrtcGetCUBIN: SASS for the "
+            f"GPU it names, {fails}) or for PTX (nvrtcGetPTX); under ZLUDA only the PTX path runs"
+        )
+    else:
+        message = (
+            "the program compiles kernels at run time and asks NVRTC for a CUBIN (nvrtcGetCUBIN): SASS for the GPU "
+            f"it names, {fails}, so those kernels fail under ZLUDA"
+        )
+    return Reason(
+        Severity.INFO if also_ptx else Severity.RISK,
+        "nvrtc_cubin",
+        message,
+        "make the program ask NVRTC for PTX (nvrtcGetPTX, a virtual architecture such as -arch=compute_80), "
+        "through its own switch where it has one",
+        Family.NVRTC,
+        ("nvrtcGetCUBIN",),
+    )
+
 
 _Remedy = Callable[..., str | None]
 
@@ -381,8 +412,11 @@ def judge(
     reached_how: dict[tuple[Family, str], set[EntryHow]] = {}
     translated = 0
     total = 0
+    nvrtc_outputs: set[str] = set()  # NVRTC's outputs the program asks for (read from its files, not a trace)
 
     for e in entries:
+        if e.family is Family.NVRTC and e.how is not EntryHow.CALLED and e.function in _NVRTC_OUTPUTS:
+            nvrtc_outputs.add(e.function)
         info = (
             e.zluda
             if e.zluda is not None and e.zluda.release == rel
@@ -494,15 +528,19 @@ def judge(
 
     if gpu_code is not None and gpu_code.images:
         reasons.extend(_gpu_reasons(gpu_code))
+    if "nvrtcGetCUBIN" in nvrtc_outputs:
+        reasons.append(_nvrtc_cubin_reason("nvrtcGetPTX" in nvrtc_outputs))
 
     if proc_missing:
         absent = sorted({fn for _, fn in proc_missing.get("absent", [])})
         stubs = sorted({fn for _, fn in proc_missing.get("stub", [])})
         fams = {fam for pairs in proc_missing.values() for fam, _ in pairs}
         parts = []
+        python = binary_format is BinaryFormat.PYTHON
         if absent:
+            lookup = "ctypes raises AttributeError at the lookup" if python else "a lookup returns nothing"
             parts.append(
-                f"{len(absent)} {agrees(len(absent), 'is', 'are')} not exported, a lookup returns nothing "
+                f"{len(absent)} {agrees(len(absent), 'is', 'are')} not exported, {lookup} "
                 f"({remedies.name_list(absent)})"
             )
         if stubs:
@@ -511,18 +549,27 @@ def judge(
                 f"({remedies.name_list(stubs)})"
             )
         bulk = static_runtime if static_runtime is not None else proc_names >= _BULK_LOOKUPS
-        if bulk:
+        if python:
+            what = f"the {proc_names} entry points its Python code calls or looks up by name"
+            why = (
+                "Python bindings of a whole API name every function, so these matter only if the program calls them"
+                if bulk
+                else "Its Python code calls them (through ctypes or a binding package) when that code runs"
+            )
+        elif bulk:
+            what = f"the {proc_names} names resolved by name at run time"
             why = (
                 "A static CUDA runtime resolves every name it knows up front, so these matter only if the program "
                 "calls them"
             )
         else:
+            what = f"the {proc_names} names resolved by name at run time"
             why = "The program looks these few names up itself, so it probably calls them"
         reasons.append(
             Reason(
                 Severity.INFO if bulk else Severity.RISK,
                 "proc_string_missing",
-                f"of the {proc_names} names resolved by name at run time, {'; '.join(parts)} in ZLUDA {rel}. {why}",
+                f"of {what}, {'; '.join(parts)} in ZLUDA {rel}. {why}",
                 remedies.upgrade_remedy(cat, next(iter(fams)), absent + stubs, rel)
                 if not bulk and len(fams) == 1
                 else None,
@@ -834,7 +881,7 @@ def fixing_reason(
             first = cat.export_table_first(r.functions[0], after=rel) if r.functions else None
             (firsts.append(first) if first else never.append(blocker_words(r.code)))
             continue
-        if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing"):
+        if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing", "nvrtc_cubin"):
             never.append(blocker_words(r.code))
             continue
         for fn in r.functions[:48]:

@@ -302,6 +302,8 @@ def is_nvidia_library(b: BinaryScan) -> bool:
 
 def _is_executable(b: BinaryScan) -> bool:
     name = b.name.lower()
+    if b.format is BinaryFormat.PYTHON:
+        return False  # a Python file is a module or a script of the program, never a program of its own here
     if b.format is BinaryFormat.PE:
         return name.endswith(".exe")
     return ".so" not in name and b.soname is None and not name.endswith((".o", ".a"))
@@ -664,14 +666,15 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
         exts = {
             _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
             for b in group.binaries
-            if _is_extension(b, group.dist)
+            if _is_extension(b, group.dist) or b.format is BinaryFormat.PYTHON
         }
         on_import = startup_path(group.dist.read, group.dist.files, exts, pool)
         for mod, path in exts.items():
+            what = "Python module" if by_path[path].format is BinaryFormat.PYTHON else "extension module"
             if on_import is None:
-                entry[path] = f"extension module {mod} (the distribution has no Python files to follow)"
+                entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
             elif mod in on_import.extensions:
-                entry[path] = f"extension module {mod}, imported when the package is imported"
+                entry[path] = f"{what} {mod}, imported when the package is imported"
         loaded = on_import.ctypes_libraries if on_import is not None else {}
         for b in group.binaries:
             by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None)
@@ -681,6 +684,8 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
         for b in group.binaries:
             if _is_executable(b):
                 entry[b.path] = "executable"
+            elif b.format is BinaryFormat.PYTHON:
+                entry[b.path] = "Python source of the program (a script it runs or a module it imports)"
     python_loader = (
         group.kind is ProgramKind.WHEEL and group.dist is not None and any(f.endswith(".py") for f in group.dist.files)
     )
@@ -732,7 +737,11 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     for b in group.binaries:
         if b.path in roles:
             continue
-        if _is_extension(b, group.dist):
+        feat: str | None
+        if b.format is BinaryFormat.PYTHON and group.dist is not None:
+            why = "Python module imported only when a feature is used (not from the package's import path)"
+            feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site).replace(os.sep, '/'))}"
+        elif _is_extension(b, group.dist):
             why = "extension module imported only when a feature is used (not from the package's import path)"
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
         elif group.dist is not None and _is_executable(b):
@@ -870,7 +879,7 @@ def _group_programs(
                 g = groups[key] = _Group(Path(root).name or root, None, root, ProgramKind.APPLICATION)
             g.binaries.append(b)
             continue
-        kind = ProgramKind.EXECUTABLE if _is_executable(b) else ProgramKind.LIBRARY
+        kind = ProgramKind.EXECUTABLE if _is_executable(b) or b.format is BinaryFormat.PYTHON else ProgramKind.LIBRARY
         if is_nvidia_library(b):
             kind = ProgramKind.NVIDIA
         groups[("file", absolute)] = _Group(b.name, None, b.path, kind, [b])
@@ -880,8 +889,10 @@ def _group_programs(
             continue
         if g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries):
             g.kind = ProgramKind.NVIDIA
-        elif g.kind is ProgramKind.APPLICATION and not any(_is_executable(b) for b in g.binaries):
-            g.kind = ProgramKind.LIBRARY
+        elif g.kind is ProgramKind.APPLICATION and not any(
+            _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
+        ):
+            g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
         parts = tuple(_roles(g, pool))
         platform = _platform(g.binaries)
         programs.append(

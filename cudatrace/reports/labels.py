@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cudatrace.model import EntryHow, LibraryHow, VerdictStatus, ZludaStatus
+from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, LibraryHow, VerdictStatus, ZludaStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,3 +123,10 @@ def status_word(status: ZludaStatus | None) -> str:
 def hows_in_words(hows: tuple[EntryHow, ...]) -> str:
     """How a binary reaches an entry point, every way in words (``called`` when only seen called)."""
     return ", ".join(ENTRY_HOW_WORDS.get(h, h.value) for h in hows) or "called"
+
+
+def format_label(binary: BinaryScan) -> str:
+    """What a scanned file is, in a block's header: ``ELF x86_64``, ``PE i386``, ``Python source``."""
+    if binary.format is BinaryFormat.PYTHON:
+        return "Python source"
+    return f"{binary.format.value.upper()} {binary.machine or '?'}"

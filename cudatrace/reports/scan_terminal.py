@@ -17,10 +17,10 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
+from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.fit import Fitted, indented
-from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS
+from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS, format_label
 from cudatrace.reports.terminal import console_text, string_console
 
 MAX_REASONS = 3
@@ -165,7 +165,7 @@ def _gpu_lines(gpu: GpuCode) -> list[Text]:
 def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]:
     header = Text()
     header.append_text(_t(binary.path, "bold cyan"))
-    header.append_text(_t(f"  ({binary.format.value.upper()} {binary.machine or '?'}, {_size(binary.size)})", "dim"))
+    header.append_text(_t(f"  ({format_label(binary)}, {_size(binary.size)})", "dim"))
     parts: list[object] = [header]
     parts.extend(_verdict_lines(binary, all_reasons))
     parts.extend(_library_lines(binary))
@@ -269,7 +269,7 @@ def render_scan_terminal(
     for binary in listed_without:
         line = Text()
         line.append_text(_t(binary.path))
-        line.append_text(_t(f": no CUDA ({binary.format.value.upper()} {binary.machine or '?'})", "dim"))
+        line.append_text(_t(f": no CUDA ({format_label(binary)})", "dim"))
         console.print(line)
     for failure in result.failed:
         console.print(_t(f"failed ({failure.kind}): {failure.message}", "red"))
@@ -279,9 +279,12 @@ def render_scan_terminal(
     if listed_without or result.failed or notes:
         console.print()
     hidden = " (not listed: -v lists them)" if without and not listed_without else ""
+    python = sum(1 for b in result.binaries if b.format is BinaryFormat.PYTHON)
+    sources = f"; {_plural(python, 'Python file')} reaching CUDA" if python else ""
     summary = (
-        f"{_plural(len(result.binaries), 'binary', 'binaries')} scanned: {len(with_cuda)} with CUDA, "
-        f"{len(without)} without{hidden}; {result.skipped} skipped (not PE or ELF); {len(result.failed)} failed"
+        f"{_plural(len(result.binaries) - python, 'binary', 'binaries')} scanned: {len(with_cuda) - python} with "
+        f"CUDA, {len(without)} without{hidden}{sources}; {result.skipped} skipped (not PE or ELF); "
+        f"{len(result.failed)} failed"
     )
     console.print(_t(summary, "bold"))
     return console_text(console)

@@ -701,3 +701,27 @@ def test_a_defined_table_whose_slots_are_all_stubs_says_so() -> None:
     heap = ExportTableRequest("195BCBF4-D67D-024A-ACC5-1D29CEA631AE", None, 1, "CUDA_SUCCESS")  # HEAP_ACCESS
     (reason,) = export_table_reasons(load_catalog(), "v6-preview.69", [heap])
     assert reason.code == "export_table_translated" and "every function slot of HEAP_ACCESS is a stub" in reason.message
+
+
+def test_a_program_that_asks_nvrtc_for_a_cubin_is_at_risk_unless_it_can_ask_for_ptx() -> None:
+    """NVRTC stays NVIDIA's under ZLUDA and compiles fine; what it hands back decides: a CUBIN is SASS for the GPU the
+    program names, which ZLUDA cannot load. A trace judges the loaded modules themselves, so a call is not read so."""
+    rtc = "libnvrtc.so.13"
+    cubin = [sym(Family.NVRTC, rtc, f) for f in ("nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetCUBIN")]
+    v = judge(cubin, [CudaLibrary(rtc, Family.NVRTC, LibraryHow.NEEDED, "13")], None, SEED)
+    assert v.status is VerdictStatus.AT_RISK
+    r = reason(v, "nvrtc_cubin")
+    assert isinstance(r, Reason) and r.severity is Severity.RISK and "so those kernels fail under ZLUDA" in r.message
+    assert "nvrtcGetPTX" in (r.remedy or "")
+    from cudatrace.coverage_db.verdict import fixing_reason
+
+    _first, fixing = fixing_reason(load_catalog(), SEED, v.status, v.reasons)
+    assert fixing is not None and "left: kernels compiled to SASS at run time" in fixing.message
+    both = judge([*cubin, sym(Family.NVRTC, rtc, "nvrtcGetPTX")], [], None, SEED)
+    assert both.status is VerdictStatus.RUNS
+    r = reason(both, "nvrtc_cubin")
+    assert isinstance(r, Reason) and r.severity is Severity.INFO and "only the PTX path runs" in r.message
+    by_name = judge([sym(Family.NVRTC, "", "nvrtcGetCUBIN", EntryHow.PROC_STRING)], [], None, SEED)
+    assert "nvrtc_cubin" in codes(by_name)
+    traced = judge([call(Family.NVRTC, rtc, "nvrtcGetCUBIN", 3)], [], None, SEED)
+    assert "nvrtc_cubin" not in codes(traced)

@@ -1,10 +1,11 @@
 """A wheel or zip named on the command line, scanned as the package it holds.
 
-Each member whose first bytes are PE or ELF is copied out to a private temporary folder under its own base name
-(the scanner reads a library's identity from its file name), scanned there, and deleted before the next one, so
-the disk holds one member at a time. The member is shown as ``ARCHIVE/MEMBER``. Member names are never used as
-paths. What the archive may cost is bounded by its size: at most :data:`EXPAND_PER_BYTE` bytes written per byte
-of archive (at least :data:`EXPAND_MIN`), and no member larger than :data:`MAX_MEMBER`.
+A Python member is read in memory (:mod:`python_src`). Each member whose first bytes are PE or ELF is copied
+out to a private temporary folder under its own base name (the scanner reads a library's identity from its file
+name), scanned there, and deleted before the next one, so the disk holds one member at a time. The member is
+shown as ``ARCHIVE/MEMBER``. Member names are never used as paths. What the archive may cost is bounded by its
+size: at most :data:`EXPAND_PER_BYTE` bytes written per byte of archive (at least :data:`EXPAND_MIN`), and no
+member larger than :data:`MAX_MEMBER`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cudatrace.model import BinaryScan, FileError
+from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, is_python_source, scan_python_source
 
 MAX_MEMBER = 4 << 30  # bytes: a member declaring more is an error of its own, never copied
 EXPAND_PER_BYTE = 20  # real CUDA wheels expand two to four times
@@ -77,7 +79,9 @@ def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool
                 with zf.open(info) as fh:
                     head = fh.read(_HEAD)
                     if not is_binary(head):
-                        out.skipped += 1
+                        python = info.file_size <= MAX_SOURCE_BYTES and is_python_source(info.filename, head)
+                        source = head + fh.read(MAX_SOURCE_BYTES + 1 - len(head)) if python else b""
+                        out.add(scan_python_source(shown, source) if python else None)
                         continue
                     if info.file_size > MAX_MEMBER or info.file_size > allowance:
                         what = f"{info.file_size} bytes, more than this archive may expand to"

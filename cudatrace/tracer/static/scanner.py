@@ -25,15 +25,18 @@ import mmap
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cudatrace import __version__
 from cudatrace.errors import CorruptBinaryError, CudatraceError, InputError, UnsupportedBinaryError
 from cudatrace.libraries import (
+    DEFAULT_LIBRARY,
     ExportsData,
     LibraryId,
+    default_library,
+    entry_points_by_family,
     family_of_function,
     identify_library,
     load_exports,
@@ -64,6 +67,7 @@ from cudatrace.tracer.static.fatbin import (
 )
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
+from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, is_python_source, may_reach_cuda, scan_python_source
 from cudatrace.tracer.static.strings import (
     MARGIN,
     CudaStrings,
@@ -102,19 +106,6 @@ _FATBIN_PREFIXES = (".nv_fatb", "__nv_rel")  # .nv_fatbin, __nv_relfatbin; PE cu
 # DWARF sections (ELF, and PE images GNU ld leaves unstripped, where pe.py resolves the long "/4" names).
 _DEBUG_PREFIXES = (".debug", ".zdebug")
 # Families whose names are checked against NVIDIA's export lists; the others are taken by prefix alone.
-_NO_EXPORT_LIST = {Family.TENSORRT, Family.CUPTI, Family.NVTX, Family.OTHER}
-_DEFAULT_LIBRARY = {
-    ("linux", Family.DRIVER): "libcuda.so.1",
-    ("win", Family.DRIVER): "nvcuda.dll",
-    ("linux", Family.NVML): "libnvidia-ml.so.1",
-    ("win", Family.NVML): "nvml.dll",
-    ("linux", Family.NVTX): "libnvToolsExt.so.1",
-    ("win", Family.NVTX): "nvToolsExt64_1.dll",
-    ("linux", Family.CUPTI): "libcupti.so",
-    ("win", Family.CUPTI): "cupti64.dll",
-    ("linux", Family.TENSORRT): "libnvinfer.so",
-    ("win", Family.TENSORRT): "nvinfer.dll",
-}
 
 
 def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
@@ -338,7 +329,9 @@ def scan_file(path: str, read: ReadAlready | None = None) -> BinaryScan | None:
             head = fh.read(4096)
             fmt = _format_of(head)
             if fmt is None:
-                return None
+                if st.st_size > MAX_SOURCE_BYTES or not is_python_source(path, head):
+                    return None
+                return scan_python_source(path, head + fh.read(MAX_SOURCE_BYTES + 1 - len(head)))
             with map_file(fh, path) as buf:
                 return _scan_mapped(path, fmt, buf, fh.fileno(), read)
     except OSError as exc:
@@ -356,7 +349,9 @@ def scan_open_file(fd: int, path: str) -> BinaryScan | None:
         head = os.pread(fd, 4096, 0)
         fmt = _format_of(head)
         if fmt is None:
-            return None
+            if not is_python_source(path, head) or os.fstat(fd).st_size > MAX_SOURCE_BYTES:
+                return None
+            return scan_python_source(path, os.pread(fd, MAX_SOURCE_BYTES + 1, 0))
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as buf:
             return _scan_mapped(path, fmt, buf, fd)
     except OSError as exc:
@@ -481,7 +476,7 @@ def _scan_parts(
         uses.setdefault((use.library, use.function, use.how), use)
 
     imported = {u.function for u in uses.values()} | set(parsed.exports)
-    by_name = _strings_by_family(found.function_names, imported, own_family, data)
+    by_name = entry_points_by_family(found.function_names, data, imported, own_family)
     driver_names = by_name.get(Family.DRIVER, [])
     static_runtime: StaticRuntime | None = detect_static_runtime(
         None,
@@ -497,7 +492,7 @@ def _scan_parts(
     named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}
     for family, names in by_name.items():
         for name in names:
-            library = named_libs.get(family) or _default_library(name, family, platform, data)
+            library = named_libs.get(family) or default_library(name, family, platform, data)
             uses.setdefault(
                 (library, name, EntryHow.PROC_STRING), EntryPointUse(family, library, name, EntryHow.PROC_STRING)
             )
@@ -602,41 +597,7 @@ def _attribute_unversioned(
     same_family = [e for e in exporters if data.library_family[e] is family]
     if same_family:
         return same_family[0]  # resolved through a library another one loads
-    return _DEFAULT_LIBRARY.get((platform, family))
-
-
-def _strings_by_family(
-    names: Iterable[str], imported: set[str], own_family: Family | None, data: ExportsData
-) -> dict[Family, list[str]]:
-    """Entry point names found as strings that are real entry points, grouped by family."""
-    out: dict[Family, list[str]] = {}
-    for name in names:
-        if name in imported:
-            continue
-        family = family_of_function(name)
-        if family is None or family is own_family:
-            continue
-        if family is Family.DRIVER:
-            ok = data.is_driver_entry_point(name)
-        elif family is Family.RUNTIME:
-            ok = data.is_runtime_entry_point(name)
-        elif family in _NO_EXPORT_LIST:
-            ok = True
-        else:
-            ok = any(data.library_family.get(lib) is family for lib in data.exporting_libraries(name))
-        if ok:
-            out.setdefault(family, []).append(name)
-    return out
-
-
-def _default_library(name: str, family: Family, platform: str, data: ExportsData) -> str:
-    default = _DEFAULT_LIBRARY.get((platform, family))
-    if default is not None:
-        return default
-    for lib in data.exporting_libraries(name, platform) or data.exporting_libraries(name):
-        if data.library_family.get(lib) is family:
-            return lib
-    return family.value
+    return DEFAULT_LIBRARY.get((platform, family))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -700,7 +661,11 @@ def _check_named_file(path: str) -> str:
         return "zip"
     if head[:2] == b"MZ":
         raise InputError("an MZ file without a PE header (a DOS program or a damaged file): not a PE binary", path)
-    raise InputError("not a PE or ELF binary, nor a wheel or zip of them", path)
+    if is_python_source(path, head):
+        if st.st_size > MAX_SOURCE_BYTES:
+            raise InputError(f"a Python file of {st.st_size} bytes, over the {MAX_SOURCE_BYTES} read", path)
+        return "python"
+    raise InputError("not a PE or ELF binary, a Python file, nor a wheel or zip of them", path)
 
 
 def collect_files(paths: Sequence[str], dangling: list[str] | None = None) -> list[str]:
@@ -858,11 +823,21 @@ def _worth_scanning(path: str) -> bool:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             return stat.S_ISDIR(st.st_mode)  # a folder that could not be listed: scan_one reports it
+        python = path.endswith(".py")
+        if python and st.st_size > MAX_SOURCE_BYTES:
+            return False
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         try:
-            head = os.read(fd, 4)
+            # A Python file is read whole: the few that can name a CUDA entry point or library go to a worker.
+            head = os.read(fd, MAX_SOURCE_BYTES + 1 if python else 4)
+            if python:
+                return may_reach_cuda(head)
             if head[:2] == b"MZ":
                 head = os.pread(fd, 4096, 0) if hasattr(os, "pread") else head + os.read(fd, 4092)
+            elif head[:2] == b"#!" and st.st_size <= MAX_SOURCE_BYTES:
+                head += os.read(fd, 252)
+                if is_python_source(path, head):
+                    return may_reach_cuda(head + os.read(fd, MAX_SOURCE_BYTES + 1))
         finally:
             os.close(fd)
         return _format_of(head) is not None

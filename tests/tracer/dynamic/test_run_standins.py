@@ -479,7 +479,9 @@ def test_the_exit_status_survives_a_thread_of_the_tracer_that_reaps_the_program(
         t.join(30)
     assert result, "the trace did not end"
     assert (result[0].exit.code, result[0].exit.signal) == (None, "SIGINT")
-    assert reaper.reaped == [other.pid]
+    # The thread does reap (its own child); it may also have taken the program's end while Frida still traced it
+    # (a ptrace tracer's process may wait for its tracee: seen once in a loaded suite), and the status survived.
+    assert reaper.reaped[:1] == [other.pid] and set(reaper.reaped) <= {other.pid, watch.pids[0]}
     other.returncode = 0  # reaped by the thread
 
 

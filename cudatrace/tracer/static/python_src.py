@@ -1,0 +1,342 @@
+"""Python source files that reach CUDA with no binary of their own: ctypes, cffi and binding packages.
+
+tinygrad, numba-cuda, nvidia-ml-py and parts of PyTorch (``torch.cuda._utils``) call the driver, NVRTC or NVML
+from Python code: ``libcuda = ctypes.CDLL("libcuda.so.1")``, then ``libcuda.cuModuleLoadData(...)``, or the same
+names through a binding package (``cuda.bindings.driver.cuInit``). No import table or string of a binary says
+so: a scan of such a package found "0 with CUDA". This module reads a ``.py`` file without running it (Python's
+``ast``) and gives what it finds as a :class:`BinaryScan` of format ``python``:
+
+* **libraries** it loads by name (``how="dlopen_string"``): a CUDA library named in a loader call
+  (``CDLL``, ``cdll.LoadLibrary``, ``WinDLL``, cffi's ``dlopen``, ``find_library``, a ``DLL`` class of the
+  package's own) as a file name, a path ending in one (``"NVIDIA Corporation/NVSMI/nvml.dll"``) or the short
+  name ``find_library`` takes (``"cuda"``, ``"nvrtc"``); or a CUDA library's file name spelled anywhere in a file
+  that imports ctypes or cffi (numba-cuda's ``["libcuda.so", "libcuda.so.1"]``, tried in a loop);
+* **entry points** its code uses (``how="proc_string"``: a name resolved at run time, as ctypes does with
+  ``dlsym``; an unversioned NVML name called through a binding stands for its header's newest version, which the
+  binding calls): a real entry point (checked against NVIDIA's export lists, so ``cuFileRead`` never counts)
+  that is called or referred to (``lib.cuInit(0)``, ``fn = lib.cuInit``, ``cuInit(0)`` after ``from ...
+  import``) or looked up by its name (``getattr(lib, "cuInit")``, ``lib["cuInit"]``, any call given the name
+  itself: nvidia-ml-py's ``_nvmlGetFunctionPointer("nvmlInit_v2")``).
+
+Not uses: a function defined under that name (tinygrad's generated bindings define every driver function as
+``def cuInit(...)``), a prototype table (numba-cuda's ``{"cuInit": (c_int, c_uint)}``), a binding's ctypes
+declarations (``lib.cuInit.argtypes = ...``), names in docstrings and comments, and tables of names that are not
+handed to a call directly (PyTorch's hipify table of thousands of CUDA names). So a package's generated bindings
+count for nothing by themselves, and the module that calls through them counts for what it calls.
+
+Reading is bounded: files of at most :data:`MAX_SOURCE_BYTES`, parsed only when a cheap byte test finds a name
+that could be an entry point or a library; a file Python cannot parse (Python 2, a syntax error, nesting deeper
+than the parser takes) is read by patterns instead, and says so in its errors. Nothing is executed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections.abc import Iterator
+
+from cudatrace.libraries import (
+    DEFAULT_LIBRARY,
+    ExportsData,
+    LibraryId,
+    entry_points_by_family,
+    identify_library,
+    load_exports,
+)
+from cudatrace.model import BinaryFormat, BinaryScan, CudaLibrary, EntryHow, EntryPointUse, Family, LibraryHow
+
+#: Larger ``.py`` files are passed over (generated tables; a hostile file): parsing costs about 30x the text.
+MAX_SOURCE_BYTES = 8 * 1024 * 1024
+
+# Every entry point name and CUDA library file name holds one of these: cuX, cudaX, cublasX, ... (the driver's
+# names are cu and a capital letter), or a library stem that is rare in other text. "nv" alone is not searched:
+# environ, convert and invalid put it in most Python files.
+_RARE = re.compile(rb"n(?:v(?:rtc|JitLink|ml|idia-ml|infer|ToolsExt)|ccl)")
+_AFTER_CU = (b"da", b"blas", b"fft", b"sparse", b"rand", b"solver", b"dnn", b"pti")
+# Candidate names in the text, checked against the export lists afterwards (literal prefixes: a third of the time
+# of a search anchored at word starts).
+_NAME = re.compile(
+    r"(?:cu[A-Z]|cuda[A-Z]|cublas|cufft|curand|cusparse|cusolver|cudnn|nvrtc|nvJitLink|nvml|nccl|pnccl|cupti|nvtx)"
+    r"[A-Za-z0-9_]{0,120}"
+)
+# A library file name (a path's last part): libcuda.so.1, nvcuda.dll, libnvrtc.so.13.0.
+_LIB_FILE = re.compile(r"[A-Za-z0-9_.\-]{1,120}\.(?:so(?:\.[0-9]+)*|dll)", re.IGNORECASE)
+# The words that load a library in Python code, and the ends of library file names.
+_LOADER_WORDS = ("CDLL", "cdll", "WinDLL", "windll", "dlopen", "find_library")
+_LIB_END = re.compile(r"\.(?:so|dll|DLL)\b")
+# A loader call given a short library name, as find_library and loaders of that kind take it (``"cuda"`` alone is
+# everywhere in PyTorch: ``torch.device("cuda")``), or ctypes' ``cdll.nvcuda``.
+_SHORT_LOAD = re.compile(
+    r"\b(?:CDLL|WinDLL|OleDLL|PyDLL|DLL|dlopen|find_library|LoadLibrary\w*|load_library|open_library)\s*\("
+    r"[^()]{0,200}?[\"'](?:lib)?(?:cuda|nvcuda|cudart|cublas|cublasLt|cufft|curand|cusparse|cusolver|cudnn|nccl|"
+    r"nvrtc|nvJitLink|nvjitlink|nvidia-ml|nvml|cupti|nvToolsExt|nvinfer)(?:64)?(?:_[0-9_]+)?[\"']|"
+    r"(?:cdll|windll)\.nvcuda",
+    re.IGNORECASE,
+)
+# Calls that load a library by name (the last part of the called name, lower case).
+_LOADERS = frozenset(
+    {
+        "cdll",
+        "windll",
+        "oledll",
+        "pydll",
+        "loadlibrary",
+        "loadlibraryex",
+        "loadlibrarya",
+        "loadlibraryw",
+        "dlopen",
+        "find_library",
+        "dll",
+        "load_library",
+        "open_library",
+        "load_nvidia_dynamic_lib",
+    }
+)
+# ctypes' library loaders reached as attributes: ctypes.cdll.nvcuda, windll.nvcuda
+_LOADER_OBJECTS = frozenset({"cdll", "windll", "oledll", "pydll"})
+# What a binding sets on a foreign function before any call: declarations, not uses.
+_DECLARATIONS = frozenset({"argtypes", "restype", "errcheck"})
+# Short names of libraries as find_library and loaders of the same kind take them, where lib{name}.so is wrong.
+_SHORT_NAMES = {"cuda": "libcuda.so.1", "nvcuda": "nvcuda.dll", "nvidia-ml": "libnvidia-ml.so.1", "nvml": "nvml.dll"}
+_PYTHON_SHEBANG = re.compile(rb"^#![^\n]*python", re.IGNORECASE)
+
+
+def is_python_source(name: str, head: bytes = b"") -> bool:
+    """True for a file Python runs: a ``.py``/``.pyw`` name, or a script whose ``#!`` line names python."""
+    lower = name.lower()
+    return lower.endswith((".py", ".pyw")) or bool(_PYTHON_SHEBANG.match(head[:256]))
+
+
+def may_reach_cuda(data: bytes) -> bool:
+    """A cheap test of a file's bytes: False when it cannot name any CUDA entry point or library (most Python files
+    of an environment), so it need not be parsed."""
+    if _RARE.search(data) is not None:
+        return True
+    i = data.find(b"cu")
+    while i >= 0:
+        if data[i + 2 : i + 3].isupper() or data.startswith(_AFTER_CU, i + 2):
+            return True
+        i = data.find(b"cu", i + 2)
+    return False
+
+
+def _library_of(text: str, short: bool) -> LibraryId | None:
+    """The CUDA library a string names: a file name or a path ending in one; with ``short``, also the name a
+    loader such as ``find_library`` takes (``"cuda"``, ``"nvrtc"``, ``"nvrtc64_120_0"``)."""
+    text = text.strip()
+    if not text or len(text) > 1024:
+        return None
+    base = text.replace("\\", "/").rsplit("/", 1)[-1]
+    lib = identify_library(base)
+    if lib is not None or not short or "." in base or not re.fullmatch(r"[A-Za-z0-9_\-]{2,60}", base):
+        return lib
+    known = _SHORT_NAMES.get(base.lower())
+    if known is not None:
+        return identify_library(known)
+    base = base.removeprefix("lib")
+    return identify_library(f"{base}.dll") if re.search(r"(64|32)?_\d", base) else identify_library(f"lib{base}.so")
+
+
+def _last_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _strings_in(node: ast.AST) -> Iterator[str]:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            yield sub.value
+
+
+class _Reader:
+    """One file's facts from its syntax tree."""
+
+    def __init__(self, candidates: frozenset[str]) -> None:
+        self.candidates = candidates
+        self.used: dict[str, None] = {}  # entry point names used, in the order met
+        self.loaded: dict[str, LibraryId] = {}  # CUDA libraries loaded by name (file name -> id)
+        self.named: set[str] = set()  # every library file name a loader call was given
+        self.uses_ctypes = False
+        self.spelled: list[str] = []  # CUDA library file names spelled in strings (loaded or not)
+
+    def read(self, tree: ast.AST) -> None:
+        declared: set[int] = set()  # the foreign functions of ``lib.cuX.argtypes = ...`` (ids of lib.cuX)
+        for node in ast.walk(tree):  # breadth first: a node's parent is met before the node
+            if type(node) is ast.Attribute and node.attr in _DECLARATIONS:
+                declared.add(id(node.value))
+            if id(node) not in declared:
+                self._node(node)
+
+    def _use(self, name: str) -> None:
+        if name in self.candidates:
+            self.used.setdefault(name, None)
+
+    def _node(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if (".so" in node.value or ".dll" in node.value.lower()) and len(node.value) <= 1024:
+                base = node.value.replace("\\", "/").rsplit("/", 1)[-1].strip()
+                if _LIB_FILE.fullmatch(base) and identify_library(base) is not None:
+                    self.spelled.append(base)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] in ("ctypes", "cffi") for m in mods):
+                self.uses_ctypes = True
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.ctx, ast.Load):
+                self._use(node.attr)
+            if _last_name(node.value).lower() in _LOADER_OBJECTS:  # ctypes.cdll.nvcuda
+                self._library(node.attr, short=True)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self._use(node.id)
+        elif isinstance(node, ast.Call):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    self._use(arg.value)  # getattr(lib, "cuInit"), a function pointer looked up by its name
+            if _last_name(node.func).lower() in _LOADERS:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    for text in _strings_in(arg):
+                        self._library(text, short=True)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                self._use(key.value)  # lib["cuInit"]
+
+    def _library(self, text: str, short: bool) -> None:
+        base = text.replace("\\", "/").rsplit("/", 1)[-1].strip()
+        if _LIB_FILE.fullmatch(base):
+            self.named.add(base)
+        lib = _library_of(text, short)
+        if lib is not None and lib.name.lower() not in {n.lower() for n in self.loaded}:
+            self.loaded[lib.name] = lib  # tinygrad tries libnvJitLink.so and libnvjitlink.so: one library
+
+
+def _read_by_pattern(text: str, candidates: frozenset[str], reader: _Reader) -> None:
+    """What a file Python cannot parse holds, read by patterns: names followed by ``(`` that no ``def`` or
+    ``class`` defines, and library file names in a file that mentions ctypes or cffi."""
+    for m in re.finditer(r"(\bdef\s+|\bclass\s+)?\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
+        if m.group(1) is None and m.group(2) in candidates:
+            reader.used.setdefault(m.group(2), None)
+    reader.uses_ctypes = "ctypes" in text or "cffi" in text
+    reader.spelled.extend(_libraries_spelled(text))
+
+
+def _may_use(text: str, candidates: frozenset[str]) -> bool:
+    """Whether a name of ``candidates`` stands in ``text`` where the syntax tree could show a use: after a dot,
+    before an opening parenthesis that no ``def`` or ``class`` opens, or quoted before a ``)``, ``,`` or ``]``.
+    Names only in prose, definitions and tables leave the file unparsed."""
+    if not candidates:
+        return False
+    alternatives = "|".join(re.escape(n) for n in sorted(candidates, key=len, reverse=True))
+    for m in re.finditer(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", text):
+        before = text[m.start() - 1] if m.start() else ""
+        after = text[m.end() : m.end() + 8].lstrip(" \t")
+        if before == ".":
+            return True
+        if before in "\"'" and after[:1] == before and after[1:].lstrip(" \t")[:1] in (")", ",", "]"):
+            return True
+        if after.startswith("(") and not re.search(r"\b(?:def|class)\s+$", text[max(0, m.start() - 12) : m.start()]):
+            return True
+    return False
+
+
+def _may_load(text: str) -> bool:
+    """Whether ``text`` may load a CUDA library by name: a loader (ctypes, cffi, dlopen, find_library) and a CUDA
+    library's file name or a quoted short name such as ``"cuda"`` or ``'nvrtc'``."""
+    if not any(w in text for w in _LOADER_WORDS) and "ctypes" not in text and "cffi" not in text:
+        return False
+    return _SHORT_LOAD.search(text) is not None or next(_libraries_spelled(text), None) is not None
+
+
+def _libraries_spelled(text: str) -> Iterator[str]:
+    """The CUDA library file names in ``text`` (found from their ``.so``/``.dll`` ends, which are rare)."""
+    for m in _LIB_END.finditer(text):
+        start = m.start()
+        while start > 0 and m.start() - start < 120 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+            start -= 1
+        end = m.end()
+        while end < len(text) and end - m.end() < 20 and (text[end].isdigit() or text[end] == "."):
+            end += 1
+        word = text[start:end].rstrip(".")
+        if _LIB_FILE.fullmatch(word) and identify_library(word) is not None:
+            yield word
+
+
+def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
+    """The CUDA evidence of one Python source file (its bytes ``data``, shown as ``path``), or None when it has
+    none (the case of nearly every Python file). Never raises for bad input and never runs the file."""
+    if len(data) > MAX_SOURCE_BYTES or not may_reach_cuda(data):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    exports = load_exports()
+    real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
+    candidates = frozenset(n for fam_names in real.values() for n in fam_names)
+    if not _may_use(text, candidates) and not _may_load(text):
+        return None  # parsing is the cost (PyTorch: 61 of its 2,352 files get this far)
+    reader = _Reader(candidates)
+    errors: tuple[str, ...] = ()
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        line = getattr(exc, "lineno", None)
+        where = f" at line {line}" if line else ""
+        errors = (f"not parsed as Python ({type(exc).__name__}{where}): read by patterns",)
+        _read_by_pattern(text, candidates, reader)
+    else:
+        try:
+            reader.read(tree)
+        except RecursionError:  # ast.iter_child_nodes is flat, but a hostile tree may still hurt a helper
+            errors = ("the syntax tree is too deep: read in part",)
+    if reader.uses_ctypes:  # numba-cuda: dlnames = ["libcuda.so", "libcuda.so.1"], then CDLL(name) in a loop
+        for name in reader.spelled:
+            reader._library(name, short=False)
+    if not reader.used and not reader.loaded:
+        return None
+    libraries = {
+        lib.name: CudaLibrary(lib.name, lib.family, LibraryHow.DLOPEN_STRING, lib.version)
+        for lib in reader.loaded.values()
+    }
+    by_family = entry_points_by_family(reader.used, exports)
+    if Family.NVML in by_family and not any(lib.family is Family.NVML for lib in libraries.values()):
+        # through a binding (nvidia-ml-py): its functions call the versions nvml.h names; a file that loads NVML
+        # itself calls the symbols it names (PyTorch: CDLL("libnvidia-ml.so.1").nvmlInit())
+        by_family[Family.NVML] = list(dict.fromkeys(_nvml_symbol(n, exports) for n in by_family[Family.NVML]))
+    uses: dict[tuple[str, str], EntryPointUse] = {}
+    for family, fam_names in by_family.items():
+        library = _library_for(family, libraries)
+        # A library the file does not load itself stays unnamed ("") unless its family has one file (the driver:
+        # libcuda.so.1): which file another module loads, and under which version, this file does not say.
+        lib = library or DEFAULT_LIBRARY.get(("linux", family), "")
+        for name in fam_names:
+            uses.setdefault((lib, name), EntryPointUse(family, lib, name, EntryHow.PROC_STRING))
+    return BinaryScan(
+        path=path,
+        format=BinaryFormat.PYTHON,
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        cuda_libraries=tuple(sorted(libraries.values(), key=lambda x: (x.family.value, x.name))),
+        imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function))),
+        errors=errors,
+        named_libraries=tuple(sorted(reader.named | set(libraries))),
+    )
+
+
+def _nvml_symbol(name: str, exports: ExportsData) -> str:
+    """The NVML symbol a Python call of ``name`` reaches: nvml.h defines an unversioned name to its newest version
+    (``nvmlDeviceGetCount`` -> ``nvmlDeviceGetCount_v2``), and nvidia-ml-py's functions of those names call that
+    version, while the unversioned symbol is an old ABI that ZLUDA leaves a stub."""
+    if re.search(r"_v\d+$", name):
+        return name
+    versions = [v for v in range(2, 10) if exports.exporting_libraries(f"{name}_v{v}")]
+    return f"{name}_v{max(versions)}" if versions else name
+
+
+def _library_for(family: Family, libraries: dict[str, CudaLibrary]) -> str | None:
+    """The library of ``family`` the file loads (the Linux one first: a pure Python package runs on both), or
+    None when it loads none of that family (the names then come from the family's usual library)."""
+    mine = sorted((lib.name for lib in libraries.values() if lib.family is family), key=lambda n: n.endswith(".dll"))
+    return mine[0] if mine else None

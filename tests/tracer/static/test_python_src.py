@@ -1,0 +1,334 @@
+"""Python source files that reach CUDA through ctypes or bindings (python_src): what counts as a use and what does
+not, on sources written in the shapes real packages use; hostile files; the scan of folders, named files and
+wheels; the program they make; and a traced run of a ctypes program against the stand-in libcuda, whose calls
+the static reading names exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main
+from cudatrace.model import BinaryFormat, EntryHow, Family, LibraryHow, PartRole, ScanResult, VerdictStatus
+from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, may_reach_cuda, scan_python_source
+from cudatrace.tracer.static.scanner import scan_file
+
+
+def _scan(text: str, name: str = "mod.py") -> tuple[set[str], set[str]]:
+    """(entry points used, CUDA libraries loaded) of a source text; two empty sets when it has no evidence."""
+    b = scan_python_source(name, text.encode())
+    if b is None:
+        return set(), set()
+    assert b.format is BinaryFormat.PYTHON
+    assert all(e.how is EntryHow.PROC_STRING for e in b.imports)
+    assert all(lib.how is LibraryHow.DLOPEN_STRING for lib in b.cuda_libraries)
+    return {e.function for e in b.imports}, {lib.name for lib in b.cuda_libraries}
+
+
+CTYPES_CALLS = '''
+"""Calls cuInit, but this docstring does not count; nor does # cuMemAlloc_v2(...) in a comment."""
+import ctypes
+
+libcuda = ctypes.CDLL("libcuda.so.1")
+
+
+def devices():
+    libcuda.cuInit(0)  # cuModuleUnload in a comment: not a use
+    n = ctypes.c_int()
+    libcuda.cuDeviceGetCount(ctypes.byref(n))
+    launch = libcuda.cuLaunchKernel  # a lookup without a call is a use too
+    return n.value, launch
+'''
+
+
+def test_calls_and_the_library_loaded_through_ctypes() -> None:
+    used, libs = _scan(CTYPES_CALLS)
+    assert used == {"cuInit", "cuDeviceGetCount", "cuLaunchKernel"}
+    assert libs == {"libcuda.so.1"}
+    b = scan_python_source("mod.py", CTYPES_CALLS.encode())
+    assert b is not None and {e.library for e in b.imports} == {"libcuda.so.1"}
+    assert {e.family for e in b.imports} == {Family.DRIVER}
+
+
+BINDINGS = """
+import ctypes
+from ourpkg.support import DLL
+
+dll = DLL("cuda", "nvcuda")
+_rtc = ctypes.cdll.LoadLibrary("libnvrtc.so.12")
+
+@dll.bind(ctypes.c_int, ctypes.c_uint)
+def cuInit(flags): ...
+
+@dll.bind(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+def cuMemAlloc_v2(ptr, size): ...
+
+class cuStreamCallbacks: ...
+
+_rtc.nvrtcCompileProgram.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+_rtc.nvrtcCompileProgram.restype = ctypes.c_int
+PROTOTYPES = {"cuCtxCreate_v2": (ctypes.c_int, ctypes.c_void_p), "cuCtxDestroy_v2": (ctypes.c_int,)}
+"""
+
+
+def test_generated_bindings_declarations_and_prototype_tables_are_not_uses() -> None:
+    used, libs = _scan(BINDINGS)
+    assert used == set()
+    assert libs == {"libcuda.so.1", "nvcuda.dll", "libnvrtc.so.12"}  # short names as find_library takes them
+
+
+CALLER = """
+from ourpkg.autogen import cuda, nvrtc
+from ourpkg.autogen.cuda import cuCtxSynchronize
+
+def run(image, name):
+    cuda.cuModuleLoadData(image)
+    nvrtc.nvrtcGetCUBIN(name)
+    cuCtxSynchronize()
+"""
+
+
+def test_a_module_calling_through_another_modules_bindings() -> None:
+    b = scan_python_source("ops.py", CALLER.encode())
+    assert b is not None and b.cuda_libraries == ()
+    got = {(e.family, e.function, e.library) for e in b.imports}
+    # the driver has one file; NVRTC's file and version are another module's business: left unnamed
+    assert got == {
+        (Family.DRIVER, "cuModuleLoadData", "libcuda.so.1"),
+        (Family.DRIVER, "cuCtxSynchronize", "libcuda.so.1"),
+        (Family.NVRTC, "nvrtcGetCUBIN", ""),
+    }
+
+
+LOOKUPS = """
+import ctypes, os
+_nvml = ctypes.CDLL(os.path.join(os.getenv("ProgramFiles", "C:/Program Files"), "NVIDIA Corporation/NVSMI/nvml.dll"))
+
+def _pointer(name):
+    return getattr(_nvml, name)
+
+def init():
+    _pointer("nvmlInit_v2")()
+    table = _nvml["nvmlDeviceGetCount_v2"]
+    return table
+"""
+
+
+def test_names_looked_up_by_a_string_and_a_library_given_as_a_path() -> None:
+    used, libs = _scan(LOOKUPS)
+    assert used == {"nvmlInit_v2", "nvmlDeviceGetCount_v2"}
+    assert libs == {"nvml.dll"}
+
+
+NO_EVIDENCE = [
+    '"""A mapping of cudaMalloc to hipMalloc: cuInit, libcuda.so.1."""\nX = 1\n',
+    'MAP = {"cudaMalloc": ("hipMalloc", 1), "cuInit": ("hipInit", 2)}\n',  # a table of names: not handed to a call
+    'from collections import OrderedDict\nM = OrderedDict([("cudaFree", "hipFree"), ("cuMemAlloc_v2", "x")])\n',
+    "cuFileRead(handle)\ncuFileDriverOpen()\n",  # GPUDirect Storage look-alikes: not the driver's
+    "def cuInit(flags):\n    return 0\n",  # a definition alone
+    'print("libcuda.so.1 is what the driver is called")\n',  # a file name, but nothing here loads libraries
+    "import os\nos.environ['CONVERT'] = 'invalid'\n",
+]
+
+
+@pytest.mark.parametrize(
+    "text", NO_EVIDENCE, ids=["docstring", "dict", "pairs", "look-alikes", "definition", "file-name", "plain"]
+)
+def test_text_that_names_cuda_but_does_not_use_it(text: str) -> None:
+    assert scan_python_source("mod.py", text.encode()) is None
+
+
+def test_library_names_spelled_for_a_loop_count_where_ctypes_is_imported() -> None:
+    loop = 'import ctypes\nNAMES = ["libcuda.so", "libcuda.so.1"]\nfor n in NAMES:\n    ctypes.CDLL(n)\n'
+    assert _scan(loop) == (set(), {"libcuda.so", "libcuda.so.1"})
+    assert _scan(loop.replace("import ctypes", "import json").replace("ctypes.CDLL", "json.loads")) == (set(), set())
+
+
+def test_a_file_python_cannot_parse_is_read_by_patterns_and_says_so() -> None:
+    py2 = 'import ctypes\nlib = ctypes.CDLL("libcuda.so.1")\nprint "ready"\nlib.cuInit(0)\ndef cuMemFree_v2(p): pass\n'
+    b = scan_python_source("old.py", py2.encode())
+    assert b is not None
+    assert {e.function for e in b.imports} == {"cuInit"}  # the definition is still not a use
+    assert {lib.name for lib in b.cuda_libraries} == {"libcuda.so.1"}
+    assert len(b.errors) == 1 and "not parsed as Python (SyntaxError at line 3)" in b.errors[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x = " + "(" * 5000 + "lib.cuInit(0)" + ")" * 5000 + "\n",  # deeper than the parser takes
+        "x = " + "-" * 200_000 + "lib.cuInit(0)\n",  # deep enough to hurt a recursive walk of the tree
+        "lib.cuInit(0)\x00\n",  # a NUL byte
+        "lib.cuInit(0)\n" + "\udcff".encode("utf-8", "surrogatepass").decode("latin-1"),
+    ],
+    ids=["nested-parentheses", "deep-unary", "nul-byte", "not-utf8"],
+)
+def test_hostile_sources_give_their_uses_or_an_error_line_never_an_exception(text: str) -> None:
+    b = scan_python_source("evil.py", text.encode("utf-8", "surrogatepass"))
+    assert b is not None and {e.function for e in b.imports} == {"cuInit"}
+
+
+def test_a_file_over_the_limit_is_not_read() -> None:
+    big = (CTYPES_CALLS + "#" * MAX_SOURCE_BYTES).encode()
+    assert scan_python_source("big.py", big) is None
+
+
+def test_the_byte_test_passes_over_the_standard_library_and_misses_no_file_with_evidence() -> None:
+    """Every file of Python's own library: the byte test lets few through, none of them is CUDA evidence, and a
+    file the byte test refuses never has any (the test must not hide what the parse would find)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    passed = 0
+    files = [p for p in root.rglob("*.py") if "site-packages" not in p.parts]
+    assert len(files) > 500
+    for p in files:
+        data = p.read_bytes()
+        passed += may_reach_cuda(data)
+        assert scan_python_source(str(p), data) is None, p
+    assert passed < len(files) // 50
+    for text in (CTYPES_CALLS, BINDINGS, CALLER, LOOKUPS):
+        assert may_reach_cuda(text.encode())
+
+
+# -- through the scanner ----------------------------------------------------------------------------------------
+
+
+def test_a_script_named_like_any_program_is_read_by_its_shebang(tmp_path: Path) -> None:
+    script = tmp_path / "gpu-check"
+    script.write_text("#!/usr/bin/env python3\n" + CTYPES_CALLS)
+    b = scan_file(str(script))
+    assert b is not None and b.format is BinaryFormat.PYTHON and b.path == str(script)
+    shell = tmp_path / "run.sh"
+    shell.write_text("#!/bin/sh\nlibcuda.cuInit(0)\n")
+    assert scan_file(str(shell)) is None
+
+
+def _package(root: Path) -> Path:
+    """An installed distribution ``pydrv`` 0.3.0: its import loads ``pydrv.core`` (ctypes calls into the driver);
+    ``pydrv.rtc`` (NVRTC) is imported inside a function only; ``pydrv.tables`` names CUDA in a table."""
+    site = root / "site-packages"
+    pkg = site / "pydrv"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pydrv.core import devices\n\ndef compile():\n    from pydrv import rtc\n")
+    (pkg / "core.py").write_text(CTYPES_CALLS)
+    (pkg / "rtc.py").write_text("import ctypes\nrtc = ctypes.CDLL('libnvrtc.so.12')\nrtc.nvrtcVersion(None, None)\n")
+    (pkg / "tables.py").write_text(NO_EVIDENCE[1])
+    info = site / "pydrv-0.3.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pydrv\nVersion: 0.3.0\n")
+    files = ["pydrv/__init__.py", "pydrv/core.py", "pydrv/rtc.py", "pydrv/tables.py", "pydrv-0.3.0.dist-info/METADATA"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files) + "pydrv-0.3.0.dist-info/RECORD,,\n")
+    return site
+
+
+def _json_scan(args: list[str], capsys: pytest.CaptureFixture[str]) -> ScanResult:
+    code = main(["scan", "--no-store", "--no-progress", "--format", "json", *args])
+    assert code == 0
+    return ScanResult.from_dict(json.loads(capsys.readouterr().out))
+
+
+def test_a_package_of_python_code_is_a_program_with_start_up_and_on_demand_modules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = _package(tmp_path)
+    result = _json_scan([str(site)], capsys)
+    assert sorted(Path(b.path).name for b in result.binaries) == ["core.py", "rtc.py"]
+    assert result.skipped == 4  # __init__.py, tables.py, METADATA, RECORD
+    (prog,) = result.programs
+    assert (prog.name, prog.version, prog.kind.value) == ("pydrv", "0.3.0", "wheel")
+    roles = {Path(p.path).name: p for p in prog.parts}
+    assert roles["core.py"].role is PartRole.STARTUP
+    assert "Python module pydrv.core, imported when the package is imported" in roles["core.py"].why
+    assert roles["rtc.py"].role is PartRole.ON_DEMAND and roles["rtc.py"].feature == "the Python module pydrv.rtc"
+    assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK  # NVRTC is not shipped
+    assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
+    # the same package as a wheel, scanned inside the archive, and with two processes: the same program
+    wheel = tmp_path / "pydrv-0.3.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for f in sorted(site.rglob("*")):
+            if f.is_file():
+                zf.write(f, f.relative_to(site).as_posix())
+    from_wheel = _json_scan([str(wheel)], capsys)
+    (wprog,) = from_wheel.programs
+    assert [(Path(p.path).name, p.role, p.why) for p in wprog.parts] == [
+        (Path(p.path).name, p.role, p.why) for p in prog.parts
+    ]
+    assert wprog.verdict == prog.verdict
+    assert _json_scan(["--jobs", "2", str(site)], capsys).to_dict() == result.to_dict()
+
+
+def test_a_python_file_named_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(CTYPES_CALLS)
+    code = main(["scan", "--no-store", "--no-progress", "--no-color", str(script)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"{script}  (Python source, " in out
+    assert "0 binaries scanned: 0 with CUDA, 0 without; 1 Python file reaching CUDA" in out
+    text = tmp_path / "notes.txt"
+    text.write_text("cuInit")
+    assert main(["scan", "--no-store", str(text)]) != 0
+    assert "not a PE or ELF binary, a Python file, nor a wheel or zip of them" in capsys.readouterr().err
+
+
+# -- against a traced run ---------------------------------------------------------------------------------------
+
+TRACED = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+n = ctypes.c_int()
+lib.cuInit(0)
+lib.cuDriverGetVersion(ctypes.byref(n))
+dev = ctypes.c_int()
+lib.cuDeviceGet(ctypes.byref(dev), 0)
+p = ctypes.c_uint64()
+lib.cuMemAlloc_v2(ctypes.byref(p), 256)
+lib.cuMemFree_v2(p)
+sync = getattr(lib, "cuCtxSynchronize")
+sync()
+print("done", n.value)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-ins are ELF libraries")
+def test_the_static_reading_names_exactly_what_a_traced_run_sees_called(tmp_path: Path) -> None:
+    pytest.importorskip("frida", reason="frida is needed to trace programs")
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the CUDA stand-ins")
+    from cudatrace.tracer.dynamic.session import trace_program
+    from tests.standins import build_standins
+
+    standins = build_standins(tmp_path / "standins")
+    script = tmp_path / "use_driver.py"
+    script.write_text(TRACED)
+    static = scan_file(str(script))
+    assert static is not None
+    trace = trace_program([sys.executable, str(script), str(standins.libcuda)])
+    called = {c.function for c in trace.calls if c.family is Family.DRIVER}
+    assert called == {e.function for e in static.imports}
+    assert os.path.basename(str(standins.libcuda)) == "libcuda.so.1"
+
+
+def test_an_unversioned_nvml_name_is_the_version_its_bindings_call() -> None:
+    """nvidia-ml-py's ``nvmlDeviceGetCount()`` calls ``nvmlDeviceGetCount_v2`` (nvml.h's define); the unversioned
+    symbol is an old ABI ZLUDA leaves a stub, so taking the name as written would invent a risk."""
+    text = "import pynvml\npynvml.nvmlInit()\nn = pynvml.nvmlDeviceGetCount()\n"
+    assert _scan(text) == ({"nvmlInit_v2", "nvmlDeviceGetCount_v2"}, set())
+    # a file that loads NVML itself calls the very symbols it names (PyTorch's device count through NVML)
+    direct = (
+        'from ctypes import CDLL\nnvml = CDLL("libnvidia-ml.so.1")\nnvml.nvmlInit()\nnvml.nvmlDeviceGetCount_v2()\n'
+    )
+    assert _scan(direct) == ({"nvmlInit", "nvmlDeviceGetCount_v2"}, {"libnvidia-ml.so.1"})
+    b = scan_python_source("mon.py", text.encode())
+    assert b is not None
+    from cudatrace.coverage_db.verdict import annotate_scan
+
+    judged = annotate_scan(ScanResult(binaries=(b,)), "v7-preview.9").binaries[0]
+    assert judged.verdict is not None and judged.verdict.status is VerdictStatus.RUNS
