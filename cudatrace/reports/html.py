@@ -30,7 +30,7 @@ from cudatrace.reports.document import (
     printable,
     shown_name,
 )
-from cudatrace.reports.labels import LIBRARY_HOW_WORDS, VERDICT_LABELS, hows_in_words, status_word
+from cudatrace.reports.labels import LIBRARY_HOW_WORDS, VERDICT_LABELS, hows_in_words, scanned_words, status_word
 from cudatrace.wording import blocker_words
 
 TOP_N = 15
@@ -165,7 +165,7 @@ def render_header(doc: Report) -> list[str]:
     out = [f"<header><h1>{_w(doc.program)}</h1>"]
     out.append(
         f'<div class="sub">cudatrace report under ZLUDA <b>{_e(doc.release)}</b> · evidence: {_e(doc.evidence.value)}'
-        f" · {plural(len(doc.binaries), 'binary', 'binaries')} scanned · {plural(len(doc.runs), 'run')} traced</div>"
+        f" · {scanned_words(doc.binaries)} scanned · {plural(len(doc.runs), 'run')} traced</div>"
     )
     out.append(
         _verdict_badge(doc.verdict.status if doc.verdict else None, "No CUDA" if not doc.uses_cuda else "Unclassified")

@@ -7,6 +7,7 @@ that every value has a row fails until it has one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -130,3 +131,14 @@ def format_label(binary: BinaryScan) -> str:
     if binary.format is BinaryFormat.PYTHON:
         return "Python source"
     return f"{binary.format.value.upper()} {binary.machine or '?'}"
+
+
+def scanned_words(paths: Sequence[str]) -> str:
+    """What a report's scans read, counted from their paths: ``3 binaries``, ``4 Python files``, ``3 binaries and
+    4 Python files``."""
+    python = sum(1 for p in paths if p.lower().endswith((".py", ".pyw")))
+    rest = len(paths) - python
+    parts = [f"{rest:,} {'binary' if rest == 1 else 'binaries'}"] if rest or not python else []
+    if python:
+        parts.append(f"{python:,} Python {'file' if python == 1 else 'files'}")
+    return " and ".join(parts)

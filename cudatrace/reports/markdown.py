@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from cudatrace.model import Reason, Severity, VerdictStatus
 from cudatrace.reports.document import Aggregate, Report, ReportEntry, format_codes, plural, printable, shown_name
-from cudatrace.reports.labels import VERDICT_LABELS, status_word
+from cudatrace.reports.labels import VERDICT_LABELS, scanned_words, status_word
 
 SHOWN = 10
 REASONS_SHOWN = 6
@@ -88,7 +88,7 @@ def render_description(doc: Report) -> list[str]:
         out.append(
             f"**{md_escape(doc.program)}** is **{VERDICT_LABELS[status].in_issue}** under ZLUDA "
             f"{md_escape(doc.release)} according to cudatrace ({doc.evidence.value} evidence: "
-            f"{plural(len(doc.binaries), 'binary', 'binaries')} scanned, {plural(len(doc.runs), 'run')} traced)."
+            f"{scanned_words(doc.binaries)} scanned, {plural(len(doc.runs), 'run')} traced)."
         )
     else:
         out.append(f"**{md_escape(doc.program)}**: no verdict ({doc.evidence.value} evidence).")

@@ -12,8 +12,8 @@ so: a scan of such a package found "0 with CUDA". This module reads a ``.py`` fi
   name ``find_library`` takes (``"cuda"``, ``"nvrtc"``); or a CUDA library's file name spelled anywhere in a file
   that imports ctypes or cffi (numba-cuda's ``["libcuda.so", "libcuda.so.1"]``, tried in a loop);
 * **entry points** its code uses (``how="proc_string"``: a name resolved at run time, as ctypes does with
-  ``dlsym``; an unversioned NVML name called through a binding stands for its header's newest version, which the
-  binding calls): a real entry point (checked against NVIDIA's export lists, so ``cuFileRead`` never counts)
+  ``dlsym``; an unversioned NVML name called through a binding stands for the version nvml.h defines it to, which
+  the binding calls): a real entry point (checked against NVIDIA's export lists, so ``cuFileRead`` never counts)
   that is called or referred to (``lib.cuInit(0)``, ``fn = lib.cuInit``, ``cuInit(0)`` after ``from ...
   import``) or looked up by its name (``getattr(lib, "cuInit")``, ``lib["cuInit"]``, any call given the name
   itself: nvidia-ml-py's ``_nvmlGetFunctionPointer("nvmlInit_v2")``).
@@ -157,7 +157,10 @@ class _Reader:
 
     def __init__(self, candidates: frozenset[str]) -> None:
         self.candidates = candidates
-        self.used: dict[str, None] = {}  # entry point names used, in the order met
+        # entry point names used, in the order met: True when called on a library the file loads itself or looked
+        # up by the name given (the very symbol), False when reached through a binding (a module, a wrapper)
+        self.used: dict[str, bool] = {}
+        self.receivers: set[str] = set()  # names the file binds a loaded library to: nvml = CDLL("...")
         self.loaded: dict[str, LibraryId] = {}  # CUDA libraries loaded by name (file name -> id)
         self.named: set[str] = set()  # every library file name a loader call was given
         self.uses_ctypes = False
@@ -171,9 +174,9 @@ class _Reader:
             if id(node) not in declared:
                 self._node(node)
 
-    def _use(self, name: str) -> None:
+    def _use(self, name: str, exact: bool) -> None:
         if name in self.candidates:
-            self.used.setdefault(name, None)
+            self.used[name] = self.used.get(name, False) or exact
 
     def _node(self, node: ast.AST) -> None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -181,22 +184,25 @@ class _Reader:
                 base = node.value.replace("\\", "/").rsplit("/", 1)[-1].strip()
                 if _LIB_FILE.fullmatch(base) and identify_library(base) is not None:
                     self.spelled.append(base)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if _last_name(node.value.func).lower() in _LOADERS:  # nvml = CDLL("libnvidia-ml.so.1")
+                self.receivers.update(_last_name(t) for t in node.targets)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if any(m.split(".")[0] in ("ctypes", "cffi") for m in mods):
                 self.uses_ctypes = True
         elif isinstance(node, ast.Attribute):
             if isinstance(node.ctx, ast.Load):
-                self._use(node.attr)
+                self._use(node.attr, _last_name(node.value) in self.receivers)
             if _last_name(node.value).lower() in _LOADER_OBJECTS:  # ctypes.cdll.nvcuda
                 self._library(node.attr, short=True)
         elif isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
-                self._use(node.id)
+                self._use(node.id, False)
         elif isinstance(node, ast.Call):
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                    self._use(arg.value)  # getattr(lib, "cuInit"), a function pointer looked up by its name
+                    self._use(arg.value, True)  # getattr(lib, "cuInit"), a function pointer looked up by its name
             if _last_name(node.func).lower() in _LOADERS:
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     for text in _strings_in(arg):
@@ -204,7 +210,7 @@ class _Reader:
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
             key = node.slice
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                self._use(key.value)  # lib["cuInit"]
+                self._use(key.value, True)  # lib["cuInit"]
 
     def _library(self, text: str, short: bool) -> None:
         base = text.replace("\\", "/").rsplit("/", 1)[-1].strip()
@@ -220,7 +226,7 @@ def _read_by_pattern(text: str, candidates: frozenset[str], reader: _Reader) -> 
     ``class`` defines, and library file names in a file that mentions ctypes or cffi."""
     for m in re.finditer(r"(\bdef\s+|\bclass\s+)?\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
         if m.group(1) is None and m.group(2) in candidates:
-            reader.used.setdefault(m.group(2), None)
+            reader.used.setdefault(m.group(2), True)
     reader.uses_ctypes = "ctypes" in text or "cffi" in text
     reader.spelled.extend(_libraries_spelled(text))
 
@@ -301,10 +307,12 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
         for lib in reader.loaded.values()
     }
     by_family = entry_points_by_family(reader.used, exports)
-    if Family.NVML in by_family and not any(lib.family is Family.NVML for lib in libraries.values()):
-        # through a binding (nvidia-ml-py): its functions call the versions nvml.h names; a file that loads NVML
-        # itself calls the symbols it names (PyTorch: CDLL("libnvidia-ml.so.1").nvmlInit())
-        by_family[Family.NVML] = list(dict.fromkeys(_nvml_symbol(n, exports) for n in by_family[Family.NVML]))
+    if Family.NVML in by_family:
+        # through a binding (nvidia-ml-py) a name is the version nvml.h defines it to; on a library the file loads
+        # itself, or looked up by name, it is the symbol named (PyTorch: CDLL("libnvidia-ml.so.1").nvmlInit())
+        by_family[Family.NVML] = list(
+            dict.fromkeys(n if reader.used[n] else _nvml_symbol(n, exports) for n in by_family[Family.NVML])
+        )
     uses: dict[tuple[str, str], EntryPointUse] = {}
     for family, fam_names in by_family.items():
         library = _library_for(family, libraries)
@@ -325,14 +333,37 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
     )
 
 
+# The unversioned NVML names nvml.h defines to a versioned function (unless NVML_NO_UNVERSIONED_FUNC_DEFS), which a
+# binding's function of the unversioned name calls too; other unversioned names are functions of their own
+# (nvidia-ml-py's nvmlDeviceGetMemoryInfo() calls nvmlDeviceGetMemoryInfo unless asked for a version).
+_NVML_HEADER = {
+    "nvmlInit": "nvmlInit_v2",
+    "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetCount": "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex": "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByPciBusId": "nvmlDeviceGetHandleByPciBusId_v2",
+    "nvmlDeviceGetNvLinkRemotePciInfo": "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+    "nvmlDeviceRemoveGpu": "nvmlDeviceRemoveGpu_v2",
+    "nvmlDeviceGetGridLicensableFeatures": "nvmlDeviceGetGridLicensableFeatures_v4",
+    "nvmlEventSetWait": "nvmlEventSetWait_v2",
+    "nvmlDeviceGetAttributes": "nvmlDeviceGetAttributes_v2",
+    "nvmlComputeInstanceGetInfo": "nvmlComputeInstanceGetInfo_v2",
+    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlDeviceGetMPSComputeRunningProcesses": "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    "nvmlGetBlacklistDeviceCount": "nvmlGetExcludedDeviceCount",
+    "nvmlGetBlacklistDeviceInfoByIndex": "nvmlGetExcludedDeviceInfoByIndex",
+    "nvmlDeviceGetGpuInstancePossiblePlacements": "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+    "nvmlVgpuInstanceGetLicenseInfo": "nvmlVgpuInstanceGetLicenseInfo_v2",
+}
+
+
 def _nvml_symbol(name: str, exports: ExportsData) -> str:
-    """The NVML symbol a Python call of ``name`` reaches: nvml.h defines an unversioned name to its newest version
-    (``nvmlDeviceGetCount`` -> ``nvmlDeviceGetCount_v2``), and nvidia-ml-py's functions of those names call that
-    version, while the unversioned symbol is an old ABI that ZLUDA leaves a stub."""
-    if re.search(r"_v\d+$", name):
-        return name
-    versions = [v for v in range(2, 10) if exports.exporting_libraries(f"{name}_v{v}")]
-    return f"{name}_v{max(versions)}" if versions else name
+    """The NVML symbol a call of ``name`` through a binding reaches: the version nvml.h defines it to
+    (``nvmlDeviceGetCount`` -> ``nvmlDeviceGetCount_v2``), while the unversioned symbol is an old ABI that ZLUDA
+    leaves a stub; any other name as it is."""
+    target = _NVML_HEADER.get(name)
+    return target if target is not None and exports.exporting_libraries(target) else name
 
 
 def _library_for(family: Family, libraries: dict[str, CudaLibrary]) -> str | None:

@@ -321,11 +321,13 @@ def test_an_unversioned_nvml_name_is_the_version_its_bindings_call() -> None:
     symbol is an old ABI ZLUDA leaves a stub, so taking the name as written would invent a risk."""
     text = "import pynvml\npynvml.nvmlInit()\nn = pynvml.nvmlDeviceGetCount()\n"
     assert _scan(text) == ({"nvmlInit_v2", "nvmlDeviceGetCount_v2"}, set())
-    # a file that loads NVML itself calls the very symbols it names (PyTorch's device count through NVML)
+    # called on a library the file loads itself: the very symbols named (PyTorch's torch/cuda/__init__.py does both)
     direct = (
         'from ctypes import CDLL\nnvml = CDLL("libnvidia-ml.so.1")\nnvml.nvmlInit()\nnvml.nvmlDeviceGetCount_v2()\n'
     )
     assert _scan(direct) == ({"nvmlInit", "nvmlDeviceGetCount_v2"}, {"libnvidia-ml.so.1"})
+    both = direct + "import pynvml\npynvml.nvmlDeviceGetHandleByIndex(0)\n"
+    assert _scan(both)[0] == {"nvmlInit", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2"}
     b = scan_python_source("mon.py", text.encode())
     assert b is not None
     from cudatrace.coverage_db.verdict import annotate_scan
