@@ -33,7 +33,14 @@ from typing import Any, TypeVar
 from cudatrace.errors import EXIT_BUG, CudatraceError, MissingDependencyError, missing_dependency
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
-from cudatrace.tracer.static.scanner import BIG_FILE_MODULES, LIEF_MIN_SIZE, ScanOutcome, scan_one
+from cudatrace.tracer.static.scanner import (
+    BIG_FILE_MODULES,
+    LIEF_MIN_SIZE,
+    PythonChunk,
+    ScanOutcome,
+    scan_entry,
+    scan_one,
+)
 from cudatrace.tracer.static.split import (
     FinishTask,
     GpuPartTask,
@@ -200,6 +207,18 @@ def scan_outcomes(
     return _parallel(files, jobs, progress, scan, run_task, wanted)
 
 
+def scan_entries(
+    entries: Sequence[str], jobs: int, progress: Progress | None = None, *, wanted: Callable[[str], bool] | None = None
+) -> Iterator[tuple[str, ScanOutcome | PythonChunk]]:
+    """:func:`scan_outcomes` over entries that may also be chunks of Python files (:func:`scan_entry`), read by the
+    same workers as the binaries."""
+    progress = progress or NullProgress()
+    progress.start(len(entries))
+    if jobs <= 1 or len(entries) <= 1:
+        return _serial(scan_entry, entries, progress)
+    return _parallel(entries, jobs, progress, scan_entry, run_split_task, wanted)
+
+
 def map_paths(
     func: Callable[[str], T], paths: Sequence[str], jobs: int, progress: Progress | None = None
 ) -> Iterator[tuple[str, T | FileError]]:
@@ -231,12 +250,13 @@ def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) 
 
 
 def file_sizes(files: Sequence[str]) -> list[int]:
-    """The size of each file (0 for one that cannot be read: it fails in its own scan)."""
+    """The size of each file (0 for one that cannot be read: it fails in its own scan; and for a key that is no
+    path, such as a chunk of the Python pass, whose paths are joined by NUL)."""
     out = []
     for f in files:
         try:
             out.append(os.stat(f).st_size)
-        except OSError:
+        except (OSError, ValueError):
             out.append(0)
     return out
 

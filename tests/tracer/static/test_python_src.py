@@ -334,3 +334,39 @@ def test_an_unversioned_nvml_name_is_the_version_its_bindings_call() -> None:
 
     judged = annotate_scan(ScanResult(binaries=(b,)), "v7-preview.9").binaries[0]
     assert judged.verdict is not None and judged.verdict.status is VerdictStatus.RUNS
+
+
+def test_python_files_in_chunks_over_processes_give_the_document_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python files go to the workers in chunks of PYTHON_CHUNK, among the binaries; the records land at their
+    places by path, whatever the number of processes, and with Dask's path (read here, a dead worker's chunk read
+    again in this process) too."""
+    from cudatrace.tracer.static import scanner
+
+    monkeypatch.setattr(scanner, "PYTHON_CHUNK", 16)
+    root = tmp_path / "app"
+    root.mkdir()
+    for i in range(70):
+        text = CTYPES_CALLS if i % 9 == 0 else LOOKUPS if i % 13 == 0 else f"x = {i}\n"
+        (root / f"m{i:03d}.py").write_text(text)
+    (root / "m034.bin").write_bytes(b"\x7fELF" + b"\0" * 60)  # a broken ELF file among them: a failed entry
+    one = scanner.scan_paths([str(root)], jobs=1)
+    assert len(one.binaries) == 8 + 5 and [f.path for f in one.failed] == [str(root / "m034.bin")]
+    assert [b.path for b in one.binaries] == sorted(b.path for b in one.binaries)
+    assert one.skipped == 71 - len(one.binaries) - 1
+    for jobs in (2, 3):
+        assert scanner.scan_paths([str(root)], jobs=jobs).to_dict() == one.to_dict()
+    chunks = scanner.python_chunks(sorted(str(p) for p in root.glob("*.py")))
+    assert len(chunks) == 5 and all("\0" in c for c in chunks[:4])
+
+    from cudatrace.model import FileError as Lost
+    from cudatrace.tracer.static import parallel
+
+    def a_worker_dies(func: object, keys: list[str], jobs: int) -> object:
+        for n, key in enumerate(keys):
+            yield key, (Lost(key, "internal", "died") if n == 1 else scanner.scan_entry(key))
+
+    monkeypatch.setattr(parallel, "map_paths", a_worker_dies)
+    files = sorted(str(p) for p in root.glob("*.py"))
+    assert list(scanner.scan_python_files(files, 3)) == [(f, scanner.scan_python_file(f)) for f in files]
