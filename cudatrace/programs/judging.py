@@ -226,7 +226,11 @@ def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
         Severity.RISK,
         "on_demand_blocked",
         f"{part.feature or _short(part.path)} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
-        "the program starts without it, and that feature is lost",
+        + (
+            "the program starts without it, and that feature is lost"
+            if verdict.status is VerdictStatus.BLOCKED
+            else "the program starts without it, and that feature may fail when used"
+        ),
         worst.remedy if worst else None,
         worst.family if worst else None,
         worst.functions if worst else (),
@@ -258,7 +262,12 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
                 Severity.RISK,
                 "on_demand_blocked",
                 f"{counted(len(members), 'on-demand part')} {what} under ZLUDA {rel} for the same cause ({listed})"
-                f"{because}; the program starts without them, and those features are lost",
+                f"{because}; the program starts without them, and "
+                + (
+                    "those features are lost"
+                    if status is VerdictStatus.BLOCKED
+                    else "those features may fail when used"
+                ),
                 worst.remedy if worst else None,
                 worst.family if worst else None,
                 functions,
