@@ -52,7 +52,7 @@ MAX_SOURCE_BYTES = 8 * 1024 * 1024
 # Every entry point name and CUDA library file name holds one of these: cuX, cudaX, cublasX, ... (the driver's
 # names are cu and a capital letter), or a library stem that is rare in other text. "nv" alone is not searched:
 # environ, convert and invalid put it in most Python files.
-_RARE = re.compile(rb"n(?:v(?:rtc|JitLink|ml|idia-ml|infer|ToolsExt)|ccl)")
+_RARE = re.compile(rb"n(?:v(?:rtc|JitLink|ml|idia-ml|infer|ToolsExt|tx)|ccl)")
 _AFTER_CU = (b"da", b"blas", b"fft", b"sparse", b"rand", b"solver", b"dnn", b"pti")
 # Candidate names in the text, checked against the export lists afterwards (literal prefixes: a third of the time
 # of a search anchored at word starts).
