@@ -1039,6 +1039,15 @@ def mark_newer(verdict: Verdict | None, note: str | None) -> Verdict | None:
     return replace(verdict, reasons=(newer_release_reason(note), *verdict.reasons))
 
 
+def other_system_library(name: str, platform: str) -> bool:
+    """True for a library file name of the other system than ``platform`` ("windows" or "linux"): a ``.so`` on
+    Windows, a ``.dll`` on Linux."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    if platform == "windows":
+        return ".so" in base and not base.endswith(".dll")
+    return base.endswith(".dll")
+
+
 def _is_library(b: BinaryScan) -> bool:
     """A shared library or extension module rather than an executable (its code runs when callers use it)."""
     name = b.name.lower()
@@ -1054,15 +1063,21 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     """
     cat = load_catalog()
     rel, newer = cat.resolve_or_newest(release)
+    # A Python file runs on either system: in a program of one (a wheel for Windows), the other's library names it
+    # spells (xgboost's "libnccl.so") are never loaded there.
+    platform = {part.path: p.platform for p in result.programs for part in p.parts}
     binaries: list[BinaryScan] = []
     for b in result.binaries:
         cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
         imports = tuple(replace(e, zluda=classify_entry(e, rel, cat, cuda_version, b.machine)) for e in b.imports)
+        libraries = b.cuda_libraries
+        if b.format is BinaryFormat.PYTHON and b.path in platform:
+            libraries = tuple(cl for cl in libraries if not other_system_library(cl.name, platform[b.path]))
         verdict: Verdict | None = None
         if b.uses_cuda:
             verdict = _replaced_binary_verdict(cat, b, rel) or judge(
                 imports,
-                b.cuda_libraries,
+                libraries,
                 b.gpu_code,
                 rel,
                 cat,

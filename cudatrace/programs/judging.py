@@ -23,11 +23,13 @@ from cudatrace.coverage_db.verdict import (
     annotate_trace,
     fixing_reason,
     merge_verdicts,
+    other_system_library,
     rank_reasons,
     status_of,
 )
 from cudatrace.libraries import identify_library, load_exports
 from cudatrace.model import (
+    BinaryFormat,
     BinaryScan,
     Family,
     MissingLibrary,
@@ -103,10 +105,11 @@ def _missing(
         replaced_self = part.role is PartRole.NVIDIA and cat.replaces(b.soname or b.name, rel)
         if replaced_self:
             continue  # ZLUDA's own library stands in: its sub-libraries are never loaded
+        python = b.format is BinaryFormat.PYTHON
         for how, names in (("needed", b.needed), ("by_name", b.named_libraries)):
             for raw in names:
                 name = raw.replace("\\", "/").rsplit("/", 1)[-1]
-                if name.lower() in shipped:
+                if name.lower() in shipped or (python and other_system_library(name, program.platform)):
                     continue
                 lib = identify_library(name)
                 if lib is not None:

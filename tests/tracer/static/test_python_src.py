@@ -370,3 +370,24 @@ def test_python_files_in_chunks_over_processes_give_the_document_of_one_process(
     monkeypatch.setattr(parallel, "map_paths", a_worker_dies)
     files = sorted(str(p) for p in root.glob("*.py"))
     assert list(scanner.scan_python_files(files, 3)) == [(f, scanner.scan_python_file(f)) for f in files]
+
+
+def test_a_python_file_in_a_windows_program_is_not_judged_by_linux_library_names() -> None:
+    """xgboost's Python finds NCCL by "libnccl.so" for its Linux build; in the Windows wheel that name is never
+    loaded: neither a library ZLUDA does not replace nor a missing one there, and still both on Linux."""
+    from cudatrace.coverage_db.verdict import annotate_scan, other_system_library
+    from cudatrace.model import PartRole, Program, ProgramKind, ProgramPart
+
+    assert other_system_library("libnccl.so.2", "windows") and other_system_library("nvcuda.dll", "linux")
+    assert not other_system_library("nccl64_2.dll", "windows") and not other_system_library("libnccl.so", "linux")
+    text = 'import ctypes\nfor name in ("libnccl.so", "libnccl.so.2"):\n    ctypes.CDLL(name)\n'
+    b = scan_python_source("site/pkg/collective.py", text.encode())
+    assert b is not None and {lib.name for lib in b.cuda_libraries} == {"libnccl.so", "libnccl.so.2"}
+    for platform, at_risk in (("windows", False), ("linux", True)):
+        part = ProgramPart(b.path, PartRole.STARTUP, "Python module pkg.collective")
+        program = Program("pkg", "1.0", "site", ProgramKind.WHEEL, binaries=(b.path,), parts=(part,), platform=platform)
+        judged = annotate_scan(ScanResult(binaries=(b,), programs=(program,)), "v7-preview.9")
+        (prog,) = judged.programs
+        assert prog.verdict is not None
+        assert (prog.verdict.status is VerdictStatus.AT_RISK) is at_risk, platform
+        assert bool(prog.missing) is at_risk
