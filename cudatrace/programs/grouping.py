@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from cudatrace.libraries import identify_library
 from cudatrace.model import BinaryFormat, BinaryScan, PartRole, Program, ProgramKind, ProgramPart, ScanResult
+from cudatrace.tracer.static.python_src import calls_reach_cuda
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 MAX_PY_FILES = 5000
@@ -554,6 +555,21 @@ def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
 PARALLEL_PY_FILES = 64
 
 
+def _cuda_at_import(text: str) -> bool:
+    """Whether importing the module runs code of it that uses CUDA (its module level, and its own functions that
+    code calls): a Python module whose CUDA calls all wait in functions (onnxruntime's ``preload_dlls()``,
+    ``torch.cuda``'s NVML queries) is on demand even though the package's import reaches it. True when the text
+    cannot be read or parsed: then nothing is claimed."""
+    if not text:
+        return True
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    calls = [n for n in _module_level(tree.body) if isinstance(n, ast.Call)]
+    return calls_reach_cuda(text, calls)
+
+
 def _imports_task(item: tuple[str, str, bool]) -> _ModuleFacts:
     text, mod, is_package = item
     return _imports_of(text, mod, is_package)
@@ -662,6 +678,7 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     if group.kind is ProgramKind.NVIDIA:
         return [ProgramPart(b.path, PartRole.NVIDIA, "one of NVIDIA's CUDA libraries") for b in group.binaries]
     entry: dict[str, str] = {}
+    in_functions: dict[str, str] = {}  # Python modules imported at start-up that reach CUDA only in functions
     if group.kind is ProgramKind.WHEEL and group.dist is not None:
         exts = {
             _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
@@ -670,10 +687,15 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
         }
         on_import = startup_path(group.dist.read, group.dist.files, exts, pool)
         for mod, path in exts.items():
-            what = "Python module" if by_path[path].format is BinaryFormat.PYTHON else "extension module"
+            python = by_path[path].format is BinaryFormat.PYTHON
+            what = "Python module" if python else "extension module"
             if on_import is None:
                 entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
             elif mod in on_import.extensions:
+                rel = os.path.relpath(path, group.dist.site).replace(os.sep, "/")
+                if python and not _cuda_at_import(group.dist.read(rel)):
+                    in_functions[path] = mod  # imported with the package; its CUDA code waits for a call
+                    continue
                 entry[path] = f"{what} {mod}, imported when the package is imported"
         loaded = on_import.ctypes_libraries if on_import is not None else {}
         for b in group.binaries:
@@ -738,7 +760,13 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
         if b.path in roles:
             continue
         feat: str | None
-        if b.format is BinaryFormat.PYTHON and group.dist is not None:
+        if b.path in in_functions:
+            why = (
+                f"Python module {in_functions[b.path]}, imported when the package is imported; it reaches CUDA only "
+                "in functions it defines, when the program calls them"
+            )
+            feat = f"the functions of the Python module {in_functions[b.path]}"
+        elif b.format is BinaryFormat.PYTHON and group.dist is not None:
             why = "Python module imported only when a feature is used (not from the package's import path)"
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site).replace(os.sep, '/'))}"
         elif _is_extension(b, group.dist):

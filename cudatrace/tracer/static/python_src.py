@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from cudatrace.libraries import (
     DEFAULT_LIBRARY,
@@ -165,6 +165,7 @@ class _Reader:
         self.named: set[str] = set()  # every library file name a loader call was given
         self.uses_ctypes = False
         self.spelled: list[str] = []  # CUDA library file names spelled in strings (loaded or not)
+        self.loader_called = False  # a loader call was met (with a literal name or not)
 
     def read(self, tree: ast.AST) -> None:
         declared: set[int] = set()  # the foreign functions of ``lib.cuX.argtypes = ...`` (ids of lib.cuX)
@@ -204,6 +205,7 @@ class _Reader:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     self._use(arg.value, True)  # getattr(lib, "cuInit"), a function pointer looked up by its name
             if _last_name(node.func).lower() in _LOADERS:
+                self.loader_called = True
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     for text in _strings_in(arg):
                         self._library(text, short=True)
@@ -219,6 +221,21 @@ class _Reader:
         lib = _library_of(text, short)
         if lib is not None and lib.name.lower() not in {n.lower() for n in self.loaded}:
             self.loaded[lib.name] = lib  # tinygrad tries libnvJitLink.so and libnvjitlink.so: one library
+
+
+def calls_reach_cuda(text: str, calls: Iterable[ast.Call]) -> bool:
+    """Whether one of ``calls`` (nodes of the syntax tree of ``text``, such as the calls that run when the module is
+    imported) uses a CUDA entry point or loads a CUDA library: by a name it is given, or as a loader called in a
+    file that spells CUDA library names (PyTorch's ``_preload_cuda_deps`` loads ``libcudart.so.*[0-9]`` by a
+    path it builds)."""
+    exports = load_exports()
+    real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
+    reader = _Reader(frozenset(n for names in real.values() for n in names))
+    for call in calls:
+        reader._node(call)
+        reader._node(call.func)
+    spells = reader.loader_called and next(_libraries_spelled(text), None) is not None
+    return bool(reader.used or reader.loaded or spells)
 
 
 def _read_by_pattern(text: str, candidates: frozenset[str], reader: _Reader) -> None:

@@ -214,14 +214,18 @@ def _package(root: Path) -> Path:
     site = root / "site-packages"
     pkg = site / "pydrv"
     pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from pydrv.core import devices\n\ndef compile():\n    from pydrv import rtc\n")
+    (pkg / "__init__.py").write_text(
+        "from pydrv.core import devices\nfrom pydrv import monitor\n\ndef compile():\n    from pydrv import rtc\n"
+    )
+    (pkg / "monitor.py").write_text("import pynvml\n\ndef memory(h):\n    return pynvml.nvmlDeviceGetMemoryInfo(h)\n")
     (pkg / "core.py").write_text(CTYPES_CALLS)
     (pkg / "rtc.py").write_text("import ctypes\nrtc = ctypes.CDLL('libnvrtc.so.12')\nrtc.nvrtcVersion(None, None)\n")
     (pkg / "tables.py").write_text(NO_EVIDENCE[1])
     info = site / "pydrv-0.3.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pydrv\nVersion: 0.3.0\n")
-    files = ["pydrv/__init__.py", "pydrv/core.py", "pydrv/rtc.py", "pydrv/tables.py", "pydrv-0.3.0.dist-info/METADATA"]
+    files = ["pydrv/__init__.py", "pydrv/core.py", "pydrv/monitor.py", "pydrv/rtc.py", "pydrv/tables.py"]
+    files.append("pydrv-0.3.0.dist-info/METADATA")
     (info / "RECORD").write_text("".join(f"{f},,\n" for f in files) + "pydrv-0.3.0.dist-info/RECORD,,\n")
     return site
 
@@ -237,7 +241,7 @@ def test_a_package_of_python_code_is_a_program_with_start_up_and_on_demand_modul
 ) -> None:
     site = _package(tmp_path)
     result = _json_scan([str(site)], capsys)
-    assert sorted(Path(b.path).name for b in result.binaries) == ["core.py", "rtc.py"]
+    assert sorted(Path(b.path).name for b in result.binaries) == ["core.py", "monitor.py", "rtc.py"]
     assert result.skipped == 4  # __init__.py, tables.py, METADATA, RECORD
     (prog,) = result.programs
     assert (prog.name, prog.version, prog.kind.value) == ("pydrv", "0.3.0", "wheel")
@@ -245,6 +249,10 @@ def test_a_package_of_python_code_is_a_program_with_start_up_and_on_demand_modul
     assert roles["core.py"].role is PartRole.STARTUP
     assert "Python module pydrv.core, imported when the package is imported" in roles["core.py"].why
     assert roles["rtc.py"].role is PartRole.ON_DEMAND and roles["rtc.py"].feature == "the Python module pydrv.rtc"
+    # imported with the package, but its NVML call waits in a function: on demand, as the functions of the module
+    assert roles["monitor.py"].role is PartRole.ON_DEMAND
+    assert roles["monitor.py"].feature == "the functions of the Python module pydrv.monitor"
+    assert "it reaches CUDA only in functions it defines" in roles["monitor.py"].why
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK  # NVRTC is not shipped
     assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
     # the same package as a wheel, scanned inside the archive, and with two processes: the same program
