@@ -221,6 +221,14 @@ def _missing_reasons(missing: Sequence[MissingLibrary], rel: str, program: Progr
     return out
 
 
+def _what_is_left(status: VerdictStatus, parts: int) -> str:
+    """What the program keeps of ``parts`` on-demand parts of ``status``: a blocked one's feature is lost, an
+    at-risk one's may fail when used."""
+    it, feature = ("it", "that feature") if parts == 1 else ("them", "those features")
+    verb = (("is" if parts == 1 else "are") + " lost") if status is VerdictStatus.BLOCKED else "may fail when used"
+    return f"the program starts without {it}, and {feature} {verb}"
+
+
 def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
     worst = verdict.reasons[0] if verdict.reasons else None
     what = "cannot run" if verdict.status is VerdictStatus.BLOCKED else "is at risk"
@@ -229,11 +237,7 @@ def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
         Severity.RISK,
         "on_demand_blocked",
         f"{part.feature or _short(part.path)} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
-        + (
-            "the program starts without it, and that feature is lost"
-            if verdict.status is VerdictStatus.BLOCKED
-            else "the program starts without it, and that feature may fail when used"
-        ),
+        f"{_what_is_left(verdict.status, 1)}",
         worst.remedy if worst else None,
         worst.family if worst else None,
         worst.functions if worst else (),
@@ -265,12 +269,7 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
                 Severity.RISK,
                 "on_demand_blocked",
                 f"{counted(len(members), 'on-demand part')} {what} under ZLUDA {rel} for the same cause ({listed})"
-                f"{because}; the program starts without them, and "
-                + (
-                    "those features are lost"
-                    if status is VerdictStatus.BLOCKED
-                    else "those features may fail when used"
-                ),
+                f"{because}; {_what_is_left(status, len(members))}",
                 worst.remedy if worst else None,
                 worst.family if worst else None,
                 functions,

@@ -83,7 +83,7 @@ from cudatrace.tracer.static.strings import (
 )
 
 if TYPE_CHECKING:
-    from cudatrace.tracer.static.archive import ScanTally
+    pass
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
@@ -110,7 +110,6 @@ _ELF_NON_STRING_SECTIONS = (
 _FATBIN_PREFIXES = (".nv_fatb", "__nv_rel")  # .nv_fatbin, __nv_relfatbin; PE cuts names to 8 characters
 # DWARF sections (ELF, and PE images GNU ld leaves unstripped, where pe.py resolves the long "/4" names).
 _DEBUG_PREFIXES = (".debug", ".zdebug")
-# Families whose names are checked against NVIDIA's export lists; the others are taken by prefix alone.
 
 
 def _parse(fmt: BinaryFormat, buf: mmap.mmap, path: str) -> ParsedBinary:
@@ -789,11 +788,11 @@ def scan_paths(
         tally.binaries.extend(got.binaries)
         tally.failed.extend(got.failed)
         tally.skipped += got.skipped
-    plain = [f for f in files if f not in named_zips and not _python_name(f)]
+    plain = [f for f in files if f not in named_zips and not is_python_source(f)]
     # .py files are read apart, in chunks handed to worker processes (a Python environment holds tens of
     # thousands, nearly none reaching CUDA): read one by one beside the heads, they took the client 0.7 s of
     # CPU for this machine's 14,398.
-    python = [f for f in files if f not in named_zips and _python_name(f)]
+    python = [f for f in files if f not in named_zips and is_python_source(f)]
     # Only PE and ELF files are worth a worker: a Python environment is mostly .py and data files (50,475
     # files, 461 binaries in one), and sending each to a worker cost more than the workers saved. Local workers
     # are spared them as each file's turn comes (the heads are read while the workers scan); Dask's chunks are
@@ -825,7 +824,8 @@ def scan_paths(
             outcomes = scan_entries([*keys, *plain], jobs, each, wanted=_worth_scanning)
         for key, outcome in outcomes:
             if isinstance(outcome, PythonChunk):
-                outcome.add_to(sources, key)
+                for _path, source in outcome.outcomes(key):
+                    sources.add(source)
             else:
                 main.add(outcome)
     # the document lists files by path: the Python files' records take their places among the binaries'
@@ -849,9 +849,9 @@ def _worth_scanning(path: str) -> bool:
     # The client reads the head of every file of a folder (68,849 in one Python environment), one after the
     # other while the workers scan: the few bytes that decide, with plain descriptors, at half the cost of a
     # file object reading 4 KB. Only an MZ file needs more (its PE signature can lie 4 KB in).
-    if "\0" in path:
+    if _is_chunk(path):
         return True  # a chunk of Python files (scan_entry)
-    if _python_name(path):
+    if is_python_source(path):
         return False  # read in chunks (scan_entry)
     try:
         st = os.stat(path)
@@ -886,12 +886,8 @@ class _EachFile:
 
     def advance(self, label: str) -> None:
         """One entry done: a file, or each file of a chunk."""
-        for path in label.split("\0"):
+        for path in _chunk_paths(label) if _is_chunk(label) else [label]:
             self.progress.advance(path)
-
-
-def _python_name(path: str) -> bool:
-    return path.endswith((".py", ".pyw"))
 
 
 #: Python files per task of the Python pass: each task's reply is a few records, and 40,000 files make 160 tasks.
@@ -915,29 +911,41 @@ def scan_python_file(path: str) -> ScanOutcome:
 
 @dataclass(frozen=True, slots=True)
 class PythonChunk:
-    """What the Python files of a chunk gave (a chunk is their paths joined by NUL, which no path holds): the
-    records and error entries by their place in it; every other file reaches no CUDA."""
+    """What the Python files of a chunk gave: the records and error entries by their place in it; every other file
+    reaches no CUDA."""
 
     found: tuple[tuple[int, BinaryScan | FileError], ...]
 
-    def add_to(self, tally: ScanTally, key: str) -> None:
-        """Count every file of chunk ``key`` into ``tally``, in order."""
+    def outcomes(self, key: str) -> Iterator[tuple[str, ScanOutcome]]:
+        """``(path, outcome)`` for every file of chunk ``key``, in order."""
         found = dict(self.found)
-        for i in range(len(key.split("\0"))):
-            tally.add(found.get(i))
+        for i, path in enumerate(_chunk_paths(key)):
+            yield path, found.get(i)
+
+
+# A chunk's key: its paths, each after a NUL (which no path holds), so that a chunk of one file is a chunk too.
+_CHUNK = "\0"
+
+
+def _is_chunk(key: str) -> bool:
+    return key.startswith(_CHUNK)
+
+
+def _chunk_paths(key: str) -> list[str]:
+    return key.split(_CHUNK)[1:]
 
 
 def python_chunks(files: Sequence[str]) -> list[str]:
     """The Python files of ``files`` as chunks of :data:`PYTHON_CHUNK` (the keys :func:`scan_entry` takes)."""
-    return ["\0".join(files[i : i + PYTHON_CHUNK]) for i in range(0, len(files), PYTHON_CHUNK)]
+    return ["".join(_CHUNK + f for f in files[i : i + PYTHON_CHUNK]) for i in range(0, len(files), PYTHON_CHUNK)]
 
 
 def scan_entry(key: str) -> ScanOutcome | PythonChunk:
     """What a worker does with one entry of its list: a file (:func:`scan_one`) or a chunk of Python files."""
-    if "\0" not in key:
+    if not _is_chunk(key):
         return scan_one(key)
     got = []
-    for i, path in enumerate(key.split("\0")):
+    for i, path in enumerate(_chunk_paths(key)):
         outcome = scan_python_file(path)
         if outcome is not None:
             got.append((i, outcome))
@@ -956,9 +964,7 @@ def scan_python_files(files: Sequence[str], jobs: int = 1) -> Iterator[tuple[str
     for key, got in map_paths(scan_entry, python_chunks(files), jobs):
         chunk = got if isinstance(got, PythonChunk) else scan_entry(key)  # its worker died: read it here
         assert isinstance(chunk, PythonChunk)
-        found = dict(chunk.found)
-        for i, path in enumerate(key.split("\0")):
-            yield path, found.get(i)
+        yield from chunk.outcomes(key)
 
 
 def _link_target(path: str) -> str:

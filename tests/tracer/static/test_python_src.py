@@ -367,6 +367,18 @@ def test_python_files_in_chunks_over_processes_give_the_document_of_one_process(
         assert scanner.scan_paths([str(root)], jobs=jobs).to_dict() == one.to_dict()
     chunks = scanner.python_chunks(sorted(str(p) for p in root.glob("*.py")))
     assert len(chunks) == 5 and all("\0" in c for c in chunks[:4])
+    # a chunk of one file is a chunk too (it was taken for a file of its own and passed over: its record lost)
+    (root / "m999.py").write_text(CTYPES_CALLS)
+    for n in range(1, 11):
+        (root / f"z{n:02d}.py").write_text("y = 1\n")  # 70 + 1 + 10 = 81 Python files: 5 chunks of 16, and 1
+    one = scanner.scan_paths([str(root)], jobs=1)
+    assert str(root / "m999.py") in {b.path for b in one.binaries}
+    assert scanner.scan_paths([str(root)], jobs=2).to_dict() == one.to_dict()
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "a.py").write_text(CTYPES_CALLS)
+    (lone / "notes.txt").write_text("a second file, so that the workers start\n")
+    assert [b.path for b in scanner.scan_paths([str(lone)], jobs=2).binaries] == [str(lone / "a.py")]
 
     from cudatrace.model import FileError as Lost
     from cudatrace.tracer.static import parallel
