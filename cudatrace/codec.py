@@ -211,7 +211,11 @@ _SHARED: list[dict[int, tuple[Any, dict[str, Any]]]] = []
 
 @contextlib.contextmanager
 def shared_encodings() -> Iterator[None]:
-    """Inside, a record encoded again gives the JSON form made the first time (the same dict, to be read only)."""
+    """Inside, a record encoded again gives the JSON form made the first time (the same dict, to be read only).
+    Inside another, the outer one's forms are the ones shared (and kept until it ends)."""
+    if _SHARED:
+        yield
+        return
     _SHARED.append({})
     try:
         yield

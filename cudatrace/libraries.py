@@ -97,6 +97,7 @@ def _family_of_stem(stem: str) -> Family | None:
     return None
 
 
+@lru_cache(maxsize=1 << 14)  # the same names recur in every binary of a folder
 def identify_library(file_name: str) -> LibraryId | None:
     """The CUDA library a file name denotes, or None when it is not one.
 
@@ -152,6 +153,7 @@ _FUNCTION_RULES: tuple[tuple[re.Pattern[str], Family | None], ...] = (
 )
 
 
+@lru_cache(maxsize=1 << 14)  # a scan asks about the same names in binary after binary
 def family_of_function(name: str) -> Family | None:
     """The family an entry point name belongs to by NVIDIA's prefix conventions, or None.
 

@@ -69,6 +69,7 @@ from types import TracebackType
 from typing import Any
 
 from cudatrace import __version__
+from cudatrace.codec import shared_encodings
 from cudatrace.digest import sha256_of
 from cudatrace.errors import StoreError
 from cudatrace.model import (
@@ -615,13 +616,14 @@ class Store:
                 members = tuple(by_path[p.path] for p in prog.parts if p.path in by_path)
                 if not members:
                     continue
-                doc = ScanResult(
-                    binaries=members,
-                    roots=result.roots,
-                    tool_version=result.tool_version,
-                    zluda_release=result.zluda_release,
-                    programs=(prog,),
-                ).to_dict()
+                with shared_encodings():  # its binaries share records (the entry points they all call)
+                    doc = ScanResult(
+                        binaries=members,
+                        roots=result.roots,
+                        tool_version=result.tool_version,
+                        zluda_release=result.zluda_release,
+                        programs=(prog,),
+                    ).to_dict()
                 # One file keeps its own identity; a program of several is named by the hash of their hashes.
                 digest = (
                     members[0].sha256
@@ -763,11 +765,12 @@ class Store:
         verdict: Verdict | None,
     ) -> None:
         """Write the rows derived from one document: its evidence and its verdict."""
-        self._conn.executemany(
-            "INSERT INTO evidence (result_id, family, library, function, how, ordinal, calls, statuses, callers, "
-            "zluda_release, zluda_status, hip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
+        # A program's binaries share their classified entry points (one record for every binary's cuInit):
+        # each record's row is made once.
+        rows: dict[int, tuple[Any, ...]] = {}
+        for e in entries:
+            if id(e) not in rows:
+                rows[id(e)] = (
                     result_id,
                     e.family.value,
                     _text(e.library),
@@ -781,8 +784,10 @@ class Store:
                     e.zluda.status.value if e.zluda else None,
                     json.dumps(list(e.zluda.hip)) if e.zluda and e.zluda.hip else "[]",
                 )
-                for e in entries
-            ],
+        self._conn.executemany(
+            "INSERT INTO evidence (result_id, family, library, function, how, ordinal, calls, statuses, callers, "
+            "zluda_release, zluda_status, hip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [rows[id(e)] for e in entries],
         )
         if verdict is not None:
             self._conn.execute(

@@ -1066,16 +1066,39 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     # A Python file runs on either system: in a program of one (a wheel for Windows), the other's library names it
     # spells (xgboost's "libnccl.so") are never loaded there.
     platform = {part.path: p.platform for p in result.programs for part in p.parts}
-    binaries: list[BinaryScan] = []
-    for b in result.binaries:
-        cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
-        imports = tuple(replace(e, zluda=classify_entry(e, rel, cat, cuda_version, b.machine)) for e in b.imports)
-        libraries = b.cuda_libraries
-        if b.format is BinaryFormat.PYTHON and b.path in platform:
-            libraries = tuple(cl for cl in libraries if not other_system_library(cl.name, platform[b.path]))
-        verdict: Verdict | None = None
-        if b.uses_cuda:
-            verdict = _replaced_binary_verdict(cat, b, rel) or judge(
+    # The same entry points recur from binary to binary (every file of a folder that loads libcuda.so.1 calls
+    # cuInit): each distinct one is classified once, and the binaries share the classified record, which the
+    # store and the JSON document then encode once too.
+    classified: dict[tuple[EntryPointUse, int | None, str], EntryPointUse] = {}
+
+    def classify(e: EntryPointUse, cuda_version: int | None, machine: str) -> EntryPointUse:
+        key = (e, cuda_version, machine)
+        found = classified.get(key)
+        if found is None:
+            found = classified[key] = replace(e, zluda=classify_entry(e, rel, cat, cuda_version, machine))
+        return found
+
+    # So do whole verdicts: binaries of the same evidence get the same one (an executable's names its path).
+    verdicts: dict[tuple[object, ...], Verdict] = {}
+
+    def judged(
+        b: BinaryScan, imports: tuple[EntryPointUse, ...], libraries: tuple[CudaLibrary, ...], cuda_version: int | None
+    ) -> Verdict:
+        is_library = _is_library(b)
+        path = None if is_library else b.path
+        key: tuple[object, ...] = (
+            imports,
+            libraries,
+            b.gpu_code,
+            cuda_version,
+            b.format,
+            b.machine,
+            b.static_runtime,
+            path,
+        )
+        verdict = verdicts.get(key)
+        if verdict is None:
+            verdict = judge(
                 imports,
                 libraries,
                 b.gpu_code,
@@ -1087,12 +1110,24 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 static_runtime=True if b.static_runtime else None,
                 runtime=b.static_runtime,
                 program_path=b.path,
-                is_library=_is_library(b),
+                is_library=is_library,
             )
-        if verdict is not None:
             _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
             if fixing is not None:
                 verdict = replace(verdict, reasons=(*verdict.reasons, fixing))
+            verdicts[key] = verdict
+        return verdict
+
+    binaries: list[BinaryScan] = []
+    for b in result.binaries:
+        cuda_version = _cuda_version(b.static_runtime.version) if b.static_runtime else None
+        imports = tuple(classify(e, cuda_version, b.machine) for e in b.imports)
+        libraries = b.cuda_libraries
+        if b.format is BinaryFormat.PYTHON and b.path in platform:
+            libraries = tuple(cl for cl in libraries if not other_system_library(cl.name, platform[b.path]))
+        verdict: Verdict | None = None
+        if b.uses_cuda:
+            verdict = _replaced_binary_verdict(cat, b, rel) or judged(b, imports, libraries, cuda_version)
         binaries.append(replace(b, imports=imports, verdict=verdict))
     out = replace(result, binaries=tuple(binaries), zluda_release=rel)
     if out.programs:

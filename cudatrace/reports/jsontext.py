@@ -15,6 +15,8 @@ from typing import Any
 
 _escape = json.encoder.encode_basestring  # the C escaper when the json module has it (ensure_ascii=False)
 _INFINITY = float("inf")
+_MAX_SHARED_TEXT = 16384  # the longest text of a repeated object kept for its next use
+_MAX_SHARED_TEXTS = 1 << 23  # and of all of them
 
 
 def _float(o: float) -> str:
@@ -60,6 +62,7 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
     def flush() -> None:
         write("".join(out))
         out.clear()
+        flushes[0] += 1
 
     def pad(level: int) -> str:
         while len(pads) <= level:
@@ -118,22 +121,49 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             if not o:
                 append("{}")
                 return
-            inner = pad(level + 1)
-            sep = "," + inner
-            lead = "{" + inner
-            for k, v in o.items():
-                head = lead + (_escape(k) if type(k) is str else _key(k)) + ": "
-                text = scalar(v)
-                if text is None:
-                    append(head)
-                    value(v, level + 1)
-                else:
-                    append(head + text)
-                lead = sep
-            append(pad(level) + "}")
+            # An object met again (a record the document shares, such as one classified entry point in the
+            # imports of thousands of binaries) is written as the text it had the last time at this level.
+            ident = id(o)
+            if ident in seen:
+                text = texts.get((ident, level))
+                if text is not None:
+                    append(text)
+                    return
+                start, flushed = len(out), flushes[0]
+                obj(o, level)
+                if flushes[0] == flushed and kept[0] < _MAX_SHARED_TEXTS:  # its text is all in out[start:]
+                    text = "".join(out[start:])
+                    if len(text) <= _MAX_SHARED_TEXT:
+                        del out[start:]
+                        append(text)
+                        texts[(ident, level)] = text
+                        kept[0] += len(text)
+                return
+            seen.add(ident)
+            obj(o, level)
         else:
             raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
+    def obj(o: dict[Any, Any], level: int) -> None:
+        inner = pad(level + 1)
+        sep = "," + inner
+        lead = "{" + inner
+        for k, v in o.items():
+            head = lead + (_escape(k) if type(k) is str else _key(k)) + ": "
+            text = scalar(v)
+            if text is None:
+                append(head)
+                value(v, level + 1)
+            else:
+                append(head + text)
+            lead = sep
+        append(pad(level) + "}")
+
+    # The document's objects stay alive while it is written, so their ids are not reused meanwhile.
+    seen: set[int] = set()
+    texts: dict[tuple[int, int], str] = {}
+    kept = [0]  # characters of text kept in texts
+    flushes = [0]
     value(doc, 0)
     if out:
         flush()

@@ -10,7 +10,10 @@ any CUDA gets one line. Every string from a binary goes into a :class:`rich.text
 
 from __future__ import annotations
 
+import io
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 
 from rich.console import Console
 from rich.padding import Padding
@@ -162,11 +165,29 @@ def _gpu_lines(gpu: GpuCode) -> list[Text]:
     return lines
 
 
-def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]:
+def _binary_header(binary: BinaryScan) -> Text:
     header = Text()
     header.append_text(_t(binary.path, "bold cyan"))
     header.append_text(_t(f"  ({format_label(binary)}, {_size(binary.size)})", "dim"))
-    parts: list[object] = [header]
+    return header
+
+
+def _block_key(binary: BinaryScan, all_reasons: bool) -> tuple[object, ...]:
+    """What the lines of a binary's block below its header are made of (equal keys, the same lines)."""
+    return (
+        binary.verdict,
+        binary.imports,
+        binary.cuda_libraries,
+        binary.static_runtime,
+        binary.gpu_code,
+        binary.errors,
+        all_reasons,
+    )
+
+
+def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]:
+    """The lines (Text) and table of a binary's block below its header; what they show is in :func:`_block_key`."""
+    parts: list[object] = []
     parts.extend(_verdict_lines(binary, all_reasons))
     parts.extend(_library_lines(binary))
     if binary.imports:
@@ -198,6 +219,7 @@ class _Printer:
         self.console = console
         self.file = console.file
         self.done: dict[object, str] = {}
+        self.blocks: dict[object, str] = {}
 
     @staticmethod
     def _key(part: object) -> object:
@@ -220,6 +242,22 @@ class _Printer:
                 part.tab_size,
             )
         return None
+
+    def print_block(self, key: object, parts: Callable[[], list[object]]) -> None:
+        """Print ``parts()``, or what they printed the last time under ``key`` (a binary's block below its
+        header recurs whole in the binaries of the same evidence)."""
+        out = self.blocks.get(key)
+        if out is None:
+            file, self.file = self.file, io.StringIO()
+            try:
+                for part in parts():
+                    self.print(part)
+                out = self.file.getvalue()
+            finally:
+                self.file = file
+            if len(self.blocks) < self.KEPT:
+                self.blocks[key] = out
+        self.file.write(out)
 
     def print(self, part: object) -> None:
         key = self._key(part)
@@ -261,9 +299,10 @@ def render_scan_terminal(
         console.print(indented(line))
     if verbosity >= 1:
         printer = _Printer(console)
+        all_reasons = verbosity >= 2
         for binary in with_cuda:
-            for part in _binary_block(binary, all_reasons=verbosity >= 2):
-                printer.print(part)
+            printer.print(_binary_header(binary))
+            printer.print_block(_block_key(binary, all_reasons), partial(_binary_block, binary, all_reasons))
             printer.print(None)  # the blank line between blocks
     listed_without = without if verbosity >= 2 else []
     for binary in listed_without:

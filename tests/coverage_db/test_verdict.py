@@ -348,6 +348,44 @@ def test_annotate_scan_static_runtime_resolves_names_with_its_version() -> None:
     assert info13 is not None and info13.status is ZludaStatus.STUB  # CUDA 13.0 asks for cuCtxCreate_v4
 
 
+def test_annotate_scan_judges_binaries_of_the_same_evidence_each_as_alone() -> None:
+    # Classified entry points and verdicts are shared between binaries of equal evidence (a folder of copies):
+    # each binary must still get what it gets judged alone. An executable's verdict names its own path, the
+    # runtime version picks the driver names, and a library's verdict names no path.
+    def make(path: str, version: str) -> BinaryScan:
+        return BinaryScan(
+            path,
+            BinaryFormat.ELF,
+            1000,
+            "0" * 64,
+            "x86_64",
+            imports=(sym(Family.DRIVER, "libcuda.so.1", "cuCtxCreate", EntryHow.PROC_STRING),),
+            gpu_code=PTX80,
+            static_runtime=StaticRuntime(version, "cudart version string", calls=None),
+        )
+
+    binaries = (
+        make("/apps/a", "11.0"),
+        make("/apps/b", "11.0"),
+        make("/apps/c", "13.0"),
+        make("/apps/liba.so", "11.0"),
+        make("/apps/libb.so", "11.0"),
+    )
+    together = annotate_scan(ScanResult(binaries=binaries), SEED).binaries
+    alone = [annotate_scan(ScanResult(binaries=(b,)), SEED).binaries[0] for b in binaries]
+    assert together == tuple(alone)
+    a, b, c, liba, libb = together
+    assert a.verdict is not None and b.verdict is not None and a.verdict != b.verdict
+    assert "cudatrace run -- /apps/a" in [r.remedy for r in a.verdict.reasons]
+    assert "cudatrace run -- /apps/b" in [r.remedy for r in b.verdict.reasons]
+    assert [i.zluda.status for i in (a.imports[0], c.imports[0]) if i.zluda] == [
+        ZludaStatus.TRANSLATED,
+        ZludaStatus.STUB,
+    ]
+    assert liba.verdict is libb.verdict  # shared, and so encoded once by the store and the JSON document
+    assert a.imports[0] is b.imports[0] is liba.imports[0]
+
+
 def test_annotate_trace() -> None:
     cat = load_catalog()
     known = cat.export_tables(SEED)[0].guid

@@ -90,6 +90,36 @@ def test_the_text_written_in_pieces_is_the_same_text(doc: object, flush_at: int)
         assert len(pieces) > 1  # it did write as it went
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(keys, values, max_size=4), min_size=1, max_size=4), st.data())
+def test_objects_met_again_are_written_as_json_writes_them(
+    shared: list[dict[object, object]], data: st.DataObject
+) -> None:
+    # The same dict objects placed again and again, at several levels of nesting (a document's shared records,
+    # whose text is kept after their second use), written whole and in pieces of any size.
+    from cudatrace.reports.jsontext import write_indented
+
+    def place(depth: int) -> object:
+        if depth == 0 or data.draw(st.booleans()):
+            return shared[data.draw(st.integers(0, len(shared) - 1))]
+        return {"a": place(depth - 1), "b": [place(depth - 1), shared[0]], "c": shared[-1]}
+
+    doc = [place(data.draw(st.integers(0, 3))) for _ in range(data.draw(st.integers(1, 6)))]
+    assert dumps_indented(doc) == _json(doc)
+    pieces: list[str] = []
+    write_indented(doc, pieces.append, flush_at=data.draw(st.integers(0, 6)))
+    assert "".join(pieces) == _json(doc)
+
+
+def test_a_long_object_met_again_is_written_in_full() -> None:
+    # Past the length whose text is kept, a repeated object is written out each time.
+    from cudatrace.reports import jsontext
+
+    big = {"names": [f"cuFunction{i}" for i in range(jsontext._MAX_SHARED_TEXT // 10)]}
+    doc = {"x": [big, big, {"in": big}], "y": big}
+    assert dumps_indented(doc) == _json(doc)
+
+
 def test_a_scan_s_json_written_as_made_is_the_rendered_document(tmp_path: Path) -> None:
     import subprocess
     import sys

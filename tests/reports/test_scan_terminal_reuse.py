@@ -5,6 +5,7 @@ verbosity, for documents whose blocks repeat, differ by a count or a style, or h
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 
@@ -33,7 +34,28 @@ def _print_afresh(printer: scan_terminal._Printer, part: object) -> None:
         printer.console.print(part.renderable() if isinstance(part, scan_terminal._Table) else indented(part))
 
 
-@pytest.mark.parametrize("make", [samples.mixed_scan, samples.hostile_scan, samples.runs_scan, _repeating])
+def _print_block_afresh(printer: scan_terminal._Printer, key: object, parts: Callable[[], list[object]]) -> None:
+    for part in parts():
+        _print_afresh(printer, part)
+
+
+def _variants() -> ScanResult:
+    # copies of each CUDA binary that differ from it in one thing its block shows (its verdict, entry points,
+    # libraries, errors), so no block may be written as another's
+    base = samples.mixed_scan()
+    out = []
+    for i, b in enumerate(b for b in base.binaries if b.uses_cuda):
+        out.append(b)
+        out.append(dataclasses.replace(b, path=f"v{i}/imports", imports=b.imports[:-1]))
+        out.append(dataclasses.replace(b, path=f"v{i}/libraries", cuda_libraries=b.cuda_libraries[1:]))
+        out.append(dataclasses.replace(b, path=f"v{i}/errors", errors=(*b.errors, "a truncated section")))
+        if b.verdict is not None:
+            out.append(dataclasses.replace(b, path=f"v{i}/verdict", verdict=b.verdict.__class__(
+                b.verdict.release, b.verdict.status, b.verdict.reasons[1:])))  # fmt: skip
+    return dataclasses.replace(base, binaries=tuple(out))
+
+
+@pytest.mark.parametrize("make", [samples.mixed_scan, samples.hostile_scan, samples.runs_scan, _repeating, _variants])
 @pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("width", [4096, 100, 40, 12])
 @pytest.mark.parametrize("verbosity", [0, 1, 2])
@@ -43,14 +65,17 @@ def test_reused_parts_give_the_text_of_rendering_each_afresh(
     doc = make()  # type: ignore[operator]
     reused = render_scan_terminal(doc, color, width, verbosity=verbosity)
     monkeypatch.setattr(scan_terminal._Printer, "print", _print_afresh)
+    monkeypatch.setattr(scan_terminal._Printer, "print_block", _print_block_afresh)
     afresh = render_scan_terminal(doc, color, width, verbosity=verbosity)
     assert reused == afresh
 
 
-def test_parts_are_reused_where_they_recur() -> None:
+def test_parts_are_reused_where_they_recur(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = _repeating()
     printed: list[object] = []
+    built: list[str] = []
     real = scan_terminal._Printer.print
+    real_block = scan_terminal._binary_block
 
     class Counting(scan_terminal._Printer):
         def print(self, part: object) -> None:
@@ -58,14 +83,18 @@ def test_parts_are_reused_where_they_recur() -> None:
             real(self, part)
             printed.append(len(self.done) > before)
 
-    scan_terminal_printer = scan_terminal._Printer
-    try:
-        scan_terminal._Printer = Counting  # type: ignore[misc]
-        render_scan_terminal(doc, False, 100)
-    finally:
-        scan_terminal._Printer = scan_terminal_printer  # type: ignore[misc]
-    rendered = sum(printed)
-    assert 0 < rendered < len(printed) / 2  # most parts of six copies are written again, not rendered
+    def counting_block(binary: object, all_reasons: bool = False) -> list[object]:
+        built.append(binary.path)  # type: ignore[attr-defined]
+        return real_block(binary, all_reasons)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_terminal, "_Printer", Counting)
+    monkeypatch.setattr(scan_terminal, "_binary_block", counting_block)
+    render_scan_terminal(doc, False, 100)
+    # the headers (path, size) differ from copy to copy: each is rendered; the blank line between blocks is not
+    assert 0 < sum(printed) < len(printed)
+    blocks = [b for b in doc.binaries if b.uses_cuda]
+    # a block below its header is built once for the six copies of a binary, which differ in path and size only
+    assert 0 < len(built) == len(blocks) // 6
 
 
 @pytest.mark.parametrize("color", [False, True])
