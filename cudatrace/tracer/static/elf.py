@@ -403,7 +403,8 @@ def _read_dynamic(
                 ndx = versions[index] & 0x7FFF if index < len(versions) else 0
                 version = version_names.get(ndx) if ndx > 1 else None
                 library = version_files.get(ndx) if version else None
-                imports.append(ImportedSymbol(library, name, EntryHow.SYMBOL, symbol_version=version))
+                weak = info >> 4 == _STB_WEAK
+                imports.append(ImportedSymbol(library, name, EntryHow.SYMBOL, symbol_version=version, weak=weak))
             elif info >> 4 in (_STB_GLOBAL, _STB_WEAK) and info & 0xF in (_STT_FUNC, _STT_GNU_IFUNC):
                 exports.append(name)
     return ParsedBinary(
@@ -543,7 +544,8 @@ def _facts(binary: object, machine: str, sections: list[_Section], size: int, pa
                 version = str(sym_aux.name) if sym_aux is not None else None
             if sym.shndx == 0:
                 library = version_file.get(int(sv.value) & 0x7FFF) if version and sv is not None else None
-                imports.append(ImportedSymbol(library, name, EntryHow.SYMBOL, symbol_version=version))
+                weak = sym.binding == lief.ELF.Symbol.BINDING.WEAK
+                imports.append(ImportedSymbol(library, name, EntryHow.SYMBOL, symbol_version=version, weak=weak))
             else:
                 # st_info read raw: lief's enum properties warn on values a hostile file makes up.
                 info = int(sym.information)

@@ -33,7 +33,9 @@ class ImportedSymbol:
 
     ``library`` is the DLL (PE) or the library named by the ELF symbol version's file (``libcublas.so.12`` from
     ``cublasSgemm_v2@libcublas.so.12``); None for an unversioned ELF symbol, which the scanner attributes through
-    the export lists of NVIDIA's libraries. ``function`` is None for a PE import by ordinal only.
+    the export lists of NVIDIA's libraries. ``function`` is None for a PE import by ordinal only. ``weak``: an
+    ELF weak reference, which the program runs without when no loaded library defines it (its code tests the
+    address before the call).
     """
 
     library: str | None
@@ -41,6 +43,7 @@ class ImportedSymbol:
     how: EntryHow
     ordinal: int | None = None
     symbol_version: str | None = None
+    weak: bool = False
 
 
 @dataclass(frozen=True, slots=True)

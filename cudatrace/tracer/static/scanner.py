@@ -566,7 +566,9 @@ def _import_uses(parsed: ParsedBinary, platform: str, data: ExportsData) -> Iter
             continue
         library = imp.library
         if library is None:
-            library = _attribute_unversioned(function, cuda_needed, platform, data)
+            # A weak reference to a library the binary does not link is resolved only where another loaded
+            # library defines it (jax's CUDA plugin and cuptiActivityEnableHWTrace): no use of that library.
+            library = _attribute_unversioned(function, cuda_needed, platform, data, needed_only=imp.weak)
             if library is None:
                 continue
         lib = identify_library(library)
@@ -576,7 +578,12 @@ def _import_uses(parsed: ParsedBinary, platform: str, data: ExportsData) -> Iter
 
 
 def _attribute_unversioned(
-    function: str, cuda_needed: Sequence[tuple[str, LibraryId]], platform: str, data: ExportsData
+    function: str,
+    cuda_needed: Sequence[tuple[str, LibraryId]],
+    platform: str,
+    data: ExportsData,
+    *,
+    needed_only: bool = False,
 ) -> str | None:
     """The library an unversioned ELF symbol comes from, or None when it is not a CUDA entry point.
 
@@ -598,6 +605,8 @@ def _attribute_unversioned(
     for name, lid in cuda_needed:
         if lid.family in exporter_families:
             return name  # cuSOLVER's cublas*-named helpers
+    if needed_only:
+        return None
     same_family = [e for e in exporters if data.library_family[e] is family]
     if same_family:
         return same_family[0]  # resolved through a library another one loads

@@ -440,3 +440,35 @@ def test_the_other_systems_library_names_are_not_run_time_loads(pe_set, tmp_path
     assert {"cublasLt64_12.dll", "nvcuda.dll"} <= set(pe_scan.named_libraries)
     assert {lib.name for lib in elf_scan.cuda_libraries} == {"libnccl.so.2", "libcufft.so.11"}
     assert {"cublasLt64_12.dll", "nvcuda.dll"}.isdisjoint(elf_scan.named_libraries)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+def test_a_weak_reference_to_a_library_not_linked_is_no_use_of_it(tmp_path: Path, cuda_stub_libs: Path) -> None:
+    # jax's CUDA plugin holds a weak undefined cuptiActivityEnableHWTrace and no NEEDED libcupti: the call runs
+    # only where another library defines it. A strong unversioned name is still a use (resolved through a
+    # library another one loads), and a weak one of a library the binary links is one too.
+    (tmp_path / "plugin.c").write_text(
+        "extern int cuptiActivityEnableHWTrace(int) __attribute__((weak));\n"
+        "extern int cuDriverGetVersion(int *) __attribute__((weak));\n"
+        "extern int cudnnGetVersion(void);\n"
+        "int probe(void) {\n"
+        "  int v = 0;\n"
+        "  if (cuptiActivityEnableHWTrace) cuptiActivityEnableHWTrace(1);\n"
+        "  if (cuDriverGetVersion) cuDriverGetVersion(&v);\n"
+        "  return v + (int)cudnnGetVersion();\n"
+        "}\n"
+    )
+    out = tmp_path / "plugin.so"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(out), str(tmp_path / "plugin.c"), f"-L{cuda_stub_libs}",
+         "-Wl,--no-as-needed", "-l:libcuda.so.1", "-Wl,--allow-shlib-undefined"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    readelf = subprocess.run(["readelf", "-W", "--dyn-syms", str(out)], capture_output=True, text=True).stdout
+    assert re.search(r"WEAK\s+DEFAULT\s+UND cuptiActivityEnableHWTrace", readelf)  # the binary is what it says
+    scan = _scan(out)
+    names = {(u.family, u.function) for u in scan.imports}
+    assert (Family.CUPTI, "cuptiActivityEnableHWTrace") not in names
+    assert (Family.DRIVER, "cuDriverGetVersion") in names  # weak, but libcuda.so.1 is linked
+    assert (Family.CUDNN, "cudnnGetVersion") in names
+    assert not any(lib.family is Family.CUPTI for lib in scan.cuda_libraries)
