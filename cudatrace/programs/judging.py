@@ -50,6 +50,18 @@ from cudatrace.wording import agrees, counted
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
 
 
+# A package's own tests: folders named so, and pytest's file names (pynvml ships pynvml_utils/tests/test_nvml.py,
+# triton triton/_internal_testing.py). Their CUDA use is no feature of the program.
+_TEST_FOLDERS = frozenset({"tests", "test", "testing", "_testing"})
+_TEST_FILE = re.compile(r"^(?:test_.*|.*_test|conftest|.*_testing(?:_.*)?)\.py$")
+
+
+def is_test_code(path: str) -> bool:
+    """True for a Python file of a package's tests (a ``tests`` folder, ``test_*.py``, ``conftest.py``)."""
+    parts = re.split(r"[/\\!]", path)
+    return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_FOLDERS for p in parts[:-1])
+
+
 def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
@@ -106,6 +118,8 @@ def _missing(
         if replaced_self:
             continue  # ZLUDA's own library stands in: its sub-libraries are never loaded
         python = b.format is BinaryFormat.PYTHON
+        if python and is_test_code(part.path):
+            continue  # what a package's tests load is no library the program needs
         for how, names in (("needed", b.needed), ("by_name", b.named_libraries)):
             for raw in names:
                 name = raw.replace("\\", "/").rsplit("/", 1)[-1]
@@ -287,6 +301,7 @@ def judge_program(
     reasons: list[Reason] = []
     parts: list[ProgramPart] = []
     failing: list[tuple[ProgramPart, Verdict]] = []
+    tests: list[ProgramPart] = []
     judged_startup = [
         p for p in program.parts if p.role is PartRole.STARTUP and (b := by_path.get(p.path)) and b.verdict
     ]
@@ -308,8 +323,21 @@ def judge_program(
                 if r.code != "release_fixing"  # the program's own comes last: one for the program, not one per part
             )
         elif v.status is not VerdictStatus.RUNS:
-            failing.append((part, v))
+            if b is not None and b.format is BinaryFormat.PYTHON and is_test_code(part.path):
+                tests.append(part)
+            else:
+                failing.append((part, v))
     reasons.extend(_part_reasons(failing, rel))
+    if tests:
+        listed = name_list([_short(p.path) for p in tests])
+        reasons.append(
+            Reason(
+                Severity.INFO,
+                "test_code",
+                f"{counted(len(tests), 'test file')} of the package {agrees(len(tests), 'uses', 'use')} CUDA in "
+                f"ways ZLUDA {rel} does not serve ({listed}); tests are no feature of the program and are not judged",
+            )
+        )
     missing, required = _missing(program, by_path, shipped, cat, rel)
     reasons.extend(_missing_reasons(missing, rel, program))
     reasons.extend(_required_reason(required, rel))

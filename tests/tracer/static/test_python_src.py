@@ -411,3 +411,42 @@ def test_a_python_file_in_a_windows_program_is_not_judged_by_linux_library_names
         assert prog.verdict is not None
         assert (prog.verdict.status is VerdictStatus.AT_RISK) is at_risk, platform
         assert bool(prog.missing) is at_risk
+
+
+def test_a_package_s_own_tests_are_no_feature_of_the_program(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pynvml ships pynvml_utils/tests/test_nvml.py, which calls NVML functions ZLUDA stubs: the program itself
+    # (its modules) runs; the test file is listed, said to be tests, and neither puts the program at risk nor
+    # makes the libraries it loads missing.
+    site = tmp_path / "site-packages"
+    pkg = site / "nvtool"
+    (pkg / "tests").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import ctypes\nnvml = ctypes.CDLL('libnvidia-ml.so.1')\nnvml.nvmlInit_v2()\n")
+    stubbed = "nvmlDeviceGetAccountingPids"
+    test_code = (
+        "import ctypes\n"
+        "nvml = ctypes.CDLL('libnvidia-ml.so.1')\n"
+        "rtc = ctypes.CDLL('libnvrtc.so.12')\n"
+        f"def test_pids():\n    nvml.{stubbed}(None, None, None)\n    rtc.nvrtcVersion(None, None)\n"
+    )
+    (pkg / "tests" / "test_nvml.py").write_text(test_code)
+    (pkg / "conftest.py").write_text(test_code.replace("def test_pids", "def fixture_pids"))
+    info = site / "nvtool-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvtool\nVersion: 1.0\n")
+    files = ["nvtool/__init__.py", "nvtool/tests/test_nvml.py", "nvtool/conftest.py", "nvtool-1.0.dist-info/METADATA"]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+    result = _json_scan([str(site)], capsys)
+    (prog,) = result.programs
+    assert prog.verdict is not None and prog.verdict.status is VerdictStatus.RUNS, prog.verdict
+    assert prog.missing == ()
+    (info_reason,) = [r for r in prog.verdict.reasons if r.code == "test_code"]
+    assert "2 test files" in info_reason.message and "test_nvml.py" in info_reason.message
+    # the same test code outside a test file is a feature, and it is at risk
+    (pkg / "tests" / "test_nvml.py").rename(pkg / "accounting.py")
+    (pkg / "conftest.py").unlink()
+    (info / "RECORD").write_text("nvtool/__init__.py,,\nnvtool/accounting.py,,\nnvtool-1.0.dist-info/METADATA,,\n")
+    (prog,) = _json_scan([str(site)], capsys).programs
+    assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
+    assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
