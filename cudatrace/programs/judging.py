@@ -86,19 +86,31 @@ _FAMILY_WHEELS = {
 }
 
 
+# PyTorch's Linux wheels on PyPI require NVIDIA's CUDA wheels of these families (torch 2.14: cuda-toolkit's
+# cublas, cudart, cufft, cufile, cupti, curand, cusolver, cusparse, nvjitlink, nvrtc and nvtx extras, and
+# nvidia-cudnn, nvidia-nccl, nvidia-cusparselt; the cu12 builds since 2.1 name the nvidia-*-cu12 wheels): a
+# program that requires torch (vllm, built against the torch it pins) gets those libraries with it on Linux.
+_TORCH_FAMILIES = frozenset(
+    {
+        Family.RUNTIME, Family.CUBLAS, Family.CUBLASLT, Family.CUFFT, Family.CURAND, Family.CUSOLVER,
+        Family.CUSPARSE, Family.CUDNN, Family.NCCL, Family.NVRTC, Family.NVJITLINK, Family.CUPTI, Family.NVTX,
+    }
+)  # fmt: skip
+
+
 def _from_requirement(name: str, family: Family, program: Program) -> str | None:
     """The wheel the program requires that ships library ``name`` (``libcudart.so.12`` from
     ``nvidia-cuda-runtime-cu12``), or None. A library the export facts do not know is matched to the required
-    wheel of its family."""
+    wheel of its family; on Linux, one of PyTorch's CUDA families comes with a required ``torch``."""
     if not program.requires:
         return None
     shipping = load_exports().library_packages.get(name)
-    if shipping:
-        return next((p for p in shipping if p in program.requires), None)
-    stem = _FAMILY_WHEELS.get(family)
-    if stem is None:
-        return None
-    return next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
+    found = next((p for p in shipping if p in program.requires), None) if shipping else None
+    if found is None and not shipping and (stem := _FAMILY_WHEELS.get(family)) is not None:
+        found = next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
+    if found is None and program.platform == "linux" and "torch" in program.requires and family in _TORCH_FAMILIES:
+        found = "torch (the NVIDIA wheels its Linux wheels require)"
+    return found
 
 
 def _missing(

@@ -259,7 +259,7 @@ def test_an_extension_module_imported_inside_try_is_start_up(tmp_path: Path) -> 
     assert roles == {"_core": PartRole.STARTUP, "_extra": PartRole.ON_DEMAND}
 
 
-@pytest.mark.parametrize("requires", ["always", "extra", "no", "on-linux", "on-windows"])
+@pytest.mark.parametrize("requires", ["always", "extra", "no", "on-linux", "on-windows", "torch"])
 def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path: Path) -> None:
     # faiss-gpu-cu12 links libcudart.so.12 and ships none: its METADATA requires nvidia-cuda-runtime-cu12, which
     # pip installs with it. The same here with libnccl.so.2 (ZLUDA replaces no NCCL) and nvidia-nccl-cu12. torch
@@ -286,6 +286,8 @@ def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path
         )
     elif requires == "extra":  # onnxruntime-gpu's [cuda] extra brings the CUDA runtime
         meta.write_text(meta.read_text() + 'Provides-Extra: multi\nRequires-Dist: nvidia-nccl-cu12; extra == "multi"\n')
+    elif requires == "torch":  # vllm requires torch, whose Linux wheels require NVIDIA's (NCCL among them)
+        meta.write_text(meta.read_text() + "Requires-Dist: torch==2.14.0\n")
     elif requires.startswith("on-"):
         system = "Linux" if requires == "on-linux" else "Windows"
         line = f'Requires-Dist: nvidia-nccl-cu12==2.30; platform_system == "{system}" and python_version >= "3.9"\n'
@@ -297,6 +299,9 @@ def test_a_library_a_required_wheel_ships_is_not_missing(requires: str, tmp_path
         assert p.requires == ("nvidia-nccl-cu12",) and p.missing == ()
         assert "library_missing" not in codes
         assert "libnccl.so.2 from nvidia-nccl-cu12" in codes["library_from_requirement"].message
+    elif requires == "torch":
+        assert p.requires == ("torch",) and p.missing == ()
+        assert "libnccl.so.2 from torch (the NVIDIA wheels" in codes["library_from_requirement"].message
     else:
         assert [m.name for m in p.missing] == ["libnccl.so.2"] and "library_from_requirement" not in codes
         assert "libnccl.so.2" in codes["library_missing"].message
