@@ -39,3 +39,27 @@ BLOCKER_WORDS = {
 def blocker_words(code: str) -> str:
     """A reason code in words: ``"sass_only"`` -> "SASS-only GPU code" (an unknown code with spaces for ``_``)."""
     return BLOCKER_WORDS.get(code, code.replace("_", " "))
+
+
+#: Each family as NVIDIA spells its library, for a sentence that names the family where no file is named.
+FAMILY_TITLES = {
+    "driver": "the CUDA driver",
+    "runtime": "the CUDA runtime",
+    "cublas": "cuBLAS",
+    "cublaslt": "cuBLASLt",
+    "nvblas": "NVBLAS",
+    "cusparse": "cuSPARSE",
+    "cufft": "cuFFT",
+    "cufftw": "cuFFTW",
+    "curand": "cuRAND",
+    "cusolver": "cuSOLVER",
+    "cudnn": "cuDNN",
+    "tensorrt": "TensorRT",
+    "nccl": "NCCL",
+    "nvrtc": "NVRTC",
+    "nvjitlink": "nvJitLink",
+    "nvml": "NVML",
+    "cupti": "CUPTI",
+    "nvtx": "NVTX",
+    "other": "another NVIDIA library",
+}

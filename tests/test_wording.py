@@ -19,3 +19,10 @@ def test_positions_in_words(n: int, word: str) -> None:
 def test_counts_in_words() -> None:
     assert (counted(1, "entry point"), counted(2048, "entry point")) == ("1 entry point", "2,048 entry points")
     assert counted(2, "library", "libraries") == "2 libraries" and agrees(2, "is", "are") == "are"
+
+
+def test_every_family_has_a_title() -> None:
+    from cudatrace.model import Family
+    from cudatrace.wording import FAMILY_TITLES
+
+    assert set(FAMILY_TITLES) == {f.value for f in Family}

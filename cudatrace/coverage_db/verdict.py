@@ -55,7 +55,7 @@ from cudatrace.model import (
     ZludaInfo,
     ZludaStatus,
 )
-from cudatrace.wording import agrees, blocker_words, counted, ordinal
+from cudatrace.wording import FAMILY_TITLES, agrees, blocker_words, counted, ordinal
 
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
@@ -485,7 +485,8 @@ def judge(
                 Reason(
                     Severity.RISK,
                     "library_not_replaced",
-                    f"{fam.value}: ZLUDA {rel} has no replacement; NVIDIA's library would run on ZLUDA's driver "
+                    f"{FAMILY_TITLES[fam.value]}: ZLUDA {rel} has no replacement; NVIDIA's library would run on "
+                    "ZLUDA's driver "
                     f"and can work only if its GPU code carries PTX ({counted(len(names), 'entry point')} used)",
                     remedies.FAMILY_ADVICE.get(fam),
                     fam,

@@ -282,6 +282,13 @@ def test_a_library_reached_only_by_names_it_looks_up_is_loaded_at_run_time_not_l
     assert judge(trt_linked, [], None, SEED).status is VerdictStatus.BLOCKED
 
 
+def test_a_family_reached_without_a_library_file_is_named_as_nvidia_spells_it() -> None:
+    # vllm's pynccl.py calls NCCL through a library object the reading cannot tie to a file: the reason names
+    # the family (NCCL), not its code ("nccl").
+    v = judge([sym(Family.NCCL, "", "ncclGetVersion", EntryHow.CALLED)], [], None, SEED)
+    assert reason(v, "library_not_replaced").message.startswith("NCCL: ZLUDA")  # type: ignore[attr-defined]
+
+
 # -- annotate ---------------------------------------------------------------------------------------------------
 
 
