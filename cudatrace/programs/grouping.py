@@ -680,17 +680,19 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     entry: dict[str, str] = {}
     in_functions: dict[str, str] = {}  # Python modules imported at start-up that reach CUDA only in functions
     if group.kind is ProgramKind.WHEEL and group.dist is not None:
-        exts = {
-            _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
-            for b in group.binaries
-            if _is_extension(b, group.dist) or b.format is BinaryFormat.PYTHON
-        }
-        on_import = startup_path(group.dist.read, group.dist.files, exts, pool)
-        for mod, path in exts.items():
+        # Every file Python's import could load by a dotted name (one module may have a file per Python version)
+        exts: dict[str, list[str]] = {}
+        for b in group.binaries:
+            mod = _importable_as(b, group.dist)
+            if mod is not None:
+                exts.setdefault(mod, []).append(b.path)
+        on_import = startup_path(group.dist.read, group.dist.files, {m: ps[0] for m, ps in exts.items()}, pool)
+        for mod, path in ((m, p) for m, ps in exts.items() for p in ps):
             python = by_path[path].format is BinaryFormat.PYTHON
             what = "Python module" if python else "extension module"
             if on_import is None:
-                entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
+                if python or _is_extension(by_path[path], group.dist):
+                    entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
             elif mod in on_import.extensions:
                 rel = os.path.relpath(path, group.dist.site).replace(os.sep, "/")
                 if python and not _cuda_at_import(group.dist.read(rel)):
@@ -797,11 +799,29 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
 
 
 _PLAIN_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+#: A plain file name Python's import loads as an extension module (tagged ones are :data:`_EXTENSION`), any prefix.
+_MODULE_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _importable_as(b: BinaryScan, dist: _Dist) -> str | None:
+    """The dotted name by which ``import`` can load the file (a Python module, or a binary named as an extension
+    module in a folder path of identifiers, ``__init__.py`` or not: a namespace package), else None. Whether it is
+    an extension module is for the import search to tell: ``paddle/base/libpaddle.so`` is one (``from . import
+    libpaddle``), a ``libfoo.so`` that the package loads with ctypes is not."""
+    rel = os.path.relpath(b.path, dist.site).replace("\\", "/")
+    if b.format is BinaryFormat.PYTHON or _EXTENSION.search(b.name):
+        return _module_of(rel)
+    if not _MODULE_FILE.match(b.name) or not all(_IDENTIFIER.match(f) for f in rel.split("/")[:-1]):
+        return None
+    return _module_of(rel)
 
 
 def _is_extension(b: BinaryScan, dist: _Dist | None) -> bool:
-    """A Python extension module: a tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain
-    ``name.so`` next to an ``__init__.py`` of the distribution (jax plugins ship ``_linalg.so``)."""
+    """An extension module by its file name alone (for a file no import of the package reaches): a tagged name
+    (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain ``name.so`` next to an ``__init__.py`` of the
+    distribution (jax plugins ship ``_linalg.so``). A plain ``libname.so`` that nothing imports is taken for a
+    library the package loads by its file name (ctypes, a plugin loader), not for a module."""
     if _EXTENSION.search(b.name):
         return True
     if dist is None or not _PLAIN_MODULE.match(b.name):
