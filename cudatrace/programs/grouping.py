@@ -5,12 +5,14 @@ the program, not about each ``.so``. This module works that out from the files a
 
 * **Which program** a binary belongs to: the Python distribution whose ``*.dist-info/RECORD`` lists it (name and
   version from the dist-info folder's name or its METADATA); else the application folder the user scanned; else
-  the file itself. Distributions named ``nvidia-*`` and NVIDIA's CUDA libraries themselves (cuBLAS, cuDNN, ...)
+  the file itself. NVIDIA's CUDA toolkit wheels (``nvidia-cublas-cu12``, ``nvidia-cudnn-cu12``, ...), other
+  ``nvidia-*`` wheels made only of NVIDIA's CUDA libraries, and those libraries themselves (cuBLAS, cuDNN, ...)
   are kind ``nvidia``: they are not programs, and never count as blocked ones.
 * **The start-up path**: the executables (an application), or the extension modules that importing the package
   loads (a wheel: the ``import``/``from`` lines, and ``import_module``/``find_spec`` calls with a literal name,
   that run when its ``.py`` files are imported, the module's own functions called at import included, followed
-  from the top-level packages' ``__init__.py``), and the libraries a module loads with ctypes as it is imported
+  from the top-level packages' ``__init__.py``, or the outermost regular packages below a namespace folder such
+  as nvidia-dali's ``nvidia/``), and the libraries a module loads with ctypes as it is imported
   (by a file name the package's strings spell); then everything they link at load time (DT_NEEDED, PE
   imports), resolved by file name or soname inside the program.
 * **On-demand parts**: binaries a start-up part names in its strings (``dlopen``/``LoadLibrary`` by name:
@@ -123,6 +125,19 @@ _TOOLKIT_EXTRAS: dict[str, tuple[str, ...]] = {
     "nvvm": ("nvidia-nvvm",),
 }
 _TOOLKIT_EXTRAS["all"] = tuple(sorted({w for ws in _TOOLKIT_EXTRAS.values() for w in ws}))
+
+#: The ``nvidia-*`` wheels of NVIDIA's CUDA toolkit and its math and communication libraries (with or without a
+#: ``-cu12`` suffix): what cuda-toolkit's extras bring, and the wheels of PyPI's nvidia-* names that ship CUDA's
+#: other libraries and tools. Whatever binaries they hold (cupti's libnvperf_host.so, nvcc's ptxas), they are NVIDIA's
+#: own. Other nvidia-* wheels (DALI, nvImageCodec) are programs built on CUDA and judged as such.
+_TOOLKIT_WHEELS = frozenset(
+    {w.removeprefix("nvidia-") for w in _TOOLKIT_EXTRAS["all"]}
+    | {
+        *("cuda-cccl", "cuda-culibos", "cuda-cuobjdump", "cuda-cuxxfilt", "cuda-nvdisasm", "cuda-opencl"),
+        *("cuda-profiler-api", "cuda-sanitizer-api", "nvml-dev", "cudnn", "nccl", "cusparselt", "nvshmem"),
+        *("cublasmp", "cusolvermp", "cufftmp", "cudss"),
+    }
+)
 
 
 def _marker_environment(platform: str, machine: str, python: str | None) -> dict[str, str]:
@@ -299,6 +314,18 @@ def _norm(name: str) -> str:
 def is_nvidia_library(b: BinaryScan) -> bool:
     """True when the file is one of NVIDIA's CUDA libraries (by its soname or file name)."""
     return any(identify_library(n) is not None for n in (b.soname, b.name) if n)
+
+
+def is_nvidia_distribution(name: str, binaries: Iterable[BinaryScan]) -> bool:
+    """True for a distribution of NVIDIA's own CUDA libraries, which is no program: one of the toolkit's
+    ``nvidia-*`` wheels (``nvidia-cublas-cu12``, ``nvidia-cudnn-cu12``, ``nvidia-nccl-cu12``, ...), or another
+    ``nvidia-*`` wheel whose every binary is one of NVIDIA's CUDA libraries. An ``nvidia-*`` wheel with binaries of
+    its own (nvidia-dali's libdali.so) is a program."""
+    norm = _norm(name)
+    if not norm.startswith("nvidia_"):
+        return False
+    stem = re.sub(r"_cu\d+$", "", norm.removeprefix("nvidia_")).replace("_", "-")
+    return stem in _TOOLKIT_WHEELS or all(is_nvidia_library(b) for b in binaries)
 
 
 def _is_executable(b: BinaryScan) -> bool:
@@ -604,11 +631,19 @@ def startup_path(
     if not py:
         return None
     modules = {_module_of(f): f for f in py}
-    tops = sorted({m.split(".")[0] for m in modules if m})
+    # The packages a user imports: the top-level ones, and below a namespace folder (no __init__.py: nvidia/ of
+    # nvidia-dali, jax_plugins/) the outermost regular packages (nvidia.dali)
+    tops = sorted(
+        m
+        for m, rel in modules.items()
+        if m
+        and ("." not in m or rel.endswith("__init__.py"))
+        and not any(".".join(m.split(".")[:i]) in modules for i in range(1, m.count(".") + 1))
+    )
     seen: set[str] = set()
     reached: set[str] = set()
     facts: dict[str, _ModuleFacts] = {}
-    level = [t for t in tops if t in modules]
+    level = list(tops)
     while level:
         todo: list[tuple[str, str, bool]] = []
         for mod in level:
@@ -910,12 +945,10 @@ def _group_programs(
     for b in result.binaries:
         dist = sites.owner(b.path)
         if dist is not None:
-            nvidia = _norm(dist.name).startswith("nvidia_")
-            kind = ProgramKind.NVIDIA if nvidia else ProgramKind.WHEEL
             key = ("dist", str(dist.site / dist.name))
             g = groups.get(key)
             if g is None:
-                g = groups[key] = _Group(dist.name, dist.version, str(dist.site), kind, dist=dist)
+                g = groups[key] = _Group(dist.name, dist.version, str(dist.site), ProgramKind.WHEEL, dist=dist)
             g.binaries.append(b)
             continue
         absolute = os.path.abspath(b.path)
@@ -935,7 +968,8 @@ def _group_programs(
     for g in _split_folders(list(groups.values())):
         if not any(b.uses_cuda for b in g.binaries):
             continue
-        if g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries):
+        wheel = g.kind is ProgramKind.WHEEL and is_nvidia_distribution(g.name, g.binaries)
+        if wheel or (g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries)):
             g.kind = ProgramKind.NVIDIA
         elif g.kind is ProgramKind.APPLICATION and not any(
             _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
