@@ -833,6 +833,34 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     return out
 
 
+_ROLE_RANK = {PartRole.NVIDIA: 0, PartRole.STARTUP: 1, PartRole.ON_DEMAND: 2}
+
+
+def _one_part_per_content(parts: Sequence[ProgramPart], binaries: Sequence[BinaryScan]) -> list[ProgramPart]:
+    """The parts of one file content (the same sha256) under several names made one part, which names the others
+    as its ``copies``: sgl-kernel ships ``mscclpp.so``, ``mscclpp.so.0`` and ``mscclpp.so.0.6.0`` alike, one
+    backend. The part kept is the first of the strongest role (NVIDIA's own library, then start-up: a copy that
+    loads at start-up brings the same code); its feature lists the features its copies of that role serve."""
+    sha = {b.path: b.sha256 for b in binaries}
+    same: dict[str, list[ProgramPart]] = {}
+    for part in parts:
+        same.setdefault(sha.get(part.path) or part.path, []).append(part)
+    out = []
+    for part in parts:
+        members = same[sha.get(part.path) or part.path]
+        if len(members) == 1:
+            out.append(part)
+            continue
+        if part is not members[0]:
+            continue  # placed with the first of its content
+        kept = min(members, key=lambda p: _ROLE_RANK[p.role])
+        features = [p.feature for p in members if p.role is kept.role and p.feature]
+        feature = " and ".join(dict.fromkeys(features)) or kept.feature
+        copies = tuple(p.path for p in members if p is not kept)
+        out.append(ProgramPart(kept.path, kept.role, kept.why, feature, kept.status, copies))
+    return out
+
+
 _PLAIN_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
 #: A plain file name Python's import loads as an extension module (tagged ones are :data:`_EXTENSION`), any prefix.
 _MODULE_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
@@ -975,7 +1003,7 @@ def _group_programs(
             _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
         ):
             g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
-        parts = tuple(_roles(g, pool))
+        parts = tuple(_one_part_per_content(_roles(g, pool), g.binaries))
         platform = _platform(g.binaries)
         programs.append(
             Program(

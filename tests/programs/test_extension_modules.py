@@ -7,7 +7,6 @@ library that calls cuInit."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def _gcc_library(out: Path) -> None:
 
 def _site(tmp_path: Path, python: dict[str, str], binaries: dict[str, Path | None]) -> Path:
     """A site-packages folder with distribution ``pkg`` 1.0: ``python`` files by path, and binaries copied from a
-    path (or a gcc library that calls cuInit, for None)."""
+    path, each made distinct (or a gcc library that calls cuInit, for None)."""
     site = tmp_path / "site-packages"
     for rel, text in python.items():
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -48,8 +47,8 @@ def _site(tmp_path: Path, python: dict[str, str], binaries: dict[str, Path | Non
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         if source is None:
             _gcc_library(site / rel)
-        else:
-            shutil.copy(source, site / rel)
+        else:  # trailing bytes make each file its own content: identical copies would be one part
+            (site / rel).write_bytes(source.read_bytes() + rel.encode())
     pb._record(site, "pkg-1.0.dist-info", [*python, *binaries])
     return site
 
