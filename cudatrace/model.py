@@ -388,13 +388,23 @@ class PartRole(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class ProgramPart(Record):
-    """One binary of a program: its role, why it has that role, the feature it serves, its own verdict."""
+    """One binary of a program: its role, why it has that role, the feature it serves, its own verdict.
+
+    ``copies`` are the program's other files of the same content (sha256) under other names (``mscclpp.so.0`` and
+    ``mscclpp.so.0.6.0`` beside ``mscclpp.so``): one part stands for them all.
+    """
 
     path: str
     role: PartRole
     why: str = field(metadata=spec(missing=""))
     feature: str | None = None
     status: VerdictStatus | None = None
+    copies: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The part's file and its copies: every binary of the program the part stands for."""
+        return (self.path, *self.copies)
 
 
 @dataclass(frozen=True, slots=True)

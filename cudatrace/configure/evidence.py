@@ -78,10 +78,11 @@ def evidence_from_documents(
     for scan in scans:
         for prog in scan.programs:
             for part in prog.parts:
-                if part.role is PartRole.ON_DEMAND:
-                    optional_parts[part.path] = part.feature or Path(part.path).name
-                else:
-                    required_parts.add(part.path)
+                for path in part.paths:  # a part's copies (the same file under other names) go with it
+                    if part.role is PartRole.ON_DEMAND:
+                        optional_parts[path] = part.feature or Path(part.path).name
+                    else:
+                        required_parts.add(path)
     wanted_by: dict[str, set[str]] = {}  # library key -> the binaries (or "" for a traced run) that want it
 
     def _add_lib(lib: CudaLibrary, by: str = "") -> None:

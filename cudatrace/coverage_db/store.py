@@ -608,12 +608,12 @@ class Store:
         tool = result.tool_version or __version__
 
         by_path = {b.path: b for b in result.binaries}
-        grouped = {part.path for prog in result.programs for part in prog.parts}
+        grouped = {path for prog in result.programs for part in prog.parts for path in part.paths}
 
         def work() -> tuple[int, ...]:
             ids = []
             for prog in result.programs:
-                members = tuple(by_path[p.path] for p in prog.parts if p.path in by_path)
+                members = tuple(by_path[p] for part in prog.parts for p in part.paths if p in by_path)
                 if not members:
                     continue
                 with shared_encodings():  # its binaries share records (the entry points they all call)

@@ -1066,7 +1066,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     rel, newer = cat.resolve_or_newest(release)
     # A Python file runs on either system: in a program of one (a wheel for Windows), the other's library names it
     # spells (xgboost's "libnccl.so") are never loaded there.
-    platform = {part.path: p.platform for p in result.programs for part in p.parts}
+    platform = {path: p.platform for p in result.programs for part in p.parts for path in part.paths}
     # The same entry points recur from binary to binary (every file of a folder that loads libcuda.so.1 calls
     # cuInit): each distinct one is classified once, and the binaries share the classified record, which the
     # store and the JSON document then encode once too.

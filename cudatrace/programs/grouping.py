@@ -5,12 +5,14 @@ the program, not about each ``.so``. This module works that out from the files a
 
 * **Which program** a binary belongs to: the Python distribution whose ``*.dist-info/RECORD`` lists it (name and
   version from the dist-info folder's name or its METADATA); else the application folder the user scanned; else
-  the file itself. Distributions named ``nvidia-*`` and NVIDIA's CUDA libraries themselves (cuBLAS, cuDNN, ...)
+  the file itself. NVIDIA's CUDA toolkit wheels (``nvidia-cublas-cu12``, ``nvidia-cudnn-cu12``, ...), other
+  ``nvidia-*`` wheels made only of NVIDIA's CUDA libraries, and those libraries themselves (cuBLAS, cuDNN, ...)
   are kind ``nvidia``: they are not programs, and never count as blocked ones.
 * **The start-up path**: the executables (an application), or the extension modules that importing the package
   loads (a wheel: the ``import``/``from`` lines, and ``import_module``/``find_spec`` calls with a literal name,
   that run when its ``.py`` files are imported, the module's own functions called at import included, followed
-  from the top-level packages' ``__init__.py``), and the libraries a module loads with ctypes as it is imported
+  from the top-level packages' ``__init__.py``, or the outermost regular packages below a namespace folder such
+  as nvidia-dali's ``nvidia/``), and the libraries a module loads with ctypes as it is imported
   (by a file name the package's strings spell); then everything they link at load time (DT_NEEDED, PE
   imports), resolved by file name or soname inside the program.
 * **On-demand parts**: binaries a start-up part names in its strings (``dlopen``/``LoadLibrary`` by name:
@@ -123,6 +125,19 @@ _TOOLKIT_EXTRAS: dict[str, tuple[str, ...]] = {
     "nvvm": ("nvidia-nvvm",),
 }
 _TOOLKIT_EXTRAS["all"] = tuple(sorted({w for ws in _TOOLKIT_EXTRAS.values() for w in ws}))
+
+#: The ``nvidia-*`` wheels of NVIDIA's CUDA toolkit and its math and communication libraries (with or without a
+#: ``-cu12`` suffix): what cuda-toolkit's extras bring, and the wheels of PyPI's nvidia-* names that ship CUDA's
+#: other libraries and tools. Whatever binaries they hold (cupti's libnvperf_host.so, nvcc's ptxas), they are NVIDIA's
+#: own. Other nvidia-* wheels (DALI, nvImageCodec) are programs built on CUDA and judged as such.
+_TOOLKIT_WHEELS = frozenset(
+    {w.removeprefix("nvidia-") for w in _TOOLKIT_EXTRAS["all"]}
+    | {
+        *("cuda-cccl", "cuda-culibos", "cuda-cuobjdump", "cuda-cuxxfilt", "cuda-nvdisasm", "cuda-opencl"),
+        *("cuda-profiler-api", "cuda-sanitizer-api", "nvml-dev", "cudnn", "nccl", "cusparselt", "nvshmem"),
+        *("cublasmp", "cusolvermp", "cufftmp", "cudss"),
+    }
+)
 
 
 def _marker_environment(platform: str, machine: str, python: str | None) -> dict[str, str]:
@@ -299,6 +314,18 @@ def _norm(name: str) -> str:
 def is_nvidia_library(b: BinaryScan) -> bool:
     """True when the file is one of NVIDIA's CUDA libraries (by its soname or file name)."""
     return any(identify_library(n) is not None for n in (b.soname, b.name) if n)
+
+
+def is_nvidia_distribution(name: str, binaries: Iterable[BinaryScan]) -> bool:
+    """True for a distribution of NVIDIA's own CUDA libraries, which is no program: one of the toolkit's
+    ``nvidia-*`` wheels (``nvidia-cublas-cu12``, ``nvidia-cudnn-cu12``, ``nvidia-nccl-cu12``, ...), or another
+    ``nvidia-*`` wheel whose every binary is one of NVIDIA's CUDA libraries. An ``nvidia-*`` wheel with binaries of
+    its own (nvidia-dali's libdali.so) is a program."""
+    norm = _norm(name)
+    if not norm.startswith("nvidia_"):
+        return False
+    stem = re.sub(r"_cu\d+$", "", norm.removeprefix("nvidia_")).replace("_", "-")
+    return stem in _TOOLKIT_WHEELS or all(is_nvidia_library(b) for b in binaries)
 
 
 def _is_executable(b: BinaryScan) -> bool:
@@ -604,11 +631,19 @@ def startup_path(
     if not py:
         return None
     modules = {_module_of(f): f for f in py}
-    tops = sorted({m.split(".")[0] for m in modules if m})
+    # The packages a user imports: the top-level ones, and below a namespace folder (no __init__.py: nvidia/ of
+    # nvidia-dali, jax_plugins/) the outermost regular packages (nvidia.dali)
+    tops = sorted(
+        m
+        for m, rel in modules.items()
+        if m
+        and ("." not in m or rel.endswith("__init__.py"))
+        and not any(".".join(m.split(".")[:i]) in modules for i in range(1, m.count(".") + 1))
+    )
     seen: set[str] = set()
     reached: set[str] = set()
     facts: dict[str, _ModuleFacts] = {}
-    level = [t for t in tops if t in modules]
+    level = list(tops)
     while level:
         todo: list[tuple[str, str, bool]] = []
         for mod in level:
@@ -680,17 +715,19 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     entry: dict[str, str] = {}
     in_functions: dict[str, str] = {}  # Python modules imported at start-up that reach CUDA only in functions
     if group.kind is ProgramKind.WHEEL and group.dist is not None:
-        exts = {
-            _module_of(os.path.relpath(b.path, group.dist.site).replace("\\", "/")): b.path
-            for b in group.binaries
-            if _is_extension(b, group.dist) or b.format is BinaryFormat.PYTHON
-        }
-        on_import = startup_path(group.dist.read, group.dist.files, exts, pool)
-        for mod, path in exts.items():
+        # Every file Python's import could load by a dotted name (one module may have a file per Python version)
+        exts: dict[str, list[str]] = {}
+        for b in group.binaries:
+            mod = _importable_as(b, group.dist)
+            if mod is not None:
+                exts.setdefault(mod, []).append(b.path)
+        on_import = startup_path(group.dist.read, group.dist.files, {m: ps[0] for m, ps in exts.items()}, pool)
+        for mod, path in ((m, p) for m, ps in exts.items() for p in ps):
             python = by_path[path].format is BinaryFormat.PYTHON
             what = "Python module" if python else "extension module"
             if on_import is None:
-                entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
+                if python or _is_extension(by_path[path], group.dist):
+                    entry[path] = f"{what} {mod} (the distribution has no Python files to follow)"
             elif mod in on_import.extensions:
                 rel = os.path.relpath(path, group.dist.site).replace(os.sep, "/")
                 if python and not _cuda_at_import(group.dist.read(rel)):
@@ -796,12 +833,58 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     return out
 
 
+_ROLE_RANK = {PartRole.NVIDIA: 0, PartRole.STARTUP: 1, PartRole.ON_DEMAND: 2}
+
+
+def _one_part_per_content(parts: Sequence[ProgramPart], binaries: Sequence[BinaryScan]) -> list[ProgramPart]:
+    """The parts of one file content (the same sha256) under several names made one part, which names the others
+    as its ``copies``: sgl-kernel ships ``mscclpp.so``, ``mscclpp.so.0`` and ``mscclpp.so.0.6.0`` alike, one
+    backend. The part kept is the first of the strongest role (NVIDIA's own library, then start-up: a copy that
+    loads at start-up brings the same code); its feature lists the features its copies of that role serve."""
+    sha = {b.path: b.sha256 for b in binaries}
+    same: dict[str, list[ProgramPart]] = {}
+    for part in parts:
+        same.setdefault(sha.get(part.path) or part.path, []).append(part)
+    out = []
+    for part in parts:
+        members = same[sha.get(part.path) or part.path]
+        if len(members) == 1:
+            out.append(part)
+            continue
+        if part is not members[0]:
+            continue  # placed with the first of its content
+        kept = min(members, key=lambda p: _ROLE_RANK[p.role])
+        features = [p.feature for p in members if p.role is kept.role and p.feature]
+        feature = " and ".join(dict.fromkeys(features)) or kept.feature
+        copies = tuple(p.path for p in members if p is not kept)
+        out.append(ProgramPart(kept.path, kept.role, kept.why, feature, kept.status, copies))
+    return out
+
+
 _PLAIN_MODULE = re.compile(r"^(?!lib)[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+#: A plain file name Python's import loads as an extension module (tagged ones are :data:`_EXTENSION`), any prefix.
+_MODULE_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.(so|pyd)$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _importable_as(b: BinaryScan, dist: _Dist) -> str | None:
+    """The dotted name by which ``import`` can load the file (a Python module, or a binary named as an extension
+    module in a folder path of identifiers, ``__init__.py`` or not: a namespace package), else None. Whether it is
+    an extension module is for the import search to tell: ``paddle/base/libpaddle.so`` is one (``from . import
+    libpaddle``), a ``libfoo.so`` that the package loads with ctypes is not."""
+    rel = os.path.relpath(b.path, dist.site).replace("\\", "/")
+    if b.format is BinaryFormat.PYTHON or _EXTENSION.search(b.name):
+        return _module_of(rel)
+    if not _MODULE_FILE.match(b.name) or not all(_IDENTIFIER.match(f) for f in rel.split("/")[:-1]):
+        return None
+    return _module_of(rel)
 
 
 def _is_extension(b: BinaryScan, dist: _Dist | None) -> bool:
-    """A Python extension module: a tagged name (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain
-    ``name.so`` next to an ``__init__.py`` of the distribution (jax plugins ship ``_linalg.so``)."""
+    """An extension module by its file name alone (for a file no import of the package reaches): a tagged name
+    (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain ``name.so`` next to an ``__init__.py`` of the
+    distribution (jax plugins ship ``_linalg.so``). A plain ``libname.so`` that nothing imports is taken for a
+    library the package loads by its file name (ctypes, a plugin loader), not for a module."""
     if _EXTENSION.search(b.name):
         return True
     if dist is None or not _PLAIN_MODULE.match(b.name):
@@ -890,12 +973,10 @@ def _group_programs(
     for b in result.binaries:
         dist = sites.owner(b.path)
         if dist is not None:
-            nvidia = _norm(dist.name).startswith("nvidia_")
-            kind = ProgramKind.NVIDIA if nvidia else ProgramKind.WHEEL
             key = ("dist", str(dist.site / dist.name))
             g = groups.get(key)
             if g is None:
-                g = groups[key] = _Group(dist.name, dist.version, str(dist.site), kind, dist=dist)
+                g = groups[key] = _Group(dist.name, dist.version, str(dist.site), ProgramKind.WHEEL, dist=dist)
             g.binaries.append(b)
             continue
         absolute = os.path.abspath(b.path)
@@ -915,13 +996,14 @@ def _group_programs(
     for g in _split_folders(list(groups.values())):
         if not any(b.uses_cuda for b in g.binaries):
             continue
-        if g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries):
+        wheel = g.kind is ProgramKind.WHEEL and is_nvidia_distribution(g.name, g.binaries)
+        if wheel or (g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries)):
             g.kind = ProgramKind.NVIDIA
         elif g.kind is ProgramKind.APPLICATION and not any(
             _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
         ):
             g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
-        parts = tuple(_roles(g, pool))
+        parts = tuple(_one_part_per_content(_roles(g, pool), g.binaries))
         platform = _platform(g.binaries)
         programs.append(
             Program(

@@ -285,7 +285,8 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
             continue
         part, v = members[0]
         worst = v.reasons[0] if v.reasons else None
-        names = [p.feature or _short(p.path) for p, _ in members]
+        # parts serving one feature (a backend and the libraries it links) name it once
+        names = list(dict.fromkeys(p.feature or _short(p.path) for p, _ in members))
         listed = name_list(names, 6)
         what = "cannot run" if status is VerdictStatus.BLOCKED else "are at risk"
         because = f"; the first, {_short(part.path)}: {worst.message}" if worst else ""

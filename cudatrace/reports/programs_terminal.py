@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from cudatrace.model import PartRole, Program, ScanResult, Severity, VerdictStatus
+from cudatrace.model import PartRole, Program, ProgramPart, ScanResult, Severity, VerdictStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.wording import counted
@@ -26,6 +26,13 @@ def _t(text: object, style: str = "") -> Text:
 
 def _name(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _part_name(part: ProgramPart) -> str:
+    """The part's file name, and the names of its copies (the same file under other names)."""
+    if not part.copies:
+        return _name(part.path)
+    return f"{_name(part.path)} (also {', '.join(_name(c) for c in part.copies)})"
 
 
 def program_lines(program: Program, quiet: bool = False) -> list[Text]:
@@ -66,17 +73,17 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
     startup = [p for p in program.parts if p.role is PartRole.STARTUP]
     if startup:
-        names = ", ".join(_name(p.path) for p in startup[:MAX_PARTS])
+        names = ", ".join(_part_name(p) for p in startup[:MAX_PARTS])
         more = f" and {len(startup) - MAX_PARTS} more" if len(startup) > MAX_PARTS else ""
         lines.append(_t(f"  start-up: {names}{more}"))
     for p in program.on_demand[:MAX_PARTS]:
         status = f" [{p.status.value.replace('_', ' ')}]" if p.status else ""
-        lines.append(_t(f"  on demand: {_name(p.path)} ({p.feature or '?'}; {p.why}){status}"))
+        lines.append(_t(f"  on demand: {_part_name(p)} ({p.feature or '?'}; {p.why}){status}"))
     if len(program.on_demand) > MAX_PARTS:
         lines.append(_t(f"  ... and {len(program.on_demand) - MAX_PARTS} more on-demand parts", "dim"))
     nvidia = [p for p in program.parts if p.role is PartRole.NVIDIA]
     if nvidia:
-        lines.append(_t(f"  NVIDIA libraries shipped: {', '.join(_name(p.path) for p in nvidia[:MAX_PARTS])}", "dim"))
+        lines.append(_t(f"  NVIDIA libraries shipped: {', '.join(_part_name(p) for p in nvidia[:MAX_PARTS])}", "dim"))
     if len(program.missing) > MAX_MISSING:
         names = ", ".join(m.name for m in program.missing)
         lines.append(_t(f"  missing ({len(program.missing)}): {names}", "yellow"))

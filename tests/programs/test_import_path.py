@@ -153,8 +153,8 @@ def test_a_wheel_whose_import_loads_its_library_with_ctypes_starts_with_it(tmp_p
     (tmp_path / "core.c").write_text("extern int cuInit(unsigned); int ct_init(void) { return cuInit(0); }\n")
     for name in ("libctcore.so", "libctplugin_x.so"):
         subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-o", str(site / "ctpkg" / "lib" / name), str(tmp_path / "core.c"),
-             f"-L{libs}", "-l:libcuda.so.1"], check=True, timeout=120,
+            ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", str(site / "ctpkg" / "lib" / name),
+             str(tmp_path / "core.c"), f"-L{libs}", "-l:libcuda.so.1"], check=True, timeout=120,
         )  # fmt: skip
     _record(site, "ctpkg-3.2.0.dist-info", [*CTYPES_PACKAGE, "ctpkg/lib/libctcore.so", "ctpkg/lib/libctplugin_x.so"])
     (program,) = group_programs(scan_paths([str(site)]))

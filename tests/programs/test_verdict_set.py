@@ -317,7 +317,8 @@ def test_on_demand_parts_failing_for_one_cause_share_one_reason(tmp_path: Path) 
     # bitsandbytes 0.42 ships 20 SASS-only backends: one reason naming them all, not 20 near-identical ones.
     app = tmp_path / "app"
     shutil.copytree(pb.build_plugin_app(), app, symlinks=True)
-    shutil.copy(app / "libplugin_cuda.so", app / "libplugin_cuda2.so")
+    # a second build, not a copy (a trailing byte differs): identical copies under two names are one part
+    (app / "libplugin_cuda2.so").write_bytes((app / "libplugin_cuda.so").read_bytes() + b"\0")
     p = _program(_judge(app))
     assert p.verdict is not None and p.verdict.status is VerdictStatus.AT_RISK
     grouped = [r for r in p.verdict.reasons if r.code == "on_demand_blocked"]

@@ -1,0 +1,145 @@
+"""Which binaries of a wheel are extension modules: what the package's import loads by a module name, whatever
+the file is called (paddle's ``paddle/base/libpaddle.so``, triton's ``triton/_C/libtriton.so`` in a folder without
+``__init__.py``), and which are libraries it loads by file name (ctypes), which stay on demand.
+
+The binaries are real: the SASS-only CUDA plugin of the verdict set (nvcc, sm_80) under a module's name, and a gcc
+library that calls cuInit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main as cli_main
+from cudatrace.coverage_db.verdict import annotate_scan
+from cudatrace.model import PartRole, Program, ProgramKind, ScanResult, VerdictStatus
+from cudatrace.programs import group_programs
+from cudatrace.tracer.static.scanner import scan_paths
+from tests import program_binaries as pb
+from tests.binaries import NVCC, build_cuda_stub_libs, have
+
+pytestmark = pytest.mark.skipif(not (have(NVCC) and have("gcc")), reason="nvcc and gcc build the sample wheels")
+
+
+def _sass_only() -> Path:
+    return pb.build_plugin_app() / "libplugin_cuda.so"
+
+
+def _gcc_library(out: Path) -> None:
+    libs = build_cuda_stub_libs()
+    src = out.parent / "lib.c"
+    src.write_text("extern int cuInit(unsigned);\nint lib_init(void) { return cuInit(0); }\n")
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-L{libs}", "-l:libcuda.so.1"]
+    subprocess.run(cmd, check=True, timeout=120)
+    src.unlink()
+
+
+def _site(tmp_path: Path, python: dict[str, str], binaries: dict[str, Path | None]) -> Path:
+    """A site-packages folder with distribution ``pkg`` 1.0: ``python`` files by path, and binaries copied from a
+    path, each made distinct (or a gcc library that calls cuInit, for None)."""
+    site = tmp_path / "site-packages"
+    for rel, text in python.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    for rel, source in binaries.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        if source is None:
+            _gcc_library(site / rel)
+        else:  # trailing bytes make each file its own content: identical copies would be one part
+            (site / rel).write_bytes(source.read_bytes() + rel.encode())
+    pb._record(site, "pkg-1.0.dist-info", [*python, *binaries])
+    return site
+
+
+def _judge(site: Path) -> Program:
+    result = scan_paths([str(site)])
+    result = ScanResult(
+        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
+    )
+    (program,) = annotate_scan(result, None).programs
+    assert program.kind is ProgramKind.WHEEL
+    return program
+
+
+def _roles(program: Program) -> dict[str, tuple[PartRole, str]]:
+    return {Path(p.path).relative_to(program.root).as_posix(): (p.role, p.why) for p in program.parts}
+
+
+# paddle 2.6's layout: paddle/__init__.py imports paddle.base, whose core.py does `from . import libpaddle` in a
+# module-level try; libpaddle.so exports PyInit_libpaddle and its kernels are SASS only.
+PADDLE_LIKE = {
+    "pkg/__init__.py": "from .base import core\n",
+    "pkg/base/__init__.py": "",
+    "pkg/base/core.py": "import sys\ntry:\n    from . import libpkg\n    from .libpkg import *\nexcept ImportError:\n"
+    "    sys.stderr.write('no core')\n    raise\n",
+}
+
+
+def test_a_lib_named_module_the_package_imports_is_start_up_and_blocks_it(tmp_path: Path) -> None:
+    site = _site(tmp_path, PADDLE_LIKE, {"pkg/base/libpkg.so": _sass_only()})
+    program = _judge(site)
+    assert _roles(program)["pkg/base/libpkg.so"] == (
+        PartRole.STARTUP,
+        "extension module pkg.base.libpkg, imported when the package is imported",
+    )
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
+    assert program.verdict.reasons[0].code == "sass_only"
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", str(site)]) == 8
+
+
+def test_a_module_in_a_namespace_package_folder_is_start_up(tmp_path: Path) -> None:
+    # triton 3.9: triton/_C/ has no __init__.py; triton/knobs.py does `from triton._C.libtriton import getenv`
+    python = {
+        "pkg/__init__.py": "from . import knobs\n",
+        "pkg/knobs.py": "from pkg._C.libcore import getenv, getenv_bool  # type: ignore\n",
+    }
+    site = _site(tmp_path, python, {"pkg/_C/libcore.so": _sass_only(), "pkg/_C/_plain.so": _sass_only()})
+    roles = _roles(_judge(site))
+    assert roles["pkg/_C/libcore.so"] == (
+        PartRole.STARTUP,
+        "extension module pkg._C.libcore, imported when the package is imported",
+    )
+    # a plain name nothing imports, in a folder without __init__.py: nothing says it is a module
+    assert roles["pkg/_C/_plain.so"][0] is PartRole.ON_DEMAND
+    assert "the package's Python code loads at run time" in roles["pkg/_C/_plain.so"][1]
+
+
+def test_a_library_the_package_loads_with_ctypes_by_name_stays_on_demand(tmp_path: Path) -> None:
+    # libfoo.so beside __init__.py, loaded with ctypes.CDLL in a function nothing calls at import: a backend, not
+    # a module, although `import pkg.libfoo` could find it
+    python = {
+        "pkg/__init__.py": "import ctypes, os\n\ndef load():\n"
+        "    return ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libfoo.so'))\n",
+    }
+    site = _site(tmp_path, python, {"pkg/libfoo.so": _sass_only()})
+    program = _judge(site)
+    role, why = _roles(program)["pkg/libfoo.so"]
+    assert role is PartRole.ON_DEMAND and "the package's Python code loads at run time" in why
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+
+
+def test_a_library_loaded_by_name_is_not_an_import_of_a_module_named_like_it(tmp_path: Path) -> None:
+    # `import pkg.libfoo` is not in the code; `libfoo` as a string is: a ctypes load at import is start-up, and
+    # says so (not "extension module")
+    python = {"pkg/__init__.py": "import ctypes, os\n_LIB = ctypes.CDLL(os.path.join(os.path.dirname(__file__), "
+              "'libfoo.so'))\n"}  # fmt: skip
+    site = _site(tmp_path, python, {"pkg/libfoo.so": None})
+    assert _roles(_judge(site))["pkg/libfoo.so"] == (
+        PartRole.STARTUP,
+        "library loaded with ctypes when pkg is imported",
+    )
+
+
+def test_every_python_version_s_file_of_an_imported_module_is_start_up(tmp_path: Path) -> None:
+    # nvidia-dali 2.4 ships backend_impl.cpython-310-...so to backend_impl.cpython-315t-...so: the one the running
+    # Python loads is the module, so each is start-up, not all but one "imported only when a feature is used"
+    tags = ("cpython-310-x86_64-linux-gnu", "cpython-312-x86_64-linux-gnu", "cpython-313t-x86_64-linux-gnu")
+    binaries: dict[str, Path | None] = {f"pkg/backend_impl.{t}.so": _sass_only() for t in tags}
+    program = _judge(_site(tmp_path, {"pkg/__init__.py": "from pkg.backend_impl import Init\n"}, binaries))
+    assert {why for role, why in _roles(program).values() if role is PartRole.STARTUP} == {
+        "extension module pkg.backend_impl, imported when the package is imported"
+    }
+    assert len(program.binaries) == 3
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
