@@ -217,6 +217,11 @@ class GpuImage(Record):
         return int(digits) if digits else 0
 
 
+#: PTX for this target and newer only is a risk: code built for these GPUs may use instructions (wgmma, TMA,
+#: clusters) that ZLUDA does not translate. A heuristic, not from ZLUDA's data.
+RECENT_PTX_SM = 90
+
+
 @dataclass(frozen=True, slots=True)
 class GpuCode(Record):
     """The GPU code inventory of one binary."""
@@ -263,14 +268,24 @@ class GpuCode(Record):
         sms = [i.sm for i in self.ptx if i.sm]
         return min(sms) if sms else None
 
+    @property
+    def ptx_recent_only(self) -> bool:
+        """True when there is PTX, but only for :data:`RECENT_PTX_SM` and newer."""
+        return (self.min_ptx_sm or 0) >= RECENT_PTX_SM
+
     def summary(self) -> str:
-        """A plain sentence about what ZLUDA can do with this code."""
+        """A plain sentence about what ZLUDA can do with this code (what the verdict's GPU reasons say)."""
         if not self.images:
             return "no embedded GPU code"
         if self.sass_only:
             archs = ", ".join(sorted({i.arch for i in self.sass}))
             return f"SASS only ({archs}): no PTX, ZLUDA cannot recompile these kernels"
         archs = ", ".join(sorted({i.arch for i in self.ptx}, key=lambda a: (len(a), a)))
+        if self.ptx_recent_only:
+            return (
+                f"PTX only for sm_{self.min_ptx_sm} and above ({archs}): ZLUDA recompiles it, but may not translate "
+                "code built for these GPUs"
+            )
         return f"PTX for {archs}: ZLUDA can recompile"
 
     def to_dict(self) -> dict[str, Any]:

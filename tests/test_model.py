@@ -107,3 +107,14 @@ def test_verdict_statuses_rank_worst_first_as_severities_do() -> None:
         VerdictStatus.RUNS,
     ]
     assert [s.rank for s in (VerdictStatus.BLOCKED, VerdictStatus.AT_RISK, VerdictStatus.RUNS)] == [0, 1, 2]
+
+
+def test_gpu_code_summary_of_recent_ptx_only_is_no_promise() -> None:
+    """The summary says what the verdict's ptx_recent_arch_only rule says: PTX for sm_90 and newer only is a risk."""
+    code = GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 10), GpuImage(ImageKind.PTX, "sm_120", False, 10)), 1)
+    assert code.ptx_recent_only
+    assert code.summary() == (
+        "PTX only for sm_120 and above (sm_120): ZLUDA recompiles it, but may not translate code built for these GPUs"
+    )
+    assert "can recompile" not in code.summary()
+    assert not GpuCode((GpuImage(ImageKind.PTX, "sm_89", False, 10),), 1).ptx_recent_only

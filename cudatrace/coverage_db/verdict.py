@@ -104,8 +104,6 @@ CODE_RANK: dict[str, int] = {
     "release_newer_than_catalog": 27,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
-# PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
-_RECENT_PTX_SM = 90
 # A program that resolves this many names by string is resolving a whole API table (a static runtime), not the
 # few functions it calls.
 _BULK_LOOKUPS = 50
@@ -984,14 +982,13 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
             )
         ]
     ptx_archs = sorted({i.arch for i in gpu.ptx}, key=lambda a: (len(a), a))
-    low = gpu.min_ptx_sm or 0
-    if low >= _RECENT_PTX_SM:
+    if gpu.ptx_recent_only:
         return [
             Reason(
                 Severity.RISK,
                 "ptx_recent_arch_only",
-                f"PTX only for sm_{low} and above ({', '.join(ptx_archs)}): ZLUDA recompiles PTX, but code built for "
-                "these architectures may use instructions (wgmma, TMA, clusters) it does not translate",
+                f"PTX only for sm_{gpu.min_ptx_sm} and above ({', '.join(ptx_archs)}): ZLUDA recompiles PTX, but code "
+                "built for these architectures may use instructions (wgmma, TMA, clusters) it does not translate",
                 "rebuild with PTX for an older target as well (e.g. -gencode arch=compute_80,code=compute_80)",
             )
         ]
