@@ -209,6 +209,13 @@ class GpuImage(Record):
     ptx_target: str | None = None  # PTX ".target", e.g. "sm_80"
     container: str | None = None  # where the container sits: ".nv_fatbin", "__nv_relfatbin", "offset 0x1234"
     relocatable: bool = False
+    # Which container of the binary holds it (0, 1, ... in file order): each container is one module the CUDA
+    # runtime loads, and a module without PTX cannot be loaded under ZLUDA. None where it is not known (a
+    # document saved before it was written, the module files a traced run saved).
+    container_index: int | None = field(default=None, metadata=spec(omit="none"))
+    # A SASS image of a container without PTX, read whole and found to hold no instructions: the device-link
+    # stub nvcc adds to every program it links. Such a container gives the runtime nothing to launch.
+    no_device_code: bool = field(default=False, metadata=spec(omit="falsy"))
 
     @property
     def sm(self) -> int:

@@ -257,6 +257,8 @@ class BinaryGpu(Record):
                     uncompressed_size=sum(i.uncompressed_size or i.size for i in imgs),
                     compressed=any(i.compressed for i in imgs),
                     container=None,
+                    container_index=None,
+                    no_device_code=all(i.no_device_code for i in imgs),
                 )
             )
         return cls(binary, GpuCode(tuple(merged), code.containers), static_runtime, len(code.images))
