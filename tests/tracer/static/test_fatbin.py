@@ -302,6 +302,7 @@ def test_nvcc_device_link_stub_holds_no_device_code() -> None:
             (1, "sass", False),
             (1, "ptx", False),
         ], name
+        assert code.count_ptx_less_containers() == (0, 1), name
 
 
 def test_cubin_has_code_reads_the_section_table_and_never_raises() -> None:
