@@ -208,7 +208,11 @@ def wheel_program(wheel: Path, sha256: str, members: ScanResult, release: str | 
             libraries.setdefault((lib.name, lib.how.value), lib)
         for use in b.imports:
             imports.setdefault((use.library, use.function, use.how.value), replace(use, zluda=None))
-        images.extend(b.gpu_code.images)
+        # The merged binary's containers are numbered on from those of the binaries before it.
+        images.extend(
+            i if i.container_index is None else replace(i, container_index=containers + i.container_index)
+            for i in b.gpu_code.images
+        )
         containers += b.gpu_code.containers
         static_runtime = static_runtime or b.static_runtime
         member = b.path.split("!", 1)[-1]

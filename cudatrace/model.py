@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any
 
 from cudatrace.codec import Record, counts, encode, spec
+from cudatrace.wording import agrees
 
 SCAN_SCHEMA = "cudatrace.scan/1"
 TRACE_SCHEMA = "cudatrace.trace/1"
@@ -209,6 +210,13 @@ class GpuImage(Record):
     ptx_target: str | None = None  # PTX ".target", e.g. "sm_80"
     container: str | None = None  # where the container sits: ".nv_fatbin", "__nv_relfatbin", "offset 0x1234"
     relocatable: bool = False
+    # Which container of the binary holds it (0, 1, ... in file order): each container is one module the CUDA
+    # runtime loads, and a module without PTX cannot be loaded under ZLUDA. None where it is not known (a
+    # document saved before it was written, the module files a traced run saved).
+    container_index: int | None = field(default=None, metadata=spec(omit="none"))
+    # A SASS image of a container without PTX, read whole and found to hold no instructions: the device-link
+    # stub nvcc adds to every program it links. Such a container gives the runtime nothing to launch.
+    no_device_code: bool = field(default=False, metadata=spec(omit="falsy"))
 
     @property
     def sm(self) -> int:
@@ -217,12 +225,20 @@ class GpuImage(Record):
         return int(digits) if digits else 0
 
 
+#: PTX for this target and newer only is a risk: code built for these GPUs may use instructions (wgmma, TMA,
+#: clusters) that ZLUDA does not translate. A heuristic, not from ZLUDA's data.
+RECENT_PTX_SM = 90
+
+
 @dataclass(frozen=True, slots=True)
 class GpuCode(Record):
     """The GPU code inventory of one binary."""
 
     images: tuple[GpuImage, ...] = ()
     containers: int = 0
+    # (containers without PTX, containers the runtime loads), kept only where the images were merged (a report's
+    # one image per kind and architecture) and no longer tell, and only when some but not all lack PTX.
+    ptx_less_containers: tuple[int, int] | None = field(default=None, metadata=spec(omit="none"))
 
     json_order = ("containers",)
 
@@ -263,15 +279,57 @@ class GpuCode(Record):
         sms = [i.sm for i in self.ptx if i.sm]
         return min(sms) if sms else None
 
+    @property
+    def ptx_recent_only(self) -> bool:
+        """True when there is PTX, but only for :data:`RECENT_PTX_SM` and newer."""
+        return (self.min_ptx_sm or 0) >= RECENT_PTX_SM
+
+    def kernel_containers(self) -> tuple[tuple[GpuImage, ...], ...]:
+        """The loadable images, grouped by the container that holds them, in the order first met; a container
+        whose images hold no device code (nvcc's device-link stub) is left out.
+
+        Each container is one module the CUDA runtime registers and loads as a whole: the driver picks the image
+        for the GPU from that container alone, so a container without PTX gives ZLUDA nothing to recompile even
+        where other containers of the binary carry PTX. Images whose container is not known (no
+        ``container_index``: a document saved before it was written, the modules a traced run saved, which
+        :mod:`cudatrace.coverage_db.gpu_modules` judges module by module) count as one container.
+        """
+        groups: dict[tuple[str | None, int] | None, list[GpuImage]] = {}
+        for image in self.loaded_images:
+            key = None if image.container_index is None else (image.container, image.container_index)
+            groups.setdefault(key, []).append(image)
+        return tuple(tuple(g) for g in groups.values() if not all(i.no_device_code for i in g))
+
+    def count_ptx_less_containers(self) -> tuple[int, int]:
+        """(containers without PTX, containers) among :meth:`kernel_containers`."""
+        if self.ptx_less_containers is not None:
+            return self.ptx_less_containers
+        groups = self.kernel_containers()
+        without = sum(1 for g in groups if not any(i.kind is ImageKind.PTX for i in g))
+        return without, len(groups)
+
     def summary(self) -> str:
-        """A plain sentence about what ZLUDA can do with this code."""
+        """A plain sentence about what ZLUDA can do with this code (what the verdict's GPU reasons say)."""
         if not self.images:
             return "no embedded GPU code"
         if self.sass_only:
             archs = ", ".join(sorted({i.arch for i in self.sass}))
             return f"SASS only ({archs}): no PTX, ZLUDA cannot recompile these kernels"
         archs = ", ".join(sorted({i.arch for i in self.ptx}, key=lambda a: (len(a), a)))
-        return f"PTX for {archs}: ZLUDA can recompile"
+        without, total = self.count_ptx_less_containers()
+        partial = 0 < without < total
+        where = f" in {total - without} of {total} fatbin containers" if partial else ""
+        if self.ptx_recent_only:
+            text = (
+                f"PTX only for sm_{self.min_ptx_sm} and above ({archs}){where}: ZLUDA recompiles it, but may not "
+                "translate code built for these GPUs"
+            )
+        else:
+            text = f"PTX for {archs}{where}: ZLUDA can recompile" + (" those" if partial else "")
+        if partial:
+            text += f"; the other {without} {agrees(without, 'holds', 'hold')} SASS only, "
+            text += f"{agrees(without, 'its', 'their')} kernels cannot run"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, with what the images add up to (for readers of the JSON; not read back)."""

@@ -22,6 +22,7 @@ def ordinal(n: int) -> str:
 
 BLOCKER_WORDS = {
     "sass_only": "SASS-only GPU code",
+    "sass_only_modules": "fatbin containers without PTX",
     "module_without_ptx": "GPU modules without PTX",
     "kernel_not_found": "kernels ZLUDA did not find",
     "unknown_until_traced": "calls unknown until traced",

@@ -33,6 +33,9 @@ Session fixtures (tests/conftest.py), each a :class:`pathlib.Path`:
 ``nvcc_multi_arch``  SASS sm_75 + sm_86, PTX compute_90
 ``nvcc_compressed``  ``-Xfatbin -compress-all`` with sm_80 SASS + compute_80 PTX
 ``nvcc_rdc``         ``-rdc=true`` with two translation units (adds ``__nv_relfatbin``)
+``nvcc_many``        ``libmany.so``: 12 translation units, each a container with PTX (see :func:`build_nvcc_many`)
+``nvcc_mixed``       ``libmixed.so``: 3 translation units, one with PTX and two (one compressed) with SASS only,
+                     so that only some of its containers carry PTX (see :func:`build_nvcc_mixed`)
 
 The module-level ``build_*`` functions work without pytest (scripts/build_examples.sh reuses the sources).
 """
@@ -399,3 +402,29 @@ def build_nvcc_many() -> Path:
 
     key = f"nvcc_many/1\n{MANY_UNITS}\n{MANY_GENCODES}\n{MANY_UNIT_CU}{_tool_id(NVCC)}"
     return cached_build(key, build) / "libmany.so"
+
+
+# A library whose translation units were built with different -gencode flags, as a big CUDA library's are: one
+# container with PTX, two without (the last compressed). nvcc's link adds its device-link stub, a container of
+# SASS without instructions, as it does for every program it links.
+MIXED_GENCODES: tuple[tuple[str, ...], ...] = (
+    ("-gencode", "arch=compute_80,code=[sm_80,compute_80]"),
+    ("-gencode", "arch=compute_80,code=sm_80"),
+    ("-Xfatbin", "-compress-all", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"),
+)
+
+
+def build_nvcc_mixed() -> Path:
+    """``libmixed.so``: the :data:`MIXED_GENCODES` units linked into one shared library by nvcc."""
+
+    def build(d: Path) -> None:
+        objects = []
+        for unit, flags in enumerate(MIXED_GENCODES):
+            src = d / f"unit{unit}.cu"
+            src.write_text(MANY_UNIT_CU.replace("UNIT", str(unit)))
+            _run([NVCC, "-c", "-Xcompiler", "-fPIC", *flags, "-o", f"unit{unit}.o", src.name], d)
+            objects.append(f"unit{unit}.o")
+        _run([NVCC, "-shared", "-o", "libmixed.so", *objects], d)
+
+    key = f"nvcc_mixed/1\n{MIXED_GENCODES}\n{MANY_UNIT_CU}{_tool_id(NVCC)}"
+    return cached_build(key, build) / "libmixed.so"

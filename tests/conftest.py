@@ -119,3 +119,10 @@ def nvcc_many() -> Path:
     compressed)."""
     _need(binaries.NVCC)
     return binaries.build_nvcc_many()
+
+
+@pytest.fixture(scope="session")
+def nvcc_mixed() -> Path:
+    """A shared library of 3 CUDA units: one container with PTX, two with SASS only (one compressed)."""
+    _need(binaries.NVCC)
+    return binaries.build_nvcc_mixed()

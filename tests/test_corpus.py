@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cudatrace.cli import main
-from cudatrace.corpus import PipOptions, Task, build_corpus, local_wheel_scanner
+from cudatrace.corpus import PipOptions, Task, build_corpus, local_wheel_scanner, wheel_program
 from cudatrace.coverage_db.store import open_store
 from cudatrace.errors import EXIT_OK
 from cudatrace.model import FileError
@@ -64,6 +64,19 @@ def test_scan_inside_a_wheel_equals_the_file(tmp_path: Path, elf_linked: Path) -
     assert {k: v for k, v in inside.to_dict().items() if k != "path"} == {
         k: v for k, v in on_disk.to_dict().items() if k != "path"
     }
+
+
+def test_a_wheel_program_keeps_each_member_s_containers_apart(
+    tmp_path: Path, nvcc_static: Path, nvcc_sass_only: Path
+) -> None:
+    """Both members number their containers from 0: merged, a member's SASS-only container is still one of its
+    own, not part of the other member's container with PTX."""
+    members = {"pkg/ptx.so": nvcc_static.read_bytes(), "pkg/sass.so": nvcc_sass_only.read_bytes()}
+    wheel = make_wheel(tmp_path, "two", "1.0", "py3-none-manylinux2014_x86_64", members)
+    program = wheel_program(wheel, "00" * 32, scan_wheel(str(wheel)), None)
+    assert program.gpu_code.count_ptx_less_containers() == (1, 2)
+    assert program.verdict is not None
+    assert [r.code for r in program.verdict.reasons if r.code.startswith("sass_only")] == ["sass_only_modules"]
 
 
 def test_damaged_wheels_are_errors(tmp_path: Path, elf_linked: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from cudatrace.model import (
     SCAN_SCHEMA,
@@ -107,3 +108,62 @@ def test_verdict_statuses_rank_worst_first_as_severities_do() -> None:
         VerdictStatus.RUNS,
     ]
     assert [s.rank for s in (VerdictStatus.BLOCKED, VerdictStatus.AT_RISK, VerdictStatus.RUNS)] == [0, 1, 2]
+
+
+def _in(container: int, *images: GpuImage) -> tuple[GpuImage, ...]:
+    return tuple(replace(i, container=".nv_fatbin", container_index=container) for i in images)
+
+
+PTX80 = GpuImage(ImageKind.PTX, "sm_80", False, 10)
+SASS80 = GpuImage(ImageKind.SASS, "sm_80", False, 10)
+
+
+def test_containers_are_told_apart_by_their_index_and_stubs_are_left_out() -> None:
+    stub = replace(SASS80, no_device_code=True)
+    code = GpuCode((*_in(0, stub), *_in(1, SASS80, PTX80), *_in(2, SASS80), *_in(3, SASS80)), 4)
+    assert [len(g) for g in code.kernel_containers()] == [2, 1, 1]
+    assert code.count_ptx_less_containers() == (2, 3)
+    # Without indexes (a document saved before they were written) a section's images are one container.
+    old = GpuCode(tuple(replace(i, container_index=None) for i in code.images), 4)
+    assert old.count_ptx_less_containers() == (0, 1)
+
+
+def test_gpu_code_summary_says_which_containers_carry_no_ptx() -> None:
+    code = GpuCode((*_in(0, SASS80, PTX80), *_in(1, SASS80), *_in(2, SASS80)), 3)
+    assert code.summary() == (
+        "PTX for sm_80 in 1 of 3 fatbin containers: ZLUDA can recompile those; the other 2 hold SASS only, their "
+        "kernels cannot run"
+    )
+    one = GpuCode((*_in(0, SASS80, PTX80), *_in(1, SASS80)), 2)
+    assert one.summary().endswith("the other 1 holds SASS only, its kernels cannot run")
+    assert GpuCode((*_in(0, SASS80, PTX80), *_in(1, PTX80)), 2).summary() == "PTX for sm_80: ZLUDA can recompile"
+
+
+def test_gpu_code_summary_of_recent_ptx_only_is_no_promise() -> None:
+    """The summary says what the verdict's ptx_recent_arch_only rule says: PTX for sm_90 and newer only is a risk."""
+    ptx120 = GpuImage(ImageKind.PTX, "sm_120", False, 10)
+    code = GpuCode((*_in(0, SASS80, ptx120),), 1)
+    assert code.ptx_recent_only
+    assert code.summary() == (
+        "PTX only for sm_120 and above (sm_120): ZLUDA recompiles it, but may not translate code built for these GPUs"
+    )
+    assert "can recompile" not in code.summary()
+    mixed = GpuCode((*_in(0, SASS80, ptx120), *_in(1, SASS80)), 2)
+    assert mixed.summary().startswith("PTX only for sm_120 and above (sm_120) in 1 of 2 fatbin containers:")
+    assert not GpuCode((*_in(0, GpuImage(ImageKind.PTX, "sm_89", False, 10)),), 1).ptx_recent_only
+
+
+def test_container_fields_round_trip_and_older_documents_still_read() -> None:
+    image = GpuImage(ImageKind.SASS, "sm_80", False, 10, container=".nv_fatbin", container_index=3, no_device_code=True)
+    code = GpuCode((image,), 4, (1, 2))
+    doc = json.loads(json.dumps(code.to_dict()))
+    assert doc["images"][0]["container_index"] == 3 and doc["images"][0]["no_device_code"] is True
+    assert doc["ptx_less_containers"] == [1, 2]
+    assert GpuCode.from_dict(doc) == code
+    # The defaults are left out of the JSON, and a document without the keys reads as before.
+    plain = GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 10, container=".nv_fatbin"),), 1)
+    written = plain.to_dict()
+    assert "ptx_less_containers" not in written
+    assert not {"container_index", "no_device_code"} & set(written["images"][0])
+    older = {"containers": 1, "images": [{"kind": "sass", "arch": "sm_80", "compressed": False, "size": 10}]}
+    assert GpuCode.from_dict(older) == GpuCode((GpuImage(ImageKind.SASS, "sm_80", False, 10),), 1)

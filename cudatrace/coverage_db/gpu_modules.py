@@ -20,11 +20,10 @@ import re
 from collections.abc import Sequence
 
 from cudatrace.coverage_db.catalog import Catalog
-from cudatrace.model import GpuModuleLoad, Reason, Severity, TraceResult
+from cudatrace.model import RECENT_PTX_SM, GpuModuleLoad, Reason, Severity, TraceResult
 from cudatrace.wording import counted
 
 SOURCE_ISSUES = "ZLUDA issues #626, #627 and #664"
-RECENT_PTX_SM = 90  # as the scan's ptx_recent_arch_only (coverage_db.verdict)
 
 
 def _archs(modules: Sequence[GpuModuleLoad]) -> str:

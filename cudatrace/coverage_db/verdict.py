@@ -41,6 +41,7 @@ from cudatrace.model import (
     ExportTableRequest,
     Family,
     GpuCode,
+    ImageKind,
     KernelDump,
     LibraryHow,
     LoggedCall,
@@ -60,6 +61,7 @@ from cudatrace.wording import FAMILY_TITLES, agrees, blocker_words, counted, ord
 # Certainty order of reason codes within one severity (lower = more certain).
 CODE_RANK: dict[str, int] = {
     "sass_only": 0,
+    "sass_only_modules": 5,
     "module_without_ptx": 0,
     "kernel_not_found": 1,
     "ptx_rejected": 9,
@@ -104,8 +106,6 @@ CODE_RANK: dict[str, int] = {
     "release_newer_than_catalog": 27,
 }
 _STATIC = (EntryHow.IMPORT, EntryHow.SYMBOL)
-# PTX for these targets and newer uses instructions (wgmma, TMA, clusters) that ZLUDA is unlikely to translate.
-_RECENT_PTX_SM = 90
 # A program that resolves this many names by string is resolving a whole API table (a static runtime), not the
 # few functions it calls.
 _BULK_LOOKUPS = 50
@@ -984,25 +984,54 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
                 "rebuild with PTX embedded (nvcc -gencode arch=compute_XX,code=compute_XX, e.g. compute_80)",
             )
         ]
+    reasons: list[Reason] = []
+    groups = gpu.kernel_containers()
+    without = [g for g in groups if not any(i.kind is ImageKind.PTX for i in g)]
+    where = ""
+    if without:
+        # Each container is a module of its own: the driver never takes PTX from another container for it.
+        archs = ", ".join(sorted({i.arch for g in without for i in g}, key=lambda a: (len(a), a)))
+        n, total = len(without), len(groups)
+        where = f", in {total - n} of {total} fatbin containers"
+        specific = sum(1 for g in without if all(i.arch[-1:] in ("a", "f") for i in g))
+        only = (
+            f" ({specific} of them only for arch-specific targets such as sm_90a or sm_100f, whose kernels a "
+            "program launches only on those GPUs)"
+            if specific
+            else ""
+        )
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "sass_only_modules",
+                f"{n} of {total} fatbin containers (modules) {agrees(n, 'carries', 'carry')} no PTX (SASS for "
+                f"{archs}){only}: {agrees(n, 'its', 'their')} kernels cannot run under ZLUDA; the other "
+                f"{total - n} {agrees(total - n, 'carries', 'carry')} PTX",
+                "rebuild the sources of those kernels with PTX as well (nvcc -gencode arch=compute_XX,code=compute_XX, "
+                "e.g. compute_80; for a PyTorch extension, a TORCH_CUDA_ARCH_LIST that ends in +PTX)",
+            )
+        )
     ptx_archs = sorted({i.arch for i in gpu.ptx}, key=lambda a: (len(a), a))
-    low = gpu.min_ptx_sm or 0
-    if low >= _RECENT_PTX_SM:
-        return [
+    if gpu.ptx_recent_only:
+        reasons.append(
             Reason(
                 Severity.RISK,
                 "ptx_recent_arch_only",
-                f"PTX only for sm_{low} and above ({', '.join(ptx_archs)}): ZLUDA recompiles PTX, but code built for "
-                "these architectures may use instructions (wgmma, TMA, clusters) it does not translate",
+                f"PTX only for sm_{gpu.min_ptx_sm} and above ({', '.join(ptx_archs)}){where}: ZLUDA recompiles PTX, "
+                "but code built for these architectures may use instructions (wgmma, TMA, clusters) it does not "
+                "translate",
                 "rebuild with PTX for an older target as well (e.g. -gencode arch=compute_80,code=compute_80)",
             )
-        ]
-    return [
-        Reason(
-            Severity.INFO,
-            "ptx_recompiled",
-            f"PTX for {', '.join(ptx_archs)}: ZLUDA recompiles it for the AMD GPU",
         )
-    ]
+    else:
+        reasons.append(
+            Reason(
+                Severity.INFO,
+                "ptx_recompiled",
+                f"PTX for {', '.join(ptx_archs)}{where}: ZLUDA recompiles it for the AMD GPU",
+            )
+        )
+    return reasons
 
 
 def _replaced_binary_verdict(cat: Catalog, b: BinaryScan, rel: str) -> Verdict | None:

@@ -257,9 +257,14 @@ class BinaryGpu(Record):
                     uncompressed_size=sum(i.uncompressed_size or i.size for i in imgs),
                     compressed=any(i.compressed for i in imgs),
                     container=None,
+                    container_index=None,
+                    no_device_code=all(i.no_device_code for i in imgs),
                 )
             )
-        return cls(binary, GpuCode(tuple(merged), code.containers), static_runtime, len(code.images))
+        # The merged images no longer tell which containers lack PTX: the counts go with them.
+        without, total = code.count_ptx_less_containers()
+        ptx_less = (without, total) if 0 < without < total else None
+        return cls(binary, GpuCode(tuple(merged), code.containers, ptx_less), static_runtime, len(code.images))
 
 
 def signal_name(sig: str | None) -> str | None:

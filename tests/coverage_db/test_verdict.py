@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def codes(v: Verdict) -> list[str]:
     return [r.code for r in v.reasons]
 
 
-def reason(v: Verdict, code: str) -> object:
+def reason(v: Verdict, code: str) -> Reason:
     return next(r for r in v.reasons if r.code == code)
 
 
@@ -109,6 +110,77 @@ def test_sass_only_blocks_and_recent_ptx_is_a_risk() -> None:
     risky = judge(entries, [DRIVER_LIB], PTX90, SEED)
     assert risky.status is VerdictStatus.AT_RISK and "ptx_recent_arch_only" in codes(risky)
     assert "sm_90" in risky.reasons[0].message
+
+
+def _containers(*contents: tuple[GpuImage, ...], relocatable: bool = False) -> tuple[GpuImage, ...]:
+    """The images of each container in turn, numbered as a scan numbers them."""
+    where = "__nv_relfatbin" if relocatable else ".nv_fatbin"
+    return tuple(
+        replace(image, container=where, container_index=index, relocatable=relocatable)
+        for index, images in enumerate(contents)
+        for image in images
+    )
+
+
+S80 = GpuImage(ImageKind.SASS, "sm_80", False, 100)
+P80 = GpuImage(ImageKind.PTX, "sm_80", False, 100)
+
+
+def test_containers_without_ptx_beside_ones_with_ptx_are_a_risk() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    gpu = GpuCode(_containers((S80, P80), (S80,), (S80, GpuImage(ImageKind.SASS, "sm_90", False, 100))), 3)
+    v = judge(entries, [DRIVER_LIB], gpu, SEED)
+    assert v.status is VerdictStatus.AT_RISK and v.reasons[0].code == "sass_only_modules"
+    r = v.reasons[0]
+    assert r.severity is Severity.RISK and r.remedy and "code=compute_XX" in r.remedy
+    assert r.message.startswith("2 of 3 fatbin containers (modules) carry no PTX (SASS for sm_80, sm_90): their ")
+    assert "the other 1 carries PTX" in r.message
+    assert "in 1 of 3 fatbin containers" in reason(v, "ptx_recompiled").message
+    one = judge(entries, [DRIVER_LIB], GpuCode(_containers((S80, P80), (S80,)), 2), SEED)
+    assert reason(one, "sass_only_modules").message.startswith("1 of 2 fatbin containers (modules) carries no PTX")
+
+
+def test_containers_all_with_ptx_or_all_without_keep_the_binary_rules() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    runs = judge(entries, [DRIVER_LIB], GpuCode(_containers((S80, P80), (P80,)), 2), SEED)
+    assert runs.status is VerdictStatus.RUNS and "sass_only_modules" not in codes(runs)
+    blocked = judge(entries, [DRIVER_LIB], GpuCode(_containers((S80,), (S80,)), 2), SEED)
+    assert codes(blocked)[0] == "sass_only" and "sass_only_modules" not in codes(blocked)
+    # Images of a document saved before containers were numbered are one container, as they were judged then.
+    old = GpuCode(tuple(replace(i, container_index=None) for i in _containers((S80, P80), (S80,))), 2)
+    assert "sass_only_modules" not in codes(judge(entries, [DRIVER_LIB], old, SEED))
+
+
+def test_nvcc_stub_and_device_link_inputs_are_not_containers_of_kernels() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    stub = (replace(S80, no_device_code=True),)
+    with_stub = GpuCode(_containers(stub, (S80, P80)), 2)
+    assert judge(entries, [DRIVER_LIB], with_stub, SEED).status is VerdictStatus.RUNS
+    # Relocatable code beside linked code is input for a device link, never loaded: its containers do not count.
+    linked = _containers((S80, P80))
+    inputs = tuple(replace(i, container_index=i.container_index + 1) for i in _containers((S80,), relocatable=True))
+    assert judge(entries, [DRIVER_LIB], GpuCode((*linked, *inputs), 2), SEED).status is VerdictStatus.RUNS
+    # An object file holds relocatable code only: each of its containers is what a later link loads.
+    obj = GpuCode(_containers((S80, P80), (S80,), relocatable=True), 2)
+    assert "sass_only_modules" in codes(judge(entries, [DRIVER_LIB], obj, SEED))
+
+
+def test_containers_without_ptx_for_arch_specific_targets_are_counted_and_named() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    s90a = GpuImage(ImageKind.SASS, "sm_90a", False, 100)
+    s100f = GpuImage(ImageKind.SASS, "sm_100f", False, 100)
+    gpu = GpuCode(_containers((S80, P80), (s90a,), (s90a, s100f), (S80,)), 4)
+    r = reason(judge(entries, [DRIVER_LIB], gpu, SEED), "sass_only_modules")
+    assert r.message.startswith("3 of 4 fatbin containers")
+    assert "(2 of them only for arch-specific targets such as sm_90a or sm_100f" in r.message
+
+
+def test_containers_without_ptx_beside_recent_ptx_say_both() -> None:
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    p120 = GpuImage(ImageKind.PTX, "sm_120", False, 100)
+    v = judge(entries, [DRIVER_LIB], GpuCode(_containers((S80, p120), (S80,)), 2), SEED)
+    assert codes(v)[:2] == ["sass_only_modules", "ptx_recent_arch_only"]
+    assert "(sm_120), in 1 of 2 fatbin containers:" in reason(v, "ptx_recent_arch_only").message
 
 
 def test_stub_import_is_a_risk_with_family_remedies() -> None:
@@ -515,6 +587,19 @@ def test_real_nvcc_ptx_only_is_not_blocked(nvcc_ptx_only: Path) -> None:
     b = _scan(nvcc_ptx_only)
     assert b.verdict is not None and b.verdict.status is not VerdictStatus.BLOCKED
     assert "ptx_recompiled" in codes(b.verdict)
+
+
+@needs_scanner
+def test_real_library_with_some_containers_without_ptx_is_at_risk(nvcc_mixed: Path) -> None:
+    b = _scan(nvcc_mixed)
+    # Three units and nvcc's device-link stub, which holds no kernel and does not count.
+    assert b.gpu_code.containers == 4 and b.gpu_code.count_ptx_less_containers() == (2, 3)
+    assert b.verdict is not None and b.verdict.status is VerdictStatus.AT_RISK
+    r = reason(b.verdict, "sass_only_modules")
+    assert r.severity is Severity.RISK
+    assert r.message.startswith("2 of 3 fatbin containers (modules) carry no PTX (SASS for sm_80, sm_86)")
+    assert "fatbin containers without PTX" in reason(b.verdict, "release_fixing").message
+    assert b.gpu_code.summary().startswith("PTX for sm_80 in 1 of 3 fatbin containers: ZLUDA can recompile those")
 
 
 @needs_scanner

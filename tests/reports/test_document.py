@@ -146,6 +146,21 @@ def test_runs_verdict() -> None:
     assert rep.gpu[0].static_runtime == "13.0"
 
 
+def test_gpu_table_still_says_which_containers_carry_no_ptx() -> None:
+    """The report keeps one image per kind and architecture; the containers without PTX are counted before."""
+    scan = samples.runs_scan()
+    ptx = GpuImage(ImageKind.PTX, "sm_80", False, 10, container=".nv_fatbin", container_index=0)
+    sass = [GpuImage(ImageKind.SASS, "sm_80", False, 10, container=".nv_fatbin", container_index=n) for n in range(3)]
+    binary = replace(scan.binaries[0], gpu_code=GpuCode((ptx, *sass), 3))
+    rep = build_report([replace(scan, binaries=(binary,))], [], RELEASE)
+    (gpu,) = rep.gpu
+    assert len(gpu.gpu_code.images) == 2 and gpu.images == 4
+    assert gpu.gpu_code.ptx_less_containers == (2, 3)
+    assert gpu.gpu_code.summary().startswith("PTX for sm_80 in 1 of 3 fatbin containers")
+    assert "in 1 of 3 fatbin containers" in render_terminal(rep, color=False)
+    assert Report.from_dict(json.loads(json.dumps(rep.to_dict()))).gpu == rep.gpu
+
+
 @pytest.mark.parametrize(
     ("exit_info", "crashed", "outcome"),
     [

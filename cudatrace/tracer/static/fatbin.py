@@ -37,7 +37,7 @@ import re
 import struct
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, NamedTuple, cast
 
 from cudatrace.errors import CorruptBinaryError
@@ -81,6 +81,10 @@ SLOW_DECODE_BUDGET = 64 << 20
 COMPRESSED_PREFIX = 1024 * 1024  # compressed bytes handed to a decompressor at most
 ZSTD_MAX_WINDOW = 1 << 27  # refuse frames that ask for a bigger window than zstd's own default limit
 SEARCH_WINDOW = 4 << 20  # the magic search hands back the pages of each searched window of this size
+# A container without PTX whose cubins add up to at most this many bytes is read whole, to tell nvcc's device-link
+# stub (about 1.5 KB per architecture, no instructions) from kernels; a bigger one is taken to hold kernels.
+CODE_CHECK_MAX = 32 * 1024
+SHF_EXECINSTR = 0x4
 
 _VERSION_VALUE = re.compile(rb"[ \t]+(\d+\.\d+)")  # after ".version" at the start of a line
 _TARGET_VALUE = re.compile(rb"[ \t]+([A-Za-z0-9_]+)")  # after ".target"
@@ -537,6 +541,40 @@ def cubin_arch(head: bytes) -> str | None:
     return f"sm_{sm}" if sm is not None else None
 
 
+def cubin_has_code(data: bytes) -> bool | None:
+    """Whether a whole CUDA ELF (cubin, 64-bit) has a non-empty section of instructions; None when ``data`` is no
+    such file or its section table cannot be read."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if shentsize < 64 or shnum == 0 or shoff + shnum * shentsize > len(data):
+        return None
+    for i in range(shnum):
+        _name, _type, flags, _addr, _offset, size = struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+        if flags & SHF_EXECINSTR and size:
+            return True
+    return False
+
+
+def _without_device_code(buf: mmap.mmap | bytes, entries: Sequence[FatbinEntry]) -> bool:
+    """True for a container of small cubins and no PTX none of which holds an instruction (the device-link stub
+    nvcc puts in every program it links, whole-program builds too): nothing in it can be launched."""
+    if not entries or any(e.kind != KIND_ELF for e in entries):
+        return False
+    sizes = [e.uncompressed_size if e.compression else e.padded_size for e in entries]
+    if not all(sizes) or sum(sizes) > CODE_CHECK_MAX:
+        return False
+    for entry, size in zip(entries, sizes, strict=True):
+        try:
+            data = read_payload_prefix(buf, entry, size)
+        except ValueError:
+            return False
+        if cubin_has_code(data) is not False:
+            return False
+    return True
+
+
 def image_from_entry(
     buf: mmap.mmap | bytes,
     entry: FatbinEntry,
@@ -748,6 +786,11 @@ def _walk(buf: mmap.mmap | bytes, seg: _Segment, lo: int, hi: int, caps: _Caps, 
                     else:
                         read.append(_Image(image, problem))
                     images += image is not None
+                if _without_device_code(buf, parsed.entries):
+                    read = [
+                        r if r is None or r.image is None else r._replace(image=replace(r.image, no_device_code=True))
+                        for r in read
+                    ]
                 # A broken container's declared size cannot be trusted: resume where its walk stopped.
                 end = parsed.walked_to if parsed.errors else hit + parsed.size
                 resume = max(hit + 1, min(end, seg.end))
@@ -820,7 +863,8 @@ class _Replay:
                     return False
                 self.budget.refused += read.refused
             if read.image is not None:
-                self.images.append(read.image)
+                # Its container's place in the file is known only now: a walk may have read part of the file.
+                self.images.append(replace(read.image, container_index=self.containers - 1))
             if read.problem:
                 self.error(read.problem)
         self.spans.append((hit.offset, hit.resume))

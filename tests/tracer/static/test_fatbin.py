@@ -10,13 +10,20 @@ import os
 import random
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from cudatrace.model import GpuCode, ImageKind
-from cudatrace.tracer.static.fatbin import FatbinRegion, extract_gpu_code, parse_container
+from cudatrace.tracer.static.fatbin import (
+    FatbinRegion,
+    cubin_has_code,
+    extract_gpu_code,
+    parse_container,
+    read_payload_prefix,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "fatbin"
 
@@ -272,6 +279,52 @@ def test_containers_embedded_in_a_blob_back_to_back() -> None:
     assert len(code.images) == 11
     assert code.images[0].container == f"offset 0x{len(head):x}"
     assert code.images[3].container == f"offset 0x{len(head) + len(zstd):x}"
+
+
+def test_containers_are_numbered_in_file_order() -> None:
+    """Every image knows its container: the section name alone is the same for all of a section's containers."""
+    zstd, lz4 = sample("zstd_sm80.fatbin"), sample("lz4_sm80.fatbin")
+    blob = zstd + lz4
+    code, errors = extract_gpu_code(blob, [FatbinRegion(".nv_fatbin", 0, len(blob))])
+    assert errors == () and code.containers == 4
+    assert {i.container for i in code.images} == {".nv_fatbin"}
+    assert [i.container_index for i in code.images] == [0, 1, 1, 2, 3, 3]
+
+
+def test_nvcc_device_link_stub_holds_no_device_code() -> None:
+    """nvcc puts a device-link stub (SASS, no instructions) before the program's own container, compressed or not;
+    the kernels' container is not taken for one."""
+    for name in ("zstd_sm80.fatbin", "lz4_sm80.fatbin", "plain_sm80.fatbin"):
+        data = sample(name)
+        code, _ = extract_gpu_code(data, [FatbinRegion(".nv_fatbin", 0, len(data))])
+        assert [(i.container_index, i.kind.value, i.no_device_code) for i in code.images] == [
+            (0, "sass", True),
+            (1, "sass", False),
+            (1, "ptx", False),
+        ], name
+        assert code.count_ptx_less_containers() == (0, 1), name
+
+
+def test_cubin_has_code_reads_the_section_table_and_never_raises() -> None:
+    data = sample("plain_sm80.fatbin")
+    stub = parse_container(data, 0, len(data))
+    kernels = parse_container(data, stub.size, len(data))
+    stub_cubin = read_payload_prefix(data, stub.entries[0], stub.entries[0].padded_size)
+    kernel_cubin = read_payload_prefix(data, kernels.entries[0], kernels.entries[0].padded_size)
+    assert cubin_has_code(stub_cubin) is False
+    assert cubin_has_code(kernel_cubin) is True
+    section_table = struct.unpack_from("<Q", kernel_cubin, 0x28)[0]
+    assert cubin_has_code(kernel_cubin[: section_table + 64]) is None  # the section table is cut
+    assert cubin_has_code(b"") is None and cubin_has_code(b"\x7fELF" + bytes(60)) is None
+    elf32 = bytearray(kernel_cubin)
+    elf32[4] = 1
+    assert cubin_has_code(bytes(elf32)) is None
+    rng = random.Random(11)
+    for _ in range(300):
+        broken = bytearray(kernel_cubin)
+        for _ in range(4):
+            broken[rng.randrange(64)] = rng.randrange(256)
+        assert cubin_has_code(bytes(broken)) in (True, False, None)
 
 
 def _c_array(data: bytes) -> str:
