@@ -30,6 +30,7 @@ BLOCKER_WORDS = {
     "on_demand_blocked": "an on-demand part",
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "nvrtc_cubin": "kernels compiled to SASS at run time",
+    "ptxas_cubin": "kernels assembled to SASS at run time",
     "export_table_absent": "an export table no release defines",
     "side_by_side_mismatch": "kernels whose results differed side by side",
     "launch_unfinished": "a kernel launch that never returned",

@@ -87,6 +87,7 @@ CODE_RANK: dict[str, int] = {
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
     "nvrtc_cubin": 17,
+    "ptxas_cubin": 5,  # every kernel the package generates goes through it: as certain as containers without PTX
     "unknown_until_traced": 18,
     "on_demand_blocked": 16,
     "library_missing": 23,

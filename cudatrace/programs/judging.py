@@ -62,6 +62,24 @@ def is_test_code(path: str) -> bool:
     return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_FOLDERS for p in parts[:-1])
 
 
+# NVIDIA's PTX assembler, as packages ship it to run: Triton's backends/nvidia/bin/ptxas and ptxas-blackwell.
+_PTXAS = re.compile(r"^ptxas(?:-[a-z0-9]+)?(?:\.exe)?$", re.IGNORECASE)
+
+
+def _ptxas_reason(names: Sequence[str]) -> Reason:
+    """A package that ships ptxas runs it on the PTX it generates at run time (Triton's NVIDIA backend: PTX, then
+    ptxas, then cuModuleLoadData of the cubin): its kernels come out as SASS, which ZLUDA cannot load."""
+    return Reason(
+        Severity.RISK,
+        "ptxas_cubin",
+        f"the package ships NVIDIA's PTX assembler ({', '.join(names)}), which turns the kernels it generates at "
+        "run time into SASS (a cubin) for the GPU it names; ZLUDA cannot load SASS (it recompiles PTX only), so "
+        "those kernels fail under ZLUDA",
+        "use a build of the package's compiler for AMD GPUs (ROCm) where there is one, or turn off the features "
+        "that compile kernels at run time (PyTorch: torch.compile)",
+    )
+
+
 def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
@@ -341,6 +359,9 @@ def judge_program(
             else:
                 failing.append((part, v))
     reasons.extend(_part_reasons(failing, rel))
+    assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
+    if assemblers:
+        reasons.append(_ptxas_reason(assemblers))
     if tests:
         listed = name_list([_short(p.path) for p in tests])
         reasons.append(
