@@ -408,6 +408,9 @@ class BinaryScan(Record):
     soname: str | None = None  # ELF DT_SONAME / PE export directory name
     needed: tuple[str, ...] = ()  # every DT_NEEDED / imported / delay-imported library name
     named_libraries: tuple[str, ...] = ()  # every library file name found in strings (loaded by name at run time)
+    # How its code compiles CUDA sources at run time (a Python file that calls torch.utils.cpp_extension.load on
+    # .cu files): the calls, e.g. "torch.utils.cpp_extension.load".
+    builds_cuda: tuple[str, ...] = field(default=(), metadata=spec(omit="falsy"))
 
     # The key order of saved documents, which predates the field order.
     json_order = (
@@ -423,7 +426,9 @@ class BinaryScan(Record):
     @property
     def uses_cuda(self) -> bool:
         """True when the binary shows any CUDA evidence at all."""
-        return bool(self.cuda_libraries or self.imports or self.gpu_code.images or self.static_runtime)
+        return bool(
+            self.cuda_libraries or self.imports or self.gpu_code.images or self.static_runtime or self.builds_cuda
+        )
 
 
 class ProgramKind(str, Enum):

@@ -31,6 +31,7 @@ BLOCKER_WORDS = {
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "nvrtc_cubin": "kernels compiled to SASS at run time",
     "ptxas_cubin": "kernels assembled to SASS at run time",
+    "cuda_built_at_run_time": "CUDA sources compiled at run time",
     "export_table_absent": "an export table no release defines",
     "side_by_side_mismatch": "kernels whose results differed side by side",
     "launch_unfinished": "a kernel launch that never returned",

@@ -88,6 +88,7 @@ CODE_RANK: dict[str, int] = {
     "ptx_recent_arch_only": 17,
     "nvrtc_cubin": 17,
     "ptxas_cubin": 5,  # every kernel the package generates goes through it: as certain as containers without PTX
+    "cuda_built_at_run_time": 17,
     "unknown_until_traced": 18,
     "on_demand_blocked": 16,
     "library_missing": 23,
@@ -113,6 +114,21 @@ _BULK_LOOKUPS = 50
 _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
 # What NVRTC hands a program that compiled a kernel: PTX, or SASS for one GPU (a CUBIN).
 _NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
+
+
+def _built_at_run_time_reason(calls: Sequence[str]) -> Reason:
+    """A program that compiles CUDA sources with nvcc when it first runs (``torch.utils.cpp_extension.load``, the
+    way gsplat builds its kernels) needs NVIDIA's CUDA toolkit on the machine; the extension it builds carries PTX
+    for the last architecture PyTorch lists with ``+PTX`` (its default for the GPU it finds), else SASS only."""
+    return Reason(
+        Severity.RISK,
+        "cuda_built_at_run_time",
+        f"the program compiles CUDA sources with nvcc when it runs ({', '.join(calls)}): it needs NVIDIA's CUDA "
+        "toolkit on the machine, and ZLUDA runs the kernels it builds only if they carry PTX (PyTorch adds PTX for "
+        "the last architecture of TORCH_CUDA_ARCH_LIST when it ends in +PTX, its default)",
+        "install the CUDA toolkit (nvcc) where the program runs, and keep +PTX at the end of TORCH_CUDA_ARCH_LIST "
+        "(or leave it unset)",
+    )
 
 
 def _nvrtc_cubin_reason(also_ptx: bool) -> Reason:
@@ -381,6 +397,7 @@ def judge(
     runtime: StaticRuntime | None = None,
     program_path: str | None = None,
     is_library: bool = False,
+    builds_cuda: Sequence[str] = (),
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -394,7 +411,8 @@ def judge(
     stubs and missing names are then info, otherwise a risk (a program that looks a few names up calls them).
     ``runtime`` is that static runtime: the runtime functions the program's own code calls decide (their driver
     entry points are judged, :func:`runtime_reasons`); when the file cannot tell, the verdict is at risk, "unknown
-    until traced", with the ``cudatrace run`` command for ``program_path``.
+    until traced", with the ``cudatrace run`` command for ``program_path``. ``builds_cuda``: the calls with which
+    the program compiles CUDA sources at run time (:func:`_built_at_run_time_reason`).
     """
     cat = catalog or load_catalog()
     rel = cat.resolve_release(release)
@@ -532,6 +550,8 @@ def judge(
         reasons.extend(_gpu_reasons(gpu_code))
     if "nvrtcGetCUBIN" in nvrtc_outputs:
         reasons.append(_nvrtc_cubin_reason("nvrtcGetPTX" in nvrtc_outputs))
+    if builds_cuda:
+        reasons.append(_built_at_run_time_reason(builds_cuda))
 
     if proc_missing:
         absent = sorted({fn for _, fn in proc_missing.get("absent", [])})
@@ -1126,6 +1146,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
             b.machine,
             b.static_runtime,
             path,
+            b.builds_cuda,
         )
         verdict = verdicts.get(key)
         if verdict is None:
@@ -1142,6 +1163,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 runtime=b.static_runtime,
                 program_path=b.path,
                 is_library=is_library,
+                builds_cuda=b.builds_cuda,
             )
             _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
             if fixing is not None:

@@ -181,6 +181,7 @@ def _block_key(binary: BinaryScan, all_reasons: bool) -> tuple[object, ...]:
         binary.static_runtime,
         binary.gpu_code,
         binary.errors,
+        binary.builds_cuda,
         all_reasons,
     )
 
@@ -197,6 +198,8 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
         entry_rows = _entry_rows(binary)
         if entry_rows is not None:
             parts.append(_Table(*entry_rows))
+    if binary.builds_cuda:
+        parts.append(_t(f"  compiles CUDA sources at run time: {', '.join(binary.builds_cuda)}", "yellow"))
     if binary.static_runtime is not None:
         rt = binary.static_runtime
         version = f" {rt.version}" if rt.version else ""

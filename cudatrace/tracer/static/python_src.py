@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 
 from cudatrace.libraries import (
     DEFAULT_LIBRARY,
@@ -110,8 +110,8 @@ def is_python_source(name: str, head: bytes = b"") -> bool:
 
 def may_reach_cuda(data: bytes) -> bool:
     """A cheap test of a file's bytes: False when it cannot name any CUDA entry point or library (most Python files
-    of an environment), so it need not be parsed."""
-    if _RARE.search(data) is not None:
+    of an environment), nor build CUDA sources, so it need not be parsed."""
+    if _RARE.search(data) is not None or _BUILDER_MODULE_BYTES in data:
         return True
     i = data.find(b"cu")
     while i >= 0:
@@ -231,11 +231,23 @@ def calls_reach_cuda(text: str, calls: Iterable[ast.Call]) -> bool:
     exports = load_exports()
     real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
     reader = _Reader(frozenset(n for names in real.values() for n in names))
+    calls = list(calls)
     for call in calls:
         reader._node(call)
         reader._node(call.func)
     spells = reader.loader_called and next(_libraries_spelled(text), None) is not None
-    return bool(reader.used or reader.loaded or spells)
+    if reader.used or reader.loaded or spells:
+        return True
+    if _BUILDER_MODULE not in text and "cpp_extension" not in text:
+        return False
+    # a builder of CUDA sources called at import (the builder's name comes from the file's imports)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    wanted = {ast.dump(c) for c in calls}
+    same = {id(c) for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.dump(c) in wanted}
+    return bool(_builds_cuda(tree, same))
 
 
 def _read_by_pattern(text: str, candidates: frozenset[str], reader: _Reader) -> None:
@@ -289,6 +301,71 @@ def _libraries_spelled(text: str) -> Iterator[str]:
             yield word
 
 
+# PyTorch's builders of C++/CUDA extensions at run time: they run nvcc on the sources they are given.
+_BUILDER_MODULE = "torch.utils.cpp_extension"
+_BUILDER_MODULE_BYTES = b"cpp_extension"
+_BUILDERS = frozenset({"load", "load_inline", "_jit_compile"})
+_CUDA_SOURCE = re.compile(r"\.cuh?$|\*\.cu\b")
+
+
+def _dotted(node: ast.expr) -> str:
+    """``a.b.c`` for a chain of names and attributes, else ""."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _builds_cuda(tree: ast.AST, only: Set[int] | None = None) -> tuple[str, ...]:
+    """The calls of PyTorch's extension builders (:data:`_BUILDERS`) that compile CUDA sources: ``load`` or
+    ``_jit_compile`` in a file that names ``.cu`` sources (or asks ``with_cuda=True``), ``load_inline`` given
+    ``cuda_sources``. gsplat compiles its kernels so at first use. ``only``: the ids of the calls that count."""
+    names: dict[str, str] = {}  # local name -> builder
+    modules = {_BUILDER_MODULE}  # local names of the module itself
+    calls: list[ast.Call] = []
+    cuda_named = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if node.module == _BUILDER_MODULE and alias.name in _BUILDERS:
+                    names[alias.asname or alias.name] = alias.name
+                elif node.module == "torch.utils" and alias.name == "cpp_extension":
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == _BUILDER_MODULE and alias.asname:
+                    modules.add(alias.asname)
+        elif isinstance(node, ast.Call):
+            calls.append(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 512:
+            cuda_named = cuda_named or _CUDA_SOURCE.search(node.value) is not None
+    found: set[str] = set()
+    for call in calls:
+        if only is not None and id(call) not in only:
+            continue
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in names:
+            builder = names[func.id]
+        elif isinstance(func, ast.Attribute) and func.attr in _BUILDERS and _dotted(func.value) in modules:
+            builder = func.attr
+        else:
+            continue
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        with_cuda = keywords.get("with_cuda")
+        if builder == "load_inline":
+            sources = keywords.get("cuda_sources")
+            cuda = sources is not None and not (isinstance(sources, ast.Constant) and sources.value is None)
+        else:
+            cuda = cuda_named or (isinstance(with_cuda, ast.Constant) and with_cuda.value is True)
+        if cuda:
+            found.add(f"{_BUILDER_MODULE}.{builder}")
+    return tuple(sorted(found))
+
+
 def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
     """The CUDA evidence of one Python source file (its bytes ``data``, shown as ``path``), or None when it has
     none (the case of nearly every Python file). Never raises for bad input and never runs the file."""
@@ -298,10 +375,12 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
     exports = load_exports()
     real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
     candidates = frozenset(n for fam_names in real.values() for n in fam_names)
-    if not _may_use(text, candidates) and not _may_load(text):
+    may_build = _BUILDER_MODULE_BYTES in data
+    if not _may_use(text, candidates) and not _may_load(text) and not may_build:
         return None  # parsing is the cost (PyTorch: 61 of its 2,352 files get this far)
     reader = _Reader(candidates)
     errors: tuple[str, ...] = ()
+    builds: tuple[str, ...] = ()
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
@@ -312,12 +391,13 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
     else:
         try:
             reader.read(tree)
+            builds = _builds_cuda(tree) if may_build else ()
         except RecursionError:  # ast.iter_child_nodes is flat, but a hostile tree may still hurt a helper
             errors = ("the syntax tree is too deep: read in part",)
     if reader.uses_ctypes:  # numba-cuda: dlnames = ["libcuda.so", "libcuda.so.1"], then CDLL(name) in a loop
         for name in reader.spelled:
             reader._library(name, short=False)
-    if not reader.used and not reader.loaded:
+    if not reader.used and not reader.loaded and not builds:
         return None
     libraries = {
         lib.name: CudaLibrary(lib.name, lib.family, LibraryHow.DLOPEN_STRING, lib.version)
@@ -347,6 +427,7 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
         imports=tuple(sorted(uses.values(), key=lambda u: (u.family.value, u.library, u.function))),
         errors=errors,
         named_libraries=tuple(sorted(reader.named | set(libraries))),
+        builds_cuda=builds,
     )
 
 

@@ -450,3 +450,71 @@ def test_a_package_s_own_tests_are_no_feature_of_the_program(
     (prog,) = _json_scan([str(site)], capsys).programs
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
     assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
+
+
+_BUILDS = {
+    # gsplat's shape: the builder imported by name, the .cu sources listed or globbed
+    "from torch.utils.cpp_extension import load\n"
+    "_C = load(name='fused', sources=['bind.cpp', 'kernels/fused.cu'], extra_cuda_cflags=['-O3'])\n":
+        ("torch.utils.cpp_extension.load",),
+    "import glob\nfrom torch.utils.cpp_extension import _jit_compile as jit\n"
+    "def build():\n    return jit('ext', glob.glob('csrc/*.cu'), [], [], [], None, False, False, False)\n":
+        ("torch.utils.cpp_extension._jit_compile",),
+    "from torch.utils import cpp_extension as ce\n"
+    "mod = ce.load_inline('add', cpp_sources=CPP, cuda_sources=[KERNEL], functions=['add'])\n":
+        ("torch.utils.cpp_extension.load_inline",),
+    "import torch.utils.cpp_extension\n"
+    "torch.utils.cpp_extension.load('x', ['x.cpp'], with_cuda=True)\n":
+        ("torch.utils.cpp_extension.load",),
+    # not CUDA: C++ sources only, no CUDA sources given, another load, a builder never called
+    "from torch.utils.cpp_extension import load\nload(name='cpu_ops', sources=['ops.cpp'])\n": (),
+    "from torch.utils.cpp_extension import load_inline\nload_inline('f', cpp_sources=SRC, cuda_sources=None)\n": (),
+    "import json\nFILES = ['a.cu']\ndef read(f):\n    return json.load(f)\n": (),
+    "from torch.utils.cpp_extension import load, CUDA_HOME\nKERNELS = 'k.cu'\n": (),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "calls"), list(_BUILDS.items()))
+def test_cuda_sources_compiled_at_run_time(text: str, calls: tuple[str, ...]) -> None:
+    assert may_reach_cuda(text.encode()) or not calls
+    b = scan_python_source("build.py", text.encode())
+    if not calls:
+        assert b is None
+        return
+    assert b is not None and b.builds_cuda == calls and b.uses_cuda
+    from cudatrace.coverage_db.verdict import annotate_scan
+    from cudatrace.model import BinaryScan
+
+    (judged,) = annotate_scan(ScanResult(binaries=(b,)), None).binaries
+    assert judged.verdict is not None and judged.verdict.status is VerdictStatus.AT_RISK
+    reason = judged.verdict.reasons[0]
+    assert reason.code == "cuda_built_at_run_time" and calls[0] in reason.message
+    assert "TORCH_CUDA_ARCH_LIST" in (reason.remedy or "")
+    again = BinaryScan.from_dict(json.loads(json.dumps(judged.to_dict())))
+    assert again == judged  # the document keeps it
+
+
+def test_a_package_that_builds_its_kernels_at_first_use_is_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # gsplat ships .cu sources and compiles them at first use: a scan of the package said "0 binaries" and no
+    # program; it is now a program at risk, whose terminal text says what builds CUDA
+    site = tmp_path / "site-packages"
+    pkg = site / "splat"
+    (pkg / "csrc").mkdir(parents=True)
+    (pkg / "csrc" / "rasterize.cu").write_text("__global__ void k() {}\n")
+    (pkg / "__init__.py").write_text("from splat import backend\n")
+    (pkg / "backend.py").write_text(
+        "import os\nfrom torch.utils.cpp_extension import load\n"
+        "_C = load('splat_cuda', [os.path.join(os.path.dirname(__file__), 'csrc', 'rasterize.cu')])\n"
+    )
+    info = site / "splat-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: splat\nVersion: 1.0\n")
+    (info / "RECORD").write_text("splat/__init__.py,,\nsplat/backend.py,,\nsplat/csrc/rasterize.cu,,\n")
+    (prog,) = _json_scan([str(site)], capsys).programs
+    assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
+    assert any(r.code == "cuda_built_at_run_time" for r in prog.verdict.reasons)
+    assert main(["scan", "--no-store", "--no-progress", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "compiles CUDA sources at run time: torch.utils.cpp_extension.load" in out
