@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -222,6 +223,7 @@ class _Printer:
         self.console = console
         self.file = console.file
         self.done: dict[object, str] = {}
+        self.plain = console.color_system is None  # no styles are written
         self.blocks: dict[object, str] = {}
 
     @staticmethod
@@ -263,6 +265,19 @@ class _Printer:
         self.file.write(out)
 
     def print(self, part: object) -> None:
+        if self.plain and isinstance(part, Text):
+            text = part.plain
+            # Without styles, a one-line Text that fits is its own text: rich would write exactly that (the
+            # tests hold this to rich's rendering); a binary's header, its own in every block, is such a line.
+            if (
+                part.justify in (None, "default", "left")
+                and part.end == "\n"
+                and "\n" not in text
+                and "\t" not in text
+                and cell_len(text) <= self.console.width
+            ):
+                self.file.write(text.rstrip(" ") + "\n")
+                return
         key = self._key(part)
         out = self.done.get(key) if key is not None else None
         if out is None:

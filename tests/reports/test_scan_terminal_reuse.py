@@ -55,7 +55,18 @@ def _variants() -> ScanResult:
     return dataclasses.replace(base, binaries=tuple(out))
 
 
-@pytest.mark.parametrize("make", [samples.mixed_scan, samples.hostile_scan, samples.runs_scan, _repeating, _variants])
+def _wide_paths() -> ScanResult:
+    # headers of every length around the width, in characters of one cell and of two (CJK), with trailing spaces:
+    # the lines that fit are written without rich, which must give rich's text
+    base = samples.mixed_scan()
+    b = next(b for b in base.binaries if b.uses_cuda)
+    paths = [f"{'x' * n}" for n in range(20, 44)] + [f"{'漢' * n}" for n in range(8, 24)] + ["a/b   ", "é" * 30]
+    return dataclasses.replace(base, binaries=tuple(dataclasses.replace(b, path=p) for p in paths))
+
+
+@pytest.mark.parametrize(
+    "make", [samples.mixed_scan, samples.hostile_scan, samples.runs_scan, _repeating, _variants, _wide_paths]
+)
 @pytest.mark.parametrize("color", [False, True])
 @pytest.mark.parametrize("width", [4096, 100, 40, 12])
 @pytest.mark.parametrize("verbosity", [0, 1, 2])
