@@ -594,7 +594,7 @@ def _cuda_at_import(text: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
     calls = [n for n in _module_level(tree.body) if isinstance(n, ast.Call)]
-    return calls_reach_cuda(text, calls)
+    return calls_reach_cuda(text, tree, calls)
 
 
 def _imports_task(item: tuple[str, str, bool]) -> _ModuleFacts:

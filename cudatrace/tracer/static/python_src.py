@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Set
+from collections.abc import Iterator, Sequence, Set
 
 from cudatrace.libraries import (
     DEFAULT_LIBRARY,
@@ -223,31 +223,21 @@ class _Reader:
             self.loaded[lib.name] = lib  # tinygrad tries libnvJitLink.so and libnvjitlink.so: one library
 
 
-def calls_reach_cuda(text: str, calls: Iterable[ast.Call]) -> bool:
-    """Whether one of ``calls`` (nodes of the syntax tree of ``text``, such as the calls that run when the module is
-    imported) uses a CUDA entry point or loads a CUDA library: by a name it is given, or as a loader called in a
-    file that spells CUDA library names (PyTorch's ``_preload_cuda_deps`` loads ``libcudart.so.*[0-9]`` by a
-    path it builds)."""
+def calls_reach_cuda(text: str, tree: ast.AST, calls: Sequence[ast.Call]) -> bool:
+    """Whether one of ``calls`` (nodes of ``tree``, the syntax tree of ``text``, such as the calls that run when the
+    module is imported) uses a CUDA entry point, loads a CUDA library or compiles CUDA sources: by a name it is
+    given, or as a loader called in a file that spells CUDA library names (PyTorch's ``_preload_cuda_deps`` loads
+    ``libcudart.so.*[0-9]`` by a path it builds), or as a builder the file imports (:func:`_builds_cuda`)."""
     exports = load_exports()
     real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
     reader = _Reader(frozenset(n for names in real.values() for n in names))
-    calls = list(calls)
     for call in calls:
         reader._node(call)
         reader._node(call.func)
     spells = reader.loader_called and next(_libraries_spelled(text), None) is not None
     if reader.used or reader.loaded or spells:
         return True
-    if _BUILDER_MODULE not in text and "cpp_extension" not in text:
-        return False
-    # a builder of CUDA sources called at import (the builder's name comes from the file's imports)
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    wanted = {ast.dump(c) for c in calls}
-    same = {id(c) for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.dump(c) in wanted}
-    return bool(_builds_cuda(tree, same))
+    return "cpp_extension" in text and bool(_builds_cuda(tree, {id(c) for c in calls}))
 
 
 def _read_by_pattern(text: str, candidates: frozenset[str], reader: _Reader) -> None:
