@@ -27,6 +27,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from cudatrace.model import ScanResult
 from tests.binaries import NVCC, _run, _tool_id, build_cuda_stub_libs, cached_build
 
 ASYNC_CU = r"""
@@ -233,3 +234,16 @@ def build_site() -> Path:
 
     key = f"verdict-set/site/1\n{INIT_PY}{EXT_C}{PLUGIN_CU}{libs}{_tool_id('gcc')}{_tool_id(NVCC)}"
     return cached_build(key, build) / "site-packages"
+
+
+def judged_scan(path: Path, release: str | None = None) -> ScanResult:
+    """``path`` scanned, grouped into programs and judged for ``release`` (None: the newest), as ``scan`` does."""
+    from cudatrace.coverage_db.verdict import annotate_scan
+    from cudatrace.programs import group_programs
+    from cudatrace.tracer.static.scanner import scan_paths
+
+    result = scan_paths([str(path)])
+    result = ScanResult(
+        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
+    )
+    return annotate_scan(result, release)

@@ -13,10 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatrace.coverage_db.verdict import annotate_scan
-from cudatrace.model import PartRole, Program, ProgramKind, ScanResult, VerdictStatus
-from cudatrace.programs import group_programs
-from cudatrace.tracer.static.scanner import scan_paths
+from cudatrace.model import PartRole, Program, ProgramKind, VerdictStatus
 from tests import program_binaries as pb
 from tests.binaries import NVCC, build_cuda_stub_libs, have
 
@@ -45,11 +42,7 @@ def _site(tmp_path: Path, dist_info: str, python: dict[str, str], binaries: dict
 
 
 def _judge(site: Path) -> Program:
-    result = scan_paths([str(site)])
-    result = ScanResult(
-        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
-    )
-    (program,) = annotate_scan(result, None).programs
+    (program,) = pb.judged_scan(site).programs
     return program
 
 

@@ -13,11 +13,8 @@ from pathlib import Path
 import pytest
 
 from cudatrace.cli import main as cli_main
-from cudatrace.coverage_db.verdict import annotate_scan
 from cudatrace.model import PartRole, Program, ProgramPart, Reason, ScanResult, Severity, Verdict, VerdictStatus
-from cudatrace.programs import group_programs
 from cudatrace.programs.judging import _part_reasons
-from cudatrace.tracer.static.scanner import scan_paths
 from tests import program_binaries as pb
 from tests.binaries import NVCC, have
 
@@ -38,11 +35,7 @@ def _wheel_with_copies(tmp_path: Path) -> Path:
 
 
 def _judge(path: Path) -> tuple[ScanResult, Program]:
-    result = scan_paths([str(path)])
-    result = ScanResult(
-        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
-    )
-    judged = annotate_scan(result, None)
+    judged = pb.judged_scan(path)
     (program,) = judged.programs
     return judged, program
 

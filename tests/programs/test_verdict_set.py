@@ -18,7 +18,6 @@ import pytest
 from cudatrace.cli import main as cli_main
 from cudatrace.coverage_db.verdict import annotate_scan
 from cudatrace.model import PartRole, Program, ProgramKind, ScanResult, VerdictStatus
-from cudatrace.programs import group_programs
 from cudatrace.tracer.static.scanner import scan_paths
 from tests import program_binaries as pb
 from tests.binaries import NVCC, have
@@ -27,11 +26,7 @@ pytestmark = pytest.mark.skipif(not (have(NVCC) and have("gcc")), reason="nvcc a
 
 
 def _judge(path: Path, release: str | None = None) -> ScanResult:
-    result = scan_paths([str(path)])
-    result = ScanResult(
-        result.binaries, result.failed, result.skipped, result.roots, result.tool_version, None, group_programs(result)
-    )
-    return annotate_scan(result, release)
+    return pb.judged_scan(path, release)
 
 
 def _program(result: ScanResult, kind: ProgramKind | None = None) -> Program:
