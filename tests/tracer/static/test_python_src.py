@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import sysconfig
 import zipfile
@@ -18,6 +19,7 @@ from cudatrace.cli import main
 from cudatrace.model import BinaryFormat, EntryHow, Family, LibraryHow, PartRole, ScanResult, VerdictStatus
 from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, may_reach_cuda, scan_python_source
 from cudatrace.tracer.static.scanner import scan_file
+from tests import program_binaries as pb
 
 
 def _scan(text: str, name: str = "mod.py") -> tuple[set[str], set[str]]:
@@ -432,11 +434,7 @@ def test_a_package_s_own_tests_are_no_feature_of_the_program(
     )
     (pkg / "tests" / "test_nvml.py").write_text(test_code)
     (pkg / "conftest.py").write_text(test_code.replace("def test_pids", "def fixture_pids"))
-    info = site / "nvtool-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nvtool\nVersion: 1.0\n")
-    files = ["nvtool/__init__.py", "nvtool/tests/test_nvml.py", "nvtool/conftest.py", "nvtool-1.0.dist-info/METADATA"]
-    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+    pb._record(site, "nvtool-1.0.dist-info", ["nvtool/__init__.py", "nvtool/tests/test_nvml.py", "nvtool/conftest.py"])
     result = _json_scan([str(site)], capsys)
     (prog,) = result.programs
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.RUNS, prog.verdict
@@ -446,7 +444,8 @@ def test_a_package_s_own_tests_are_no_feature_of_the_program(
     # the same test code outside a test file is a feature, and it is at risk
     (pkg / "tests" / "test_nvml.py").rename(pkg / "accounting.py")
     (pkg / "conftest.py").unlink()
-    (info / "RECORD").write_text("nvtool/__init__.py,,\nnvtool/accounting.py,,\nnvtool-1.0.dist-info/METADATA,,\n")
+    shutil.rmtree(site / "nvtool-1.0.dist-info")
+    pb._record(site, "nvtool-1.0.dist-info", ["nvtool/__init__.py", "nvtool/accounting.py"])
     (prog,) = _json_scan([str(site)], capsys).programs
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
     assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
@@ -508,10 +507,7 @@ def test_a_package_that_builds_its_kernels_at_first_use_is_judged(
         "import os\nfrom torch.utils.cpp_extension import load\n"
         "_C = load('splat_cuda', [os.path.join(os.path.dirname(__file__), 'csrc', 'rasterize.cu')])\n"
     )
-    info = site / "splat-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: splat\nVersion: 1.0\n")
-    (info / "RECORD").write_text("splat/__init__.py,,\nsplat/backend.py,,\nsplat/csrc/rasterize.cu,,\n")
+    pb._record(site, "splat-1.0.dist-info", ["splat/__init__.py", "splat/backend.py", "splat/csrc/rasterize.cu"])
     (prog,) = _json_scan([str(site)], capsys).programs
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
     assert any(r.code == "cuda_built_at_run_time" for r in prog.verdict.reasons)
