@@ -20,6 +20,28 @@ def ordinal(n: int) -> str:
     return f"{n:,}{suffix}"
 
 
+def file_names(paths: list[str]) -> dict[str, str]:
+    """Each path's file name, or where two paths share one, as many of its last folders as tell them apart:
+    ``sgl_kernel/sm90/common_ops.abi3.so`` and ``sgl_kernel/sm100/common_ops.abi3.so`` are ``sm90/common_ops.abi3.so``
+    and ``sm100/common_ops.abi3.so``. A wheel member's path (``WHEEL!a/b``) counts from inside the wheel."""
+    split = {p: p.replace("\\", "/").rsplit("!", 1)[-1].split("/") for p in paths}
+    groups: dict[str, list[str]] = {}
+    for path, parts in split.items():
+        groups.setdefault(parts[-1], []).append(path)
+    out: dict[str, str] = {}
+    for name, members in groups.items():
+        if len(members) == 1:
+            out[members[0]] = name
+            continue
+        for path in members:
+            parts = split[path]
+            keep = 1
+            while keep < len(parts) and any(o != path and split[o][-keep:] == parts[-keep:] for o in members):
+                keep += 1
+            out[path] = "/".join(parts[-keep:])
+    return out
+
+
 BLOCKER_WORDS = {
     "sass_only": "SASS-only GPU code",
     "sass_only_modules": "fatbin containers without PTX",

@@ -417,9 +417,19 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom 
     statements call, transitively (``core = import_core()``: taichi imports its extension module in such a
     function); never in a function nothing at import calls, a method, or a body an import skips (see
     :func:`_never_on_import`)."""
-    functions = {n.name: n for n in body if isinstance(n, _FUNCTIONS)}
-    followed: set[str] = set()
-    stack = list(reversed(body))
+    return _runs(body, {n.name: n for n in body if isinstance(n, _FUNCTIONS)}, set())
+
+
+def _runs(
+    start: list[ast.stmt],
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    followed: set[str],
+    expressions: bool = True,
+) -> Iterator[ast.Import | ast.ImportFrom | ast.Call]:
+    """The import statements and calls that running the statements ``start`` runs, the module's own
+    ``functions`` they call included (each once: ``followed`` holds those already taken); without
+    ``expressions``, the import statements alone (no expression is walked)."""
+    stack = list(reversed(start))
     while stack:
         node = stack.pop()
         if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
@@ -429,7 +439,7 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom 
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
             continue
-        for call in _own_calls(node):
+        for call in _own_calls(node) if expressions else ():
             yield call
             name = call.func.id if isinstance(call.func, ast.Name) else None
             if name in functions and name not in followed:
@@ -471,15 +481,41 @@ def _absolute(base: str, level: int, module: str, is_package: bool) -> str:
     return ".".join([*pkg, base] if base else pkg)
 
 
+#: Calls that load an extension module from a file the program chooses, under the module name their first argument
+#: gives: ``importlib.util.spec_from_file_location("common_ops", path)`` (then ``exec_module``),
+#: ``ExtensionFileLoader("name", path)``, ``imp.load_dynamic("name", path)``. An extension module's init function is
+#: ``PyInit_<name>``, so the file is one of the distribution's extension modules of that name (sgl-kernel picks
+#: ``sm90/common_ops.abi3.so`` or ``sm100/common_ops.abi3.so`` by the GPU it finds).
+_FILE_IMPORTS = frozenset({"spec_from_file_location", "ExtensionFileLoader", "load_dynamic"})
+
+
+@dataclass(frozen=True, slots=True)
+class _RunFacts:
+    """What running some code does (a module's import, or a call of one of its functions): the modules it imports,
+    the extension module names it loads from files it chooses (:data:`_FILE_IMPORTS`), whether it loads a shared
+    library with ctypes (:data:`_CTYPES_LOADS`), and the functions of other modules it calls, as (module,
+    function) pairs: ``from .load_utils import load_ops`` then ``load_ops()``."""
+
+    imports: frozenset[str] = frozenset()
+    file_imports: frozenset[str] = frozenset()
+    loads_library: bool = False
+    calls: frozenset[tuple[str, str]] = frozenset()
+
+
 @dataclass(frozen=True, slots=True)
 class _ModuleFacts:
-    """What importing one Python file does, read from its text: the modules it imports, whether it loads a shared
-    library with ctypes (:data:`_CTYPES_LOADS`) as it is imported, and the library file names its string
-    constants spell (anywhere in the file: ``os.path.join(folder, "libxgboost.so")`` in a helper)."""
+    """What importing one Python file does, read from its text (as :class:`_RunFacts` says), the library file names
+    its string constants spell (anywhere in the file: ``os.path.join(folder, "libxgboost.so")`` in a helper), and
+    what calling the functions asked for does (``functions``: None for a name the module does not define)."""
 
     imports: frozenset[str]
     loads_library: bool = False
     library_names: frozenset[str] = frozenset()
+    file_imports: frozenset[str] = frozenset()
+    calls: frozenset[tuple[str, str]] = frozenset()
+    functions: tuple[tuple[str, _RunFacts | None], ...] = ()  # the wanted functions, by name
+    function_lines: tuple[tuple[str, tuple[int, int]], ...] = ()  # every top-level function's first and last line
+    bound: tuple[tuple[str, tuple[str, ...]], ...] = ()  # names its imports bind in its own package
 
 
 def _called_name(call: ast.Call) -> str:
@@ -527,33 +563,175 @@ def _library_names(tree: ast.AST) -> frozenset[str]:
     return frozenset(names)
 
 
-def _imports_of(text: str, module: str, is_package: bool) -> _ModuleFacts:
+def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] = ()) -> _ModuleFacts:
     """What a Python file does when it is imported (see :func:`_module_level` and :class:`_ModuleFacts`), module
-    names absolute. A file that does not parse is read line by line (imports at column 0)."""
+    names absolute, and what calling each of its ``wanted`` functions does (those that modules parsed before
+    call at their import). A file that does not parse is read line by line (imports at column 0)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _ModuleFacts(frozenset(_imports_by_line(text, module, is_package)))
-    out: set[str] = set()
-    loads = False
-    for node in _module_level(tree.body):
-        if isinstance(node, ast.Call):
-            out.update(_dynamic_import(node, module, is_package))
-            loads = loads or _called_name(node) in _CTYPES_LOADS
-            continue
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-            continue
-        base = _absolute(node.module or "", node.level, module, is_package)
-        if not base:
-            continue
-        out.add(base)
-        out.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    top = list(_module_level(tree.body))
+    bound = _own_package_names(top, module, is_package)
+    run = _run_facts(top, module, is_package, bound)
+    functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
+    called = tuple((f, _function_run(functions, bound, module, is_package, f)) for f in wanted)
     try:
         names = _library_names(tree) if _may_name_library(text) else frozenset()
     except RecursionError:
         names = frozenset()
-    return _ModuleFacts(frozenset(out), loads, names)
+    lines = tuple((f, (n.lineno, n.end_lineno or n.lineno)) for f, n in functions.items())
+    return _ModuleFacts(
+        run.imports, run.loads_library, names, run.file_imports, run.calls, called, lines, tuple(bound.items())
+    )
+
+
+def _function_run(
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+    bound: dict[str, tuple[str, ...]],
+    module: str,
+    is_package: bool,
+    name: str,
+) -> _RunFacts | None:
+    """What calling the module's top-level function ``name`` does (its own functions it calls included), None when
+    the module has no such function."""
+    if name not in functions:
+        return None
+    nodes = list(_runs(functions[name].body, functions, {name}))
+    return _run_facts(nodes, module, is_package, {**bound, **_own_package_names(nodes, module, is_package)})
+
+
+_NOTHING = _RunFacts()
+
+
+def _own_package_names(
+    nodes: Iterable[ast.Import | ast.ImportFrom | ast.Call], module: str, is_package: bool
+) -> dict[str, tuple[str, ...]]:
+    """The names these import statements bind to modules or functions of the module's own top-level package (a
+    call of another package's function is never followed)."""
+    top = module.split(".", 1)[0]
+    return {n: t for n, t in _bound_names(nodes, module, is_package).items() if t[0].split(".", 1)[0] == top}
+
+
+class _Functions:
+    """The top-level functions of modules parsed before another module's import was found to call them. Such a
+    function is parsed again from its own lines when first needed, not with its module (torch._torch_docs is
+    445 KB; reading every function of every module up front cost a third of PyTorch's import search). The
+    functions a module's import calls are read from the module's own parse when it is parsed after its caller."""
+
+    def __init__(self, read: Callable[[str], str], modules: dict[str, str], facts: dict[str, _ModuleFacts]) -> None:
+        self._read = read
+        self._modules = modules
+        self._facts = facts
+        self._texts: dict[str, list[str]] = {}
+
+    def run(self, module: str, name: str) -> _RunFacts | None:
+        """What calling ``module``'s function ``name`` does, None when the module has no such function or cannot
+        be read."""
+        rel = self._modules.get(module)
+        facts = self._facts.get(module)
+        if rel is None or facts is None:
+            return None
+        if module not in self._texts:
+            self._texts[module] = self._read(rel).splitlines(keepends=True)
+        functions = _FunctionLines(self._texts[module], dict(facts.function_lines))
+        return _function_run(functions, dict(facts.bound), module, rel.endswith("__init__.py"), name)
+
+
+def _empty_function() -> ast.FunctionDef:
+    node = ast.parse("def _():\n    pass\n").body[0]
+    assert isinstance(node, ast.FunctionDef)
+    node.body = []
+    return node
+
+
+class _FunctionLines(dict[str, ast.FunctionDef | ast.AsyncFunctionDef]):
+    """A module's top-level functions by name, each parsed from its own lines when first asked for."""
+
+    def __init__(self, lines: list[str], spans: dict[str, tuple[int, int]]) -> None:
+        super().__init__()
+        self._lines = lines
+        self._spans = spans
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._spans
+
+    def __missing__(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        start, end = self._spans[name]
+        try:
+            body = ast.parse("".join(self._lines[start - 1 : end])).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            body = []
+        node = body[0] if len(body) == 1 and isinstance(body[0], _FUNCTIONS) else _empty_function()
+        self[name] = node
+        return node
+
+
+def _bound_names(
+    nodes: Iterable[ast.Import | ast.ImportFrom | ast.Call], module: str, is_package: bool
+) -> dict[str, tuple[str, ...]]:
+    """Names that import statements bind, each to the dotted names it may stand for: ``from .a import f`` binds
+    ``f`` to ``pkg.a.f``; ``import pkg.a as a`` binds ``a`` to ``pkg.a``."""
+    bound: dict[str, tuple[str, ...]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = (alias.name,)
+        elif isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
+            base = _absolute(node.module or "", node.level, module, is_package)
+            if base:
+                for alias in node.names:
+                    bound[alias.asname or alias.name] = (f"{base}.{alias.name}",)
+    return bound
+
+
+def _run_facts(
+    nodes: Iterable[ast.Import | ast.ImportFrom | ast.Call],
+    module: str,
+    is_package: bool,
+    bound: dict[str, tuple[str, ...]],
+) -> _RunFacts:
+    imports: set[str] = set()
+    file_imports: set[str] = set()
+    calls: set[tuple[str, str]] = set()
+    loads = False
+    for node in nodes:
+        if isinstance(node, ast.Call):
+            imports.update(_dynamic_import(node, module, is_package))
+            name = _called_name(node)
+            loads = loads or name in _CTYPES_LOADS
+            if name in _FILE_IMPORTS and node.args:
+                arg = node.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value:
+                    file_imports.add(arg.value.rsplit(".", 1)[-1])
+            calls.update(_other_module_call(node, bound))
+            continue
+        if isinstance(node, ast.Import):
+            imports.update(alias.name for alias in node.names)
+            continue
+        base = _absolute(node.module or "", node.level, module, is_package)
+        if not base:
+            continue
+        imports.add(base)
+        imports.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    if not (imports or file_imports or calls or loads):
+        return _NOTHING
+    return _RunFacts(frozenset(imports), frozenset(file_imports), loads, frozenset(calls))
+
+
+def _other_module_call(call: ast.Call, bound: dict[str, tuple[str, ...]]) -> Iterator[tuple[str, str]]:
+    """The (module, function) a call may run when it calls a function another module defines: ``f()`` after
+    ``from pkg.a import f``, ``a.f()`` after ``from pkg import a`` or ``import pkg.a as a``."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        for dotted in bound.get(func.id, ()):
+            mod, _, name = dotted.rpartition(".")
+            if mod:
+                yield mod, name
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        for dotted in bound.get(func.value.id, ()):
+            yield dotted, func.attr
 
 
 def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
@@ -597,9 +775,8 @@ def _cuda_at_import(text: str) -> bool:
     return calls_reach_cuda(text, tree, calls)
 
 
-def _imports_task(item: tuple[str, str, bool]) -> _ModuleFacts:
-    text, mod, is_package = item
-    return _imports_of(text, mod, is_package)
+def _imports_task(item: tuple[str, str, bool, tuple[str, ...]]) -> _ModuleFacts:
+    return _imports_of(*item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -610,6 +787,7 @@ class StartupPath:
 
     extensions: frozenset[str]
     ctypes_libraries: dict[str, str] = field(default_factory=dict)
+    from_files: frozenset[str] = frozenset()  # of ``extensions``, those loaded from a file the package chooses
 
 
 def startup_path(
@@ -643,9 +821,30 @@ def startup_path(
     seen: set[str] = set()
     reached: set[str] = set()
     facts: dict[str, _ModuleFacts] = {}
+    by_file: set[str] = set()  # extension module names loaded from a file the package chooses
+    loaders: set[str] = set()  # modules whose code run at import loads a library with ctypes
+    pending: set[tuple[str, str]] = set()  # (module, function) called at import, its module not parsed yet
+    done: set[tuple[str, str]] = set()
+    functions = _Functions(read, modules, facts)
+    queued: list[str] = []  # modules for the next level of the search
+
+    def run(facts_of: _RunFacts | _ModuleFacts, owner: str) -> None:
+        for name in facts_of.imports:
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
+                prefix = ".".join(parts[:i])
+                if prefix in extensions:
+                    reached.add(prefix)
+                if prefix in modules and prefix not in seen:
+                    queued.append(prefix)
+        by_file.update(facts_of.file_imports)
+        if facts_of.loads_library:
+            loaders.add(owner)
+        pending.update(c for c in facts_of.calls if c not in done)
+
     level = list(tops)
     while level:
-        todo: list[tuple[str, str, bool]] = []
+        todo: list[tuple[str, str, bool, tuple[str, ...]]] = []
         for mod in level:
             if mod in seen:
                 continue
@@ -656,29 +855,36 @@ def startup_path(
             text = read(rel)
             if len(text) > MAX_PY_BYTES:
                 continue
-            todo.append((text, mod, rel.endswith("__init__.py")))
+            wanted = tuple(sorted(f for m, f in pending if m == mod))
+            todo.append((text, mod, rel.endswith("__init__.py"), wanted))
         workers = pool() if pool is not None and len(todo) >= PARALLEL_PY_FILES else None
         if workers is not None:
             found = workers.map(_imports_task, todo, max(1, len(todo) // 64))
         else:
             found = [_imports_task(t) for t in todo]
-        level = []
-        for (_text, mod, _pkg), got in zip(todo, found, strict=True):
+        for (_text, mod, _pkg, _wanted), got in zip(todo, found, strict=True):
             facts[mod] = got
-            for name in got.imports:
-                parts = name.split(".")
-                for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
-                    prefix = ".".join(parts[:i])
-                    if prefix in extensions:
-                        reached.add(prefix)
-                    if prefix in modules and prefix not in seen:
-                        level.append(prefix)
+            run(got, mod)
+        # Functions of other modules called at import run too (sgl-kernel's __init__ calls load_utils'
+        # _load_architecture_specific_ops()); a module not parsed yet is resolved at a later level.
+        while ready := sorted(c for c in pending if c[0] in facts):
+            for call in ready:
+                pending.discard(call)
+                done.add(call)
+                parsed = dict(facts[call[0]].functions)
+                called = parsed[call[1]] if call[1] in parsed else functions.run(*call)
+                if called is not None:
+                    run(called, call[0])
+        level, queued = queued, []
+    from_files = {
+        m for m, path in extensions.items() if m.rsplit(".", 1)[-1] in by_file and not path.endswith(".py")
+    } - reached
     loaded: dict[str, str] = {}
-    for mod in sorted(m for m, f in facts.items() if f.loads_library):
+    for mod in sorted(loaders):
         own = [facts[mod], *(facts[n] for n in sorted(facts[mod].imports) if n in facts and n != mod)]
         for name in sorted(set().union(*(f.library_names for f in own))):
             loaded.setdefault(name, mod)
-    return StartupPath(frozenset(reached), loaded)
+    return StartupPath(frozenset(reached | from_files), loaded, frozenset(from_files))
 
 
 class _PoolLike(Protocol):
@@ -733,7 +939,12 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
                 if python and not _cuda_at_import(group.dist.read(rel)):
                     in_functions[path] = mod  # imported with the package; its CUDA code waits for a call
                     continue
-                entry[path] = f"{what} {mod}, imported when the package is imported"
+                entry[path] = (
+                    f"{what} {mod}, loaded from its file when the package is imported (the package chooses the "
+                    "file; which one can depend on the machine)"
+                    if mod in on_import.from_files
+                    else f"{what} {mod}, imported when the package is imported"
+                )
         loaded = on_import.ctypes_libraries if on_import is not None else {}
         for b in group.binaries:
             by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None)

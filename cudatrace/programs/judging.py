@@ -44,7 +44,7 @@ from cudatrace.model import (
     VerdictStatus,
 )
 from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
-from cudatrace.wording import agrees, counted
+from cudatrace.wording import agrees, counted, file_names
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
@@ -336,6 +336,9 @@ def judge_program(
     judged_startup = [
         p for p in program.parts if p.role is PartRole.STARTUP and (b := by_path.get(p.path)) and b.verdict
     ]
+    startup_names = file_names([p.path for p in judged_startup])
+    # a blocker or risk of several start-up binaries: the reason once, with the binaries it is in
+    whose: dict[Reason, list[str]] = {}
     for part in program.parts:
         b = by_path.get(part.path)
         v = b.verdict if b is not None else None
@@ -346,18 +349,22 @@ def judge_program(
             # With several start-up binaries, a blocker or risk says whose it is (PyTorch's wheel: two SASS-only
             # libraries among ten), at the end, where the message's own first words stay what they are.
             named = len(judged_startup) > 1
-            reasons.extend(
-                replace(r, message=f"{r.message} (in {_short(part.path)})")
-                if named and r.severity in (Severity.BLOCKER, Severity.RISK)
-                else r
-                for r in v.reasons
-                if r.code != "release_fixing"  # the program's own comes last: one for the program, not one per part
-            )
+            for r in v.reasons:
+                if r.code == "release_fixing":  # the program's own comes last: one for the program, not one per part
+                    continue
+                if named and r.severity in (Severity.BLOCKER, Severity.RISK):
+                    if r not in whose:
+                        whose[r] = []
+                        reasons.append(r)
+                    whose[r].append(startup_names[part.path])
+                else:
+                    reasons.append(r)
         elif v.status is not VerdictStatus.RUNS:
             if b is not None and b.format is BinaryFormat.PYTHON and is_test_code(part.path):
                 tests.append(part)
             else:
                 failing.append((part, v))
+    reasons = [replace(r, message=f"{r.message} (in {', '.join(whose[r])})") if r in whose else r for r in reasons]
     reasons.extend(_part_reasons(failing, rel))
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:

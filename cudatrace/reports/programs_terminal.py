@@ -13,7 +13,7 @@ from rich.text import Text
 from cudatrace.model import PartRole, Program, ProgramPart, ScanResult, Severity, VerdictStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
-from cudatrace.wording import counted
+from cudatrace.wording import counted, file_names
 
 MAX_REASONS = 3
 MAX_PARTS = 8
@@ -28,11 +28,13 @@ def _name(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _part_name(part: ProgramPart) -> str:
-    """The part's file name, and the names of its copies (the same file under other names)."""
+def _part_name(part: ProgramPart, names: dict[str, str]) -> str:
+    """The part's file name (``names``: where two parts share one, with the folders that tell them apart), and
+    the names of its copies (the same file under other names)."""
+    name = names.get(part.path) or _name(part.path)
     if not part.copies:
-        return _name(part.path)
-    return f"{_name(part.path)} (also {', '.join(_name(c) for c in part.copies)})"
+        return name
+    return f"{name} (also {', '.join(_name(c) for c in part.copies)})"
 
 
 def program_lines(program: Program, quiet: bool = False) -> list[Text]:
@@ -72,18 +74,23 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         if fixing is not None:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
     startup = [p for p in program.parts if p.role is PartRole.STARTUP]
+    shown_parts = [*startup[:MAX_PARTS], *program.on_demand[:MAX_PARTS]]
+    shown_parts += [p for p in program.parts if p.role is PartRole.NVIDIA][:MAX_PARTS]
+    part_names = file_names([p.path for p in shown_parts])
     if startup:
-        names = ", ".join(_part_name(p) for p in startup[:MAX_PARTS])
+        names = ", ".join(_part_name(p, part_names) for p in startup[:MAX_PARTS])
         more = f" and {len(startup) - MAX_PARTS} more" if len(startup) > MAX_PARTS else ""
         lines.append(_t(f"  start-up: {names}{more}"))
     for p in program.on_demand[:MAX_PARTS]:
         status = f" [{p.status.value.replace('_', ' ')}]" if p.status else ""
-        lines.append(_t(f"  on demand: {_part_name(p)} ({p.feature or '?'}; {p.why}){status}"))
+        lines.append(_t(f"  on demand: {_part_name(p, part_names)} ({p.feature or '?'}; {p.why}){status}"))
     if len(program.on_demand) > MAX_PARTS:
         lines.append(_t(f"  ... and {len(program.on_demand) - MAX_PARTS} more on-demand parts", "dim"))
     nvidia = [p for p in program.parts if p.role is PartRole.NVIDIA]
     if nvidia:
-        lines.append(_t(f"  NVIDIA libraries shipped: {', '.join(_part_name(p) for p in nvidia[:MAX_PARTS])}", "dim"))
+        lines.append(
+            _t(f"  NVIDIA libraries shipped: {', '.join(_part_name(p, part_names) for p in nvidia[:MAX_PARTS])}", "dim")
+        )
     if len(program.missing) > MAX_MISSING:
         names = ", ".join(m.name for m in program.missing)
         lines.append(_t(f"  missing ({len(program.missing)}): {names}", "yellow"))

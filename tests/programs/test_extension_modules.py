@@ -136,3 +136,43 @@ def test_every_python_version_s_file_of_an_imported_module_is_start_up(tmp_path:
     }
     assert len(program.binaries) == 3
     assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
+
+
+# sgl-kernel 0.3.21's layout: __init__ calls load_utils' _load_architecture_specific_ops(), which globs
+# sm90/common_ops.* or sm100/common_ops.* by the GPU it finds and loads it with spec_from_file_location; both
+# files are SASS only. Before, neither was reached and the program was only at risk.
+SGL_LIKE = {
+    "pkg/__init__.py": "from pkg.load_utils import _load_ops\n\ncommon_ops = _load_ops()\n",
+    "pkg/load_utils.py": "import glob, importlib.util, os\n\ndef _load_ops():\n"
+    "    sub = 'sm90' if os.environ.get('X') else 'sm100'\n"
+    "    path = glob.glob(os.path.join(os.path.dirname(__file__), sub, 'common_ops.*'))[0]\n"
+    "    spec = importlib.util.spec_from_file_location('common_ops', path)\n"
+    "    module = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(module)\n    return module\n",
+}
+
+
+def test_an_extension_module_loaded_from_a_file_the_package_chooses_at_import_is_start_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binaries: dict[str, Path | None] = {
+        "pkg/sm90/common_ops.abi3.so": _sass_only(),
+        "pkg/sm100/common_ops.abi3.so": _sass_only(),
+    }
+    site = _site(tmp_path, SGL_LIKE, binaries)
+    program = _judge(site)
+    roles = _roles(program)
+    for rel, mod in (("pkg/sm90/common_ops.abi3.so", "pkg.sm90"), ("pkg/sm100/common_ops.abi3.so", "pkg.sm100")):
+        assert roles[rel] == (
+            PartRole.STARTUP,
+            f"extension module {mod}.common_ops, loaded from its file when the package is imported (the package "
+            "chooses the file; which one can depend on the machine)",
+        )
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
+    (blocker,) = [r for r in program.verdict.reasons if r.code == "sass_only"]
+    assert blocker.message.endswith("(in sm100/common_ops.abi3.so, sm90/common_ops.abi3.so)")
+    assert cli_main(["scan", "--no-store", "--no-progress", "--fail-on", "blocked", str(site)]) == 8
+    assert "start-up: sm100/common_ops.abi3.so, sm90/common_ops.abi3.so\n" in capsys.readouterr().out
+    # the function never called at import: both files wait for it, on demand
+    lazy = dict(SGL_LIKE, **{"pkg/__init__.py": "from pkg.load_utils import _load_ops\n"})
+    lazy_roles = _roles(_judge(_site(tmp_path / "lazy", lazy, binaries)))
+    assert lazy_roles["pkg/sm90/common_ops.abi3.so"][0] is PartRole.ON_DEMAND

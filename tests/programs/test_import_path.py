@@ -76,6 +76,70 @@ def test_an_import_that_does_not_run_at_import_stays_on_demand(code: str) -> Non
     assert _reached(files) == set()
 
 
+@pytest.mark.parametrize(
+    "init",
+    [
+        "from pkg.loader import load\n\nops = load()\n",
+        "from . import loader\n\nops = loader.load()\n",
+        "import pkg.loader as L\n\ntry:\n    ops = L.load()\nexcept ImportError:\n    ops = None\n",
+        "from .loader import setup\n\nsetup()\n",  # a function of loader that calls loader.load()
+        "from .relay import go\n\ngo()\n",  # through a third module's function
+        "from . import loader\nfrom . import caller\n",  # loader is parsed before (with) the module that calls it
+    ],
+    ids=[
+        "from-import",
+        "module-attribute",
+        "import-as",
+        "own-function-of-the-other-module",
+        "two-modules",
+        "parsed-before",
+    ],
+)
+def test_a_function_of_another_module_called_at_import_runs_its_imports(init: str) -> None:
+    # sgl-kernel 0.3.21: __init__ calls load_utils' _load_architecture_specific_ops(), which loads
+    # sm90/common_ops.abi3.so or sm100/common_ops.abi3.so with spec_from_file_location("common_ops", path)
+    files = {
+        "pkg/__init__.py": init,
+        "pkg/loader.py": "import importlib.util, glob, functools\n\n@functools.cache\ndef load():\n"
+        "    path = glob.glob('x')[0]\n"
+        "    spec = importlib.util.spec_from_file_location('common_ops', path)\n    return spec\n\n"
+        "def setup():\n    from pkg import _core\n    return load()\n\ndef unused():\n    import pkg._extra\n",
+        "pkg/relay.py": "from pkg import loader\n\ndef go():\n    loader.setup()\n",
+        "pkg/caller.py": "from pkg.loader import setup as _setup\n\ndef unused():\n    pass\n\n_setup()\n",
+    }
+    extensions = {
+        **EXTENSIONS,
+        "pkg.sm90.common_ops": "pkg/sm90/common_ops.abi3.so",
+        "pkg.sm100.common_ops": "pkg/sm100/common_ops.abi3.so",
+        "pkg.common_ops_py": "pkg/common_ops_py.py",
+    }
+    found = startup_path(files.__getitem__, files, extensions)
+    assert found is not None
+    both = {"pkg.sm90.common_ops", "pkg.sm100.common_ops"}
+    expected = both | ({"pkg._core"} if "setup" in init or "go" in init or "caller" in init else set())
+    assert set(found.extensions) == expected  # never pkg._extra: unused() is not called
+    assert found.from_files == both
+
+
+@pytest.mark.parametrize(
+    "init",
+    [
+        "from pkg.loader import load\n\ndef later():\n    load()\n",  # called by nothing at import
+        "from pkg import loader\n",  # imported, not called
+        "from pkg.loader import load\n\nif __name__ == '__main__':\n    load()\n",
+    ],
+    ids=["caller-not-called", "not-called", "main-block"],
+)
+def test_a_function_of_another_module_not_called_at_import_loads_nothing(init: str) -> None:
+    files = {
+        "pkg/__init__.py": init,
+        "pkg/loader.py": "import importlib.util\n\ndef load():\n"
+        "    return importlib.util.spec_from_file_location('common_ops', 'p')\n",
+    }
+    found = startup_path(files.__getitem__, files, {"pkg.sm90.common_ops": "pkg/sm90/common_ops.abi3.so"})
+    assert found is not None and found.extensions == frozenset() and found.from_files == frozenset()
+
+
 def test_the_else_branch_of_a_main_block_runs_and_a_recursive_helper_ends() -> None:
     code = (
         "def again():\n    again()\n    import pkg._extra\n\nagain()\n"

@@ -369,8 +369,9 @@ def test_doctor_and_configure_plan_a_wheel_module_from_its_stored_program(tmp_pa
 
 
 def test_a_program_of_several_start_up_binaries_says_whose_each_blocker_is() -> None:
-    # PyTorch's wheel: two of its ten start-up libraries carry SASS alone; each blocker names its library, and the
-    # program says once which release fixes it (the parts' own "release" lines are not repeated).
+    # PyTorch's wheel: two of its ten start-up libraries carry SASS alone; each blocker names its libraries (one
+    # reason for the same words), and the program says once which release fixes it (the parts' own "release" lines
+    # are not repeated). Two files of one name are told apart by their folders (sgl-kernel's sm90/ and sm100/).
     from cudatrace.coverage_db.catalog import load_catalog
     from cudatrace.model import BinaryFormat, BinaryScan, ProgramPart, Reason, Severity, Verdict
     from cudatrace.programs.judging import judge_program
@@ -379,17 +380,23 @@ def test_a_program_of_several_start_up_binaries_says_whose_each_blocker_is() -> 
     sass = Reason(Severity.BLOCKER, "sass_only", "the embedded GPU code is SASS only (sm_80) with no PTX")
     fixing = Reason(Severity.INFO, "release_fixing", "no ZLUDA release up to v7-preview.9 removes every blocker")
     info = Reason(Severity.INFO, "translated", "3 of 3 entry points are translated")
+    other = Reason(Severity.BLOCKER, "sass_only", "the embedded GPU code is SASS only (sm_90) with no PTX")
     binaries = {
         f"/site/pkg/{name}": BinaryScan(
             f"/site/pkg/{name}", BinaryFormat.ELF, 1, "0" * 64, verdict=Verdict(rel, VerdictStatus.BLOCKED, reasons)
         )
-        for name, reasons in (("liba.so", (sass, fixing)), ("libb.so", (sass, info, fixing)))
+        for name, reasons in (
+            ("liba.so", (sass, fixing)),
+            ("libb.so", (sass, info, fixing)),
+            ("sm90/ops.so", (other,)),
+            ("sm100/ops.so", (other,)),
+        )
     }
     parts = tuple(ProgramPart(path, PartRole.STARTUP, "start-up") for path in binaries)
     program = Program("pkg", "1.0", "/site", ProgramKind.WHEEL, tuple(binaries), (), parts)
     judged = judge_program(program, binaries, set(), rel, load_catalog())
     assert judged.verdict is not None and judged.verdict.status is VerdictStatus.BLOCKED
     blockers = [r.message for r in judged.verdict.reasons if r.severity is Severity.BLOCKER]
-    assert blockers == [f"{sass.message} (in liba.so)", f"{sass.message} (in libb.so)"]
+    assert blockers == [f"{sass.message} (in liba.so, libb.so)", f"{other.message} (in sm90/ops.so, sm100/ops.so)"]
     assert [r.message for r in judged.verdict.reasons if r.code == "translated"] == [info.message]  # info unnamed
     assert [r.code for r in judged.verdict.reasons].count("release_fixing") == 1
