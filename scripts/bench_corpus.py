@@ -44,12 +44,22 @@ def main() -> int:
         with open(w, "rb") as fh:
             while fh.read(1 << 24):
                 pass
-    rows = []
     digests = set()
+    base: list[float] = []
+    print(f"{len(wheels)} wheels, {mb:.0f} MB, {os.cpu_count()} CPUs (cluster start-up not timed)")
+    print(f"{'run':<24} {'wall s':>8} {'MB/s':>7} {'wheels/min':>11} {'speed-up':>9}", flush=True)
+
+    def row(label: str, wall: float) -> None:  # printed as measured: a run cut short keeps its rows
+        base.append(wall)
+        print(
+            f"{label:<24} {wall:>8.1f} {mb / wall:>7.1f} {len(wheels) / wall * 60:>11.1f} {base[0] / wall:>8.2f}x",
+            flush=True,
+        )
+
     for j in jobs:
         start = time.perf_counter()
         results = list(map_paths(scan_wheel_document, wheels, j))
-        rows.append((f"processes: {j}", time.perf_counter() - start))
+        row(f"processes: {j}", time.perf_counter() - start)
         digests.add(_digest(results))
     if not args.no_dask:
         try:
@@ -61,13 +71,8 @@ def main() -> int:
                 with dask_client("local", j) as client:
                     start = time.perf_counter()
                     results = list(dask_map_paths(client, scan_wheel_document, wheels))
-                    rows.append((f"dask local: {j} workers", time.perf_counter() - start))
+                    row(f"dask local: {j} workers", time.perf_counter() - start)
                     digests.add(_digest(results))
-    print(f"{len(wheels)} wheels, {mb:.0f} MB, {os.cpu_count()} CPUs (cluster start-up not timed)")
-    print(f"{'run':<24} {'wall s':>8} {'MB/s':>7} {'wheels/min':>11} {'speed-up':>9}")
-    base = rows[0][1]
-    for label, wall in rows:
-        print(f"{label:<24} {wall:>8.1f} {mb / wall:>7.1f} {len(wheels) / wall * 60:>11.1f} {base / wall:>8.2f}x")
     print(f"same documents every way: {'yes' if len(digests) == 1 else 'NO'}")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0 if len(digests) == 1 else 1

@@ -151,10 +151,10 @@ def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
         longest = sorted(log.done, key=lambda d: d[4] - d[3], reverse=True)[:top]
         for index, kind, _w, start, end in longest:
             path = log.files[index]
-            try:
+            try:  # the grouping's pool is handed Python texts, not paths
                 mb = os.path.getsize(path) / 1e6
-            except OSError:
-                mb = float("nan")
+            except (OSError, ValueError, TypeError):
+                mb, path = float("nan"), repr(path)[:100]
             what = "" if kind == "file" else f" [{kind}]"
             print(f"  {end - start:6.2f} s  {start:6.2f}-{end:6.2f}  {mb:7.1f} MB  {path}{what}")
     if pools and pools[-1].done:
