@@ -35,7 +35,7 @@ import sys
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -805,6 +805,49 @@ def startup_path(
     joins ``"libxgboost.so"``, spelled in ``xgboost.libpath``, to its folder); a name built at run time
     (bitsandbytes' ``libbitsandbytes_cuda{version}``) is not found, and its library stays on demand.
     """
+    (found,) = startup_paths([(read, files, extensions)], pool)
+    return found
+
+
+_Search = Generator[list[tuple[str, str, bool, tuple[str, ...]]], list[_ModuleFacts], StartupPath | None]
+
+
+def startup_paths(
+    searches: Sequence[tuple[Callable[[str], str], Iterable[str], dict[str, str]]],
+    pool: Callable[[], _PoolLike | None] | None = None,
+) -> list[StartupPath | None]:
+    """:func:`startup_path` of several distributions at once: each level of every search is parsed together, so
+    that a pool has work for all its processes (a Python environment holds dozens of distributions whose imports
+    are a few modules a level; parsing them one distribution and one level at a time kept one process busy)."""
+    out: list[StartupPath | None] = [None] * len(searches)
+    running: dict[int, tuple[_Search, list[tuple[str, str, bool, tuple[str, ...]]]]] = {}
+    for i, (read, files, extensions) in enumerate(searches):
+        search = _search(read, files, extensions)
+        try:
+            running[i] = (search, next(search))
+        except StopIteration as stop:
+            out[i] = stop.value
+    while running:
+        todo = [item for _search_, items in running.values() for item in items]
+        workers = pool() if pool is not None and len(todo) >= PARALLEL_PY_FILES else None
+        if workers is not None:
+            found = workers.map(_imports_task, todo, max(1, len(todo) // 64))
+        else:
+            found = [_imports_task(t) for t in todo]
+        at = 0
+        for i, (search, items) in list(running.items()):
+            got, at = found[at : at + len(items)], at + len(items)
+            try:
+                running[i] = (search, search.send(got))
+            except StopIteration as stop:
+                out[i] = stop.value
+                del running[i]
+    return out
+
+
+def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[str, str]) -> _Search:
+    """One distribution's :func:`startup_path`, as a generator: it yields each level's modules to parse (text,
+    module name, whether a package, the functions of it wanted) and is sent what parsing them found."""
     py = sorted(f for f in files if f.endswith(".py"))[:MAX_PY_FILES]
     if not py:
         return None
@@ -857,11 +900,7 @@ def startup_path(
                 continue
             wanted = tuple(sorted(f for m, f in pending if m == mod))
             todo.append((text, mod, rel.endswith("__init__.py"), wanted))
-        workers = pool() if pool is not None and len(todo) >= PARALLEL_PY_FILES else None
-        if workers is not None:
-            found = workers.map(_imports_task, todo, max(1, len(todo) // 64))
-        else:
-            found = [_imports_task(t) for t in todo]
+        found = (yield todo) if todo else []
         for (_text, mod, _pkg, _wanted), got in zip(todo, found, strict=True):
             facts[mod] = got
             run(got, mod)
@@ -908,8 +947,25 @@ def _names_of(b: BinaryScan) -> set[str]:
     return {n.lower() for n in (b.name, b.soname) if n}
 
 
-def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -> list[ProgramPart]:
-    """Start-up / on-demand / NVIDIA role of every binary in one program."""
+def _importable(group: _Group) -> dict[str, list[str]]:
+    """Every file of a wheel's program that Python's import could load by a dotted name (one module may have a
+    file per Python version), by that name."""
+    exts: dict[str, list[str]] = {}
+    if group.kind is ProgramKind.WHEEL and group.dist is not None:
+        for b in group.binaries:
+            mod = _importable_as(b, group.dist)
+            if mod is not None:
+                exts.setdefault(mod, []).append(b.path)
+    return exts
+
+
+def _roles(
+    group: _Group,
+    pool: Callable[[], _PoolLike | None] = lambda: None,
+    searched: tuple[StartupPath | None] | None = None,
+) -> list[ProgramPart]:
+    """Start-up / on-demand / NVIDIA role of every binary in one program (``searched``: the wheel's
+    :func:`startup_path`, when it was searched with other programs')."""
     by_name: dict[str, BinaryScan] = {}
     for b in group.binaries:
         for n in _names_of(b):
@@ -921,13 +977,12 @@ def _roles(group: _Group, pool: Callable[[], _PoolLike | None] = lambda: None) -
     entry: dict[str, str] = {}
     in_functions: dict[str, str] = {}  # Python modules imported at start-up that reach CUDA only in functions
     if group.kind is ProgramKind.WHEEL and group.dist is not None:
-        # Every file Python's import could load by a dotted name (one module may have a file per Python version)
-        exts: dict[str, list[str]] = {}
-        for b in group.binaries:
-            mod = _importable_as(b, group.dist)
-            if mod is not None:
-                exts.setdefault(mod, []).append(b.path)
-        on_import = startup_path(group.dist.read, group.dist.files, {m: ps[0] for m, ps in exts.items()}, pool)
+        exts = _importable(group)
+        on_import = (
+            searched[0]
+            if searched is not None
+            else startup_path(group.dist.read, group.dist.files, {m: ps[0] for m, ps in exts.items()}, pool)
+        )
         for mod, path in ((m, p) for m, ps in exts.items() for p in ps):
             python = by_path[path].format is BinaryFormat.PYTHON
             what = "Python module" if python else "extension module"
@@ -1204,9 +1259,8 @@ def _group_programs(
             kind = ProgramKind.NVIDIA
         groups[("file", absolute)] = _Group(b.name, None, b.path, kind, [b])
     programs: list[Program] = []
-    for g in _split_folders(list(groups.values())):
-        if not any(b.uses_cuda for b in g.binaries):
-            continue
+    kept = [g for g in _split_folders(list(groups.values())) if any(b.uses_cuda for b in g.binaries)]
+    for g in kept:
         wheel = g.kind is ProgramKind.WHEEL and is_nvidia_distribution(g.name, g.binaries)
         if wheel or (g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries)):
             g.kind = ProgramKind.NVIDIA
@@ -1214,7 +1268,14 @@ def _group_programs(
             _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
         ):
             g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
-        parts = tuple(_one_part_per_content(_roles(g, pool), g.binaries))
+    # every wheel's import search at once (see startup_paths)
+    wheels = [g for g in kept if g.kind is ProgramKind.WHEEL and g.dist is not None]
+    searches = [(g.dist.read, g.dist.files, {m: ps[0] for m, ps in _importable(g).items()}) for g in wheels if g.dist]
+    searched = {id(g): found for g, found in zip(wheels, startup_paths(searches, pool), strict=True)}
+    for g in kept:
+        parts = tuple(
+            _one_part_per_content(_roles(g, pool, (searched[id(g)],) if id(g) in searched else None), g.binaries)
+        )
         platform = _platform(g.binaries)
         programs.append(
             Program(

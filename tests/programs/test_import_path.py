@@ -225,3 +225,27 @@ def test_a_wheel_whose_import_loads_its_library_with_ctypes_starts_with_it(tmp_p
     roles = {Path(p.path).name: (p.role, p.why) for p in program.parts}
     assert roles["libctcore.so"] == (PartRole.STARTUP, "library loaded with ctypes when ctpkg.core is imported")
     assert roles["libctplugin_x.so"][0] is PartRole.ON_DEMAND
+
+
+def test_several_distributions_searched_together_find_what_each_finds_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Python environment's wheels are searched level by level together, each level of all of them parsed by
+    # one pool; the answer of each must be its own search's, in order, whatever the levels' lengths.
+    import multiprocessing
+
+    from cudatrace.programs import grouping
+
+    deep = {f"deep/m{i}.py": f"from deep import m{i + 1}\n" for i in range(6)}
+    deep |= {"deep/__init__.py": "from deep import m0\n", "deep/m6.py": "import deep._core\n"}
+    searches = [
+        (CTYPES_PACKAGE.__getitem__, CTYPES_PACKAGE, {}),
+        (deep.__getitem__, deep, {"deep._core": "deep/_core.so", "deep._lazy": "deep/_lazy.so"}),
+        ({}.__getitem__, {}, {}),  # no Python files: None
+        ({"pkg/__init__.py": "from . import _core\n"}.__getitem__, {"pkg/__init__.py": ""}, EXTENSIONS),
+    ]
+    alone = [startup_path(*s) for s in searches]
+    assert alone[1] is not None and alone[1].extensions == {"deep._core"} and alone[2] is None
+    assert alone[0] is not None and alone[0].ctypes_libraries
+    monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)  # every level through the pool
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert grouping.startup_paths(searches, lambda: pool) == alone
+    assert grouping.startup_paths(searches) == alone
