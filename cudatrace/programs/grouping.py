@@ -511,6 +511,7 @@ class _ModuleFacts:
     imports: frozenset[str]
     loads_library: bool = False
     library_names: frozenset[str] = frozenset()
+    library_stems: frozenset[str] = frozenset()  # quoted ``lib...`` words without a suffix (see _STEM)
     file_imports: frozenset[str] = frozenset()
     calls: frozenset[tuple[str, str]] = frozenset()
     functions: tuple[tuple[str, _RunFacts | None], ...] = ()  # the wanted functions, by name
@@ -553,6 +554,21 @@ def _may_name_library(text: str) -> bool:
     return _SUFFIX_TOGETHER.search(text) is not None or _SUFFIX_TAIL.search(text) is not None
 
 
+#: A quoted word naming a library without its suffix, which the code completes at run time: mxnet's
+#: ``find_lib_path(prefix='libmxnet')`` joins ``prefix + '.so'``. Read from the text (a comment's quoted word
+#: counts too): it only ever names a library the distribution ships, loaded by a module that loads one with ctypes
+#: at import. A name built from parts (bitsandbytes' ``f"libbitsandbytes_cuda{version}"``) is no such word.
+_STEM = re.compile(r"""["'](lib[A-Za-z0-9_+-]{2,64})["']""")
+_SUFFIX = re.compile(r"\.(?:so(?:\.\d+)*|dll|dylib|pyd)$", re.IGNORECASE)
+
+
+def _names_and_stems(b: BinaryScan) -> set[str]:
+    """The binary's lowercase file names, and those without their library suffix (``libmxnet.so`` ->
+    ``libmxnet``)."""
+    names = _names_of(b)
+    return names | {_SUFFIX.sub("", n) for n in names}
+
+
 def _library_names(tree: ast.AST) -> frozenset[str]:
     names = set()
     for node in ast.walk(tree):
@@ -578,11 +594,12 @@ def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] 
     called = tuple((f, _function_run(functions, bound, module, is_package, f)) for f in wanted)
     try:
         names = _library_names(tree) if _may_name_library(text) else frozenset()
+        stems = frozenset(m.lower() for m in _STEM.findall(text)) if "lib" in text else frozenset()
     except RecursionError:
-        names = frozenset()
+        names = stems = frozenset()
     lines = tuple((f, (n.lineno, n.end_lineno or n.lineno)) for f, n in functions.items())
     return _ModuleFacts(
-        run.imports, run.loads_library, names, run.file_imports, run.calls, called, lines, tuple(bound.items())
+        run.imports, run.loads_library, names, stems, run.file_imports, run.calls, called, lines, tuple(bound.items())
     )
 
 
@@ -921,7 +938,7 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
     loaded: dict[str, str] = {}
     for mod in sorted(loaders):
         own = [facts[mod], *(facts[n] for n in sorted(facts[mod].imports) if n in facts and n != mod)]
-        for name in sorted(set().union(*(f.library_names for f in own))):
+        for name in sorted(set().union(*(f.library_names | f.library_stems for f in own))):
             loaded.setdefault(name, mod)
     return StartupPath(frozenset(reached | from_files), loaded, frozenset(from_files))
 
@@ -1002,7 +1019,7 @@ def _roles(
                 )
         loaded = on_import.ctypes_libraries if on_import is not None else {}
         for b in group.binaries:
-            by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None)
+            by = next((loaded[n] for n in sorted(_names_and_stems(b)) if n in loaded), None)
             if by is not None and b.path not in entry and b.path not in nvidia:
                 entry[b.path] = f"library loaded with ctypes when {by} is imported"
     else:

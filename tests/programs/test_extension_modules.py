@@ -176,3 +176,31 @@ def test_an_extension_module_loaded_from_a_file_the_package_chooses_at_import_is
     lazy = dict(SGL_LIKE, **{"pkg/__init__.py": "from pkg.load_utils import _load_ops\n"})
     lazy_roles = _roles(_judge(_site(tmp_path / "lazy", lazy, binaries)))
     assert lazy_roles["pkg/sm90/common_ops.abi3.so"][0] is PartRole.ON_DEMAND
+
+
+# mxnet-cu112 1.9.1: base.py runs `_LIB = _load_lib()` at import, which loads `libinfo.find_lib_path()[0]`, a
+# path joined from `prefix='libmxnet'` and `'.so'`; libmxnet.so is SASS only. Before, no constant spelled the
+# file name, the library stayed on demand and the program was only at risk.
+MXNET_LIKE = {
+    "pkg/__init__.py": "from .base import MXNetError\n",
+    "pkg/libinfo.py": "import os\n\ndef find_lib_path(prefix='libcore'):\n"
+    "    here = os.path.dirname(__file__)\n    return [os.path.join(here, prefix + '.so')]\n",
+    "pkg/base.py": "import ctypes\nfrom . import libinfo\n\nclass MXNetError(Exception):\n    pass\n\n"
+    "def _load_lib():\n    return ctypes.CDLL(libinfo.find_lib_path()[0], ctypes.RTLD_LOCAL)\n\n_LIB = _load_lib()\n",
+}
+
+
+def test_a_library_loaded_with_ctypes_at_import_by_a_name_completed_at_run_time_is_start_up(tmp_path: Path) -> None:
+    site = _site(tmp_path, MXNET_LIKE, {"pkg/libcore.so": _sass_only()})
+    program = _judge(site)
+    assert _roles(program)["pkg/libcore.so"] == (
+        PartRole.STARTUP,
+        "library loaded with ctypes when pkg.base is imported",
+    )
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
+    # a name built from parts by the version found (bitsandbytes) names no one library: on demand
+    libinfo = MXNET_LIKE["pkg/libinfo.py"].replace("prefix='libcore'", "prefix=None")
+    built = dict(MXNET_LIKE, **{"pkg/libinfo.py": libinfo.replace("prefix + '.so'", "f'libcore{prefix}.so'")})
+    lazy = _judge(_site(tmp_path / "built", built, {"pkg/libcore.so": _sass_only()}))
+    assert _roles(lazy)["pkg/libcore.so"][0] is PartRole.ON_DEMAND
+    assert lazy.verdict is not None and lazy.verdict.status is VerdictStatus.AT_RISK
