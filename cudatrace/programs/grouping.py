@@ -511,7 +511,7 @@ class _ModuleFacts:
     imports: frozenset[str]
     loads_library: bool = False
     library_names: frozenset[str] = frozenset()
-    library_stems: frozenset[str] = frozenset()  # quoted ``lib...`` words without a suffix (see _STEM)
+    library_stems: frozenset[str] = frozenset()  # quoted words that may name a library without its suffix (_STEM)
     file_imports: frozenset[str] = frozenset()
     calls: frozenset[tuple[str, str]] = frozenset()
     functions: tuple[tuple[str, _RunFacts | None], ...] = ()  # the wanted functions, by name
@@ -554,19 +554,20 @@ def _may_name_library(text: str) -> bool:
     return _SUFFIX_TOGETHER.search(text) is not None or _SUFFIX_TAIL.search(text) is not None
 
 
-#: A quoted word naming a library without its suffix, which the code completes at run time: mxnet's
-#: ``find_lib_path(prefix='libmxnet')`` joins ``prefix + '.so'``. Read from the text (a comment's quoted word
-#: counts too): it only ever names a library the distribution ships, loaded by a module that loads one with ctypes
-#: at import. A name built from parts (bitsandbytes' ``f"libbitsandbytes_cuda{version}"``) is no such word.
-_STEM = re.compile(r"""["'](lib[A-Za-z0-9_+-]{2,64})["']""")
+#: A quoted word that may name a library without its suffix, which the code completes at run time: mxnet's
+#: ``find_lib_path(prefix='libmxnet')`` joins ``prefix + '.so'``; torchvision's ``_load_library("_C_stable")`` and
+#: torchaudio's ``_load_lib("_torchaudio")`` find the file by that name and load it (``torch.ops.load_library``).
+#: Read from the text (a comment's quoted word counts too): it only ever names a library the distribution ships,
+#: loaded by a module that loads one by file name at import. A name built from parts (bitsandbytes'
+#: ``f"libbitsandbytes_cuda{version}"``) is no such word.
+_STEM = re.compile(r"""["']([A-Za-z_][A-Za-z0-9_+-]{1,63})["']""")
 _SUFFIX = re.compile(r"\.(?:so(?:\.\d+)*|dll|dylib|pyd)$", re.IGNORECASE)
 
 
-def _names_and_stems(b: BinaryScan) -> set[str]:
-    """The binary's lowercase file names, and those without their library suffix (``libmxnet.so`` ->
-    ``libmxnet``)."""
-    names = _names_of(b)
-    return names | {_SUFFIX.sub("", n) for n in names}
+def _stems_of(b: BinaryScan) -> set[str]:
+    """The binary's lowercase library file names without their suffix (``libmxnet.so`` -> ``libmxnet``); none for
+    a file without one (an executable such as torch's ``torch_shm_manager`` is started, not loaded)."""
+    return {stem for n in _names_of(b) if (stem := _SUFFIX.sub("", n)) != n}
 
 
 def _library_names(tree: ast.AST) -> frozenset[str]:
@@ -594,7 +595,7 @@ def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] 
     called = tuple((f, _function_run(functions, bound, module, is_package, f)) for f in wanted)
     try:
         names = _library_names(tree) if _may_name_library(text) else frozenset()
-        stems = frozenset(m.lower() for m in _STEM.findall(text)) if "lib" in text else frozenset()
+        stems = frozenset(m.lower() for m in _STEM.findall(text))
     except RecursionError:
         names = stems = frozenset()
     lines = tuple((f, (n.lineno, n.end_lineno or n.lineno)) for f, n in functions.items())
@@ -805,6 +806,7 @@ class StartupPath:
     extensions: frozenset[str]
     ctypes_libraries: dict[str, str] = field(default_factory=dict)
     from_files: frozenset[str] = frozenset()  # of ``extensions``, those loaded from a file the package chooses
+    ctypes_stems: dict[str, str] = field(default_factory=dict)  # quoted words naming a library without suffix
 
 
 def startup_path(
@@ -882,7 +884,8 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
     reached: set[str] = set()
     facts: dict[str, _ModuleFacts] = {}
     by_file: set[str] = set()  # extension module names loaded from a file the package chooses
-    loaders: set[str] = set()  # modules whose code run at import loads a library with ctypes
+    loaders: set[str] = set()  # modules whose code run at import loads a library by file name
+    callers: dict[tuple[str, str], set[str]] = {}  # (module, function) -> the modules that call it at import
     pending: set[tuple[str, str]] = set()  # (module, function) called at import, its module not parsed yet
     done: set[tuple[str, str]] = set()
     functions = _Functions(read, modules, facts)
@@ -900,6 +903,8 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
         by_file.update(facts_of.file_imports)
         if facts_of.loads_library:
             loaders.add(owner)
+        for c in facts_of.calls:
+            callers.setdefault(c, set()).add(owner)
         pending.update(c for c in facts_of.calls if c not in done)
 
     level = list(tops)
@@ -931,16 +936,21 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
                 called = parsed[call[1]] if call[1] in parsed else functions.run(*call)
                 if called is not None:
                     run(called, call[0])
+                    if called.loads_library:  # the library's name may be the caller's: _load_lib("_torchaudio")
+                        loaders.update(callers.get(call, ()))
         level, queued = queued, []
     from_files = {
         m for m, path in extensions.items() if m.rsplit(".", 1)[-1] in by_file and not path.endswith(".py")
     } - reached
     loaded: dict[str, str] = {}
+    stems: dict[str, str] = {}
     for mod in sorted(loaders):
         own = [facts[mod], *(facts[n] for n in sorted(facts[mod].imports) if n in facts and n != mod)]
-        for name in sorted(set().union(*(f.library_names | f.library_stems for f in own))):
+        for name in sorted(set().union(*(f.library_names for f in own))):
             loaded.setdefault(name, mod)
-    return StartupPath(frozenset(reached | from_files), loaded, frozenset(from_files))
+        for name in sorted(set().union(*(f.library_stems for f in own))):
+            stems.setdefault(name, mod)
+    return StartupPath(frozenset(reached | from_files), loaded, frozenset(from_files), stems)
 
 
 class _PoolLike(Protocol):
@@ -1018,10 +1028,13 @@ def _roles(
                     else f"{what} {mod}, imported when the package is imported"
                 )
         loaded = on_import.ctypes_libraries if on_import is not None else {}
+        stems = on_import.ctypes_stems if on_import is not None else {}
         for b in group.binaries:
-            by = next((loaded[n] for n in sorted(_names_and_stems(b)) if n in loaded), None)
+            by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None) or next(
+                (stems[n] for n in sorted(_stems_of(b)) if n in stems), None
+            )
             if by is not None and b.path not in entry and b.path not in nvidia:
-                entry[b.path] = f"library loaded with ctypes when {by} is imported"
+                entry[b.path] = f"library loaded by file name (ctypes, torch.ops.load_library) when {by} is imported"
     else:
         for b in group.binaries:
             if _is_executable(b):

@@ -121,7 +121,7 @@ def test_a_library_loaded_by_name_is_not_an_import_of_a_module_named_like_it(tmp
     site = _site(tmp_path, python, {"pkg/libfoo.so": None})
     assert _roles(_judge(site))["pkg/libfoo.so"] == (
         PartRole.STARTUP,
-        "library loaded with ctypes when pkg is imported",
+        "library loaded by file name (ctypes, torch.ops.load_library) when pkg is imported",
     )
 
 
@@ -195,7 +195,7 @@ def test_a_library_loaded_with_ctypes_at_import_by_a_name_completed_at_run_time_
     program = _judge(site)
     assert _roles(program)["pkg/libcore.so"] == (
         PartRole.STARTUP,
-        "library loaded with ctypes when pkg.base is imported",
+        "library loaded by file name (ctypes, torch.ops.load_library) when pkg.base is imported",
     )
     assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
     # a name built from parts by the version found (bitsandbytes) names no one library: on demand
@@ -204,3 +204,34 @@ def test_a_library_loaded_with_ctypes_at_import_by_a_name_completed_at_run_time_
     lazy = _judge(_site(tmp_path / "built", built, {"pkg/libcore.so": _sass_only()}))
     assert _roles(lazy)["pkg/libcore.so"][0] is PartRole.ON_DEMAND
     assert lazy.verdict is not None and lazy.verdict.status is VerdictStatus.AT_RISK
+
+
+# torchaudio 2.11: _extension/__init__.py runs `_load_lib("_torchaudio")` and `_load_lib("libtorchaudio")` at import;
+# utils._load_lib globs lib/{name}*.so and loads it with torch.ops.load_library (torchvision's
+# `_load_library("_C_stable")` likewise). Before, both stayed on demand and "the program starts without them".
+TORCHAUDIO_LIKE = {
+    "pkg/__init__.py": "from pkg import _extension\n",
+    "pkg/_extension/__init__.py": "from .utils import _load_lib\n\n_AVAILABLE = _load_lib('_core')\n"
+    "if _AVAILABLE:\n    if not _load_lib('libcore'):\n        raise ImportError('no libcore')\n",
+    "pkg/_extension/utils.py": "import torch\nfrom pathlib import Path\n\n"
+    "_LIB_DIR = Path(__file__).parent.parent / 'lib'\n\n"
+    "def _load_lib(lib):\n    paths = list(_LIB_DIR.glob(f'{lib}*.so'))\n    if not paths:\n        return False\n"
+    "    torch.ops.load_library(paths[0])\n    return True\n",
+}
+
+
+def test_libraries_a_function_loads_by_the_names_its_callers_give_at_import_are_start_up(tmp_path: Path) -> None:
+    binaries: dict[str, Path | None] = {
+        "pkg/lib/_core.so": _sass_only(),
+        "pkg/lib/libcore.so": _sass_only(),
+        "pkg/lib/prefixctc.so": _sass_only(),
+        "pkg/bin/_core": _sass_only(),  # a file without a library suffix is started, not loaded by such a name
+    }
+    program = _judge(_site(tmp_path, TORCHAUDIO_LIKE, binaries))
+    roles = _roles(program)
+    how = "library loaded by file name (ctypes, torch.ops.load_library) when pkg._extension is imported"
+    assert roles["pkg/lib/_core.so"] == (PartRole.STARTUP, how)
+    assert roles["pkg/lib/libcore.so"] == (PartRole.STARTUP, how)
+    assert roles["pkg/lib/prefixctc.so"][0] is PartRole.ON_DEMAND  # no name of it at import
+    assert roles["pkg/bin/_core"][0] is PartRole.ON_DEMAND
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED

@@ -223,7 +223,10 @@ def test_a_wheel_whose_import_loads_its_library_with_ctypes_starts_with_it(tmp_p
     _record(site, "ctpkg-3.2.0.dist-info", [*CTYPES_PACKAGE, "ctpkg/lib/libctcore.so", "ctpkg/lib/libctplugin_x.so"])
     (program,) = group_programs(scan_paths([str(site)]))
     roles = {Path(p.path).name: (p.role, p.why) for p in program.parts}
-    assert roles["libctcore.so"] == (PartRole.STARTUP, "library loaded with ctypes when ctpkg.core is imported")
+    assert roles["libctcore.so"] == (
+        PartRole.STARTUP,
+        "library loaded by file name (ctypes, torch.ops.load_library) when ctpkg.core is imported",
+    )
     assert roles["libctplugin_x.so"][0] is PartRole.ON_DEMAND
 
 
