@@ -67,7 +67,9 @@ class _Dist:
     files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
     top_level: tuple[str, ...] = ()
     read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
-    requirements: tuple[tuple[str, str, str], ...] = ()  # Requires-Dist: (name normalized, extras, marker)
+    requirements: tuple[
+        tuple[str, str, str, str], ...
+    ] = ()  # Requires-Dist: (name normalized, extras, marker, version)
     python: str | None = None  # "3.11" from the wheel's tag (``cp311``), None for a pure or unknown one
     extras: tuple[tuple[str, str], ...] = ()  # (extra, distribution) that ``pip install 'name[extra]'`` adds
 
@@ -91,13 +93,30 @@ def _norm_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements(meta: str) -> tuple[tuple[str, str, str], ...]:
-    """A METADATA file's ``Requires-Dist`` lines: (name normalized as pip compares them, extras, marker)."""
+def _requirements(meta: str) -> tuple[tuple[str, str, str, str], ...]:
+    """A METADATA file's ``Requires-Dist`` lines: (name normalized as pip compares them, extras, marker, version
+    specifier)."""
     out = []
     for m in _REQUIRES.finditer(meta):
-        extras = _REQUIREMENT_EXTRAS.search(m.group(2) or "")
-        out.append((_norm_dist(m.group(1)), extras.group(1) if extras else "", (m.group(3) or "").lstrip(";").strip()))
+        rest = m.group(2) or ""
+        extras = _REQUIREMENT_EXTRAS.search(rest)
+        version = rest[extras.end() :] if extras else rest
+        marker = (m.group(3) or "").lstrip(";").strip()
+        out.append((_norm_dist(m.group(1)), extras.group(1) if extras else "", marker, version.strip(" \t()")))
     return tuple(out)
+
+
+_MAJOR = re.compile(r"(?:==|~=|>=|===)\s*(\d+)")
+
+
+def _toolkit_wheel(wheel: str, version: str) -> str:
+    """The name of a wheel cuda-toolkit's extra brings for the toolkit's ``version`` specifier: CUDA 13's are
+    unsuffixed (``nvidia-cuda-nvrtc``); cuda-toolkit 12 and 11 bring ``nvidia-cuda-nvrtc-cu12`` and ``-cu11``
+    (RAPIDS' libcudf-cu12 requires ``cuda-toolkit[nvrtc]==12.*``)."""
+    major = _MAJOR.search(version)
+    if major is None or int(major.group(1)) >= 13:
+        return wheel
+    return f"{wheel}-cu{major.group(1)}"
 
 
 _REQUIREMENT_EXTRAS = re.compile(r"^\s*\[([^\]]*)\]")
@@ -172,20 +191,20 @@ def _holds(marker: str, environment: dict[str, str]) -> bool:
 
 
 def requires_for(
-    requirements: Sequence[tuple[str, str, str]], platform: str, machine: str, python: str | None = None
+    requirements: Sequence[tuple[str, str, str, str]], platform: str, machine: str, python: str | None = None
 ) -> tuple[str, ...]:
     """The distributions installing a wheel brings with it on ``platform``: its requirements whose marker holds
     there (never one only an extra asks for), and the ``nvidia-*`` wheels the extras of a ``cuda-toolkit``
     requirement bring."""
     environment = _marker_environment(platform, machine, python)
     out: set[str] = set()
-    for name, extras, marker in requirements:
+    for name, extras, marker, version in requirements:
         if marker and not _holds(marker, environment):
             continue
         out.add(name)
         if name == "cuda-toolkit":
             for extra in extras.split(","):
-                out.update(_TOOLKIT_EXTRAS.get(extra.strip().lower(), ()))
+                out.update(_toolkit_wheel(w, version) for w in _TOOLKIT_EXTRAS.get(extra.strip().lower(), ()))
     return tuple(sorted(out))
 
 

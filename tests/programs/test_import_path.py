@@ -167,6 +167,14 @@ def test_the_wheels_installing_a_wheel_brings_follow_its_markers_and_the_toolkit
     )  # fmt: skip
     assert requires_for(requirements, "linux", "x86_64", "3.15") == tuple(n for n in linux if n != "triton")
     assert requires_for(requirements, "windows", "x86_64", "3.11") == ("filelock", "pywin32")
+    # cuda-toolkit 12 brings the -cu12 wheels (libcudf-cu12 26.10, libcuml-cu12 26.10)
+    rapids = _requirements(
+        "Requires-Dist: cuda-toolkit[nvrtc]==12.*\nRequires-Dist: cuda-toolkit[cusolver] (>=11.8,<12)\n"
+    )
+    assert requires_for(rapids, "linux", "x86_64") == (
+        "cuda-toolkit", "nvidia-cublas-cu11", "nvidia-cuda-nvrtc-cu12", "nvidia-cusolver-cu11", "nvidia-cusparse-cu11",
+        "nvidia-nvjitlink-cu11",
+    )  # fmt: skip
 
 
 def test_a_library_the_export_facts_do_not_list_comes_from_the_required_wheel_of_its_family() -> None:
