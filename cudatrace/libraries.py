@@ -37,6 +37,15 @@ class LibraryId:
     stem: str = ""  # lower-case base name without lib/bitness/version/extension: "cublas", "cudnn_ops"
 
 
+#: NVIDIA's other CUDA libraries, which ZLUDA has no replacement for (no family of their own: cuTENSOR, cuQuantum's,
+#: nvJPEG, NPP, cuDSS, cuSPARSELt, NVSHMEM, nvCOMP, the multi-GPU math libraries; not cuFile, GPUDirect Storage's
+#: host library, which needs no GPU code). A program that links one needs NVIDIA's library to run on ZLUDA's driver.
+_OTHER_NVIDIA_STEMS = (
+    "cutensor", "cutensormg", "cutensormp", "custatevec", "cutensornet", "cudensitymat", "nvjpeg", "nvjpeg2k", "cudss",
+    "cusparselt", "nvshmem_host", "nvcomp", "cublasmp", "cusolvermp", "cufftmp", "nvimgcodec", "npp", "nppc", "nppial",
+    "nppicc", "nppidei", "nppif", "nppig", "nppim", "nppist", "nppisu", "nppitc", "npps",
+)  # fmt: skip
+
 # Stems (lower case, without "lib", bitness, version and extension) and the family they name.
 _EXACT_STEMS: dict[str, Family] = {
     "cuda": Family.DRIVER,  # libcuda.so.1
@@ -69,6 +78,7 @@ _EXACT_STEMS: dict[str, Family] = {
     "cupti": Family.CUPTI,
     "nvtoolsext": Family.NVTX,
     "nvtx3interop": Family.NVTX,
+    **dict.fromkeys(_OTHER_NVIDIA_STEMS, Family.OTHER),
 }
 
 # Stem prefixes for library groups with many members (cuDNN sub-libraries, TensorRT's plugin/lean/dispatch).

@@ -90,6 +90,16 @@ needs_exports = pytest.mark.skipif(
         ("libnvtx3interop.so.1", Family.NVTX, "1"),
         ("libcudart.faf08d9a.so.13", Family.RUNTIME, "13"),  # auditwheel's vendored copies
         ("libcublasLt-8a3f2b1c.so.12", Family.CUBLASLT, "12"),
+        # NVIDIA's libraries without a family of their own, which ZLUDA does not replace (cupy's cutensor module,
+        # torchvision's vendored nvJPEG, cuQuantum)
+        ("libcutensor.so.2", Family.OTHER, "2"),
+        ("cutensor.dll", Family.OTHER, None),
+        ("libcutensorMp.so.2", Family.OTHER, "2"),
+        ("libcustatevec.so.1", Family.OTHER, "1"),
+        ("libnvjpeg.36e11081.so.13", Family.OTHER, "13"),
+        ("nvjpeg64_12.dll", Family.OTHER, "12"),
+        ("libnppc.so.12", Family.OTHER, "12"),
+        ("libcusparseLt.so.0", Family.OTHER, "0"),
     ],
 )
 def test_identify_library(file_name: str, family: Family, version: str | None) -> None:

@@ -338,13 +338,14 @@ def is_nvidia_library(b: BinaryScan) -> bool:
 def is_nvidia_distribution(name: str, binaries: Iterable[BinaryScan]) -> bool:
     """True for a distribution of NVIDIA's own CUDA libraries, which is no program: one of the toolkit's
     ``nvidia-*`` wheels (``nvidia-cublas-cu12``, ``nvidia-cudnn-cu12``, ``nvidia-nccl-cu12``, ...), or another
-    ``nvidia-*`` wheel whose every binary is one of NVIDIA's CUDA libraries. An ``nvidia-*`` wheel with binaries of
-    its own (nvidia-dali's libdali.so) is a program."""
+    wheel whose every binary is one of NVIDIA's CUDA libraries (``cutensor-cu12``, ``custatevec-cu12``). An
+    ``nvidia-*`` wheel with binaries of its own (nvidia-dali's libdali.so) is a program."""
     norm = _norm(name)
-    if not norm.startswith("nvidia_"):
-        return False
     stem = re.sub(r"_cu\d+$", "", norm.removeprefix("nvidia_")).replace("_", "-")
-    return stem in _TOOLKIT_WHEELS or all(is_nvidia_library(b) for b in binaries)
+    if norm.startswith("nvidia_") and stem in _TOOLKIT_WHEELS:
+        return True
+    listed = [b for b in binaries if b.format is not BinaryFormat.PYTHON]
+    return bool(listed) and all(is_nvidia_library(b) for b in listed)
 
 
 def _is_executable(b: BinaryScan) -> bool:

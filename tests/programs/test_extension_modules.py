@@ -235,3 +235,38 @@ def test_libraries_a_function_loads_by_the_names_its_callers_give_at_import_are_
     assert roles["pkg/lib/prefixctc.so"][0] is PartRole.ON_DEMAND  # no name of it at import
     assert roles["pkg/bin/_core"][0] is PartRole.ON_DEMAND
     assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
+
+
+def _gcc(out: Path, code: str, *link: str) -> None:
+    src = out.parent / f"{out.name}.c"
+    src.write_text(code)
+    cmd = ["gcc", "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{out.name}", *link]
+    subprocess.run(cmd, check=True, timeout=120)
+    src.unlink()
+
+
+def test_a_module_linking_a_cuda_library_zluda_does_not_replace_is_at_risk(tmp_path: Path) -> None:
+    # cupy-cuda11x 13.6: cupy_backends/cuda/libs/cutensor.so links libcutensor.so.2 (29 cutensor* functions); it
+    # was "no CUDA" and never judged. A wheel of nothing but such libraries (cutensor-cu12) is NVIDIA's, no program.
+    lib = tmp_path / "vendor" / "libcutensor.so.2"
+    lib.parent.mkdir()
+    stubs = build_cuda_stub_libs()
+    _gcc(lib, "extern int cuInit(unsigned);\nint cutensorCreate(void **h) { *h = 0; return cuInit(0); }\n",
+         f"-L{stubs}", "-l:libcuda.so.1")  # fmt: skip
+    site = tmp_path / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("from . import cutensor\n")
+    _gcc(site / "pkg" / "cutensor.so", "extern int cutensorCreate(void **);\nint PyInit_cutensor(void) "
+         "{ void *h; return cutensorCreate(&h); }\n", f"-L{lib.parent}", "-l:libcutensor.so.2")  # fmt: skip
+    pb._record(site, "pkg-1.0.dist-info", ["pkg/__init__.py", "pkg/cutensor.so"])
+    program = _judge(site)
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+    assert program.verdict.reasons[0].code == "library_not_replaced"
+    assert "libcutensor.so.2" in program.verdict.reasons[0].message
+
+    nvidia = tmp_path / "nvidia-site"
+    (nvidia / "cutensor" / "lib").mkdir(parents=True)
+    (nvidia / "cutensor" / "lib" / "libcutensor.so.2").write_bytes(lib.read_bytes())
+    pb._record(nvidia, "cutensor_cu12-2.8.1.dist-info", ["cutensor/lib/libcutensor.so.2"])
+    (package,) = pb.judged_scan(nvidia).programs
+    assert package.kind is ProgramKind.NVIDIA and package.verdict is None
