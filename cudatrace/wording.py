@@ -52,6 +52,7 @@ BLOCKER_WORDS = {
     "on_demand_blocked": "an on-demand part",
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "nvrtc_cubin": "kernels compiled to SASS at run time",
+    "link_cubin": "kernels linked to SASS at run time",
     "ptxas_cubin": "kernels assembled to SASS at run time",
     "cuda_built_at_run_time": "CUDA sources compiled at run time",
     "export_table_absent": "an export table no release defines",

@@ -87,6 +87,7 @@ CODE_RANK: dict[str, int] = {
     "absent_delay_import": 16,
     "ptx_recent_arch_only": 17,
     "nvrtc_cubin": 17,
+    "link_cubin": 17,
     "ptxas_cubin": 5,  # every kernel the package generates goes through it: as certain as containers without PTX
     "cuda_built_at_run_time": 17,
     "unknown_until_traced": 18,
@@ -114,6 +115,7 @@ _BULK_LOOKUPS = 50
 _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, LibraryHow.LOADED)
 # What NVRTC hands a program that compiled a kernel: PTX, or SASS for one GPU (a CUBIN).
 _NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
+_OUTPUTS = _NVRTC_OUTPUTS | {"nvJitLinkGetLinkedCubin", "nvJitLinkGetLinkedPtx"}
 
 
 def _built_at_run_time_reason(calls: Sequence[str]) -> Reason:
@@ -128,6 +130,32 @@ def _built_at_run_time_reason(calls: Sequence[str]) -> Reason:
         "the last architecture of TORCH_CUDA_ARCH_LIST when it ends in +PTX, its default)",
         "install the CUDA toolkit (nvcc) where the program runs, and keep +PTX at the end of TORCH_CUDA_ARCH_LIST "
         "(or leave it unset)",
+    )
+
+
+def _link_cubin_reason(also_ptx: bool) -> Reason:
+    """A program that links its kernels into a CUBIN at run time (cuda.core's ``Linker.link("cubin")``: nvJitLink,
+    or the driver's ``cuLink*`` where nvJitLink is missing) loads SASS, which ZLUDA cannot: numba-cuda links every
+    kernel so. One that can link to PTX as well has another path: information."""
+    fails = "which ZLUDA cannot load (it recompiles PTX only)"
+    if also_ptx:
+        message = (
+            "the program links kernels at run time into a CUBIN (SASS for the GPU it names, "
+            f"{fails}) or into PTX; under ZLUDA only the PTX path can run"
+        )
+    else:
+        message = (
+            "the program links its kernels at run time into a CUBIN (nvJitLink, or the driver's cuLink* that ZLUDA "
+            f"serves with stubs): SASS for the GPU it names, {fails}, so those kernels fail under ZLUDA"
+        )
+    return Reason(
+        Severity.INFO if also_ptx else Severity.RISK,
+        "link_cubin",
+        message,
+        "load the kernels' PTX without linking where the program can (numba-cuda links every kernel, so its "
+        "kernels do not run under ZLUDA)",
+        Family.NVJITLINK,
+        ("nvJitLinkGetLinkedCubin",),
     )
 
 
@@ -434,7 +462,7 @@ def judge(
     nvrtc_outputs: set[str] = set()  # NVRTC's outputs the program asks for (read from its files, not a trace)
 
     for e in entries:
-        if e.family is Family.NVRTC and e.how is not EntryHow.CALLED and e.function in _NVRTC_OUTPUTS:
+        if e.family in (Family.NVRTC, Family.NVJITLINK) and e.how is not EntryHow.CALLED and e.function in _OUTPUTS:
             nvrtc_outputs.add(e.function)
         info = (
             e.zluda
@@ -550,6 +578,8 @@ def judge(
         reasons.extend(_gpu_reasons(gpu_code))
     if "nvrtcGetCUBIN" in nvrtc_outputs:
         reasons.append(_nvrtc_cubin_reason("nvrtcGetPTX" in nvrtc_outputs))
+    if "nvJitLinkGetLinkedCubin" in nvrtc_outputs:
+        reasons.append(_link_cubin_reason("nvJitLinkGetLinkedPtx" in nvrtc_outputs))
     if builds_cuda:
         reasons.append(_built_at_run_time_reason(builds_cuda))
 
@@ -903,7 +933,17 @@ def fixing_reason(
             first = cat.export_table_first(r.functions[0], after=rel) if r.functions else None
             (firsts.append(first) if first else never.append(blocker_words(r.code)))
             continue
-        if r.family is None or not r.functions or r.code in ("on_demand_blocked", "library_missing", "nvrtc_cubin"):
+        if (
+            r.family is None
+            or not r.functions
+            or r.code
+            in (
+                "on_demand_blocked",
+                "library_missing",
+                "nvrtc_cubin",
+                "link_cubin",
+            )
+        ):
             never.append(blocker_words(r.code))
             continue
         for fn in r.functions[:48]:

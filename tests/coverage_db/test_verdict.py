@@ -855,3 +855,19 @@ def test_a_program_that_asks_nvrtc_for_a_cubin_is_at_risk_unless_it_can_ask_for_
     assert "nvrtc_cubin" in codes(by_name)
     traced = judge([call(Family.NVRTC, rtc, "nvrtcGetCUBIN", 3)], [], None, SEED)
     assert "nvrtc_cubin" not in codes(traced)
+
+
+def test_a_program_that_links_its_kernels_into_a_cubin_is_at_risk_unless_it_can_link_ptx() -> None:
+    """cuda.core's Linker.link("cubin") (numba-cuda 0.30 links every kernel so) hands back SASS for the GPU the
+    program names, through nvJitLink or the driver's cuLink* stubs: ZLUDA cannot load it."""
+    linked = judge([sym(Family.NVJITLINK, "", "nvJitLinkGetLinkedCubin", EntryHow.PROC_STRING)], [], None, SEED)
+    assert linked.status is VerdictStatus.AT_RISK
+    r = reason(linked, "link_cubin")
+    assert isinstance(r, Reason) and r.severity is Severity.RISK and "so those kernels fail under ZLUDA" in r.message
+    both = [
+        sym(Family.NVJITLINK, "", f, EntryHow.PROC_STRING) for f in ("nvJitLinkGetLinkedCubin", "nvJitLinkGetLinkedPtx")
+    ]
+    r = reason(judge(both, [], None, SEED), "link_cubin")
+    assert isinstance(r, Reason) and r.severity is Severity.INFO and "only the PTX path can run" in r.message
+    traced = judge([call(Family.NVJITLINK, "libnvJitLink.so.13", "nvJitLinkGetLinkedCubin", 3)], [], None, SEED)
+    assert "link_cubin" not in codes(traced)

@@ -108,10 +108,13 @@ def is_python_source(name: str, head: bytes = b"") -> bool:
     return lower.endswith((".py", ".pyw")) or bool(_PYTHON_SHEBANG.match(head[:256]))
 
 
+_LINKS = re.compile(rb"""\.link\(\s*["'](?:cubin|ptx)["']""")  # a Linker asked for its output (see _Reader)
+
+
 def may_reach_cuda(data: bytes) -> bool:
     """A cheap test of a file's bytes: False when it cannot name any CUDA entry point or library (most Python files
     of an environment), nor build CUDA sources, so it need not be parsed."""
-    if _RARE.search(data) is not None or _BUILDER_MODULE_BYTES in data:
+    if _RARE.search(data) is not None or _BUILDER_MODULE_BYTES in data or _LINKS.search(data) is not None:
         return True
     i = data.find(b"cu")
     while i >= 0:
@@ -150,6 +153,13 @@ def _strings_in(node: ast.AST) -> Iterator[str]:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             yield sub.value
+
+
+_LINK_OUTPUTS = {"cubin": "nvJitLinkGetLinkedCubin", "ptx": "nvJitLinkGetLinkedPtx"}
+
+
+def _is_text(node: ast.expr, values: tuple[str, ...]) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in values
 
 
 class _Reader:
@@ -204,6 +214,10 @@ class _Reader:
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     self._use(arg.value, True)  # getattr(lib, "cuInit"), a function pointer looked up by its name
+            if _last_name(node.func) == "link" and node.args and _is_text(node.args[0], ("cubin", "ptx")):
+                # cuda.core's Linker.link("cubin") (numba-cuda links every kernel so): nvJitLink's output of that
+                # kind, or the driver's cuLink* where nvJitLink is missing
+                self.used.setdefault(_LINK_OUTPUTS[node.args[0].value], True)  # type: ignore[attr-defined]
             if _last_name(node.func).lower() in _LOADERS:
                 self.loader_called = True
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
@@ -366,7 +380,8 @@ def scan_python_source(path: str, data: bytes) -> BinaryScan | None:
     real = entry_points_by_family(sorted(set(_NAME.findall(text))), exports)
     candidates = frozenset(n for fam_names in real.values() for n in fam_names)
     may_build = _BUILDER_MODULE_BYTES in data
-    if not _may_use(text, candidates) and not _may_load(text) and not may_build:
+    links = _LINKS.search(data) is not None
+    if not _may_use(text, candidates) and not _may_load(text) and not may_build and not links:
         return None  # parsing is the cost (PyTorch: 61 of its 2,352 files get this far)
     reader = _Reader(candidates)
     errors: tuple[str, ...] = ()

@@ -514,3 +514,26 @@ def test_a_package_that_builds_its_kernels_at_first_use_is_judged(
     assert main(["scan", "--no-store", "--no-progress", str(site)]) == 0
     out = capsys.readouterr().out
     assert "compiles CUDA sources at run time: torch.utils.cpp_extension.load" in out
+
+
+LINKER = """
+from cuda.core.experimental import Linker, LinkerOptions
+
+class _Linker:
+    def __init__(self, cc):
+        self.linker = Linker(LinkerOptions(arch=f"sm_{cc}"))
+
+    def complete(self):
+        return self.linker.link("cubin").code
+
+    def link(self, kind):
+        return kind  # another object's link(): the literal is what counts
+"""
+
+
+def test_a_linker_asked_for_a_cubin_is_nvjitlinks_cubin_output() -> None:
+    # numba-cuda 0.30.4 cudadrv/driver.py: every kernel goes through cuda.core's Linker.link("cubin")
+    b = scan_python_source("driver.py", LINKER.encode())
+    assert b is not None
+    assert {(e.family, e.function) for e in b.imports} == {(Family.NVJITLINK, "nvJitLinkGetLinkedCubin")}
+    assert scan_python_source("x.py", b"from cuda.core import Linker\nlinker.link(kind)\nlinker.link('elf')\n") is None
