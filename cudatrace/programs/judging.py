@@ -80,6 +80,32 @@ def _ptxas_reason(names: Sequence[str]) -> Reason:
     )
 
 
+#: AMD's ROCm libraries: a binary linking one is built for AMD GPUs (HIP), and runs there natively, without ZLUDA.
+_ROCM = re.compile(
+    r"^lib(?:amdhip64|hiprtc|hipblas|hipblaslt|hipsparse|hipfft|hiprand|hipsolver|rocblas|rocsparse|rocfft|rocrand"
+    r"|rocsolver|miopen|rccl|roctx64|roctracer64)\.so",
+    re.IGNORECASE,
+)
+
+
+def _links_rocm(b: BinaryScan) -> bool:
+    return any(_ROCM.match(n) for n in b.needed)
+
+
+def _rocm_reason(names: Sequence[str]) -> Reason:
+    """A package that also ships builds for AMD GPUs (bitsandbytes 0.50's libbitsandbytes_rocm*.so beside its CUDA
+    backends): on an AMD GPU with ROCm those run natively, which beats any translation."""
+    listed = name_list(list(names), 4)
+    return Reason(
+        Severity.INFO,
+        "rocm_build",
+        f"the package also ships {counted(len(names), 'build')} for AMD GPUs (ROCm/HIP: {listed}): on an AMD GPU "
+        "with ROCm installed they run natively, without ZLUDA",
+        "use the package's ROCm build on an AMD GPU (install the ROCm version it was built for) instead of its "
+        "CUDA build under ZLUDA",
+    )
+
+
 def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
@@ -369,6 +395,9 @@ def judge_program(
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:
         reasons.append(_ptxas_reason(assemblers))
+    rocm = sorted({_short(p.path) for p in program.parts if (b := by_path.get(p.path)) and _links_rocm(b)})
+    if rocm:
+        reasons.append(_rocm_reason(rocm))
     if tests:
         listed = name_list([_short(p.path) for p in tests])
         reasons.append(

@@ -16,6 +16,7 @@ from cudatrace.reports.labels import VERDICT_LABELS
 from cudatrace.wording import counted, file_names
 
 MAX_REASONS = 3
+_OWN_LINES = ("release_fixing", "rocm_build")  # reasons shown on a line of their own, below the others
 MAX_PARTS = 8
 MAX_MISSING = 4  # more missing libraries are listed on one line
 
@@ -59,13 +60,13 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         label = VERDICT_LABELS[v.status]
         line.append_text(_t(label.shout, label.style))
         lines.append(line)
-        shown = [r for r in v.reasons if r.code != "release_fixing"]
+        shown = [r for r in v.reasons if r.code not in _OWN_LINES]
         shown = [r for r in shown if r.severity is not Severity.INFO] if quiet else shown[:MAX_REASONS]
         for r in shown:
             lines.append(_t(f"    - [{r.severity.value}] {r.message}"))
             if r.remedy:
                 lines.append(_t(f"      remedy: {r.remedy}", "dim"))
-        rest = len([r for r in v.reasons if r.code != "release_fixing"]) - len(shown)
+        rest = len([r for r in v.reasons if r.code not in _OWN_LINES]) - len(shown)
         if quiet:
             return lines
         if rest > 0:
@@ -73,6 +74,9 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         fixing = next((r for r in v.reasons if r.code == "release_fixing"), None)
         if fixing is not None:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
+        rocm = next((r for r in v.reasons if r.code == "rocm_build"), None)
+        if rocm is not None:
+            lines.append(_t(f"    ROCm: {rocm.message}", "green"))
     startup = [p for p in program.parts if p.role is PartRole.STARTUP]
     shown_parts = [*startup[:MAX_PARTS], *program.on_demand[:MAX_PARTS]]
     shown_parts += [p for p in program.parts if p.role is PartRole.NVIDIA][:MAX_PARTS]

@@ -270,3 +270,25 @@ def test_a_module_linking_a_cuda_library_zluda_does_not_replace_is_at_risk(tmp_p
     pb._record(nvidia, "cutensor_cu12-2.8.1.dist-info", ["cutensor/lib/libcutensor.so.2"])
     (package,) = pb.judged_scan(nvidia).programs
     assert package.kind is ProgramKind.NVIDIA and package.verdict is None
+
+
+def test_a_package_that_also_ships_rocm_builds_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # bitsandbytes 0.50.2: libbitsandbytes_cuda*.so are SASS only, libbitsandbytes_rocm*.so link hipBLAS: on an AMD
+    # GPU those run natively, the remedy an AMD user wants before any ZLUDA one
+    hip = tmp_path / "rocm" / "libamdhip64.so.6"
+    hip.parent.mkdir()
+    _gcc(hip, "int hipInit(unsigned f) { return (int)f; }\n")
+    site = _site(tmp_path, {"pkg/__init__.py": "import ctypes\n\ndef load(v):\n    return ctypes.CDLL(v)\n"},
+                 {"pkg/libpkg_cuda128.so": _sass_only()})  # fmt: skip
+    _gcc(site / "pkg" / "libpkg_rocm72.so", "extern int hipInit(unsigned);\nint go(void) { return hipInit(0); }\n",
+         f"-L{hip.parent}", "-l:libamdhip64.so.6")  # fmt: skip
+    (site / "pkg-1.0.dist-info" / "RECORD").write_text(
+        "pkg/__init__.py,,\npkg/libpkg_cuda128.so,,\npkg/libpkg_rocm72.so,,\npkg-1.0.dist-info/RECORD,,\n"
+    )
+    program = _judge(site)
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+    (rocm,) = [r for r in program.verdict.reasons if r.code == "rocm_build"]
+    assert "1 build for AMD GPUs (ROCm/HIP: libpkg_rocm72.so)" in rocm.message
+    assert cli_main(["scan", "--no-store", "--no-progress", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "    ROCm: the package also ships 1 build for AMD GPUs" in out
