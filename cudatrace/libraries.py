@@ -41,7 +41,8 @@ class LibraryId:
 #: nvJPEG, NPP, cuDSS, cuSPARSELt, NVSHMEM, nvCOMP, the multi-GPU math libraries; not cuFile, GPUDirect Storage's
 #: host library, which needs no GPU code). A program that links one needs NVIDIA's library to run on ZLUDA's driver.
 _OTHER_NVIDIA_STEMS = (
-    "cutensor", "cutensormg", "cutensormp", "custatevec", "cutensornet", "cudensitymat", "nvjpeg", "nvjpeg2k", "cudss",
+    "cutensor", "cutensormg", "cutensormp", "custatevec", "cutensornet", "cudensitymat", "cupauliprop",
+    "custabilizer", "nvjpeg", "nvjpeg2k", "cudss",
     "cusparselt", "nvshmem_host", "nvcomp", "cublasmp", "cusolvermp", "cufftmp", "nvimgcodec", "npp", "nppc", "nppial",
     "nppicc", "nppidei", "nppif", "nppig", "nppim", "nppist", "nppisu", "nppitc", "npps",
 )  # fmt: skip

@@ -77,6 +77,7 @@ CODE_RANK: dict[str, int] = {
     "stub_called": 10,
     "panicking_called": 11,
     "library_not_replaced": 12,
+    "requires_unreplaced": 18,  # required, never seen loaded: less certain than a library a file links or names
     "library_loaded_unused": 22,
     "export_table_absent": 13,
     "export_table_translated": 24,

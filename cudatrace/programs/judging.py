@@ -216,6 +216,35 @@ def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
     ]
 
 
+def _unreplaced_requirements(program: Program, accounted: set[str], rel: str) -> list[Reason]:
+    """The wheels of NVIDIA's libraries without a ZLUDA replacement and without a family ZLUDA knows (cuStateVec,
+    cuTensorNet, cuTENSOR, ...) that the program requires, where no file of it names their libraries:
+    cuquantum-python's bindings assemble the names from fragments, and its verdict said it runs."""
+    wheels = []
+    for wheel in program.requires:
+        if wheel in accounted:
+            continue
+        stem = re.sub(r"-cu\d+$", "", wheel).removeprefix("nvidia-").replace("-", "_")
+        lib = identify_library(f"lib{stem}.so")
+        if lib is not None and lib.family is Family.OTHER:
+            wheels.append(wheel)
+    if not wheels:
+        return []
+    n = len(wheels)
+    return [
+        Reason(
+            Severity.RISK,
+            "requires_unreplaced",
+            f"the program requires NVIDIA's {name_list(wheels, 5)}: {agrees(n, 'a library', 'libraries')} ZLUDA "
+            f"{rel} has no replacement for ({agrees(n, 'it runs', 'they run')} on ZLUDA's driver only where "
+            f"{agrees(n, 'its', 'their')} GPU code carries PTX); no file of the program names "
+            f"{agrees(n, 'its library', 'their libraries')}, so when {agrees(n, 'it is', 'they are')} loaded is not "
+            "known",
+            "avoid the features that use them, or run those on the CPU",
+        )
+    ]
+
+
 def _missing_line(m: MissingLibrary) -> str:
     who = name_list(m.wanted_by, 3)
     many = len(m.wanted_by)
@@ -411,6 +440,7 @@ def judge_program(
     missing, required = _missing(program, by_path, shipped, cat, rel)
     reasons.extend(_missing_reasons(missing, rel, program))
     reasons.extend(_required_reason(required, rel))
+    reasons.extend(_unreplaced_requirements(program, set(required.values()), rel))
     if not reasons:
         reasons.append(
             Reason(Severity.INFO, "translated", f"no part of {program.name} uses CUDA in a way ZLUDA {rel} refuses")

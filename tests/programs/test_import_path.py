@@ -260,3 +260,23 @@ def test_several_distributions_searched_together_find_what_each_finds_alone(monk
     with multiprocessing.get_context("fork").Pool(2) as pool:
         assert grouping.startup_paths(searches, lambda: pool) == alone
     assert grouping.startup_paths(searches) == alone
+
+
+def test_nvidia_libraries_a_program_requires_but_never_names_are_a_risk() -> None:
+    # cuquantum-python-cu12 26.9: its bindings load cuStateVec and cuTensorNet by names assembled from fragments;
+    # it requires custatevec-cu12 and cutensornet-cu12, and its verdict said it runs
+    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.model import Program, ProgramKind, Severity, VerdictStatus
+    from cudatrace.programs.judging import judge_program
+
+    def judged(requires: tuple[str, ...]) -> Program:
+        program = Program("cuq", "1.0", "/w", ProgramKind.WHEEL, requires=requires, platform="linux")
+        return judge_program(program, {}, set(), "v7-preview.9", load_catalog())
+
+    program = judged(("numpy", "custatevec-cu12", "cutensornet-cu12", "nvidia-cublas-cu12", "cupy-cuda12x"))
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+    (reason,) = [r for r in program.verdict.reasons if r.code == "requires_unreplaced"]
+    assert reason.severity is Severity.RISK
+    assert "requires NVIDIA's custatevec-cu12, cutensornet-cu12: libraries ZLUDA" in reason.message  # not cuBLAS
+    plain = judged(("numpy", "nvidia-cublas-cu12"))
+    assert plain.verdict is not None and plain.verdict.status is VerdictStatus.RUNS
