@@ -661,7 +661,7 @@ class _Functions:
         self._read = read
         self._modules = modules
         self._facts = facts
-        self._texts: dict[str, list[str]] = {}
+        self._functions: dict[str, _FunctionLines] = {}
 
     def run(self, module: str, name: str) -> _RunFacts | None:
         """What calling ``module``'s function ``name`` does, None when the module has no such function or cannot
@@ -670,10 +670,14 @@ class _Functions:
         facts = self._facts.get(module)
         if rel is None or facts is None:
             return None
-        if module not in self._texts:
-            self._texts[module] = self._read(rel).splitlines(keepends=True)
-        functions = _FunctionLines(self._texts[module], dict(facts.function_lines))
-        return _function_run(functions, dict(facts.bound), module, rel.endswith("__init__.py"), name)
+        if module not in self._functions:
+            # lines as the parser counts them: a form feed or U+2028 ends none (str.splitlines would cut there)
+            lines = _LINES.findall(self._read(rel))
+            self._functions[module] = _FunctionLines(lines, dict(facts.function_lines))
+        return _function_run(self._functions[module], dict(facts.bound), module, rel.endswith("__init__.py"), name)
+
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 def _empty_function() -> ast.FunctionDef:

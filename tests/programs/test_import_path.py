@@ -102,7 +102,7 @@ def test_a_function_of_another_module_called_at_import_runs_its_imports(init: st
         "pkg/__init__.py": init,
         "pkg/loader.py": "import importlib.util, glob, functools\n\n@functools.cache\ndef load():\n"
         "    path = glob.glob('x')[0]\n"
-        "    spec = importlib.util.spec_from_file_location('common_ops', path)\n    return spec\n\n"
+        "    spec = importlib.util.spec_from_file_location('common_ops', path)\n    return spec\n\x0c\n"  # a form feed
         "def setup():\n    from pkg import _core\n    return load()\n\ndef unused():\n    import pkg._extra\n",
         "pkg/relay.py": "from pkg import loader\n\ndef go():\n    loader.setup()\n",
         "pkg/caller.py": "from pkg.loader import setup as _setup\n\ndef unused():\n    pass\n\n_setup()\n",
