@@ -82,10 +82,10 @@ def _ptxas_reason(names: Sequence[str]) -> Reason:
 
 #: AMD's ROCm libraries: a binary linking one is built for AMD GPUs (HIP), and runs there natively, without ZLUDA.
 _ROCM = re.compile(
-    r"^lib(?:amdhip64|hiprtc|hipblas|hipblaslt|hipsparse|hipfft|hiprand|hipsolver|rocblas|rocsparse|rocfft|rocrand"
-    r"|rocsolver|miopen|rccl|roctx64|roctracer64)\.so",
+    r"^(?:lib)?(?:amdhip64|hiprtc|hipblas|hipblaslt|hipsparse|hipfft|hiprand|hipsolver|rocblas|rocsparse|rocfft"
+    r"|rocrand|rocsolver|miopen|rccl|roctx64|roctracer64)(?:_\d+)?(?:\.so|\.dll$)",
     re.IGNORECASE,
-)
+)  # Linux (libamdhip64.so.6, libhipblas.so.2) and Windows (amdhip64_7.dll, hipblas.dll, libhipblaslt.dll)
 
 
 def _links_rocm(b: BinaryScan) -> bool:
@@ -133,7 +133,9 @@ _FAMILY_WHEELS = {
 # PyTorch's Linux wheels on PyPI require NVIDIA's CUDA wheels of these families (torch 2.14: cuda-toolkit's
 # cublas, cudart, cufft, cufile, cupti, curand, cusolver, cusparse, nvjitlink, nvrtc and nvtx extras, and
 # nvidia-cudnn, nvidia-nccl, nvidia-cusparselt; the cu12 builds since 2.1 name the nvidia-*-cu12 wheels): a
-# program that requires torch (vllm, built against the torch it pins) gets those libraries with it on Linux.
+# program that requires torch (vllm, built against the torch it pins) gets those libraries with it on Linux. On
+# Windows, PyTorch's CUDA builds (from its own index; PyPI's Windows wheel is a CPU build) ship the same libraries
+# but NCCL in torch\lib, and a program built against torch (xformers) runs only with such a build.
 _TORCH_FAMILIES = frozenset(
     {
         Family.RUNTIME, Family.CUBLAS, Family.CUBLASLT, Family.CUFFT, Family.CURAND, Family.CUSOLVER,
@@ -152,8 +154,11 @@ def _from_requirement(name: str, family: Family, program: Program) -> str | None
     found = next((p for p in shipping if p in program.requires), None) if shipping else None
     if found is None and not shipping and (stem := _FAMILY_WHEELS.get(family)) is not None:
         found = next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
-    if found is None and program.platform == "linux" and "torch" in program.requires and family in _TORCH_FAMILIES:
-        found = "torch (the NVIDIA wheels its Linux wheels require)"
+    if found is None and "torch" in program.requires and family in _TORCH_FAMILIES:
+        if program.platform == "linux":
+            found = "torch (the NVIDIA wheels its Linux wheels require)"
+        elif program.platform == "windows" and family is not Family.NCCL:
+            found = "torch (its CUDA builds for Windows ship them in torch\\lib; PyPI's is a CPU build)"
     return found
 
 

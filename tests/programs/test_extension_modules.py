@@ -292,3 +292,22 @@ def test_a_package_that_also_ships_rocm_builds_says_so(tmp_path: Path, capsys: p
     assert cli_main(["scan", "--no-store", "--no-progress", str(site)]) == 0
     out = capsys.readouterr().out
     assert "    ROCm: the package also ships 1 build for AMD GPUs" in out
+
+
+@pytest.mark.parametrize(
+    ("needed", "rocm"),
+    [
+        (("libhipblas.so.2", "libc.so.6"), True),
+        (
+            ("hipblas.dll", "rocblas.dll", "libhipblaslt.dll", "amdhip64_7.dll", "KERNEL32.dll"),
+            True,
+        ),  # bitsandbytes win
+        (("MIOpen.dll",), True),
+        (("libcudart.so.12", "kernel32.dll", "hipblasfoo.dll"), False),
+    ],
+)
+def test_a_rocm_build_is_told_by_the_hip_libraries_it_links(needed: tuple[str, ...], rocm: bool) -> None:
+    from cudatrace.model import BinaryFormat, BinaryScan
+    from cudatrace.programs.judging import _links_rocm
+
+    assert _links_rocm(BinaryScan("/w/x", BinaryFormat.PE, 1, "0" * 64, needed=needed)) is rocm

@@ -186,6 +186,12 @@ def test_a_library_the_export_facts_do_not_list_comes_from_the_required_wheel_of
     assert _from_requirement("libnccl.so.2", Family.NCCL, torch) == "nvidia-nccl-cu13"  # from the export facts
     assert _from_requirement("libcurand.so.10", Family.CURAND, torch) is None  # nothing required ships it
     assert _from_requirement("libfoo.so.1", Family.OTHER, torch) is None
+    # a Windows extension built against torch (xformers 0.0.35's _C.pyd links cudart64_12.dll) runs with a CUDA
+    # build of torch, which ships the library in torch\lib; NCCL is no part of those builds
+    windows = Program("xformers", "0.0.35", "/w", ProgramKind.WHEEL, requires=("torch",), platform="windows")
+    found = _from_requirement("cudart64_12.dll", Family.RUNTIME, windows)
+    assert found is not None and found.startswith("torch (its CUDA builds for Windows ship them in torch\\lib")
+    assert _from_requirement("nccl64_2.dll", Family.NCCL, windows) is None
 
 
 # xgboost 3.2's pattern: core.py calls _load_lib() at import, which loads the path find_lib_path() joins to
