@@ -365,12 +365,15 @@ def scan_open_file(fd: int, path: str) -> BinaryScan | None:
 
 
 def _not_strings(fmt: BinaryFormat, parsed: ParsedBinary) -> list[tuple[int, int]]:
-    """The byte ranges whose contents are not run-time strings: GPU code, symbol tables, debug data."""
+    """The byte ranges whose contents are not run-time strings: GPU code, symbol tables, debug data, and a PE
+    file's resources (its version information names the file it was built as: cuDNN 7's ``cudnn64_7.dll`` says
+    ``OriginalFilename CUDNN.DLL``, which is no library it loads)."""
     elf = fmt is BinaryFormat.ELF
     out = list(parsed.symbol_ranges)
     for s in parsed.sections:
         symbols = elf and (s.name in _ELF_NON_STRING_SECTIONS or s.name.startswith(".note"))
-        if symbols or s.name.startswith(_FATBIN_PREFIXES) or s.name.startswith(_DEBUG_PREFIXES):
+        resources = not elf and s.name == ".rsrc"
+        if symbols or resources or s.name.startswith(_FATBIN_PREFIXES) or s.name.startswith(_DEBUG_PREFIXES):
             out.append((s.offset, s.size))
     return out
 

@@ -533,3 +533,38 @@ def test_truncated_example_program_is_a_failed_file(tmp_path: Path) -> None:
         assert not result.binaries
         [failed] = result.failed
         assert failed.kind == "corrupt" and "truncated PE file" in failed.message
+
+
+VERSION_RC = """1 VERSIONINFO
+FILEVERSION 7,0,0,0
+BEGIN
+  BLOCK "StringFileInfo"
+  BEGIN
+    BLOCK "040904b0"
+    BEGIN
+      VALUE "OriginalFilename", "CUDNN.DLL"
+      VALUE "InternalName", "cublas64_10.dll"
+    END
+  END
+END
+"""
+
+
+@pytest.mark.skipif(
+    not (shutil.which("x86_64-w64-mingw32-gcc") and shutil.which("x86_64-w64-mingw32-windres")), reason="mingw-w64"
+)
+def test_the_version_resource_names_no_library_the_program_loads(tmp_path: Path) -> None:
+    # cudnn64_7.dll (mxnet-cu101 1.5 for Windows) says OriginalFilename CUDNN.DLL in its version information: that
+    # was "missing: CUDNN.DLL (cudnn64_7.dll loads it by name)". A LoadLibrary name in its code still counts.
+    from cudatrace.tracer.static.scanner import scan_file
+
+    (tmp_path / "v.rc").write_text(VERSION_RC)
+    (tmp_path / "m.c").write_text(
+        '#include <windows.h>\nint main(void) { return LoadLibraryA("nvcuda.dll") ? 0 : 1; }\n'
+    )
+    subprocess.run(["x86_64-w64-mingw32-windres", "v.rc", "-O", "coff", "-o", "v.o"], cwd=tmp_path, check=True)
+    subprocess.run(["x86_64-w64-mingw32-gcc", "-O1", "-o", "m.exe", "m.c", "v.o"], cwd=tmp_path, check=True)
+    assert b"C\x00U\x00D\x00N\x00N\x00.\x00D\x00L\x00L" in (tmp_path / "m.exe").read_bytes()  # the resource is there
+    b = scan_file(str(tmp_path / "m.exe"))
+    assert b.named_libraries == ("nvcuda.dll",)
+    assert [lib.name for lib in b.cuda_libraries] == ["nvcuda.dll"]
