@@ -89,6 +89,7 @@ CODE_RANK: dict[str, int] = {
     "ptx_recent_arch_only": 17,
     "nvrtc_cubin": 17,
     "link_cubin": 17,
+    "gpu_code_unread": 17,
     "ptxas_cubin": 5,  # every kernel the package generates goes through it: as certain as containers without PTX
     "cuda_built_at_run_time": 17,
     "unknown_until_traced": 18,
@@ -131,6 +132,18 @@ def _built_at_run_time_reason(calls: Sequence[str]) -> Reason:
         "the last architecture of TORCH_CUDA_ARCH_LIST when it ends in +PTX, its default)",
         "install the CUDA toolkit (nvcc) where the program runs, and keep +PTX at the end of TORCH_CUDA_ARCH_LIST "
         "(or leave it unset)",
+    )
+
+
+def _gpu_unread_reason(errors: Sequence[str]) -> Reason:
+    """A file with a fatbin section whose data the scan could not read (mxnet-cu101 1.5's ``libmxnet.dll``: 107 of
+    its 120 fatbin wrappers point past the bytes on disk): its GPU code, and whether that carries PTX, is unknown."""
+    return Reason(
+        Severity.RISK,
+        "gpu_code_unread",
+        f"the file has GPU code the scan could not read ({errors[0]}): whether its kernels carry PTX, which ZLUDA "
+        "needs, is unknown",
+        "run the program under `cudatrace run` to see which GPU modules it loads, or check the build",
     )
 
 
@@ -427,6 +440,7 @@ def judge(
     program_path: str | None = None,
     is_library: bool = False,
     builds_cuda: Sequence[str] = (),
+    gpu_errors: Sequence[str] = (),
 ) -> Verdict:
     """Runs / at risk / blocked for one program under ``release``, reasons ranked by certainty then frequency.
 
@@ -577,6 +591,8 @@ def judge(
 
     if gpu_code is not None and gpu_code.images:
         reasons.extend(_gpu_reasons(gpu_code))
+    elif gpu_errors:
+        reasons.append(_gpu_unread_reason(gpu_errors))
     if "nvrtcGetCUBIN" in nvrtc_outputs:
         reasons.append(_nvrtc_cubin_reason("nvrtcGetPTX" in nvrtc_outputs))
     if "nvJitLinkGetLinkedCubin" in nvrtc_outputs:
@@ -1178,6 +1194,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     ) -> Verdict:
         is_library = _is_library(b)
         path = None if is_library else b.path
+        gpu_errors = tuple(e for e in b.errors if "fatbin" in e)  # a fatbin section it could not read
         key: tuple[object, ...] = (
             imports,
             libraries,
@@ -1188,6 +1205,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
             b.static_runtime,
             path,
             b.builds_cuda,
+            gpu_errors,
         )
         verdict = verdicts.get(key)
         if verdict is None:
@@ -1205,6 +1223,7 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
                 program_path=b.path,
                 is_library=is_library,
                 builds_cuda=b.builds_cuda,
+                gpu_errors=gpu_errors,
             )
             _fixed, fixing = fixing_reason(cat, rel, verdict.status, verdict.reasons)
             if fixing is not None:

@@ -311,3 +311,23 @@ def test_a_rocm_build_is_told_by_the_hip_libraries_it_links(needed: tuple[str, .
     from cudatrace.programs.judging import _links_rocm
 
     assert _links_rocm(BinaryScan("/w/x", BinaryFormat.PE, 1, "0" * 64, needed=needed)) is rocm
+
+
+def test_gpu_code_the_scan_could_not_read_is_a_risk(tmp_path: Path) -> None:
+    # mxnet-cu101 1.5.0's libmxnet.dll: its .nv_fatb section's bytes on disk hold no fatbin container; the scan
+    # said so in an error line, and the verdict said nothing of its GPU code
+    from cudatrace.tracer.static.scanner import scan_file
+
+    stubs = build_cuda_stub_libs()
+    lib = tmp_path / "libbroken.so"
+    code = (
+        'extern int cuInit(unsigned);\n__attribute__((used, section(".nv_fatbin"))) static const char junk[256] = '
+        '"not a fatbin";\nint go(void) { return cuInit(0); }\n'
+    )
+    _gcc(lib, code, f"-L{stubs}", "-l:libcuda.so.1")
+    b = scan_file(str(lib))
+    assert any("holds no fatbin container" in e for e in b.errors) and not b.gpu_code.images
+    (judged,) = pb.judged_scan(tmp_path).binaries
+    assert judged.verdict is not None and judged.verdict.status is VerdictStatus.AT_RISK
+    (reason,) = [r for r in judged.verdict.reasons if r.code == "gpu_code_unread"]
+    assert "holds no fatbin container" in reason.message and "is unknown" in reason.message
