@@ -33,6 +33,7 @@ from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
 from cudatrace.coverage_db.runtime_map import table_decision
 from cudatrace.model import (
+    RECENT_PTX_SM,
     BinaryFormat,
     BinaryScan,
     CudaLibrary,
@@ -1090,6 +1091,26 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
             )
         )
     ptx_archs = sorted({i.arch for i in gpu.ptx}, key=lambda a: (len(a), a))
+    # Containers whose PTX is all for recent GPUs, in a file whose other containers have older PTX (spconv-cu124's
+    # core_cc: 411 of 606 with sm_90 PTX only): the rule of the whole file, for those modules
+    with_ptx = [g for g in groups if any(i.kind is ImageKind.PTX for i in g)]
+    recent = [
+        g for g in with_ptx if min((i.sm or 0) for i in g if i.kind is ImageKind.PTX) >= RECENT_PTX_SM
+    ]  # fmt: skip
+    if recent and not gpu.ptx_recent_only:
+        n, total = len(recent), len(groups)
+        recent_archs = sorted({i.arch for g in recent for i in g if i.kind is ImageKind.PTX}, key=lambda a: (len(a), a))
+        reasons.append(
+            Reason(
+                Severity.RISK,
+                "ptx_recent_arch_only",
+                f"{n} of {total} fatbin containers (modules) carry PTX only for sm_{RECENT_PTX_SM} and above "
+                f"({', '.join(recent_archs)}): ZLUDA recompiles PTX, but code built for these architectures may use "
+                "instructions (wgmma, TMA, clusters) it does not translate",
+                "rebuild those kernels with PTX for an older target as well (e.g. -gencode arch=compute_80,"
+                "code=compute_80)",
+            )
+        )
     if gpu.ptx_recent_only:
         reasons.append(
             Reason(

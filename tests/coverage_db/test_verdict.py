@@ -871,3 +871,17 @@ def test_a_program_that_links_its_kernels_into_a_cubin_is_at_risk_unless_it_can_
     assert isinstance(r, Reason) and r.severity is Severity.INFO and "only the PTX path can run" in r.message
     traced = judge([call(Family.NVJITLINK, "libnvJitLink.so.13", "nvJitLinkGetLinkedCubin", 3)], [], None, SEED)
     assert "link_cubin" not in codes(traced)
+
+
+def test_containers_whose_ptx_is_only_for_recent_gpus_are_a_risk_beside_older_ptx() -> None:
+    # spconv-cu124 2.3.8's core_cc: PTX for sm_52 in 195 containers and for sm_90 only in 411; the file-wide rule
+    # saw sm_52 and said "PTX for sm_52, sm_90: ZLUDA can recompile"
+    entries = [sym(Family.DRIVER, "libcuda.so.1", "cuInit")]
+    p52, p90 = GpuImage(ImageKind.PTX, "sm_52", False, 100), GpuImage(ImageKind.PTX, "sm_90", False, 100)
+    gpu = GpuCode(_containers((S80, p52), (S80, p90), (p90,)), 3)
+    v = judge(entries, [DRIVER_LIB], gpu, SEED)
+    assert v.status is VerdictStatus.AT_RISK
+    r = reason(v, "ptx_recent_arch_only")
+    assert r.message.startswith("2 of 3 fatbin containers (modules) carry PTX only for sm_90 and above (sm_90)")
+    both = GpuCode(_containers((S80, p52, p90), (p52,)), 2)  # older PTX in every container: no risk
+    assert judge(entries, [DRIVER_LIB], both, SEED).status is VerdictStatus.RUNS
