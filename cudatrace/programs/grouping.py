@@ -871,7 +871,7 @@ def startup_paths(
         except StopIteration as stop:
             out[i] = stop.value
     while running:
-        todo = [item for _search_, items in running.values() for item in items]
+        todo = [item for _generator, items in running.values() for item in items]
         workers = pool() if pool is not None and len(todo) >= PARALLEL_PY_FILES else None
         if workers is not None:
             found = workers.map(_imports_task, todo, max(1, len(todo) // 64))
