@@ -1010,13 +1010,9 @@ def _importable(group: _Group) -> dict[str, list[str]]:
     return exts
 
 
-def _roles(
-    group: _Group,
-    pool: Callable[[], _PoolLike | None] = lambda: None,
-    searched: tuple[StartupPath | None] | None = None,
-) -> list[ProgramPart]:
-    """Start-up / on-demand / NVIDIA role of every binary in one program (``searched``: the wheel's
-    :func:`startup_path`, when it was searched with other programs')."""
+def _roles(group: _Group, exts: dict[str, list[str]], on_import: StartupPath | None) -> list[ProgramPart]:
+    """Start-up / on-demand / NVIDIA role of every binary in one program; for a wheel, ``exts`` are its
+    :func:`_importable` files and ``on_import`` its :func:`startup_path` (searched with the other wheels')."""
     by_name: dict[str, BinaryScan] = {}
     for b in group.binaries:
         for n in _names_of(b):
@@ -1028,12 +1024,6 @@ def _roles(
     entry: dict[str, str] = {}
     in_functions: dict[str, str] = {}  # Python modules imported at start-up that reach CUDA only in functions
     if group.kind is ProgramKind.WHEEL and group.dist is not None:
-        exts = _importable(group)
-        on_import = (
-            searched[0]
-            if searched is not None
-            else startup_path(group.dist.read, group.dist.files, {m: ps[0] for m, ps in exts.items()}, pool)
-        )
         for mod, path in ((m, p) for m, ps in exts.items() for p in ps):
             python = by_path[path].format is BinaryFormat.PYTHON
             what = "Python module" if python else "extension module"
@@ -1323,13 +1313,12 @@ def _group_programs(
         ):
             g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
     # every wheel's import search at once (see startup_paths)
-    wheels = [g for g in kept if g.kind is ProgramKind.WHEEL and g.dist is not None]
-    searches = [(g.dist.read, g.dist.files, {m: ps[0] for m, ps in _importable(g).items()}) for g in wheels if g.dist]
-    searched = {id(g): found for g, found in zip(wheels, startup_paths(searches, pool), strict=True)}
+    wheels = [(g, g.dist) for g in kept if g.kind is ProgramKind.WHEEL and g.dist is not None]
+    importable = {id(g): _importable(g) for g, _dist in wheels}
+    searches = [(d.read, d.files, {m: ps[0] for m, ps in importable[id(g)].items()}) for g, d in wheels]
+    searched = {id(g): found for (g, _d), found in zip(wheels, startup_paths(searches, pool), strict=True)}
     for g in kept:
-        parts = tuple(
-            _one_part_per_content(_roles(g, pool, (searched[id(g)],) if id(g) in searched else None), g.binaries)
-        )
+        parts = tuple(_one_part_per_content(_roles(g, importable.get(id(g), {}), searched.get(id(g))), g.binaries))
         platform = _platform(g.binaries)
         programs.append(
             Program(
