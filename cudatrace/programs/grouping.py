@@ -524,16 +524,13 @@ class _RunFacts:
 
 @dataclass(frozen=True, slots=True)
 class _ModuleFacts:
-    """What importing one Python file does, read from its text (as :class:`_RunFacts` says), the library file names
-    its string constants spell (anywhere in the file: ``os.path.join(folder, "libxgboost.so")`` in a helper), and
-    what calling the functions asked for does (``functions``: None for a name the module does not define)."""
+    """What importing one Python file does (``run``), read from its text, the library file names its string
+    constants spell (anywhere in the file: ``os.path.join(folder, "libxgboost.so")`` in a helper), and what calling
+    the functions asked for does (``functions``: None for a name the module does not define)."""
 
-    imports: frozenset[str]
-    loads_library: bool = False
+    run: _RunFacts
     library_names: frozenset[str] = frozenset()
     library_stems: frozenset[str] = frozenset()  # quoted words that may name a library without its suffix (_STEM)
-    file_imports: frozenset[str] = frozenset()
-    calls: frozenset[tuple[str, str]] = frozenset()
     functions: tuple[tuple[str, _RunFacts | None], ...] = ()  # the wanted functions, by name
     function_lines: tuple[tuple[str, tuple[int, int]], ...] = ()  # every top-level function's first and last line
     bound: tuple[tuple[str, tuple[str, ...]], ...] = ()  # names its imports bind in its own package
@@ -607,7 +604,7 @@ def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] 
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _ModuleFacts(frozenset(_imports_by_line(text, module, is_package)))
+        return _ModuleFacts(_RunFacts(frozenset(_imports_by_line(text, module, is_package))))
     top = list(_module_level(tree.body))
     bound = _own_package_names(top, module, is_package)
     run = _run_facts(top, module, is_package, bound)
@@ -619,9 +616,7 @@ def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] 
     except RecursionError:
         names = stems = frozenset()
     lines = tuple((f, (n.lineno, n.end_lineno or n.lineno)) for f, n in functions.items())
-    return _ModuleFacts(
-        run.imports, run.loads_library, names, stems, run.file_imports, run.calls, called, lines, tuple(bound.items())
-    )
+    return _ModuleFacts(run, names, stems, called, lines, tuple(bound.items()))
 
 
 def _function_run(
@@ -915,7 +910,7 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
     functions = _Functions(read, modules, facts)
     queued: list[str] = []  # modules for the next level of the search
 
-    def run(facts_of: _RunFacts | _ModuleFacts, owner: str) -> None:
+    def run(facts_of: _RunFacts, owner: str) -> None:
         for name in facts_of.imports:
             parts = name.split(".")
             for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
@@ -949,7 +944,7 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
         found = (yield todo) if todo else []
         for (_text, mod, _pkg, _wanted), got in zip(todo, found, strict=True):
             facts[mod] = got
-            run(got, mod)
+            run(got.run, mod)
         # Functions of other modules called at import run too (sgl-kernel's __init__ calls load_utils'
         # _load_architecture_specific_ops()); a module not parsed yet is resolved at a later level.
         while ready := sorted(c for c in pending if c[0] in facts):
@@ -969,7 +964,7 @@ def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[s
     loaded: dict[str, str] = {}
     stems: dict[str, str] = {}
     for mod in sorted(loaders):
-        own = [facts[mod], *(facts[n] for n in sorted(facts[mod].imports) if n in facts and n != mod)]
+        own = [facts[mod], *(facts[n] for n in sorted(facts[mod].run.imports) if n in facts and n != mod)]
         for name in sorted(set().union(*(f.library_names for f in own))):
             loaded.setdefault(name, mod)
         for name in sorted(set().union(*(f.library_stems for f in own))):
