@@ -158,10 +158,6 @@ def _strings_in(node: ast.AST) -> Iterator[str]:
 _LINK_OUTPUTS = {"cubin": "nvJitLinkGetLinkedCubin", "ptx": "nvJitLinkGetLinkedPtx"}
 
 
-def _is_text(node: ast.expr, values: tuple[str, ...]) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in values
-
-
 class _Reader:
     """One file's facts from its syntax tree."""
 
@@ -214,10 +210,11 @@ class _Reader:
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                     self._use(arg.value, True)  # getattr(lib, "cuInit"), a function pointer looked up by its name
-            if _last_name(node.func) == "link" and node.args and _is_text(node.args[0], ("cubin", "ptx")):
+            kind = node.args[0] if node.args else None
+            if _last_name(node.func) == "link" and isinstance(kind, ast.Constant) and kind.value in _LINK_OUTPUTS:
                 # cuda.core's Linker.link("cubin") (numba-cuda links every kernel so): nvJitLink's output of that
                 # kind, or the driver's cuLink* where nvJitLink is missing
-                self.used.setdefault(_LINK_OUTPUTS[node.args[0].value], True)  # type: ignore[attr-defined]
+                self.used.setdefault(_LINK_OUTPUTS[kind.value], True)
             if _last_name(node.func).lower() in _LOADERS:
                 self.loader_called = True
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
