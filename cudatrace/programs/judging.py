@@ -424,7 +424,8 @@ def judge_program(
                 tests.append(part)
             else:
                 failing.append((part, v))
-    reasons = [replace(r, message=f"{r.message} (in {', '.join(whose[r])})") if r in whose else r for r in reasons]
+    # The first few by name: a reason of a program of 1,000 libraries names 6 and counts the rest.
+    reasons = [replace(r, message=f"{r.message} (in {name_list(whose[r], 6)})") if r in whose else r for r in reasons]
     reasons.extend(_part_reasons(failing, rel))
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:

@@ -400,3 +400,25 @@ def test_a_program_of_several_start_up_binaries_says_whose_each_blocker_is() -> 
     assert blockers == [f"{sass.message} (in liba.so, libb.so)", f"{other.message} (in sm90/ops.so, sm100/ops.so)"]
     assert [r.message for r in judged.verdict.reasons if r.code == "translated"] == [info.message]  # info unnamed
     assert [r.code for r in judged.verdict.reasons].count("release_fixing") == 1
+
+
+def test_a_reason_of_many_start_up_binaries_names_six_and_counts_the_rest() -> None:
+    # A program of 1,667 start-up libraries with one risk each: the message names six and counts the rest, so it does
+    # not grow with the program (it was 25 KB for this one, in every report and stored document).
+    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.model import BinaryFormat, BinaryScan, ProgramPart, Reason, Severity, Verdict
+    from cudatrace.programs.judging import judge_program
+
+    rel = "v7-preview.9"
+    risk = Reason(Severity.RISK, "proc_string_missing", "1 of 12 names resolved at run time is a stub")
+    binaries = {
+        path: BinaryScan(path, BinaryFormat.ELF, 1, "0" * 64, verdict=Verdict(rel, VerdictStatus.AT_RISK, (risk,)))
+        for path in (f"/site/pkg/lib{i:05d}.so" for i in range(1667))
+    }
+    parts = tuple(ProgramPart(path, PartRole.STARTUP, "start-up") for path in binaries)
+    program = Program("pkg", "1.0", "/site", ProgramKind.WHEEL, tuple(binaries), (), parts)
+    judged = judge_program(program, binaries, set(), rel, load_catalog())
+    assert judged.verdict is not None
+    (message,) = [r.message for r in judged.verdict.reasons if r.code == "proc_string_missing"]
+    named = ", ".join(f"lib{i:05d}.so" for i in range(6))
+    assert message == f"{risk.message} (in {named} and 1661 more)"
