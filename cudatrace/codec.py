@@ -186,11 +186,11 @@ def _omitted(rule: Omit | None, value: Any, obj: Any) -> bool:
 
 def encode(obj: Any) -> dict[str, Any]:
     """The JSON form of a dataclass record, field by field."""
-    shared = _SHARED[-1] if _SHARED else None
-    if shared is not None:
-        found = shared.get(id(obj))
-        if found is not None:
-            return found[1]
+    return shared_form(obj, encode_fields)
+
+
+def encode_fields(obj: Any) -> dict[str, Any]:
+    """:func:`encode`'s form, made afresh (for a ``to_dict`` that adds to it, through :func:`shared_form`)."""
     schema = getattr(obj, "json_schema", None)
     d: dict[str, Any] = {"schema": schema} if schema else {}
     for name, _, s, _ in _fields(type(obj)):
@@ -198,15 +198,69 @@ def encode(obj: Any) -> dict[str, Any]:
         if s.omit is not None and _omitted(s.omit, value, obj):
             continue
         d[s.key or name] = s.encode(value) if s.encode else _to_json(value)
-    if shared is not None:
-        shared[id(obj)] = (obj, d)  # the record held: its id is not reused meanwhile
     return d
+
+
+def shared_form(obj: Any, make: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """``make(obj)``, or inside :func:`shared_encodings` the form made for ``obj`` the first time."""
+    shared = _SHARED[-1] if _SHARED else None
+    if shared is None:
+        return make(obj)
+    found = shared.get(id(obj))
+    if found is not None:
+        SHARED_FORMS.add(id(found[1]))
+        return found[1]
+    d = make(obj)
+    if len(shared) >= _MAX_SHARED_FORMS:
+        shared.clear()  # bounded: a record met again after this makes its form anew (the same value)
+        SHARED_FORMS.clear()
+    shared[id(obj)] = (obj, d)  # the record held: its id is not reused meanwhile
+    return d
+
+
+class LazyForms:
+    """The JSON forms of records, each made as it is read and then let go: a document's ``binaries`` (10,000
+    binaries are 50 MB of forms) written by :func:`cudatrace.reports.jsontext.write_indented` one at a time. Not a
+    list: ``json.dumps`` refuses it (TypeError) instead of writing something else."""
+
+    __slots__ = ("records",)
+
+    def __init__(self, records: tuple[Any, ...]) -> None:
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Any]:
+        for record in self.records:
+            yield record.to_dict()
+
+
+def lazy_form(record: Any, field: str) -> dict[str, Any]:
+    """``record.to_dict()`` with the value of ``field`` (a tuple of records, never left out of the form) as
+    :class:`LazyForms` in its place."""
+    d: dict[str, Any] = dataclasses.replace(record, **{field: ()}).to_dict()
+    key = _key_of(type(record), field)
+    if d.get(key) != []:
+        raise ValueError(f"{type(record).__name__}.{field} is not a list of the form")
+    d[key] = LazyForms(getattr(record, field))
+    return d
+
+
+def _key_of(cls: type, field: str) -> str:
+    for name, _, s, _ in _fields(cls):
+        if name == field:
+            return s.key or name
+    raise ValueError(f"{cls.__name__} has no field {field}")
 
 
 # While a command encodes the same records more than once (a scan's store takes each binary's document, then its
 # JSON output takes them all again: 10,000 binaries, 1.5 s each time), each record's JSON form is made once and
 # shared. Only for readers: every use of a form made inside `shared_encodings` must leave it as it is.
 _SHARED: list[dict[int, tuple[Any, dict[str, Any]]]] = []
+#: ids of the kept forms given out more than once (a writer of LazyForms looks only these up by id)
+SHARED_FORMS: set[int] = set()
+_MAX_SHARED_FORMS = 1 << 14  # forms kept at most (a binary has 5 to 50 records; the recurring ones come back)
 
 
 @contextlib.contextmanager
@@ -221,6 +275,7 @@ def shared_encodings() -> Iterator[None]:
         yield
     finally:
         _SHARED.pop()
+        SHARED_FORMS.clear()
 
 
 def _is_optional(hint: Any) -> tuple[bool, Any]:

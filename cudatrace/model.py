@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from cudatrace.codec import Record, counts, encode, spec
+from cudatrace.codec import Record, counts, encode_fields, shared_form, spec
 from cudatrace.wording import agrees
 
 SCAN_SCHEMA = "cudatrace.scan/1"
@@ -333,8 +333,11 @@ class GpuCode(Record):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, with what the images add up to (for readers of the JSON; not read back)."""
+        return shared_form(self, GpuCode._form)
+
+    def _form(self) -> dict[str, Any]:
         return {
-            **encode(self),
+            **encode_fields(self),
             "has_ptx": bool(self.ptx),
             "min_ptx_arch": f"sm_{self.min_ptx_sm}" if self.min_ptx_sm else None,
             "summary": self.summary(),

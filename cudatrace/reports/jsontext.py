@@ -13,6 +13,8 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
+from cudatrace.codec import SHARED_FORMS, LazyForms
+
 _escape = json.encoder.encode_basestring  # the C escaper when the json module has it (ensure_ascii=False)
 _INFINITY = float("inf")
 _MAX_SHARED_TEXT = 16384  # the longest text of a repeated object kept for its next use
@@ -124,6 +126,9 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             # An object met again (a record the document shares, such as one classified entry point in the
             # imports of thousands of binaries) is written as the text it had the last time at this level.
             ident = id(o)
+            if lazy[0] and ident not in SHARED_FORMS:
+                obj(o, level)  # made for this item alone and let go after it
+                return
             if ident in seen:
                 text = texts.get((ident, level))
                 if text is not None:
@@ -137,12 +142,32 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
                         del out[start:]
                         append(text)
                         texts[(ident, level)] = text
+                        held.append(o)  # alive while its text is kept, so its id is not another's
                         kept[0] += len(text)
                 return
             seen.add(ident)
             obj(o, level)
+        elif isinstance(o, LazyForms):
+            many(o, level)
         else:
             raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    def many(o: LazyForms, level: int) -> None:
+        # written as a list, each form made as it is reached and let go once written
+        if not len(o):
+            append("[]")
+            return
+        inner = pad(level + 1)
+        lead = "[" + inner
+        lazy[0] = True
+        for item in o:
+            if len(out) >= flush_at:
+                flush()
+            append(lead)
+            value(item, level + 1)
+            lead = "," + inner
+        lazy[0] = False
+        append(pad(level) + "]")
 
     def obj(o: dict[Any, Any], level: int) -> None:
         inner = pad(level + 1)
@@ -159,8 +184,12 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             lead = sep
         append(pad(level) + "}")
 
-    # The document's objects stay alive while it is written, so their ids are not reused meanwhile.
+    # A document held whole stays alive while it is written, so ids are not reused meanwhile. Of the forms of
+    # LazyForms, made and let go one at a time, only those the codec keeps (records shared by many binaries) are
+    # looked up by id; and an object whose text is kept is held, so its id is never another's.
     seen: set[int] = set()
+    held: list[Any] = []
+    lazy = [False]  # inside LazyForms
     texts: dict[tuple[int, int], str] = {}
     kept = [0]  # characters of text kept in texts
     flushes = [0]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TextIO
 
+from cudatrace.codec import lazy_form
 from cudatrace.model import ScanResult, TraceResult
 from cudatrace.reports.diff import TraceDiff
 from cudatrace.reports.document import Aggregate, Report
@@ -137,7 +138,8 @@ def render_to(doc: Document, fmt: Format | str, options: RenderOptions | None = 
     other format as its text."""
     renderer = _renderer(doc, fmt)
     if Format(fmt) is Format.JSON:
-        form = doc.to_dict()
+        # A scan's binaries are encoded one at a time as the text reaches them (their forms would be 5 KB each)
+        form = lazy_form(doc, "binaries") if isinstance(doc, ScanResult) else doc.to_dict()
         return lambda out: write_json(form, out)
     return renderer(doc, options or RenderOptions())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 from pathlib import Path
@@ -133,3 +134,33 @@ def test_a_scan_s_json_written_as_made_is_the_rendered_document(tmp_path: Path) 
     text = out.read_text(encoding="utf-8")
     assert text == piped.stdout
     assert text == dump_json(ScanResult.from_dict(json.loads(text)).to_dict())
+
+
+@pytest.mark.parametrize("kept", [3, 1 << 14])
+def test_a_scan_s_binaries_made_as_written_give_json_s_text(kept: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A scan's JSON encodes each binary as the text reaches it and lets its form go. Inside shared_encodings the
+    # codec keeps at most `kept` forms (3 here: cleared again and again, so forms die and their ids come back on
+    # others), the records many binaries share are written from their kept text, and the text is json.dumps's.
+    import io
+    from dataclasses import replace
+
+    from cudatrace import codec
+    from cudatrace.model import ScanResult
+    from cudatrace.reports.render import render_to
+    from tests.samples import pe_binary
+
+    monkeypatch.setattr(codec, "_MAX_SHARED_FORMS", kept)
+    shared = pe_binary("/apps/a.exe", "aa" * 32)
+    binaries = tuple(
+        replace(pe_binary(f"/apps/lib{i:03d}.dll", f"{i:064x}"), imports=shared.imports if i % 3 else ())
+        for i in range(60)
+    )
+    scan = ScanResult(binaries, roots=("/apps",), tool_version="0.1.0")
+    expected = json.dumps(scan.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    for sharing in (codec.shared_encodings, contextlib.nullcontext):
+        out = io.StringIO()
+        with sharing():
+            render_to(scan, "json")(out)  # type: ignore[operator]
+        assert out.getvalue() == expected
+    with pytest.raises(TypeError):
+        json.dumps(codec.lazy_form(scan, "binaries"))  # never taken for a list by another writer
