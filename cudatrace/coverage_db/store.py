@@ -58,6 +58,7 @@ import json
 import os
 import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -69,7 +70,7 @@ from types import TracebackType
 from typing import Any
 
 from cudatrace import __version__
-from cudatrace.codec import shared_encodings
+from cudatrace.codec import LazyForms, lazy_form, shared_encodings
 from cudatrace.digest import sha256_of
 from cudatrace.errors import StoreError
 from cudatrace.model import (
@@ -94,6 +95,7 @@ ENV_VAR = "CUDATRACE_DB"
 #: File name of the store in the user data folder.
 DEFAULT_FILE_NAME = "cudatrace.sqlite3"
 
+_BIG_DOCUMENT = 1 << 20  # a stored document longer than this is written into its row in pieces
 _MIN_SQLITE = (3, 25, 0)  # upsert (3.24) and window functions (3.25)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -285,6 +287,33 @@ def _text(value: str) -> str:
         return value
     except UnicodeEncodeError:
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _compact(form: Any) -> str:
+    return json.dumps(form, separators=(",", ":"))
+
+
+def _scan_text(doc: ScanResult) -> Iterator[str]:
+    """``_compact(doc.to_dict())`` in pieces, one binary at a time: a program's document holds all its binaries
+    (4 KB each), and their forms are made as they are written, then let go. Inside :func:`shared_encodings`, for
+    the records its binaries share (the entry points they all call)."""
+    with shared_encodings():
+        form = lazy_form(doc, "binaries")
+        key = next(k for k, v in form.items() if isinstance(v, LazyForms))
+        form[key] = _PLACE
+        text = _compact(form)
+        if text.count(_PLACE_TEXT) != 1:  # a string of the document spells it (a hostile file): all at once
+            yield _compact(doc.to_dict())
+            return
+        head, tail = text.split(_PLACE_TEXT)
+        yield head + "["
+        for i, binary in enumerate(doc.binaries):
+            yield ("," if i else "") + _compact(binary.to_dict())
+        yield "]" + tail
+
+
+_PLACE = "\x00binaries\x00"  # where the binaries go, in the text of the rest
+_PLACE_TEXT = json.dumps(_PLACE)
 
 
 def _file_name(path: str) -> str:
@@ -616,14 +645,13 @@ class Store:
                 members = tuple(by_path[p] for part in prog.parts for p in part.paths if p in by_path)
                 if not members:
                     continue
-                with shared_encodings():  # its binaries share records (the entry points they all call)
-                    doc = ScanResult(
-                        binaries=members,
-                        roots=result.roots,
-                        tool_version=result.tool_version,
-                        zluda_release=result.zluda_release,
-                        programs=(prog,),
-                    ).to_dict()
+                doc = ScanResult(
+                    binaries=members,
+                    roots=result.roots,
+                    tool_version=result.tool_version,
+                    zluda_release=result.zluda_release,
+                    programs=(prog,),
+                )
                 # One file keeps its own identity; a program of several is named by the hash of their hashes.
                 digest = (
                     members[0].sha256
@@ -634,7 +662,14 @@ class Store:
                 entries = tuple(e for b in members for e in b.imports)
                 ids.append(
                     self._insert_result(
-                        program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc, entries, prog.verdict
+                        program,
+                        ResultKind.SCAN,
+                        stamp,
+                        tool,
+                        result.zluda_release,
+                        _scan_text(doc),
+                        entries,
+                        prog.verdict,
                     )
                 )
             for binary in result.binaries:
@@ -645,11 +680,18 @@ class Store:
                     roots=result.roots,
                     tool_version=result.tool_version,
                     zluda_release=result.zluda_release,
-                ).to_dict()
+                )
                 program = self._upsert_program(binary.name, _scan_program_path(binary.path), binary.sha256, stamp)
                 ids.append(
                     self._insert_result(
-                        program, ResultKind.SCAN, stamp, tool, result.zluda_release, doc, binary.imports, binary.verdict
+                        program,
+                        ResultKind.SCAN,
+                        stamp,
+                        tool,
+                        result.zluda_release,
+                        _scan_text(doc),
+                        binary.imports,
+                        binary.verdict,
                     )
                 )
             return tuple(ids)
@@ -687,7 +729,10 @@ class Store:
             else:
                 self._touch_program(program, stamp)
             tool = trace.tool_version or __version__
-            return self._insert_result(program, ResultKind.TRACE, stamp, tool, release, doc, trace.calls, trace.verdict)
+            text = (_compact(doc),)
+            return self._insert_result(
+                program, ResultKind.TRACE, stamp, tool, release, text, trace.calls, trace.verdict
+            )
 
         out: int = self._write(work)
         return out
@@ -733,25 +778,38 @@ class Store:
         stamp: str,
         tool: str,
         release: str | None,
-        doc: dict[str, Any],
+        document: Iterable[str],
         entries: Sequence[EntryPointUse],
         verdict: Verdict | None,
     ) -> int:
-        cursor = self._conn.execute(
-            "INSERT INTO results (program_id, kind, recorded_at, tool_version, zluda_release, verdict_status, "
-            "document) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                program,
-                kind.value,
-                stamp,
-                _text(tool),
-                _text(release) if release is not None else None,
-                verdict.status.value if verdict else None,
-                json.dumps(doc, separators=(",", ":")),
-            ),
-        )
-        assert cursor.lastrowid is not None
-        result_id = int(cursor.lastrowid)
+        """A result row whose document is the text of ``document``'s pieces, ASCII (``json.dumps``'s). A document
+        over 1 MB (a program of thousands of binaries) is spooled to a file and written into its row in pieces, as
+        a BLOB of that text, so it is never held whole (Python 3.11's blob handles; before, it is held)."""
+        with tempfile.SpooledTemporaryFile(max_size=_BIG_DOCUMENT) as spool:
+            for piece in document:
+                spool.write(piece.encode("ascii"))
+            size = spool.tell()
+            spool.seek(0)
+            in_pieces = size > _BIG_DOCUMENT and hasattr(self._conn, "blobopen")
+            cursor = self._conn.execute(
+                "INSERT INTO results (program_id, kind, recorded_at, tool_version, zluda_release, verdict_status, "
+                f"document) VALUES (?, ?, ?, ?, ?, ?, {'zeroblob(?)' if in_pieces else '?'})",
+                (
+                    program,
+                    kind.value,
+                    stamp,
+                    _text(tool),
+                    _text(release) if release is not None else None,
+                    verdict.status.value if verdict else None,
+                    size if in_pieces else spool.read().decode("ascii"),
+                ),
+            )
+            assert cursor.lastrowid is not None
+            result_id = int(cursor.lastrowid)
+            if in_pieces:
+                with self._conn.blobopen("results", "document", result_id) as blob:
+                    while chunk := spool.read(_BIG_DOCUMENT):
+                        blob.write(chunk)
         self._derive(result_id, program, kind, stamp, entries, verdict)
         return result_id
 

@@ -808,3 +808,64 @@ def test_scan_and_run_of_a_real_program_meet_in_the_store(
             1,
             1,
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A program of many binaries: its document written in pieces
+
+
+def _program_scan(n: int, **extra: object) -> tuple[ScanResult, ScanResult]:
+    """A scan of one program of ``n`` binaries, and the document the store keeps for it."""
+    from cudatrace.model import PartRole, Program, ProgramKind, ProgramPart
+
+    binaries = tuple(replace(pe_binary(f"/apps/game/lib{i:03d}.dll", f"{i:064x}"), **extra) for i in range(n))  # type: ignore[arg-type]
+    parts = tuple(ProgramPart(b.path, PartRole.STARTUP, "start-up") for b in binaries)
+    program = Program("game", None, "/apps/game", ProgramKind.APPLICATION, tuple(b.path for b in binaries), (), parts)
+    scan = ScanResult(binaries, roots=("/apps/game",), tool_version="0.1.0", zluda_release=RELEASE, programs=(program,))
+    kept = ScanResult(binaries, roots=scan.roots, tool_version="0.1.0", zluda_release=RELEASE, programs=(program,))
+    return scan, kept
+
+
+@pytest.mark.parametrize("big", [4096, 1 << 20])
+def test_a_program_s_document_is_the_same_text_whole_or_written_in_pieces(
+    db: Path, big: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Over the size kept in memory (4 KB here, 1 MB really) the document is spooled and written into its row in
+    # pieces (a BLOB of the same ASCII text); under it, a TEXT as before. Either way the text is json.dumps's.
+    from cudatrace.coverage_db import store as store_module
+
+    monkeypatch.setattr(store_module, "_BIG_DOCUMENT", big)
+    scan, kept = _program_scan(40)
+    with open_store(db) as store:
+        store.record_scan(scan, recorded_at=T0)
+        (prog,) = store.programs()
+        assert store.documents(prog.id) == ((kept,), ())
+    with sqlite3.connect(db) as conn:
+        ((kind, value),) = conn.execute("SELECT typeof(document), document FROM results").fetchall()
+    text = value.decode("ascii") if isinstance(value, bytes) else value
+    assert text == json.dumps(kept.to_dict(), separators=(",", ":"))
+    assert kind == ("blob" if big < len(text) and sys.version_info >= (3, 11) else "text")
+
+
+def test_a_document_whose_strings_spell_the_binaries_place_is_written_whole(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The text around the binaries is cut where a placeholder stands; where the rest of the document spells that
+    # placeholder (a root, a file name of a program part: hostile, or by chance) it is not cut: it is written at
+    # once, the same text. (The binaries' own strings may spell it: their text is never searched.)
+    from cudatrace.coverage_db import store as store_module
+
+    calls: list[int] = []
+    monkeypatch.setattr(
+        store_module, "_compact", lambda form: calls.append(1) or json.dumps(form, separators=(",", ":"))
+    )
+    scan, kept = _program_scan(3, named_libraries=(store_module._PLACE,))
+    scan, kept = replace(scan, roots=(store_module._PLACE,)), replace(kept, roots=(store_module._PLACE,))
+    with open_store(db) as store:
+        store.record_scan(scan, recorded_at=T0)
+        (prog,) = store.programs()
+        assert store.documents(prog.id) == ((kept,), ())
+    assert len(calls) == 2  # the text around the binaries, then the whole document (not one text per binary)
+    with sqlite3.connect(db) as conn:
+        ((value,),) = conn.execute("SELECT document FROM results").fetchall()
+    assert value == json.dumps(kept.to_dict(), separators=(",", ":"))
