@@ -263,3 +263,17 @@ def test_a_missing_package_met_reading_heads_ahead_is_one_error_not_a_thread_tra
     with pytest.raises(ModuleNotFoundError):
         plan.take(idle=True)
     plan.close()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_binaries_that_name_the_same_entry_points_hold_one_record_of_each(tree: Path, jobs: int) -> None:
+    # Three copies of each binary (and the driver's names in several): each distinct entry point and library
+    # record is held once, whichever process scanned the file, and each binary's records are those it had alone.
+    result = scan_paths([str(tree)], jobs=jobs)
+    records = [r for b in result.binaries for r in (*b.imports, *b.cuda_libraries)]
+    distinct = {id(r) for r in records}
+    assert len(distinct) == len(set(records)) < len(records)
+    for b in result.binaries:
+        alone = scan_one(b.path)
+        assert not isinstance(alone, FileError) and alone is not None
+        assert (alone.imports, alone.cuda_libraries) == (b.imports, b.cuda_libraries)
