@@ -90,6 +90,17 @@ def _context(big_files: bool = False) -> Any:  # a ForkServerContext or SpawnCon
     return multiprocessing.get_context("spawn")
 
 
+def start_server_early() -> None:
+    """Start the fork server now, with all a scan's workers import (lief too), so that its imports run while the
+    client lists the files instead of when the first workers are asked for (they waited 0.5-0.7 s for them, of a
+    9 s scan of a Python environment on 16 CPUs). Where there is no fork server (Windows), nothing."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        _context(big_files=True)
+        forkserver.ensure_running()
+
+
 def _worker_main(conn: Connection, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
     """A worker's loop: for each ``(index, task)`` received, send ``(index, "ok", result)`` back, in order.
 

@@ -787,8 +787,10 @@ def scan_paths(
     """
     import contextlib
 
-    from cudatrace.tracer.static.parallel import scan_entries
+    from cudatrace.tracer.static.parallel import scan_entries, start_server_early
 
+    if jobs > 1 and dask is None and any(os.path.isdir(p) for p in paths):
+        start_server_early()  # a folder is listed first: the workers' imports run meanwhile
     dangling: list[str] = []
     files = plan_files(paths, dangling)
     named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
