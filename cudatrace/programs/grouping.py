@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from cudatrace.libraries import identify_library
 from cudatrace.model import BinaryFormat, BinaryScan, PartRole, Program, ProgramKind, ProgramPart, ScanResult
-from cudatrace.tracer.static.python_src import calls_reach_cuda
+from cudatrace.tracer.static.python_src import calls_reach_cuda, without_cyclic_gc
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 MAX_PY_FILES = 5000
@@ -597,6 +597,7 @@ def _library_names(tree: ast.AST) -> frozenset[str]:
     return frozenset(names)
 
 
+@without_cyclic_gc
 def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] = ()) -> _ModuleFacts:
     """What a Python file does when it is imported (see :func:`_module_level` and :class:`_ModuleFacts`), module
     names absolute, and what calling each of its ``wanted`` functions does (those that modules parsed before
@@ -797,6 +798,7 @@ def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
 PARALLEL_PY_FILES = 64
 
 
+@without_cyclic_gc
 def _cuda_at_import(text: str) -> bool:
     """Whether importing the module runs code of it that uses CUDA (its module level, and its own functions that
     code calls): a Python module whose CUDA calls all wait in functions (onnxruntime's ``preload_dlls()``,

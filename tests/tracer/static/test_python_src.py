@@ -537,3 +537,29 @@ def test_a_linker_asked_for_a_cubin_is_nvjitlinks_cubin_output() -> None:
     assert b is not None
     assert {(e.family, e.function) for e in b.imports} == {(Family.NVJITLINK, "nvJitLinkGetLinkedCubin")}
     assert scan_python_source("x.py", b"from cuda.core import Linker\nlinker.link(kind)\nlinker.link('elf')\n") is None
+
+
+def test_the_collector_is_paused_while_a_tree_is_read_and_as_it_was_after() -> None:
+    import gc
+
+    from cudatrace.tracer.static.python_src import without_cyclic_gc
+
+    seen: list[bool] = []
+
+    @without_cyclic_gc
+    def read(fail: bool) -> int:
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError("bad tree")
+        return 1
+
+    assert gc.isenabled()
+    assert read(False) == 1 and gc.isenabled()
+    with pytest.raises(ValueError):
+        read(True)
+    assert gc.isenabled() and seen == [False, False]
+    gc.disable()
+    try:
+        assert read(False) == 1 and not gc.isenabled()  # paused by its caller: left paused
+    finally:
+        gc.enable()
