@@ -639,6 +639,10 @@ class Store:
         by_path = {b.path: b for b in result.binaries}
         grouped = {path for prog in result.programs for part in prog.parts for path in part.paths}
 
+        def scan_row(program: int, doc: ScanResult, entries: Sequence[EntryPointUse], verdict: Verdict | None) -> int:
+            text, release = _scan_text(doc), result.zluda_release
+            return self._insert_result(program, ResultKind.SCAN, stamp, tool, release, text, entries, verdict)
+
         def work() -> tuple[int, ...]:
             ids = []
             for prog in result.programs:
@@ -659,19 +663,7 @@ class Store:
                     else hashlib.sha256("\n".join(sorted(b.sha256 for b in members)).encode()).hexdigest()
                 )
                 program = self._upsert_program(prog.name, _scan_program_path(prog.root), digest, stamp)
-                entries = tuple(e for b in members for e in b.imports)
-                ids.append(
-                    self._insert_result(
-                        program,
-                        ResultKind.SCAN,
-                        stamp,
-                        tool,
-                        result.zluda_release,
-                        _scan_text(doc),
-                        entries,
-                        prog.verdict,
-                    )
-                )
+                ids.append(scan_row(program, doc, tuple(e for b in members for e in b.imports), prog.verdict))
             for binary in result.binaries:
                 if binary.path in grouped:
                     continue  # recorded with its program
@@ -682,18 +674,7 @@ class Store:
                     zluda_release=result.zluda_release,
                 )
                 program = self._upsert_program(binary.name, _scan_program_path(binary.path), binary.sha256, stamp)
-                ids.append(
-                    self._insert_result(
-                        program,
-                        ResultKind.SCAN,
-                        stamp,
-                        tool,
-                        result.zluda_release,
-                        _scan_text(doc),
-                        binary.imports,
-                        binary.verdict,
-                    )
-                )
+                ids.append(scan_row(program, doc, binary.imports, binary.verdict))
             return tuple(ids)
 
         out: tuple[int, ...] = self._write(work)
