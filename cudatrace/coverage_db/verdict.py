@@ -997,10 +997,36 @@ def _how_reached(hows: set[EntryHow], binary_format: BinaryFormat | None) -> Lib
     return LibraryHow.DLOPEN_STRING
 
 
+def _used(names: Sequence[str]) -> str:
+    return f" ({counted(len(names), 'entry point')} used)" if names else ""
+
+
+_LIBRARY_CODES = frozenset({"library_not_replaced", "driver_not_replaced", "library_unsupported"})
+
+
+def library_reason_key(r: Reason) -> tuple[object, ...] | None:
+    """A library's reason (:func:`_library_reason`) without how many of its entry points are used: the reasons
+    two binaries give for one library (PyTorch's libtorch_cuda.so uses 51 of NCCL's, libtorch_python.so 1) share
+    it. None for any other reason."""
+    used = _used(r.functions)
+    if r.code not in _LIBRARY_CODES or not r.message.endswith(used):
+        return None
+    return (r.severity, r.code, r.family, r.remedy, r.message[: len(r.message) - len(used)])
+
+
+def merged_library_reason(reasons: Sequence[Reason]) -> Reason:
+    """One reason for a library from the reasons of several binaries of the same :func:`library_reason_key`: the
+    same words, with the entry points any of them uses."""
+    first = reasons[0]
+    names = sorted({f for r in reasons for f in r.functions})
+    stem = first.message[: len(first.message) - len(_used(first.functions))]
+    return replace(first, message=stem + _used(names), functions=tuple(names))
+
+
 def _library_reason(
     cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str], bits32: bool = False
 ) -> Reason:
-    used = f" ({counted(len(names), 'entry point')} used)" if names else ""
+    used = _used(names)
     linked = lib.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
     if lib.family is Family.TENSORRT:
         return Reason(

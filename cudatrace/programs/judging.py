@@ -22,7 +22,9 @@ from cudatrace.coverage_db.verdict import (
     annotate_scan,
     annotate_trace,
     fixing_reason,
+    library_reason_key,
     merge_verdicts,
+    merged_library_reason,
     other_system_library,
     rank_reasons,
     status_of,
@@ -383,13 +385,19 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
     return out
 
 
+def _whose(reasons: list[Reason], names: list[str]) -> Reason:
+    """The reason of several start-up binaries (one library's, merged), with the first few of them by name: a
+    reason of a program of 1,000 libraries names 6 and counts the rest."""
+    r = reasons[0] if len(reasons) == 1 else merged_library_reason(reasons)
+    return replace(r, message=f"{r.message} (in {name_list(list(dict.fromkeys(names)), 6)})")
+
+
 def judge_program(
     program: Program, by_path: dict[str, BinaryScan], shipped: set[str], rel: str, cat: Catalog
 ) -> Program:
     """One program's verdict from its parts' verdicts (already judged for ``rel``)."""
     if program.is_nvidia:
         return replace(program, verdict=None, fixed_in=None, missing=())
-    reasons: list[Reason] = []
     parts: list[ProgramPart] = []
     failing: list[tuple[ProgramPart, Verdict]] = []
     tests: list[ProgramPart] = []
@@ -397,8 +405,11 @@ def judge_program(
         p for p in program.parts if p.role is PartRole.STARTUP and (b := by_path.get(p.path)) and b.verdict
     ]
     startup_names = file_names([p.path for p in judged_startup])
-    # a blocker or risk of several start-up binaries: the reason once, with the binaries it is in
-    whose: dict[Reason, list[str]] = {}
+    # a blocker or risk of several start-up binaries: the reason once, with the binaries it is in (one library's
+    # reasons, whose counts of its entry points used differ from binary to binary, are one too)
+    whose: dict[object, list[str]] = {}
+    same: dict[object, list[Reason]] = {}
+    slots: list[tuple[Reason, object]] = []  # the reasons in order, each with its key when it is named
     for part in program.parts:
         b = by_path.get(part.path)
         v = b.verdict if b is not None else None
@@ -413,19 +424,21 @@ def judge_program(
                 if r.code == "release_fixing":  # the program's own comes last: one for the program, not one per part
                     continue
                 if named and r.severity in (Severity.BLOCKER, Severity.RISK):
-                    if r not in whose:
-                        whose[r] = []
-                        reasons.append(r)
-                    whose[r].append(startup_names[part.path])
+                    key = library_reason_key(r) or r
+                    if key not in whose:
+                        whose[key], same[key] = [], []
+                        slots.append((r, key))
+                    if r not in same[key]:
+                        same[key].append(r)
+                    whose[key].append(startup_names[part.path])
                 else:
-                    reasons.append(r)
+                    slots.append((r, None))
         elif v.status is not VerdictStatus.RUNS:
             if b is not None and b.format is BinaryFormat.PYTHON and is_test_code(part.path):
                 tests.append(part)
             else:
                 failing.append((part, v))
-    # The first few by name: a reason of a program of 1,000 libraries names 6 and counts the rest.
-    reasons = [replace(r, message=f"{r.message} (in {name_list(whose[r], 6)})") if r in whose else r for r in reasons]
+    reasons = [r if key is None else _whose(same[key], whose[key]) for r, key in slots]
     reasons.extend(_part_reasons(failing, rel))
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:

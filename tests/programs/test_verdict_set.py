@@ -422,3 +422,49 @@ def test_a_reason_of_many_start_up_binaries_names_six_and_counts_the_rest() -> N
     (message,) = [r.message for r in judged.verdict.reasons if r.code == "proc_string_missing"]
     named = ", ".join(f"lib{i:05d}.so" for i in range(6))
     assert message == f"{risk.message} (in {named} and 1661 more)"
+
+
+def test_one_library_s_reasons_from_several_start_up_binaries_are_one_with_every_entry_point_used() -> None:
+    # PyTorch's wheel: libtorch_cuda.so uses 51 of NCCL's entry points, libtorch_python.so 1; the program said
+    # "libnccl.so.2 is linked ... (51 entry points used) (in libtorch_cuda.so)" and again "(1 entry point used)
+    # (in libtorch_python.so)". One reason now, with the entry points either uses, and both binaries.
+    from cudatrace.coverage_db import verdict
+    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.model import (
+        BinaryFormat,
+        BinaryScan,
+        CudaLibrary,
+        Family,
+        LibraryHow,
+        ProgramPart,
+        Severity,
+        Verdict,
+        ZludaInfo,
+        ZludaStatus,
+    )
+    from cudatrace.programs.judging import judge_program
+
+    cat, rel = load_catalog(), "v7-preview.9"
+    nccl = CudaLibrary("libnccl.so.2", Family.NCCL, LibraryHow.NEEDED, "2")
+    info = ZludaInfo(rel, ZludaStatus.ABSENT)
+    used = {"libtorch_cuda.so": ["ncclAllReduce", "ncclBcast", "ncclCommInitRank"], "libtorch_python.so": ["ncclBcast"]}
+    binaries = {
+        f"/site/torch/lib/{name}": BinaryScan(
+            f"/site/torch/lib/{name}",
+            BinaryFormat.ELF,
+            1,
+            "0" * 64,
+            verdict=Verdict(rel, VerdictStatus.AT_RISK, (verdict._library_reason(cat, nccl, rel, info, names),)),
+        )
+        for name, names in used.items()
+    }
+    (a, b) = (v.verdict.reasons[0] for v in binaries.values() if v.verdict)
+    assert a.message != b.message and verdict.library_reason_key(a) == verdict.library_reason_key(b) is not None
+    parts = tuple(ProgramPart(path, PartRole.STARTUP, "start-up") for path in binaries)
+    program = Program("torch", "2.14.1", "/site", ProgramKind.WHEEL, tuple(binaries), (), parts)
+    judged = judge_program(program, binaries, set(), rel, cat)
+    assert judged.verdict is not None
+    (merged,) = [r for r in judged.verdict.reasons if r.code == a.code]
+    whole = verdict._library_reason(cat, nccl, rel, info, ["ncclAllReduce", "ncclBcast", "ncclCommInitRank"])
+    assert merged.message == f"{whole.message} (in libtorch_cuda.so, libtorch_python.so)"
+    assert merged.functions == whole.functions and merged.severity is Severity.RISK
