@@ -119,6 +119,13 @@ _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, Librar
 # What NVRTC hands a program that compiled a kernel: PTX, or SASS for one GPU (a CUBIN).
 _NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
 _OUTPUTS = _NVRTC_OUTPUTS | {"nvJitLinkGetLinkedCubin", "nvJitLinkGetLinkedPtx"}
+# Blockers that name entry points, but that no release translating those entry points removes
+_NOT_FIXED_BY_FUNCTIONS = frozenset({"on_demand_blocked", "library_missing", "nvrtc_cubin", "link_cubin"})
+# What PTX built for recent GPUs only may hold that ZLUDA's recompiler does not take
+_RECENT_PTX_RISK = (
+    "ZLUDA recompiles PTX, but code built for these architectures may use instructions (wgmma, TMA, clusters) it "
+    "does not translate"
+)
 
 
 def _built_at_run_time_reason(calls: Sequence[str]) -> Reason:
@@ -951,17 +958,7 @@ def fixing_reason(
             first = cat.export_table_first(r.functions[0], after=rel) if r.functions else None
             (firsts.append(first) if first else never.append(blocker_words(r.code)))
             continue
-        if (
-            r.family is None
-            or not r.functions
-            or r.code
-            in (
-                "on_demand_blocked",
-                "library_missing",
-                "nvrtc_cubin",
-                "link_cubin",
-            )
-        ):
+        if r.family is None or not r.functions or r.code in _NOT_FIXED_BY_FUNCTIONS:
             never.append(blocker_words(r.code))
             continue
         for fn in r.functions[:48]:
@@ -1131,8 +1128,7 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
                 Severity.RISK,
                 "ptx_recent_arch_only",
                 f"{n} of {total} fatbin containers (modules) carry PTX only for sm_{RECENT_PTX_SM} and above "
-                f"({', '.join(recent_archs)}): ZLUDA recompiles PTX, but code built for these architectures may use "
-                "instructions (wgmma, TMA, clusters) it does not translate",
+                f"({', '.join(recent_archs)}): {_RECENT_PTX_RISK}",
                 "rebuild those kernels with PTX for an older target as well (e.g. -gencode arch=compute_80,"
                 "code=compute_80)",
             )
@@ -1142,9 +1138,7 @@ def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
             Reason(
                 Severity.RISK,
                 "ptx_recent_arch_only",
-                f"PTX only for sm_{gpu.min_ptx_sm} and above ({', '.join(ptx_archs)}){where}: ZLUDA recompiles PTX, "
-                "but code built for these architectures may use instructions (wgmma, TMA, clusters) it does not "
-                "translate",
+                f"PTX only for sm_{gpu.min_ptx_sm} and above ({', '.join(ptx_archs)}){where}: {_RECENT_PTX_RISK}",
                 "rebuild with PTX for an older target as well (e.g. -gencode arch=compute_80,code=compute_80)",
             )
         )
