@@ -407,8 +407,7 @@ def judge_program(
     startup_names = file_names([p.path for p in judged_startup])
     # a blocker or risk of several start-up binaries: the reason once, with the binaries it is in (one library's
     # reasons, whose counts of its entry points used differ from binary to binary, are one too)
-    whose: dict[object, list[str]] = {}
-    same: dict[object, list[Reason]] = {}
+    whose: dict[object, tuple[list[Reason], list[str]]] = {}  # key: its reasons (one library's), its binaries
     slots: list[tuple[Reason, object]] = []  # the reasons in order, each with its key when it is named
     for part in program.parts:
         b = by_path.get(part.path)
@@ -426,11 +425,12 @@ def judge_program(
                 if named and r.severity in (Severity.BLOCKER, Severity.RISK):
                     key = library_reason_key(r) or r
                     if key not in whose:
-                        whose[key], same[key] = [], []
+                        whose[key] = ([], [])
                         slots.append((r, key))
-                    if r not in same[key]:
-                        same[key].append(r)
-                    whose[key].append(startup_names[part.path])
+                    same, names = whose[key]
+                    if r not in same:
+                        same.append(r)
+                    names.append(startup_names[part.path])
                 else:
                     slots.append((r, None))
         elif v.status is not VerdictStatus.RUNS:
@@ -438,7 +438,7 @@ def judge_program(
                 tests.append(part)
             else:
                 failing.append((part, v))
-    reasons = [r if key is None else _whose(same[key], whose[key]) for r, key in slots]
+    reasons = [r if key is None else _whose(*whose[key]) for r, key in slots]
     reasons.extend(_part_reasons(failing, rel))
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:
