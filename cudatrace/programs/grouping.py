@@ -57,6 +57,10 @@ def _no_text(_rel: str) -> str:
     return ""
 
 
+#: A ``Requires-Dist`` line: (name normalized as pip compares them, extras, marker, version specifier)
+Requirement = tuple[str, str, str, str]
+
+
 @dataclass(slots=True)
 class _Dist:
     """One Python distribution (a ``*.dist-info`` folder) and the files its RECORD lists."""
@@ -67,9 +71,7 @@ class _Dist:
     files: set[str] = field(default_factory=set)  # paths relative to ``site``, with forward slashes
     top_level: tuple[str, ...] = ()
     read: Callable[[str], str] = _no_text  # a file's text by its path relative to ``site`` ("" when unreadable)
-    requirements: tuple[
-        tuple[str, str, str, str], ...
-    ] = ()  # Requires-Dist: (name normalized, extras, marker, version)
+    requirements: tuple[Requirement, ...] = ()
     python: str | None = None  # "3.11" from the wheel's tag (``cp311``), None for a pure or unknown one
     extras: tuple[tuple[str, str], ...] = ()  # (extra, distribution) that ``pip install 'name[extra]'`` adds
 
@@ -93,7 +95,7 @@ def _norm_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements(meta: str) -> tuple[tuple[str, str, str, str], ...]:
+def _requirements(meta: str) -> tuple[Requirement, ...]:
     """A METADATA file's ``Requires-Dist`` lines: (name normalized as pip compares them, extras, marker, version
     specifier)."""
     out = []
@@ -191,7 +193,7 @@ def _holds(marker: str, environment: dict[str, str]) -> bool:
 
 
 def requires_for(
-    requirements: Sequence[tuple[str, str, str, str]], platform: str, machine: str, python: str | None = None
+    requirements: Sequence[Requirement], platform: str, machine: str, python: str | None = None
 ) -> tuple[str, ...]:
     """The distributions installing a wheel brings with it on ``platform``: its requirements whose marker holds
     there (never one only an extra asks for), and the ``nvidia-*`` wheels the extras of a ``cuda-toolkit``
