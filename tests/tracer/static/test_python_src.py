@@ -5,6 +5,7 @@ the static reading names exactly."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -17,7 +18,13 @@ import pytest
 
 from cudatrace.cli import main
 from cudatrace.model import BinaryFormat, EntryHow, Family, LibraryHow, PartRole, ScanResult, VerdictStatus
-from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, may_reach_cuda, scan_python_source
+from cudatrace.tracer.static.python_src import (
+    _UNREAD,
+    MAX_SOURCE_BYTES,
+    breadth_first,
+    may_reach_cuda,
+    scan_python_source,
+)
 from cudatrace.tracer.static.scanner import scan_file
 from tests import program_binaries as pb
 
@@ -563,3 +570,19 @@ def test_the_collector_is_paused_while_a_tree_is_read_and_as_it_was_after() -> N
         assert read(False) == 1 and not gc.isenabled()  # paused by its caller: left paused
     finally:
         gc.enable()
+
+
+def test_the_fast_walk_meets_the_nodes_of_ast_walk_in_its_order() -> None:
+    """The reader's walk is ``ast.walk`` without contexts and operators, node for node, on the standard
+    library's sources (every kind of statement and expression) and on the shapes of this file's tests."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    sources = [CTYPES_CALLS, *(p.read_text("utf-8") for p in sorted(stdlib.glob("*.py"))[:120])]
+    seen = 0
+    for text in sources:
+        tree = ast.parse(text)
+        expected = [n for n in ast.walk(tree) if not isinstance(n, _UNREAD)]
+        got = breadth_first(tree)
+        assert len(got) == len(expected)
+        assert all(a is b for a, b in zip(got, expected, strict=True))
+        seen += len(got)
+    assert seen > 100_000
