@@ -266,6 +266,35 @@ def test_evidence_rows_carry_counts_statuses_callers_and_zluda(db: Path, traced_
         assert {r.program_id for r in store.evidence_rows(a_id)} == {a_id}
 
 
+def test_the_binaries_of_one_program_that_import_alike_make_one_evidence_row_each_entry(
+    tmp_path: Path, db: Path
+) -> None:
+    """A folder of four copies of a real program that resolves driver entry points by name is one program; its
+    stored evidence holds each entry point once (the rows name no binary), and what the frames and the ranking
+    read is what one copy gives."""
+    from cudatrace.coverage_db.frames import entry_points_frame, evidence_frame
+    from tests.binaries import build_elf_dlopen
+
+    app = tmp_path / "app"
+    app.mkdir()
+    for i in range(4):
+        (app / f"libtool{i}.so").write_bytes(build_elf_dlopen().read_bytes() + bytes([i]))
+    db.parent.mkdir()
+    assert cli_main(["scan", "--db", str(db), "--jobs", "1", "-q", "-o", os.devnull, str(app)]) == 0
+    with open_store(db) as store:
+        (program,) = store.programs()
+        (scan,), _ = store.latest_documents(program.id)
+        assert len(scan.binaries) == 4
+        one = sorted({e.function for e in scan.binaries[0].imports})
+        assert len(one) > 3 and all(sorted({e.function for e in b.imports}) == one for b in scan.binaries)
+        rows = list(store.evidence_rows())
+        assert sorted(r.function for r in rows) == one  # each once, not four times
+        frame = evidence_frame(store)
+        assert sorted(frame["function"]) == one and set(frame["program_id"]) == {program.id}
+        entries = entry_points_frame(store)
+        assert sorted(entries["function"]) == one and set(entries["programs"]) == {1}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Location: --db, $CUDATRACE_DB, user data folder
 
