@@ -130,6 +130,33 @@ def _strip(log: _PoolLog, end: float, columns: int = 60) -> str:
     return "".join(cells)
 
 
+def _size_class(path: Any) -> str:
+    """A task's kind of file: a chunk of Python files (their paths joined by NUL), or a binary by its size."""
+    if not isinstance(path, str):
+        return "Python texts"  # the grouping's pool is handed module texts
+    if "\0" in path:
+        return "Python files"
+    try:
+        size = os.path.getsize(path)
+    except (OSError, ValueError):
+        return "Python files" if path.endswith(".py") else "unreadable"
+    for limit, name in ((1 << 20, "binaries < 1 MB"), (8 << 20, "1-8 MB"), (64 << 20, "8-64 MB")):
+        if size < limit:
+            return name
+    return ">= 64 MB"
+
+
+def _by_kind(log: _PoolLog) -> str:
+    """Worker-seconds and task counts per kind of task (a whole file by its size class, or a split task)."""
+    seconds: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for index, kind, _w, start, end in log.done:
+        key = _size_class(log.files[index]) if kind == "file" else kind
+        seconds[key] = seconds.get(key, 0.0) + end - start
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {v:.1f} ({counts[k]})" for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]))
+
+
 def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
     print(f"command ended at {ended:.2f} s")
     for name, start, end in PHASES:
@@ -148,6 +175,7 @@ def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
             f"{first:.2f} s, last {last:.2f} s; {busy:.1f} worker-s busy, {busy / span:.1f} workers on average"
         )
         print(f"  busy workers over {log.started:.1f}-{last:.1f} s: {_strip(log, last)}")
+        print(f"  worker-s by task: {_by_kind(log)}")
         longest = sorted(log.done, key=lambda d: d[4] - d[3], reverse=True)[:top]
         for index, kind, _w, start, end in longest:
             path = log.files[index]

@@ -315,12 +315,15 @@ def join_file_parts(parts: Sequence[FilePart]) -> ReadAlready | None:
     return ReadAlready(gpu.size, gpu, needle_hits, next((p.sha256 for p in parts if p.sha256), None))
 
 
-def scan_file(path: str, read: ReadAlready | None = None) -> BinaryScan | None:
+def scan_file(path: str, read: ReadAlready | None = None, magic_free: int | None = None) -> BinaryScan | None:
     """Scan one file: a :class:`BinaryScan`, or None when it is neither PE nor ELF (or not a regular file).
 
     Raises :class:`CudatraceError` subclasses naming ``path`` for unreadable or corrupt files; never executes
     anything from the file. ``read`` is what other processes read of the file already (:func:`scan_file_part`);
-    it is used when the file still has the size it was read at.
+    it is used when the file still has the size it was read at. ``magic_free`` is the size the file had when a
+    probe read all of it and found no fatbin magic (:func:`~cudatrace.tracer.static.split.plan_split`): then
+    GPU code is looked for in its fatbin sections alone, since the search of the rest would find none (a pass
+    over the file: 0.4 s of PyTorch's libtorch_cpu.so).
     """
     try:
         st = os.stat(path)
@@ -337,7 +340,7 @@ def scan_file(path: str, read: ReadAlready | None = None) -> BinaryScan | None:
                     return None
                 return scan_python_source(path, head + fh.read(MAX_SOURCE_BYTES + 1 - len(head)))
             with map_file(fh, path) as buf:
-                return _scan_mapped(path, fmt, buf, fh.fileno(), read)
+                return _scan_mapped(path, fmt, buf, fh.fileno(), read, magic_free)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path) from None
 
@@ -405,7 +408,14 @@ def scan_file_part(path: str, lo: int, hi: int, hash_whole: bool = False) -> Fil
         return None
 
 
-def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, read: ReadAlready | None = None) -> BinaryScan:
+def _scan_mapped(
+    path: str,
+    fmt: BinaryFormat,
+    buf: mmap.mmap,
+    fd: int,
+    read: ReadAlready | None = None,
+    magic_free: int | None = None,
+) -> BinaryScan:
     if read is not None and read.size != len(buf):
         read = None  # the file changed since its parts were read
     # A file larger than one window is hashed in a worker thread from the start, beside everything else; a
@@ -413,20 +423,26 @@ def _scan_mapped(path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, read: Re
     hashed = read is not None and read.sha256 is not None
     hasher = _Hasher(fd, len(buf), path) if len(buf) > STREAM_WINDOW and not hashed else None
     try:
-        return _scan_parts(path, fmt, buf, fd, hasher, read)
+        return _scan_parts(path, fmt, buf, fd, hasher, read, elsewhere=magic_free != len(buf))
     finally:
         if hasher is not None:
             hasher.cancel()  # returns at once when the hash is done; stops it when the scan failed
 
 
 def _scan_parts(
-    path: str, fmt: BinaryFormat, buf: mmap.mmap, fd: int, hasher: _Hasher | None, read: ReadAlready | None
+    path: str,
+    fmt: BinaryFormat,
+    buf: mmap.mmap,
+    fd: int,
+    hasher: _Hasher | None,
+    read: ReadAlready | None,
+    elsewhere: bool = True,
 ) -> BinaryScan:
     parsed = _parse(fmt, buf, path)
     release_pages(buf, 0, len(buf))  # the parsers' reads are done with; keep resident memory flat
     # GPU code first: the containers it finds outside fatbin sections (cuFFT keeps 278 MB of them in .ldata) are
     # left out of the string search like the sections are.
-    gpu = read.gpu if read is not None else gpu_inventory(buf, _fatbin_regions(parsed))
+    gpu = read.gpu if read is not None else gpu_inventory(buf, _fatbin_regions(parsed), search_elsewhere=elsewhere)
     gpu_code, gpu_errors = gpu.gpu_code, gpu.errors
     exclude = _not_strings(fmt, parsed) + [(start, end - start) for start, end in gpu.spans]
     # cudart's needles are only worth a search when the binary might carry a static runtime.
@@ -749,15 +765,16 @@ def file_error(path: str, exc: CudatraceError) -> FileError:
 ScanOutcome = BinaryScan | FileError | None
 
 
-def scan_one(path: str, read: ReadAlready | None = None) -> ScanOutcome:
+def scan_one(path: str, read: ReadAlready | None = None, magic_free: int | None = None) -> ScanOutcome:
     """Scan one path of a file list; never raises for bad input (it becomes a :class:`FileError`).
 
-    Bugs (any other exception) still raise, with their traceback. ``read`` as for :func:`scan_file`.
+    Bugs (any other exception) still raise, with their traceback. ``read`` and ``magic_free`` as for
+    :func:`scan_file`.
     """
     if os.path.isdir(path):  # only folders that could not be listed come back from the walk
         return FileError(path, "unreadable", f"{path}: cannot list this folder")
     try:
-        return scan_file(path, read)
+        return scan_file(path, read, magic_free)
     except CudatraceError as exc:
         return file_error(path, exc)
     except (MemoryError, RecursionError) as exc:

@@ -136,27 +136,37 @@ def plan_split(
     Only the first and the last magic are looked for (read from either end), and the bytes
     between them are cut evenly: GPU code lies between them, the rest of the file costs the parts nothing.
     """
+    return _probe(path, jobs, min_size, min_span, part_bytes)[0]
+
+
+def _probe(
+    path: str, jobs: int, min_size: int | None, min_span: int | None, part_bytes: int | None
+) -> tuple[tuple[GpuPartTask, ...] | None, int | None]:
+    """:func:`plan_split`'s parts, and the size of the file when the probe read it all and found no fatbin magic
+    (for its scan in one process: :func:`~cudatrace.tracer.static.scanner.scan_file`'s ``magic_free``)."""
     min_size = SPLIT_FILE if min_size is None else min_size
     min_span = SPLIT_SPAN if min_span is None else min_span
     part_bytes = PART_BYTES if part_bytes is None else part_bytes
     if jobs < 2:
-        return None
+        return None, None
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size < min_size:
-                return None
+                return None, None
             first = _find_magic(fh.fileno(), size, reverse=False)
             last = _find_magic(fh.fileno(), size, reverse=True) if first >= 0 else -1
     except OSError:
-        return None  # the scan of the file says what is wrong with it
+        return None, None  # the scan of the file says what is wrong with it
+    if first < 0:
+        return None, size
     span = last - first
-    if first < 0 or span < min_span:
-        return None
+    if span < min_span:
+        return None, None
     parts = max(2, min(jobs, span // max(1, part_bytes)))
     cuts = [0, *(first + span * k // parts for k in range(1, parts)), size]
     # The first part hashes the whole file as well: the finishing scan is what one process still does alone.
-    return tuple(GpuPartTask(path, lo, hi, lo == 0) for lo, hi in itertools.pairwise(cuts))
+    return tuple(GpuPartTask(path, lo, hi, lo == 0) for lo, hi in itertools.pairwise(cuts)), None
 
 
 def plan_strings(
@@ -233,10 +243,8 @@ def run_split_task(task: SplitTask) -> SplitPlan | PartRead | StringsChunk | Sca
     :class:`~cudatrace.tracer.static.scanner.FilePart` pickled, or None), the search of a chunk (or None), or
     the file's scan outcome."""
     if isinstance(task, ProbeTask):
-        plan = plan_split(
-            task.path, task.jobs, min_size=task.min_size, min_span=task.min_span, part_bytes=task.part_bytes
-        )
-        return SplitPlan(plan) if plan else scan_one(task.path)
+        plan, magic_free = _probe(task.path, task.jobs, task.min_size, task.min_span, task.part_bytes)
+        return SplitPlan(plan) if plan else scan_one(task.path, magic_free=magic_free)
     if isinstance(task, GpuPartTask):
         part = scan_file_part(task.path, task.lo, task.hi, task.hash_whole)
         if part is None:

@@ -356,3 +356,28 @@ def test_a_worker_that_dies_in_a_strings_chunk_costs_only_its_file(cuda_tree: Pa
         assert outcome.kind == "internal" and "died (SIGSEGV)" in outcome.message and path in outcome.message
         assert split.plan_strings(path, _reads(Path(path)), 2)
     assert {p: o for p, o in got.items() if p not in lost} == {p: o for p, o in serial.items() if p not in lost}
+
+
+def test_a_probe_that_found_no_magic_spares_the_scan_its_search_outside_fatbin_sections(
+    elf_dlopen: Path, nvcc_many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big file without GPU code was read whole by its probe: the scan that follows looks for containers in
+    its fatbin sections alone (the search elsewhere found nothing), and gives the scan of one process."""
+    asked: list[bool] = []
+    real = scanner.gpu_inventory
+
+    def spy(buf: object, regions: object, *, search_elsewhere: bool = True) -> object:
+        asked.append(search_elsewhere)
+        return real(buf, regions, search_elsewhere=search_elsewhere)  # type: ignore[arg-type]
+
+    expected = {p: scan_one(str(p)) for p in (elf_dlopen, nvcc_many)}
+    monkeypatch.setattr(scanner, "gpu_inventory", spy)
+    probe = ProbeTask(str(elf_dlopen), 2, min_size=1)
+    assert run_split_task(probe) == expected[elf_dlopen] and asked == [False]
+    # A file that changed size since its probe is searched everywhere; so is one whose probe found magic.
+    asked.clear()
+    size = elf_dlopen.stat().st_size
+    assert scan_one(str(elf_dlopen), magic_free=size + 1) == expected[elf_dlopen] and asked == [True]
+    asked.clear()
+    unsplit = ProbeTask(str(nvcc_many), 2, min_size=1, min_span=1 << 40)  # magic found, too close to split
+    assert run_split_task(unsplit) == expected[nvcc_many] and asked == [True]
