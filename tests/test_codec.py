@@ -7,8 +7,23 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cudatrace.codec import MissingFieldError, Record, counts, encode, spec
+from cudatrace.codec import (
+    SHARED_FORMS,
+    CompactText,
+    MissingFieldError,
+    Record,
+    counts,
+    encode,
+    shared_encodings,
+    spec,
+)
+from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, EntryPointUse, Family
+
+_ENTRY = EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING)
+_ENTRY2 = EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuGraphCreate", EntryHow.PROC_STRING)
 
 
 class Colour(str, Enum):
@@ -153,3 +168,46 @@ def test_shared_encodings_never_give_a_record_the_form_of_another_that_had_its_i
         for i in range(2000):
             leaf = Leaf(f"leaf{i}")  # dropped at once: without the record held, its id would come back
             assert encode(leaf)["name"] == f"leaf{i}"
+
+
+_leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text()
+_keys = st.text() | st.integers() | st.floats(allow_nan=True) | st.booleans() | st.none()
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner) | st.dictionaries(_keys, inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values, st.integers(min_value=0, max_value=3))
+def test_compact_text_is_json_dumps_of_any_value_shared_or_not(doc: object, shared: int) -> None:
+    """The store's compact text equals ``json.dumps(separators=(",", ":"))``, whatever the value, whether its
+    dicts are forms given out more than once (their text kept and reused) or not."""
+    expected = json.dumps(doc, separators=(",", ":"))
+    dicts: list[object] = []
+    stack = [doc]
+    while stack:  # every dict in the value, some of them marked as shared forms
+        o = stack.pop()
+        if isinstance(o, dict):
+            dicts.append(o)
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+    with shared_encodings():
+        SHARED_FORMS.update(id(d) for d in dicts[: shared * len(dicts) // 3])
+        text = CompactText(max_chars=64)
+        assert text(doc) == expected
+        assert text(doc) == expected  # again, from the texts kept (or cleared past 64 characters)
+
+
+def test_compact_text_of_a_real_scan_reuses_the_shared_records_text() -> None:
+    binaries = tuple(
+        BinaryScan(f"/p/lib{i}.so", BinaryFormat.ELF, 10 + i, f"{i:064x}", imports=(_ENTRY, _ENTRY2)) for i in range(3)
+    )
+    with shared_encodings():
+        forms = [b.to_dict() for b in binaries]
+        assert {id(f["imports"][0]) for f in forms} == {id(forms[0]["imports"][0])}
+        text = CompactText()
+        assert [text(f) for f in forms] == [json.dumps(f, separators=(",", ":")) for f in forms]
+        assert len(text._texts) == 2  # the two entry points' forms, given out more than once

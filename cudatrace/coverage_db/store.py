@@ -71,7 +71,7 @@ from types import TracebackType
 from typing import Any
 
 from cudatrace import __version__
-from cudatrace.codec import LazyForms, lazy_form, shared_encodings
+from cudatrace.codec import CompactText, LazyForms, lazy_form, shared_encodings
 from cudatrace.digest import sha256_of
 from cudatrace.errors import StoreError
 from cudatrace.model import (
@@ -308,8 +308,9 @@ def _scan_text(doc: ScanResult) -> Iterator[str]:
             return
         head, tail = text.split(_PLACE_TEXT)
         yield head + "["
+        compact = CompactText()
         for i, binary in enumerate(doc.binaries):
-            yield ("," if i else "") + _compact(binary.to_dict())
+            yield ("," if i else "") + compact(binary.to_dict())
         yield "]" + tail
 
 
