@@ -1240,7 +1240,9 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
         key = (cuda_version, b.machine, tuple(map(id, b.imports)))
         found = tuples.get(key)
         if found is None:
-            found = tuples[key] = tuple(classify(e, cuda_version, b.machine) for e in b.imports)
+            made = tuple(classify(e, cuda_version, b.machine) for e in b.imports)
+            # one tuple for equal classified records (one object each), whatever records the binary held
+            found = tuples[key] = tuples.setdefault((cuda_version, b.machine, (-1, *map(id, made))), made)
         return found
 
     # So do whole verdicts: binaries of the same evidence get the same one (an executable's names its path).
