@@ -21,6 +21,7 @@ from cudatrace.codec import (
     spec,
 )
 from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, EntryPointUse, Family
+from tests.reports.test_jsontext import values as json_values
 
 _ENTRY = EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuInit", EntryHow.PROC_STRING)
 _ENTRY2 = EntryPointUse(Family.DRIVER, "libcuda.so.1", "cuGraphCreate", EntryHow.PROC_STRING)
@@ -170,17 +171,8 @@ def test_shared_encodings_never_give_a_record_the_form_of_another_that_had_its_i
             assert encode(leaf)["name"] == f"leaf{i}"
 
 
-_leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text()
-_keys = st.text() | st.integers() | st.floats(allow_nan=True) | st.booleans() | st.none()
-_values = st.recursive(
-    _leaves,
-    lambda inner: st.lists(inner, max_size=5) | st.tuples(inner, inner) | st.dictionaries(_keys, inner, max_size=5),
-    max_leaves=40,
-)
-
-
 @settings(max_examples=400, deadline=None)
-@given(_values, st.integers(min_value=0, max_value=3))
+@given(json_values, st.integers(min_value=0, max_value=3))
 def test_compact_text_is_json_dumps_of_any_value_shared_or_not(doc: object, shared: int) -> None:
     """The store's compact text equals ``json.dumps(separators=(",", ":"))``, whatever the value, whether its
     dicts are forms given out more than once (their text kept and reused) or not."""
