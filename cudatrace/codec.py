@@ -280,6 +280,37 @@ def shared_encodings() -> Iterator[None]:
         SHARED_FORMS.clear()
 
 
+_INFINITY = float("inf")
+
+
+def json_float(o: float) -> str:
+    """A float as the json module writes it (``NaN`` and ``Infinity`` included)."""
+    if o != o:
+        return "NaN"
+    if o == _INFINITY:
+        return "Infinity"
+    if o == -_INFINITY:
+        return "-Infinity"
+    return float.__repr__(o)
+
+
+def json_scalar(v: Any, escape: Callable[[str], str]) -> str | None:
+    """The JSON text of a str (by ``escape``), int, bool, None or float of exactly that type (the common leaves of
+    a form), else None."""
+    t = type(v)
+    if t is str:
+        return escape(v)
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is float:
+        return json_float(v)
+    return None
+
+
 _compact_encode = json.JSONEncoder(separators=(",", ":")).encode
 _ascii = json.encoder.encode_basestring_ascii
 
@@ -302,13 +333,10 @@ class CompactText:
         return self._text(form, 2)
 
     def _text(self, o: Any, depth: int) -> str:
+        scalar = json_scalar(o, _ascii)
+        if scalar is not None:
+            return scalar
         t = type(o)
-        if t is str:
-            return _ascii(o)
-        if t is int:
-            return int.__repr__(o)
-        if o is None:
-            return "null"
         if t is dict:
             ident = id(o)
             if ident in SHARED_FORMS:

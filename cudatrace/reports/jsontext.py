@@ -13,29 +13,18 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
-from cudatrace.codec import SHARED_FORMS, LazyForms
+from cudatrace.codec import SHARED_FORMS, LazyForms, json_float, json_scalar
 
 _escape = json.encoder.encode_basestring  # the C escaper when the json module has it (ensure_ascii=False)
-_INFINITY = float("inf")
 _MAX_SHARED_TEXT = 16384  # the longest text of a repeated object kept for its next use
 _MAX_SHARED_TEXTS = 1 << 23  # and of all of them
-
-
-def _float(o: float) -> str:
-    if o != o:
-        return "NaN"
-    if o == _INFINITY:
-        return "Infinity"
-    if o == -_INFINITY:
-        return "-Infinity"
-    return float.__repr__(o)
 
 
 def _key(k: Any) -> str:
     if isinstance(k, str):
         return _escape(k)
     if isinstance(k, float):
-        return _escape(_float(k))
+        return _escape(json_float(k))
     if k is True:
         return '"true"'
     if k is False:
@@ -71,21 +60,6 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             pads.append("\n" + "  " * len(pads))
         return pads[level]
 
-    def scalar(v: Any) -> str | None:
-        # the text of a str, int, bool, None or float of exactly that type (the common leaves), else None
-        t = type(v)
-        if t is str:
-            return _escape(v)
-        if t is int:
-            return int.__repr__(v)
-        if v is None:
-            return "null"
-        if t is bool:
-            return "true" if v else "false"
-        if t is float:
-            return _float(v)
-        return None
-
     def value(o: Any, level: int) -> None:
         if isinstance(o, str):
             append(_escape(o))
@@ -98,7 +72,7 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
         elif isinstance(o, int):
             append(int.__repr__(o))
         elif isinstance(o, float):
-            append(_float(o))
+            append(json_float(o))
         elif isinstance(o, (list, tuple)):
             if len(out) >= flush_at:
                 flush()
@@ -109,7 +83,7 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             sep = "," + inner
             lead = "[" + inner
             for item in o:
-                text = scalar(item)
+                text = json_scalar(item, _escape)
                 if text is None:
                     append(lead)
                     value(item, level + 1)
@@ -175,7 +149,7 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
         lead = "{" + inner
         for k, v in o.items():
             head = lead + (_escape(k) if type(k) is str else _key(k)) + ": "
-            text = scalar(v)
+            text = json_scalar(v, _escape)
             if text is None:
                 append(head)
                 value(v, level + 1)
