@@ -28,6 +28,7 @@ Python files per distribution, nothing executed.
 from __future__ import annotations
 
 import ast
+import bisect
 import multiprocessing
 import os
 import re
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 
 from cudatrace.libraries import identify_library
 from cudatrace.model import BinaryFormat, BinaryScan, PartRole, Program, ProgramKind, ProgramPart, ScanResult
-from cudatrace.tracer.static.python_src import calls_reach_cuda, without_cyclic_gc
+from cudatrace.tracer.static.python_src import _UNREAD, breadth_first, calls_reach_cuda, without_cyclic_gc
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
 MAX_PY_FILES = 5000
@@ -423,12 +424,13 @@ def _never_on_import(test: ast.expr) -> bool:
 def _own_calls(node: ast.stmt) -> Iterator[ast.Call]:
     """The calls in a statement's own expressions (a compound statement's test, items, iterator), not in the
     statements it holds: those are visited on their own, and may never run (``if __name__ == "__main__"``)."""
-    for name, value in ast.iter_fields(node):
+    for name in node._fields:
         if name in _STATEMENT_LISTS:
             continue
-        for part in value if isinstance(value, list) else [value]:
-            if isinstance(part, ast.AST):
-                yield from (n for n in ast.walk(part) if isinstance(n, ast.Call))
+        value = getattr(node, name, None)
+        for part in value if type(value) is list else (value,):
+            if isinstance(part, ast.AST) and not isinstance(part, _UNREAD):
+                yield from (n for n in breadth_first(part) if type(n) is ast.Call)
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom | ast.Call]:
@@ -568,9 +570,43 @@ _SUFFIX_TAIL = re.compile(
 
 def _may_name_library(text: str) -> bool:
     """False only when no string constant of ``text`` can name a library file (see :data:`_LIBRARY_FILE`)."""
+    return bool(_library_lines(text))
+
+
+def _library_lines(text: str) -> list[int]:
+    """The lines (numbered as the parser numbers them) where the precheck of :func:`_may_name_library` found an
+    ending, in order: every constant that names a library has one of them among its own lines, so a statement
+    whose lines hold none need not be walked. Empty when the text cannot name one.
+
+    A hit is a few characters on one line, and it lies in the constant's own literals (its last quote at most): an
+    ending's characters are never quotes, and the tail's quotes are that literal's. A hit the search passed over
+    because an earlier hit overlapped it shares that hit's line. The text searched is the text with line
+    continuations removed: a hit on a line that was joined counts for every line joined into it."""
+    if "\r" in text:  # the parser's line ends: \r\n, \r, \n
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    removed: list[int] = []  # the lines of the joined text where a line end was removed, one entry for each
     if "\\" in text:
-        text = _ANY_CHAR_ESCAPE.sub(_ANY, _CONTINUATION.sub("", text))
-    return _SUFFIX_TOGETHER.search(text) is not None or _SUFFIX_TAIL.search(text) is not None
+        if "\\\n" in text:
+            parts = text.split("\\\n")
+            line = 1
+            for part in parts[:-1]:
+                line += part.count("\n")
+                removed.append(line)
+            text = "".join(parts)
+        text = _ANY_CHAR_ESCAPE.sub(_ANY, text)
+    first = _SUFFIX_TOGETHER.search(text) or _SUFFIX_TAIL.search(text)
+    if first is None:
+        return []
+    hits = sorted({m.start() for pattern in (_SUFFIX_TOGETHER, _SUFFIX_TAIL) for m in pattern.finditer(text)})
+    lines: list[int] = []
+    line, at = 1, 0
+    for pos in hits:
+        line += text.count("\n", at, pos)
+        at = pos
+        before = bisect.bisect_left(removed, line)  # joined lines: this one starts that many lines further down
+        on = bisect.bisect_right(removed, line) - before  # and goes on over that many more
+        lines.extend(n for n in range(line + before, line + before + on + 1) if not lines or n > lines[-1])
+    return lines
 
 
 #: A quoted word that may name a library without its suffix, which the code completes at run time: mxnet's
@@ -589,14 +625,17 @@ def _stems_of(b: BinaryScan) -> set[str]:
     return {stem for n in _names_of(b) if (stem := _SUFFIX.sub("", n)) != n}
 
 
-def _library_names(tree: ast.AST) -> frozenset[str]:
+def _library_names(tree: ast.AST, lines: Sequence[int] | None = None) -> frozenset[str]:
     """The library file names the string constants of ``tree`` end in, lowercase. Every node is visited, by a
     walk of its own: ``ast.walk``'s generator per node took twice the time (1.56 s against 0.85 s for the 705
-    modules of twelve CUDA packages whose text may name a library)."""
+    modules of twelve CUDA packages whose text may name a library). Given the ``lines`` of
+    :func:`_library_lines`, a statement none of whose lines is one of them is passed over with all it holds: its
+    lines run from the end of the statement before it (a decorator comes before its ``def``'s line; two
+    statements may share a line) to its own end."""
     names = set()
-    stack: list[ast.AST] = [tree]
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
-        node = stack.pop()
+        node, start = stack.pop()
         if type(node) is ast.Constant:
             value = node.value
             if type(value) is str and len(value) < 512:
@@ -607,9 +646,17 @@ def _library_names(tree: ast.AST) -> frozenset[str]:
         for name in node._fields:
             child = getattr(node, name, None)
             if type(child) is list:
-                stack.extend(c for c in child if isinstance(c, ast.AST))
-            elif isinstance(child, ast.AST):
-                stack.append(child)
+                if lines is not None and child and isinstance(child[0], ast.stmt):
+                    for stmt in child:
+                        end = stmt.end_lineno or 0
+                        i = bisect.bisect_left(lines, start)
+                        if i < len(lines) and lines[i] <= end:
+                            stack.append((stmt, start))
+                        start = max(start, end)
+                else:
+                    stack.extend((c, start) for c in child if isinstance(c, ast.AST) and not isinstance(c, _UNREAD))
+            elif isinstance(child, ast.AST) and not isinstance(child, _UNREAD):
+                stack.append((child, start))
     return frozenset(names)
 
 
@@ -628,7 +675,8 @@ def _imports_of(text: str, module: str, is_package: bool, wanted: Iterable[str] 
     functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
     called = tuple((f, _function_run(functions, bound, module, is_package, f)) for f in wanted)
     try:
-        names = _library_names(tree) if _may_name_library(text) else frozenset()
+        hit_lines = _library_lines(text)
+        names = _library_names(tree, hit_lines) if hit_lines else frozenset()
         stems = frozenset(m.lower() for m in _STEM.findall(text))
     except RecursionError:
         names = stems = frozenset()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatrace.programs.grouping import _imports_of, _library_names, _may_name_library
+from cudatrace.programs.grouping import _imports_of, _library_lines, _library_names, _may_name_library
 
 
 def _walked(text: str) -> frozenset[str]:
@@ -161,3 +161,82 @@ def test_the_precheck_is_linear_on_text_built_against_backtracking() -> None:
     ):
         assert _may_name_library(text) in (True, False)
         assert _may_name_library(text + "'lib.so'")
+
+
+# Statements around a generated constant: a decorator above its def's line, two statements on a line, a line
+# continued with a backslash, bodies nested in a class, a try and a match.
+_FRAMES = [
+    "{x}",
+    "import os\n{x}\nimport sys\n",
+    "@deco({e})\ndef f():\n    return 1\n",
+    "class C:\n    a = 1\n\n    @property\n    def p(self):\n        return {e}\n",
+    "a = 1; {x}",
+    "a = 1 + \\\n    2; {x}b = 3\n",
+    "try:\n    pass\nexcept Exception:\n    {x}finally:\n    c = 2\n",
+    "if a:\n    b = (1,\n         2)\nelse:\n    {x}",
+    "match a:\n    case 1:\n        {x}    case _:\n        pass\n",
+    "def g(x={e}, *, y=2):\n    pass\n",
+    "with open(p) as f:\n    {x}",
+    "lambda: None\n{x}# so\n",
+]
+
+
+def test_a_walk_that_passes_over_statements_on_other_lines_finds_the_same_names() -> None:
+    rng = random.Random(712)
+    named = pruned_some = 0
+    for n in range(20000):
+        x = _generated(rng)
+        frame = rng.choice(_FRAMES)
+        text = rng.choice(_FRAMES[:3]).format(x="y = 1\n", e="0") + frame.format(x=x, e=x[4:].strip())
+        if n % 5 == 0:
+            text = text.replace("\n", rng.choice(["\r\n", "\r"]))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        names = _library_names(tree)
+        lines = _library_lines(text)
+        named += bool(names)
+        if names:
+            assert _library_names(tree, lines) == names, text
+        pruned_some += len(set(lines)) < len(text.splitlines())
+    assert named > 500 and pruned_some > 1000
+
+
+def test_the_statements_off_the_lines_are_passed_over() -> None:
+    # the mechanism the test above relies on: given lines, a statement that holds none of them is not walked
+    text = "a = 'libfoo.so'\nb = 1\nc = 'libbar.so'\n"
+    tree = ast.parse(text)
+    assert _library_lines(text) == [1, 3]
+    assert _library_names(tree, [1, 3]) == {"libfoo.so", "libbar.so"}
+    assert _library_names(tree, [3]) == {"libbar.so"}
+    assert _library_names(tree, [1]) == {"libfoo.so"}
+    assert _library_names(ast.parse("a = 'libfoo.so'\n\n\nb = 1\n"), [2]) == frozenset()
+
+
+def test_lines_joined_by_a_backslash_are_each_a_line_of_the_hit() -> None:
+    text = "x = 1\ny = ('lib.s\\\no' +\n     'z')\nz = 2\n"
+    assert _library_lines(text) == [2, 3]
+    assert _library_lines("a = 1\r\nb = 'x.dll'\r\n") == [2]
+    assert _library_lines("a = 1\rb = 'x.dll'\r") == [2]
+    assert _library_lines("import os\n") == []
+
+
+def test_the_standard_library_walked_by_lines_finds_the_same_names() -> None:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(root.glob("*.py")) + sorted((root / "ctypes").rglob("*.py"))
+    named = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        names = _library_names(tree)
+        named += bool(names)
+        assert _library_names(tree, _library_lines(text)) == names, path
+    assert named >= 2

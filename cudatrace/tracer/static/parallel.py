@@ -25,7 +25,7 @@ import signal
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
@@ -219,15 +219,20 @@ def scan_outcomes(
 
 
 def scan_entries(
-    entries: Sequence[str], jobs: int, progress: Progress | None = None, *, wanted: Callable[[str], bool] | None = None
+    entries: Sequence[str],
+    jobs: int,
+    progress: Progress | None = None,
+    *,
+    wanted: Callable[[str], bool] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> Iterator[tuple[str, ScanOutcome | PythonChunk]]:
     """:func:`scan_outcomes` over entries that may also be chunks of Python files (:func:`scan_entry`), read by the
-    same workers as the binaries."""
+    same workers as the binaries; ``sizes`` are the files' sizes as listed (others are asked of the system)."""
     progress = progress or NullProgress()
     progress.start(len(entries))
     if jobs <= 1 or len(entries) <= 1:
         return _serial(scan_entry, entries, progress)
-    return _parallel(entries, jobs, progress, scan_entry, run_split_task, wanted)
+    return _parallel(entries, jobs, progress, scan_entry, run_split_task, wanted, sizes)
 
 
 def map_paths(
@@ -260,11 +265,16 @@ def _serial(func: Callable[[str], T], paths: Sequence[str], progress: Progress) 
         yield path, outcome
 
 
-def file_sizes(files: Sequence[str]) -> list[int]:
+def file_sizes(files: Sequence[str], known: Mapping[str, int] | None = None) -> list[int]:
     """The size of each file (0 for one that cannot be read: it fails in its own scan; and for a key that is no
-    path, such as a chunk of the Python pass, whose paths are joined by NUL)."""
+    path, such as a chunk of the Python pass, whose paths are joined by NUL), from ``known`` where it holds it."""
+    known = known or {}
     out = []
     for f in files:
+        size = known.get(f)
+        if size is not None:
+            out.append(size)
+            continue
         try:
             out.append(os.stat(f).st_size)
         except (OSError, ValueError):
@@ -281,13 +291,19 @@ class _Schedule:
     """
 
     def __init__(
-        self, files: Sequence[str], jobs: int, progress: Progress, split: bool, wanted: Callable[[str], bool] | None
+        self,
+        files: Sequence[str],
+        jobs: int,
+        progress: Progress,
+        split: bool,
+        wanted: Callable[[str], bool] | None,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         self.files = files
         self.wanted = wanted
         self.jobs = jobs
         self.progress = progress
-        self.sizes = file_sizes(files)
+        self.sizes = file_sizes(files, sizes)
         big = sorted((i for i, s in enumerate(self.sizes) if s >= BIG_FILE), key=lambda i: (-self.sizes[i], i))
         self.big = set(big)
         self.pending: deque[tuple[int, Task]] = deque((i, files[i]) for i in big)
@@ -426,8 +442,9 @@ def _parallel(
     scan: Callable[[str], T],
     run_task: Callable[[SplitTask], Any] | None = None,
     wanted: Callable[[str], bool] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> Iterator[tuple[str, T | FileError]]:
-    plan = _Schedule(files, jobs, progress, run_task is not None, wanted)
+    plan = _Schedule(files, jobs, progress, run_task is not None, wanted, sizes)
     workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
     try:
         pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
