@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import multiprocessing
 import os
+import queue
 import re
 import sys
 import zipfile
 import zlib
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -913,133 +915,194 @@ def startup_path(
     return found
 
 
-_Search = Generator[list[tuple[str, str, bool, tuple[str, ...]]], list[_ModuleFacts], StartupPath | None]
+_Item = tuple[str, str, bool, tuple[str, ...]]  # a module to parse: its text, name, whether a package, functions wanted
+#: At most this many modules go to a worker at once.
+CHUNK_MODULES = 16
 
 
 def startup_paths(
     searches: Sequence[tuple[Callable[[str], str], Iterable[str], dict[str, str]]],
     pool: Callable[[], _PoolLike | None] | None = None,
+    jobs: int = 2,
 ) -> list[StartupPath | None]:
-    """:func:`startup_path` of several distributions at once: each level of every search is parsed together, so
-    that a pool has work for all its processes (a Python environment holds dozens of distributions whose imports
-    are a few modules a level; parsing them one distribution and one level at a time kept one process busy)."""
-    out: list[StartupPath | None] = [None] * len(searches)
-    running: dict[int, tuple[_Search, list[tuple[str, str, bool, tuple[str, ...]]]]] = {}
-    for i, (read, files, extensions) in enumerate(searches):
-        search = _search(read, files, extensions)
-        try:
-            running[i] = (search, next(search))
-        except StopIteration as stop:
-            out[i] = stop.value
-    while running:
-        todo = [item for _generator, items in running.values() for item in items]
-        workers = pool() if pool is not None and len(todo) >= PARALLEL_PY_FILES else None
-        if workers is not None:
-            found = workers.map(_imports_task, todo, max(1, len(todo) // 64))
-        else:
-            found = [_imports_task(t) for t in todo]
-        at = 0
-        for i, (search, items) in list(running.items()):
-            got, at = found[at : at + len(items)], at + len(items)
-            try:
-                running[i] = (search, search.send(got))
-            except StopIteration as stop:
-                out[i] = stop.value
-                del running[i]
-    return out
+    """:func:`startup_path` of several distributions at once. The modules of every search are parsed as they are
+    found: a module's imports are followed as soon as its facts come back, whatever the others are doing. A
+    pool is asked for once :data:`PARALLEL_PY_FILES` modules wait (a Python environment holds dozens of
+    distributions whose imports are a few modules deep; parsing them level by level, every search waiting for
+    the slowest module of its level, kept the 16 processes of the GPU machine a third busy). At most two tasks a
+    process (of ``jobs``) are out at once, so the modules found meanwhile go out together: a task a module cost
+    the client twice the time in handing them out."""
+    found = [_Search(*s) for s in searches]
+    waiting: deque[tuple[int, _Item]] = deque()
+    workers: _PoolLike | None = None
+    back: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    out = 0  # tasks handed to the pool whose facts have not come back
+    while True:
+        for i, search in enumerate(found):
+            waiting.extend((i, item) for item in search.take())
+        if workers is None and pool is not None and len(waiting) >= PARALLEL_PY_FILES:
+            workers = pool()
+            pool = None  # asked once
+        if workers is None:
+            if not waiting:
+                break
+            i, item = waiting.popleft()
+            found[i].give(item[1], _imports_task(item))
+            continue
+        free = 2 * max(1, jobs) - out
+        while waiting and free > 0:
+            chunk = [waiting.popleft() for _ in range(min(CHUNK_MODULES, -(-len(waiting) // free)))]
+            free -= 1
+            workers.apply_async(
+                _imports_chunk,
+                ([item for _i, item in chunk],),
+                callback=functools.partial(_with, back, chunk),
+                error_callback=back.put,
+            )
+            out += 1
+        if not out:
+            break
+        got = back.get()
+        out -= 1
+        if isinstance(got, BaseException):
+            raise got
+        for (i, item), facts in zip(got[0], got[1], strict=True):
+            found[i].give(item[1], facts)
+    return [search.result() for search in found]
 
 
-def _search(read: Callable[[str], str], files: Iterable[str], extensions: dict[str, str]) -> _Search:
-    """One distribution's :func:`startup_path`, as a generator: it yields each level's modules to parse (text,
-    module name, whether a package, the functions of it wanted) and is sent what parsing them found."""
-    py = sorted(f for f in files if f.endswith(".py"))[:MAX_PY_FILES]
-    if not py:
-        return None
-    modules = {_module_of(f): f for f in py}
-    # The packages a user imports: the top-level ones, and below a namespace folder (no __init__.py: nvidia/ of
-    # nvidia-dali, jax_plugins/) the outermost regular packages (nvidia.dali)
-    tops = sorted(
-        m
-        for m, rel in modules.items()
-        if m
-        and ("." not in m or rel.endswith("__init__.py"))
-        and not any(".".join(m.split(".")[:i]) in modules for i in range(1, m.count(".") + 1))
-    )
-    seen: set[str] = set()
-    reached: set[str] = set()
-    facts: dict[str, _ModuleFacts] = {}
-    by_file: set[str] = set()  # extension module names loaded from a file the package chooses
-    loaders: set[str] = set()  # modules whose code run at import loads a library by file name
-    callers: dict[tuple[str, str], set[str]] = {}  # (module, function) -> the modules that call it at import
-    pending: set[tuple[str, str]] = set()  # (module, function) called at import, its module not parsed yet
-    done: set[tuple[str, str]] = set()
-    functions = _Functions(read, modules, facts)
-    queued: list[str] = []  # modules for the next level of the search
+def _with(back: queue.SimpleQueue[Any], chunk: list[tuple[int, _Item]], got: list[_ModuleFacts]) -> None:
+    back.put((chunk, got))
 
-    def run(facts_of: _RunFacts, owner: str) -> None:
+
+def _imports_chunk(items: list[_Item]) -> list[_ModuleFacts]:
+    return [_imports_of(*item) for item in items]
+
+
+class _Search:
+    """One distribution's :func:`startup_path`: :meth:`take` gives the modules found to parse, :meth:`give` is
+    handed what parsing one of them found (in any order), :meth:`result` says what the import reaches once
+    nothing is left to parse. What it reaches does not depend on the order: a function another module calls at
+    import is read from its module's parse when that module is parsed later (it is wanted then), or from the
+    function's own lines when it was parsed before (:class:`_Functions`)."""
+
+    def __init__(self, read: Callable[[str], str], files: Iterable[str], extensions: dict[str, str]) -> None:
+        py = sorted(f for f in files if f.endswith(".py"))[:MAX_PY_FILES]
+        self.read = read
+        self.extensions = extensions
+        self.modules = {_module_of(f): f for f in py}
+        self.empty = not py  # no Python files to follow: the result is None
+        # The packages a user imports: the top-level ones, and below a namespace folder (no __init__.py: nvidia/
+        # of nvidia-dali, jax_plugins/) the outermost regular packages (nvidia.dali)
+        self.queued = sorted(
+            m
+            for m, rel in self.modules.items()
+            if m
+            and ("." not in m or rel.endswith("__init__.py"))
+            and not any(".".join(m.split(".")[:i]) in self.modules for i in range(1, m.count(".") + 1))
+        )
+        self.seen: set[str] = set()
+        self.reached: set[str] = set()
+        self.facts: dict[str, _ModuleFacts] = {}
+        self.by_file: set[str] = set()  # extension module names loaded from a file the package chooses
+        self.loaders: set[str] = set()  # modules whose code run at import loads a library by file name
+        self.callers: dict[tuple[str, str], set[str]] = {}  # (module, function) -> the modules calling it at import
+        # functions called at import: of a module not parsed yet (by module), of one parsed, and those run
+        self.waiting: dict[str, set[str]] = {}
+        self.ready: set[tuple[str, str]] = set()
+        self.done: set[tuple[str, str]] = set()
+        self.functions = _Functions(read, self.modules, self.facts)
+
+    def take(self) -> list[_Item]:
+        """The modules found since the last call that are still to parse, each once."""
+        todo: list[_Item] = []
+        queued, self.queued = self.queued, []
+        for mod in queued:
+            if mod in self.seen:
+                continue
+            self.seen.add(mod)
+            rel = self.modules.get(mod)
+            if rel is None:
+                continue
+            text = self.read(rel)
+            if len(text) > MAX_PY_BYTES:
+                continue
+            wanted = tuple(sorted(self.waiting.get(mod, ())))
+            todo.append((text, mod, rel.endswith("__init__.py"), wanted))
+        return todo
+
+    def give(self, mod: str, got: _ModuleFacts) -> None:
+        """What parsing ``mod`` found: its imports are queued, and the functions called at import whose module is
+        now parsed are run."""
+        self.facts[mod] = got
+        self.ready.update((mod, f) for f in self.waiting.pop(mod, ()))
+        self._run(got.run, mod)
+        # Functions of other modules called at import run too (sgl-kernel's __init__ calls load_utils'
+        # _load_architecture_specific_ops()); a module not parsed yet is resolved when it is.
+        while self.ready:
+            ready, self.ready = sorted(self.ready), set()
+            for call in ready:
+                if call in self.done:
+                    continue  # met again while its batch ran
+                self.done.add(call)
+                parsed = dict(self.facts[call[0]].functions)
+                called = parsed[call[1]] if call[1] in parsed else self.functions.run(*call)
+                if called is not None:
+                    self._run(called, call[0])
+                    if called.loads_library:  # the library's name may be the caller's: _load_lib("_torchaudio")
+                        self.loaders.update(self.callers.get(call, ()))
+
+    def _run(self, facts_of: _RunFacts, owner: str) -> None:
         for name in facts_of.imports:
             parts = name.split(".")
             for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
                 prefix = ".".join(parts[:i])
-                if prefix in extensions:
-                    reached.add(prefix)
-                if prefix in modules and prefix not in seen:
-                    queued.append(prefix)
-        by_file.update(facts_of.file_imports)
+                if prefix in self.extensions:
+                    self.reached.add(prefix)
+                if prefix in self.modules and prefix not in self.seen:
+                    self.queued.append(prefix)
+        self.by_file.update(facts_of.file_imports)
         if facts_of.loads_library:
-            loaders.add(owner)
+            self.loaders.add(owner)
         for c in facts_of.calls:
-            callers.setdefault(c, set()).add(owner)
-        pending.update(c for c in facts_of.calls if c not in done)
+            self.callers.setdefault(c, set()).add(owner)
+        for c in facts_of.calls:
+            if c in self.done:
+                continue
+            if c[0] in self.facts:
+                self.ready.add(c)
+            else:
+                self.waiting.setdefault(c[0], set()).add(c[1])
 
-    level = list(tops)
-    while level:
-        todo: list[tuple[str, str, bool, tuple[str, ...]]] = []
-        for mod in level:
-            if mod in seen:
-                continue
-            seen.add(mod)
-            rel = modules.get(mod)
-            if rel is None:
-                continue
-            text = read(rel)
-            if len(text) > MAX_PY_BYTES:
-                continue
-            wanted = tuple(sorted(f for m, f in pending if m == mod))
-            todo.append((text, mod, rel.endswith("__init__.py"), wanted))
-        found = (yield todo) if todo else []
-        for (_text, mod, _pkg, _wanted), got in zip(todo, found, strict=True):
-            facts[mod] = got
-            run(got.run, mod)
-        # Functions of other modules called at import run too (sgl-kernel's __init__ calls load_utils'
-        # _load_architecture_specific_ops()); a module not parsed yet is resolved at a later level.
-        while ready := sorted(c for c in pending if c[0] in facts):
-            for call in ready:
-                pending.discard(call)
-                done.add(call)
-                parsed = dict(facts[call[0]].functions)
-                called = parsed[call[1]] if call[1] in parsed else functions.run(*call)
-                if called is not None:
-                    run(called, call[0])
-                    if called.loads_library:  # the library's name may be the caller's: _load_lib("_torchaudio")
-                        loaders.update(callers.get(call, ()))
-        level, queued = queued, []
-    from_files = {
-        m for m, path in extensions.items() if m.rsplit(".", 1)[-1] in by_file and not path.endswith(".py")
-    } - reached
-    loaded: dict[str, str] = {}
-    stems: dict[str, str] = {}
-    for mod in sorted(loaders):
-        own = [facts[mod], *(facts[n] for n in sorted(facts[mod].run.imports) if n in facts and n != mod)]
-        for name in sorted(set().union(*(f.library_names for f in own))):
-            loaded.setdefault(name, mod)
-        for name in sorted(set().union(*(f.library_stems for f in own))):
-            stems.setdefault(name, mod)
-    return StartupPath(frozenset(reached | from_files), loaded, frozenset(from_files), stems)
+    def result(self) -> StartupPath | None:
+        if self.empty:
+            return None
+        facts = self.facts
+        from_files = {
+            m
+            for m, path in self.extensions.items()
+            if m.rsplit(".", 1)[-1] in self.by_file and not path.endswith(".py")
+        } - self.reached
+        loaded: dict[str, str] = {}
+        stems: dict[str, str] = {}
+        for mod in sorted(self.loaders):
+            own = [facts[mod], *(facts[n] for n in sorted(facts[mod].run.imports) if n in facts and n != mod)]
+            for name in sorted(set().union(*(f.library_names for f in own))):
+                loaded.setdefault(name, mod)
+            for name in sorted(set().union(*(f.library_stems for f in own))):
+                stems.setdefault(name, mod)
+        return StartupPath(frozenset(self.reached | from_files), loaded, frozenset(from_files), stems)
 
 
 class _PoolLike(Protocol):
-    def map(self, func: Callable[[Any], Any], iterable: Iterable[Any], chunksize: int | None = ...) -> list[Any]: ...
+    def apply_async(
+        self,
+        func: Callable[..., Any],
+        args: Iterable[Any] = ...,
+        kwds: dict[str, Any] = ...,
+        callback: Callable[[Any], object] | None = ...,
+        error_callback: Callable[[BaseException], object] | None = ...,
+    ) -> Any: ...
 
 
 # -- grouping ---------------------------------------------------------------------------------------------------
@@ -1328,7 +1391,7 @@ def group_programs(result: ScanResult, jobs: int = 1) -> tuple[Program, ...]:
         return pools[0]  # type: ignore[no-any-return]
 
     try:
-        return _group_programs(result, sites, pool)
+        return _group_programs(result, sites, pool, jobs)
     finally:
         sites.close()
         for p in pools:  # close, not terminate: terminating 16 idle workers took 2.2 s on the GPU machine
@@ -1337,7 +1400,7 @@ def group_programs(result: ScanResult, jobs: int = 1) -> tuple[Program, ...]:
 
 
 def _group_programs(
-    result: ScanResult, sites: _Sites, pool: Callable[[], _PoolLike | None] = lambda: None
+    result: ScanResult, sites: _Sites, pool: Callable[[], _PoolLike | None] = lambda: None, jobs: int = 1
 ) -> tuple[Program, ...]:
     groups: dict[tuple[str, str], _Group] = {}
     roots = [os.path.abspath(r) for r in result.roots]
@@ -1377,7 +1440,7 @@ def _group_programs(
     wheels = [(g, g.dist) for g in kept if g.kind is ProgramKind.WHEEL and g.dist is not None]
     importable = {id(g): _importable(g) for g, _dist in wheels}
     searches = [(d.read, d.files, {m: ps[0] for m, ps in importable[id(g)].items()}) for g, d in wheels]
-    searched = {id(g): found for (g, _d), found in zip(wheels, startup_paths(searches, pool), strict=True)}
+    searched = {id(g): found for (g, _d), found in zip(wheels, startup_paths(searches, pool, jobs), strict=True)}
     for g in kept:
         parts = tuple(_one_part_per_content(_roles(g, importable.get(id(g), {}), searched.get(id(g))), g.binaries))
         platform = _platform(g.binaries)

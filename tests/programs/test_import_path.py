@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -286,3 +287,94 @@ def test_nvidia_libraries_a_program_requires_but_never_names_are_a_risk() -> Non
     assert "requires NVIDIA's custatevec-cu12, cutensornet-cu12: libraries ZLUDA" in reason.message  # not cuBLAS
     plain = judged(("numpy", "nvidia-cublas-cu12"))
     assert plain.verdict is not None and plain.verdict.status is VerdictStatus.RUNS
+
+
+class _ShufflingPool:
+    """A pool whose tasks finish in a random order (seeded): each one runs, in a thread of its own, when the
+    thread picks it from those handed out so far. The search must find the same whatever order facts come in."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+        import threading
+
+        self._rng = random.Random(seed)
+        self._tasks: list[tuple[Any, ...]] = []
+        self._lock = threading.Lock()
+        self.handed = 0
+        self.out_of_order = 0  # tasks run after one handed out later than them
+        self._latest = -1
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._stop = False
+        self._thread.start()
+
+    def apply_async(
+        self, func: Any, args: Any = (), kwds: Any = None, callback: Any = None, error_callback: Any = None
+    ) -> None:
+        with self._lock:
+            self._tasks.append((self.handed, func, args, callback))
+            self.handed += 1
+
+    def _serve(self) -> None:
+        import time
+
+        while not self._stop:
+            with self._lock:
+                task = self._tasks.pop(self._rng.randrange(len(self._tasks))) if self._tasks else None
+                if task is not None:
+                    self.out_of_order += task[0] < self._latest
+                    self._latest = max(self._latest, task[0])
+            if task is None:
+                time.sleep(0.0005)
+                continue
+            _n, func, args, callback = task
+            callback(func(*args))
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join()
+
+
+def test_facts_that_come_back_in_any_order_find_what_the_search_finds_in_one_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cudatrace.programs import grouping
+
+    loader = (
+        "import importlib.util\n\ndef load():\n    return importlib.util.spec_from_file_location('common_ops', 'p')\n"
+        "\ndef setup():\n    from pkg import _core\n    return load()\n"
+    )
+    # each module calls a function of another at import, parsed before or after it
+    deep = {
+        f"deep/m{i}.py": f"from deep import m{i + 1}\nfrom deep.m{(i + 3) % 7} import f{(i + 3) % 7}\n"
+        f"f{(i + 3) % 7}()\n\ndef f{i}():\n    import deep._c{i}\n"
+        for i in range(7)
+    }
+    deep |= {"deep/__init__.py": "from deep import m0\n", "deep/m7.py": "def f7():\n    pass\n"}
+    searches = [
+        (CTYPES_PACKAGE.__getitem__, CTYPES_PACKAGE, {}),
+        (deep.__getitem__, deep, {f"deep._c{i}": f"deep/_c{i}.so" for i in range(8)}),
+        *(
+            (files.__getitem__, files, {**EXTENSIONS, "pkg.sm90.common_ops": "pkg/sm90/common_ops.abi3.so"})
+            for files in (
+                {"pkg/__init__.py": init, "pkg/loader.py": loader, "pkg/relay.py": relay, "pkg/caller.py": caller}
+                for init in (
+                    "from . import caller\nfrom . import relay\n",
+                    "from . import loader\nfrom . import caller\n",
+                )
+                for relay in ("from pkg import loader\n\ndef go():\n    loader.setup()\n\ngo()\n",)
+                for caller in ("from pkg.loader import setup as _setup\n\n_setup()\n", "from pkg import relay\n")
+            )
+        ),
+    ]
+    alone = [startup_path(*s) for s in searches]
+    assert alone[1] is not None and alone[1].extensions == {f"deep._c{i}" for i in range(7)}
+    monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)  # every module through the pool
+    shuffled = 0
+    for seed in range(25):
+        pool = _ShufflingPool(seed)
+        try:
+            assert grouping.startup_paths(searches, lambda pool=pool: pool, jobs=1 + seed % 3) == alone, seed
+        finally:
+            pool.close()
+        shuffled += pool.out_of_order
+    assert shuffled > 25  # facts did come back out of the order they were asked for
