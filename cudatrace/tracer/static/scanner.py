@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import mmap
+import operator
 import os
 import stat
 import threading
@@ -636,6 +637,9 @@ def _attribute_unversioned(
 # Paths and folders
 
 
+_BY_NAME = operator.attrgetter("name")
+
+
 def _walk(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> Iterator[str]:
     """Regular files below ``root``, following symlinked folders once (no symlink loops), sorted per folder.
 
@@ -654,7 +658,7 @@ def _walk(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> It
         seen_dirs.add(key)
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_BY_NAME)
         except OSError:
             yield folder  # reported as unreadable by scan_file's caller
             continue
