@@ -8,6 +8,7 @@ in ``tests/tracer/static/conftest.py`` and by ``scripts/build_pe_examples.sh``-s
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -138,7 +139,9 @@ def tool(arch: str, name: str) -> str:
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    # dlltool leaves two empty temporary files behind on every call: in the build folder, not in /tmp
+    env = {**os.environ, "TMPDIR": str(cwd)}
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}{proc.stderr}")
 
