@@ -43,6 +43,9 @@ class _PoolLog:
 
 
 PHASES: list[tuple[str, float, float]] = []  # (function, start, end) of the command's phases
+#: grouping's import search: (worker pid, start, end, modules) of each task, and the client's seconds reading
+#: module texts (take) and following what came back (give)
+SEARCH: dict[str, Any] = {"tasks": [], "take": 0.0, "give": 0.0, "modules": 0}
 WANTED = [0, 0.0]  # files whose head the client read to tell binaries from the rest, and the seconds it took
 
 
@@ -97,6 +100,40 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
 
         setattr(module, name, timed)
 
+    # Grouping's import search: each task is timed in its worker (a fork of this process, so the patched function
+    # is the one the pool's pickled reference finds there), and the client's own steps here.
+    orig_chunk, orig_with = grouping._imports_chunk, grouping._with
+
+    def chunk(items: Any) -> Any:
+        start = time.perf_counter()
+        got = orig_chunk(items)
+        return os.getpid(), start - t0, time.perf_counter() - t0, got
+
+    chunk.__module__, chunk.__qualname__ = orig_chunk.__module__, orig_chunk.__qualname__
+
+    def with_(back: Any, items: Any, got: Any) -> None:
+        pid, start, end, facts = got
+        SEARCH["tasks"].append((pid, start, end, len(items)))
+        orig_with(back, items, facts)
+
+    def client(name: str) -> None:
+        orig = getattr(grouping._Search, name)
+
+        def timed(self: Any, *a: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return orig(self, *a)
+            finally:
+                SEARCH[name] += time.perf_counter() - start
+                SEARCH["modules"] += name == "give"
+
+        setattr(grouping._Search, name, timed)
+
+    grouping._imports_chunk = chunk  # type: ignore[assignment]
+    grouping._with = with_  # type: ignore[assignment]
+    client("take")
+    client("give")
+    phase(grouping, "startup_paths")
     # run_scan imports render when it renders, and holds write_output from its own import.
     for module, name in ((scanner, "scan_paths"), (grouping, "group_programs"), (render_module, "render")):
         phase(module, name)
@@ -188,6 +225,22 @@ def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
     if pools and pools[-1].done:
         last = max(e for *_r, e in pools[-1].done)
         print(f"after the last pool's last result: {ended - last:.2f} s until the command ended")
+    tasks = SEARCH["tasks"]
+    if SEARCH["modules"]:
+        print(
+            f"grouping's import search: {SEARCH['modules']} modules; the client read their texts in "
+            f"{SEARCH['take']:.2f} s and followed what they import in {SEARCH['give']:.2f} s"
+        )
+    if tasks:
+        log = _PoolLog(min(s for _p, s, _e, _n in tasks), len({p for p, *_r in tasks}))
+        log.done = [(0, "texts", p, s, e) for p, s, e, _n in tasks]
+        last = max(e for *_r, e in log.done)
+        busy = sum(e - s for *_r, s, e in log.done)
+        print(
+            f"  its pool: {len(tasks)} tasks on {log.workers} processes, first task {log.started:.2f} s, last result "
+            f"{last:.2f} s; {busy:.1f} worker-s parsing, {busy / max(last - log.started, 1e-9):.1f} on average"
+        )
+        print(f"  busy workers over {log.started:.1f}-{last:.1f} s: {_strip(log, last)}")
 
 
 def main() -> int:
