@@ -245,9 +245,21 @@ def _dist_of(site: Path, info: str, read: Callable[[str], str]) -> _Dist:
     return dist
 
 
+@dataclass(frozen=True, slots=True)
+class _FolderText:
+    """The text of a file below ``site`` by its relative path: a reader that a worker process can be handed, so
+    that it reads the module it parses (the client read 2,487 modules of the GPU machine's site-packages one
+    after the other: 0.26-0.32 s of the import search's 0.6 s)."""
+
+    site: str
+
+    def __call__(self, rel: str) -> str:
+        return _read_text(Path(self.site) / rel)
+
+
 def _dist_of_folder(folder: Path) -> _Dist:
     site = folder.parent
-    return _dist_of(site, folder.name, lambda rel: _read_text(site / rel))
+    return _dist_of(site, folder.name, _FolderText(str(site)))
 
 
 class _WheelReader:
@@ -880,8 +892,14 @@ def _cuda_at_import(text: str) -> bool:
     return calls_reach_cuda(text, tree, calls)
 
 
-def _imports_task(item: tuple[str, str, bool, tuple[str, ...]]) -> _ModuleFacts:
-    return _imports_of(*item)
+def _imports_task(item: _Item) -> _ModuleFacts | None:
+    """What a module does at import (:func:`_imports_of`), read first when the item names its file; None for a
+    text over :data:`MAX_PY_BYTES`, which is not followed."""
+    source, module, is_package, wanted = item
+    text = source if isinstance(source, str) else source[0](source[1])
+    if len(text) > MAX_PY_BYTES:
+        return None
+    return _imports_of(text, module, is_package, wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -915,7 +933,9 @@ def startup_path(
     return found
 
 
-_Item = tuple[str, str, bool, tuple[str, ...]]  # a module to parse: its text, name, whether a package, functions wanted
+#: A module to parse: its text (or the reader of its folder and its path there, for the worker to read it),
+#: module name, whether a package, the functions of it wanted
+_Item = tuple[str | tuple[_FolderText, str], str, bool, tuple[str, ...]]
 #: At most this many modules go to a worker at once.
 CHUNK_MODULES = 16
 
@@ -971,12 +991,12 @@ def startup_paths(
     return [search.result() for search in found]
 
 
-def _with(back: queue.SimpleQueue[Any], chunk: list[tuple[int, _Item]], got: list[_ModuleFacts]) -> None:
+def _with(back: queue.SimpleQueue[Any], chunk: list[tuple[int, _Item]], got: list[_ModuleFacts | None]) -> None:
     back.put((chunk, got))
 
 
-def _imports_chunk(items: list[_Item]) -> list[_ModuleFacts]:
-    return [_imports_of(*item) for item in items]
+def _imports_chunk(items: list[_Item]) -> list[_ModuleFacts | None]:
+    return [_imports_task(item) for item in items]
 
 
 class _Search:
@@ -1024,16 +1044,22 @@ class _Search:
             rel = self.modules.get(mod)
             if rel is None:
                 continue
-            text = self.read(rel)
-            if len(text) > MAX_PY_BYTES:
-                continue
+            source: str | tuple[_FolderText, str]
+            if isinstance(self.read, _FolderText):
+                source = (self.read, rel)  # read where it is parsed
+            else:
+                source = self.read(rel)
+                if len(source) > MAX_PY_BYTES:
+                    continue
             wanted = tuple(sorted(self.waiting.get(mod, ())))
-            todo.append((text, mod, rel.endswith("__init__.py"), wanted))
+            todo.append((source, mod, rel.endswith("__init__.py"), wanted))
         return todo
 
-    def give(self, mod: str, got: _ModuleFacts) -> None:
+    def give(self, mod: str, got: _ModuleFacts | None) -> None:
         """What parsing ``mod`` found: its imports are queued, and the functions called at import whose module is
-        now parsed are run."""
+        now parsed are run. None: its text was too long to parse, and it is not followed."""
+        if got is None:
+            return
         self.facts[mod] = got
         self.ready.update((mod, f) for f in self.waiting.pop(mod, ()))
         self._run(got.run, mod)

@@ -110,3 +110,30 @@ def test_a_package_parsed_by_several_processes_reaches_what_one_process_reaches(
     monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)
     result = scan_paths([str(site)])
     assert group_programs(result, jobs=2) == group_programs(result, jobs=1)
+
+
+def test_a_module_too_long_to_parse_is_not_followed_whoever_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With a pool, a package folder's modules are read by the worker that parses them, and the length is checked
+    # there: a module over MAX_PY_BYTES is not followed by either way, one under it is.
+    site = _copy_site(tmp_path)
+    pkg = site / "mypkg"
+    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
+    (pkg / "__init__.py").write_text("from mypkg import short, long\n")
+    (pkg / "short.py").write_text("import mypkg._core\n")
+    (pkg / "long.py").write_text("import mypkg._extra\n" + "# padding\n" * 40)
+    record.write_text(record.read_text() + "mypkg/short.py,,\nmypkg/long.py,,\n")
+    monkeypatch.setattr(grouping, "MAX_PY_BYTES", 200)
+    monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)  # every module through the pool
+    dist = grouping._dist_of_folder(site / "mypkg-1.2.0.dist-info")
+    assert isinstance(dist.read, grouping._FolderText)  # read where parsed
+    exts = {"mypkg._core": "x", "mypkg._extra": "y"}
+    import multiprocessing
+
+    alone = startup_path(dist.read, dist.files, exts)
+    assert alone is not None and alone.extensions == {"mypkg._core"}
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        assert grouping.startup_paths([(dist.read, dist.files, exts)], lambda: pool, jobs=2) == [alone]
+    result = scan_paths([str(site)])
+    assert group_programs(result, jobs=2) == group_programs(result, jobs=1)
