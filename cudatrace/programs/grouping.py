@@ -1080,13 +1080,16 @@ class _Search:
 
     def _run(self, facts_of: _RunFacts, owner: str) -> None:
         for name in facts_of.imports:
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):  # importing a.b.c runs a and a.b first
-                prefix = ".".join(parts[:i])
+            dot = name.find(".")
+            while True:  # importing a.b.c runs a and a.b first
+                prefix = name if dot < 0 else name[:dot]
                 if prefix in self.extensions:
                     self.reached.add(prefix)
                 if prefix in self.modules and prefix not in self.seen:
                     self.queued.append(prefix)
+                if dot < 0:
+                    break
+                dot = name.find(".", dot + 1)
         self.by_file.update(facts_of.file_imports)
         if facts_of.loads_library:
             self.loaders.add(owner)
