@@ -221,13 +221,15 @@ def gather_scan(
     failed files stay on it. A PATH that does not exist is an InputError before anything is scanned."""
     from dataclasses import replace
 
-    from cudatrace.programs.grouping import group_programs
+    from cudatrace.programs.grouping import SitesAhead, group_programs
     from cudatrace.tracer.static.parallel import default_jobs
     from cudatrace.tracer.static.scanner import scan_paths
 
     n = jobs or default_jobs()
+    folders = [p for p in paths if os.path.isdir(p)]
+    ahead = SitesAhead(folders) if n > 1 and folders else None  # read while the workers scan
     result = scan_paths(paths, progress=progress, jobs=n, dask=dask)
-    result = replace(result, programs=group_programs(result, jobs=n))
+    result = replace(result, programs=group_programs(result, jobs=n, ahead=ahead))
     return ProgramDocuments(_common_place(paths), documents_platform((result,), ()), (result,), (), FROM_SCAN_PATHS)
 
 

@@ -35,6 +35,7 @@ import os
 import queue
 import re
 import sys
+import threading
 import zipfile
 import zlib
 from collections import deque
@@ -1403,13 +1404,36 @@ def _split_folders(groups: list[_Group]) -> list[_Group]:
     return out
 
 
-def group_programs(result: ScanResult, jobs: int = 1) -> tuple[Program, ...]:
+class SitesAhead:
+    """The distributions of folders about to be scanned, read by a thread of their own while the scan runs: on the
+    GPU machine the client's grouping spent 0.16 s reading RECORD files before its import search, and during the
+    scan the client mostly waits for its workers."""
+
+    def __init__(self, folders: Sequence[str]) -> None:
+        self._sites = _Sites()
+        self._thread = threading.Thread(target=self._read, args=(list(folders),), name="cudatrace-sites", daemon=True)
+        self._thread.start()
+
+    def _read(self, folders: list[str]) -> None:
+        for folder in folders:
+            try:
+                self._sites.dists(Path(os.path.abspath(folder)))
+            except Exception:  # read ahead only: the grouping reads it again and meets the error there
+                return
+
+    def sites(self) -> _Sites:
+        self._thread.join()
+        return self._sites
+
+
+def group_programs(result: ScanResult, jobs: int = 1, ahead: SitesAhead | None = None) -> tuple[Program, ...]:
     """The programs the scan's binaries make up (without verdicts: :func:`cudatrace.programs.judge_programs`).
 
     Programs with no CUDA evidence in any binary are left out. ``jobs`` > 1 parses a package's Python files (to
-    tell the extension modules its import loads) in that many processes, where the system forks.
+    tell the extension modules its import loads) in that many processes, where the system forks. ``ahead`` holds
+    the distributions of the scanned folders, read while they were scanned.
     """
-    sites = _Sites()
+    sites = _Sites() if ahead is None else ahead.sites()
     pools: list[Any] = []
 
     def pool() -> _PoolLike | None:

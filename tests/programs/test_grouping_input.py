@@ -137,3 +137,16 @@ def test_a_module_too_long_to_parse_is_not_followed_whoever_reads_it(
         assert grouping.startup_paths([(dist.read, dist.files, exts)], lambda: pool, jobs=2) == [alone]
     result = scan_paths([str(site)])
     assert group_programs(result, jobs=2) == group_programs(result, jobs=1)
+
+
+def test_distributions_read_ahead_while_the_scan_runs_group_the_same(tmp_path: Path) -> None:
+    site = _copy_site(tmp_path)
+    ahead = grouping.SitesAhead([str(site), str(tmp_path / "missing")])  # a folder that is gone reads as none
+    result = scan_paths([str(site)], jobs=2)
+    sites = ahead.sites()
+    read = sites._by_folder  # what the thread read, before anything asks
+    assert [d.name for d in read[site.absolute()]] == ["mypkg", "nvidia-cublas-cu12"]
+    assert read[(tmp_path / "missing").absolute()] == []
+    programs = group_programs(result, jobs=2, ahead=grouping.SitesAhead([str(site)]))
+    assert programs == group_programs(result)
+    assert sorted(p.name for p in programs) == ["mypkg", "nvidia-cublas-cu12"]
