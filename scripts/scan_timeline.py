@@ -102,7 +102,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
 
     # Grouping's import search: each task is timed in its worker (a fork of this process, so the patched function
     # is the one the pool's pickled reference finds there), and the client's own steps here.
-    orig_chunk, orig_with = grouping._imports_chunk, grouping._with
+    orig_chunk, orig_with = grouping._imports_chunk, grouping._came_back
 
     def chunk(items: Any) -> Any:
         start = time.perf_counter()
@@ -130,7 +130,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
         setattr(grouping._Search, name, timed)
 
     grouping._imports_chunk = chunk  # type: ignore[assignment]
-    grouping._with = with_  # type: ignore[assignment]
+    grouping._came_back = with_  # type: ignore[assignment]
     client("take")
     client("give")
     phase(grouping, "startup_paths")
