@@ -571,7 +571,6 @@ def _called_name(call: ast.Call) -> str:
 # No pattern here can backtrack more than a few characters: every repetition is one class followed by a character
 # outside it, and runs that start at distinct quotes or backslashes do not overlap.
 _ANY = "\x00"  # a source that holds NUL does not parse: the character is free
-_CONTINUATION = re.compile("\\\\(?:\r\n|\r|\n)")
 _ANY_CHAR_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|N\{[A-Za-z0-9 \-]*\})")
 _SUFFIX_TOGETHER = re.compile(
     "[.\x00](?:[sS\u017f\x00][oO\x00]|[dD\x00][lL\x00][lL\x00]|[dD\x00][yY\x00][lL\x00][iI\u0130\u0131\x00][bB\x00]"
@@ -583,15 +582,11 @@ _SUFFIX_TAIL = re.compile(
 )
 
 
-def _may_name_library(text: str) -> bool:
-    """False only when no string constant of ``text`` can name a library file (see :data:`_LIBRARY_FILE`)."""
-    return bool(_library_lines(text))
-
-
 def _library_lines(text: str) -> list[int]:
-    """The lines (numbered as the parser numbers them) where the precheck of :func:`_may_name_library` found an
-    ending, in order: every constant that names a library has one of them among its own lines, so a statement
-    whose lines hold none need not be walked. Empty when the text cannot name one.
+    """The lines (numbered as the parser numbers them) where the precheck above found an ending, in order: empty
+    only when no string constant of ``text`` can name a library file (see :data:`_LIBRARY_FILE`), and every
+    constant that names one has one of them among its own lines, so a statement whose lines hold none need not be
+    walked.
 
     A hit is a few characters on one line, and it lies in the constant's own literals (its last quote at most): an
     ending's characters are never quotes, and the tail's quotes are that literal's. A hit the search passed over
@@ -872,8 +867,8 @@ def _imports_by_line(text: str, module: str, is_package: bool) -> set[str]:
 
 
 # Parsing is where grouping spends its time: PyTorch's import graph is 1,269 Python files, 4-5 s of ast.parse on
-# the GPU machine, once per scan and serial after the binaries were read. With a pool (scan --jobs) each level of
-# the search is parsed by several processes; the modules reached, and so the answer, are the same.
+# the GPU machine, once per scan and serial after the binaries were read. With a pool (scan --jobs) the search's
+# modules are parsed by several processes as they are found; the modules reached, and so the answer, are the same.
 PARALLEL_PY_FILES = 64
 
 
@@ -924,7 +919,7 @@ def startup_path(
     """Follow the imports from the distribution's top-level packages (``extensions``: module name -> path).
 
     None when the distribution has no Python files to follow (then every extension module counts as start-up).
-    ``pool`` gives (when first needed) a pool whose ``map`` parses a big level of the search in several processes.
+    ``pool`` gives (when first needed) a pool whose processes parse the modules as the search finds them.
     A module that loads a library with ctypes at import loads one whose file name a string of that module, or of
     a module of the distribution it imports, spells (xgboost's ``core`` calls ``_load_lib()`` at import, which
     joins ``"libxgboost.so"``, spelled in ``xgboost.libpath``, to its folder); a name built at run time

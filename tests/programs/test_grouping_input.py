@@ -24,6 +24,15 @@ def _copy_site(tmp_path: Path) -> Path:
     return site
 
 
+def _add_modules(site: Path, modules: dict[str, str]) -> list[str]:
+    """Write ``mypkg``'s modules (file name below mypkg/ -> text), listed in its RECORD; the RECORD's files."""
+    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
+    for name, text in modules.items():
+        (site / "mypkg" / name).write_text(text)
+    record.write_text(record.read_text() + "".join(f"mypkg/{name},,\n" for name in modules if name != "__init__.py"))
+    return [line.split(",")[0] for line in record.read_text().splitlines()]
+
+
 def test_circular_and_garbage_python_files_end(tmp_path: Path) -> None:
     site = _copy_site(tmp_path)
     pkg = site / "mypkg"
@@ -73,23 +82,18 @@ def test_symlinked_folder_loop_is_walked_once(tmp_path: Path) -> None:
 def test_a_package_parsed_by_several_processes_reaches_what_one_process_reaches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # PyTorch's import graph is 1,269 files (4-5 s of parsing): with scan --jobs, each level of the search is
-    # parsed by a pool. A package of 240 modules in levels of 80, with the extension module imported only at the
-    # bottom and a second one never imported: the same answer both ways, and the same programs.
+    # PyTorch's import graph is 1,269 files (4-5 s of parsing): with scan --jobs, the search's modules are parsed
+    # by a pool as they are found. A package of 240 modules three imports deep, 80 at each depth, with the
+    # extension module imported only at the bottom and a second one never imported: the same answer both ways,
+    # and the same programs.
     site = _copy_site(tmp_path)
-    pkg = site / "mypkg"
-    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
-    lines = []
-    init = ["from mypkg import " + ", ".join(f"m0_{i}" for i in range(80))]
+    modules = {"__init__.py": "from mypkg import " + ", ".join(f"m0_{i}" for i in range(80)) + "\n"}
     for depth in range(3):
         for i in range(80):
             nxt = f"from mypkg import m{depth + 1}_{i}\n" if depth < 2 else "import mypkg._core\n"
-            body = f"def f():\n    import mypkg._extra\n{nxt}"  # an import inside a function never runs at import
-            (pkg / f"m{depth}_{i}.py").write_text(body)
-            lines.append(f"mypkg/m{depth}_{i}.py,,")
-    (pkg / "__init__.py").write_text("\n".join(init) + "\n")
-    record.write_text(record.read_text() + "\n".join(lines) + "\n")
-    files = [line.split(",")[0] for line in record.read_text().splitlines()]
+            # an import inside a function never runs at import
+            modules[f"m{depth}_{i}.py"] = f"def f():\n    import mypkg._extra\n{nxt}"
+    files = _add_modules(site, modules)
     exts = {"mypkg._core": "x", "mypkg._extra": "y"}
 
     def read(rel: str) -> str:
@@ -106,7 +110,7 @@ def test_a_package_parsed_by_several_processes_reaches_what_one_process_reaches(
 
         assert startup_path(read, files, exts, give) == startup_path(read, files, exts)
         assert getattr(startup_path(read, files, exts), "extensions", None) == {"mypkg._core"}
-    assert used, "the levels of 80 modules were parsed by the pool"
+    assert used, "the modules were parsed by the pool"
     monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)
     result = scan_paths([str(site)])
     assert group_programs(result, jobs=2) == group_programs(result, jobs=1)
@@ -118,12 +122,14 @@ def test_a_module_too_long_to_parse_is_not_followed_whoever_reads_it(
     # With a pool, a package folder's modules are read by the worker that parses them, and the length is checked
     # there: a module over MAX_PY_BYTES is not followed by either way, one under it is.
     site = _copy_site(tmp_path)
-    pkg = site / "mypkg"
-    record = site / "mypkg-1.2.0.dist-info" / "RECORD"
-    (pkg / "__init__.py").write_text("from mypkg import short, long\n")
-    (pkg / "short.py").write_text("import mypkg._core\n")
-    (pkg / "long.py").write_text("import mypkg._extra\n" + "# padding\n" * 40)
-    record.write_text(record.read_text() + "mypkg/short.py,,\nmypkg/long.py,,\n")
+    _add_modules(
+        site,
+        {
+            "__init__.py": "from mypkg import short, long\n",
+            "short.py": "import mypkg._core\n",
+            "long.py": "import mypkg._extra\n" + "# padding\n" * 40,
+        },
+    )
     monkeypatch.setattr(grouping, "MAX_PY_BYTES", 200)
     monkeypatch.setattr(grouping, "PARALLEL_PY_FILES", 1)  # every module through the pool
     dist = grouping._dist_of_folder(site / "mypkg-1.2.0.dist-info")

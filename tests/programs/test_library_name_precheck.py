@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from cudatrace.programs.grouping import _imports_of, _library_lines, _library_names, _may_name_library
+from cudatrace.programs.grouping import _imports_of, _library_lines, _library_names
+
+
+def _may_name_library(text: str) -> bool:
+    return bool(_library_lines(text))
 
 
 def _walked(text: str) -> frozenset[str]:
