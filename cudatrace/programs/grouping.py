@@ -302,8 +302,7 @@ class _Sites:
     """The dist-info folders of every folder a binary lies under, read once each."""
 
     def __init__(self) -> None:
-        self._by_folder: dict[Path, list[_Dist]] = {}
-        self._by_name: dict[str, list[_Dist]] = {}  # the same, by the folder's absolute path as a string
+        self._by_folder: dict[str, list[_Dist]] = {}  # by the folder's absolute path
         self._wheels: list[_WheelReader] = []
 
     def close(self) -> None:
@@ -312,10 +311,11 @@ class _Sites:
             reader.close()
         self._wheels.clear()
 
-    def dists(self, folder: Path) -> list[_Dist]:
+    def dists(self, folder: str) -> list[_Dist]:
+        """The distributions whose dist-info lies in ``folder`` (an absolute path), or in the ``.whl`` it names."""
         found = self._by_folder.get(folder)
-        if found is None and folder.suffix.lower() == ".whl" and folder.is_file():
-            found = self._by_folder[folder] = _dists_of_wheel(folder, self._wheels)
+        if found is None and os.path.splitext(folder)[1].lower() == ".whl" and os.path.isfile(folder):
+            found = self._by_folder[folder] = _dists_of_wheel(Path(folder), self._wheels)
         if found is None:
             found = []
             try:
@@ -332,9 +332,7 @@ class _Sites:
         p = os.path.abspath(path)
         folder = os.path.dirname(p)
         for _ in range(_MAX_UP):
-            dists = self._by_name.get(folder)
-            if dists is None:
-                dists = self._by_name[folder] = self.dists(Path(folder))
+            dists = self.dists(folder)
             if dists:
                 rel = p[len(folder.rstrip(os.sep)) + 1 :].replace("\\", "/")
                 for d in dists:
@@ -1466,7 +1464,7 @@ class SitesAhead:
     def _read(self, folders: list[str]) -> None:
         for folder in folders:
             try:
-                self._sites.dists(Path(os.path.abspath(folder)))
+                self._sites.dists(os.path.abspath(folder))
             except Exception:  # read ahead only: the grouping reads it again and meets the error there
                 return
 

@@ -151,8 +151,8 @@ def test_distributions_read_ahead_while_the_scan_runs_group_the_same(tmp_path: P
     result = scan_paths([str(site)], jobs=2)
     sites = ahead.sites()
     read = sites._by_folder  # what the thread read, before anything asks
-    assert [d.name for d in read[site.absolute()]] == ["mypkg", "nvidia-cublas-cu12"]
-    assert read[(tmp_path / "missing").absolute()] == []
+    assert [d.name for d in read[str(site.absolute())]] == ["mypkg", "nvidia-cublas-cu12"]
+    assert read[str((tmp_path / "missing").absolute())] == []
     programs = group_programs(result, jobs=2, ahead=grouping.SitesAhead([str(site)]))
     assert programs == group_programs(result)
     assert sorted(p.name for p in programs) == ["mypkg", "nvidia-cublas-cu12"]
