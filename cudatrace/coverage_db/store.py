@@ -62,6 +62,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -645,6 +646,10 @@ class Store:
             text, release = _scan_text(doc), result.zluda_release
             return self._insert_result(program, ResultKind.SCAN, stamp, tool, release, text, entries, verdict)
 
+        # A program on each system (a wheel with a .so and a .dll of its CUDA code) is two programs of one name and
+        # place: each is recorded under its name and system, "ctransformers (linux)", so neither stands for both.
+        places = Counter((prog.name, prog.root) for prog in result.programs)
+
         def work() -> tuple[int, ...]:
             ids = []
             for prog in result.programs:
@@ -664,7 +669,8 @@ class Store:
                     if len(members) == 1
                     else hashlib.sha256("\n".join(sorted(b.sha256 for b in members)).encode()).hexdigest()
                 )
-                program = self._upsert_program(prog.name, _scan_program_path(prog.root), digest, stamp)
+                name = f"{prog.name} ({prog.platform})" if places[prog.name, prog.root] > 1 else prog.name
+                program = self._upsert_program(name, _scan_program_path(prog.root), digest, stamp)
                 ids.append(scan_row(program, doc, tuple(e for b in members for e in b.imports), prog.verdict))
             for binary in result.binaries:
                 if binary.path in grouped:

@@ -1213,8 +1213,13 @@ def annotate_scan(result: ScanResult, release: str | None) -> ScanResult:
     cat = load_catalog()
     rel, newer = cat.resolve_or_newest(release)
     # A Python file runs on either system: in a program of one (a wheel for Windows), the other's library names it
-    # spells (xgboost's "libnccl.so") are never loaded there.
-    platform = {path: p.platform for p in result.programs for part in p.parts for path in part.paths}
+    # spells (xgboost's "libnccl.so") are never loaded there; in a program on each system (a wheel with a .so and a
+    # .dll), on either.
+    platform: dict[str, str] = {}
+    for p in result.programs:
+        for part in p.parts:
+            for path in part.paths:
+                platform[path] = p.platform if platform.get(path, p.platform) == p.platform else ""
     # The same entry points recur from binary to binary (every file of a folder that loads libcuda.so.1 calls
     # cuInit): each distinct one is classified once, and the binaries share the classified record, which the
     # store and the JSON document then encode once too.

@@ -1413,6 +1413,27 @@ def _platform(binaries: Sequence[BinaryScan]) -> str:
     return "windows" if any(b.format is BinaryFormat.PE for b in binaries) else "linux"
 
 
+def _per_system(g: _Group) -> list[_Group]:
+    """A program with CUDA binaries for both Linux and Windows is a program on each: ctransformers ships its CUDA
+    backend as ``libctransformers.so`` and ``ctransformers.dll`` in one wheel, and what it lacks or loads differs
+    between the two (``libcudart.so.12`` there, ``cudart64_12.dll`` here). Each program keeps its system's binaries
+    and every Python file. NVIDIA's own libraries are not judged, so they stay one program."""
+    systems = {b.format for b in g.binaries if b.uses_cuda and b.format is not BinaryFormat.PYTHON}
+    if len(systems) < 2 or g.kind is ProgramKind.NVIDIA:
+        return [g]
+    return [
+        _Group(
+            g.name,
+            g.version,
+            g.root,
+            g.kind,
+            [b for b in g.binaries if b.format in (system, BinaryFormat.PYTHON)],
+            g.dist,
+        )
+        for system in (BinaryFormat.ELF, BinaryFormat.PE)
+    ]
+
+
 def _reachable(start: BinaryScan, pool: Sequence[BinaryScan]) -> list[BinaryScan]:
     """``start`` and the libraries of ``pool`` it links or names, transitively."""
     by_name: dict[str, BinaryScan] = {}
@@ -1536,6 +1557,7 @@ def _group_programs(
             _is_executable(b) or b.format is BinaryFormat.PYTHON for b in g.binaries
         ):
             g.kind = ProgramKind.LIBRARY  # (a folder of Python code is an application: its scripts run it)
+    kept = [one for g in kept for one in _per_system(g)]
     # every wheel's import search at once (see startup_paths)
     wheels = [(g, g.dist) for g in kept if g.kind is ProgramKind.WHEEL and g.dist is not None]
     importable = {id(g): _importable(g) for g, _dist in wheels}

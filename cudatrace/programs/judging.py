@@ -53,15 +53,22 @@ _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
 
 
 # A package's own tests: folders named so, and pytest's file names (pynvml ships pynvml_utils/tests/test_nvml.py,
-# triton triton/_internal_testing.py). Their CUDA use is no feature of the program.
+# triton triton/_internal_testing.py); and its benchmarks (cuml ships cuml/benchmark/, whose _metadata.py asks NVML
+# for the GPU's UUID to label results). Their CUDA use is no feature of the program.
 _TEST_FOLDERS = frozenset({"tests", "test", "testing", "_testing"})
+_BENCHMARK_FOLDERS = frozenset({"benchmark", "benchmarks", "_benchmark", "_benchmarks"})
 _TEST_FILE = re.compile(r"^(?:test_.*|.*_test|conftest|.*_testing(?:_.*)?)\.py$")
 
 
 def is_test_code(path: str) -> bool:
-    """True for a Python file of a package's tests (a ``tests`` folder, ``test_*.py``, ``conftest.py``)."""
+    """True for a Python file of a package's tests (a ``tests`` folder, ``test_*.py``, ``conftest.py``) or
+    benchmarks (a ``benchmark`` folder)."""
     parts = re.split(r"[/\\!]", path)
-    return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_FOLDERS for p in parts[:-1])
+    return bool(_TEST_FILE.match(parts[-1])) or any(p in _TEST_FOLDERS or p in _BENCHMARK_FOLDERS for p in parts[:-1])
+
+
+def _is_benchmark(path: str) -> bool:
+    return any(p in _BENCHMARK_FOLDERS for p in re.split(r"[/\\!]", path)[:-1])
 
 
 # NVIDIA's PTX assembler, as packages ship it to run: Triton's backends/nvidia/bin/ptxas and ptxas-blackwell.
@@ -252,14 +259,22 @@ def _unreplaced_requirements(program: Program, accounted: set[str], rel: str) ->
     ]
 
 
-def _missing_line(m: MissingLibrary) -> str:
-    who = name_list(m.wanted_by, 3)
+def _wanted_how(m: MissingLibrary) -> str:
     many = len(m.wanted_by)
     if m.how == "needed":
         how = agrees(many, "links it", "link it")
     else:
         how = agrees(many, "loads it by name", "load it by name")
-    return f"{m.name} ({who} {how})"
+    return f"{name_list(m.wanted_by, 3)} {how}"
+
+
+def _missing_lines(missing: Sequence[MissingLibrary]) -> list[str]:
+    """A line per library, with every way the program wants it: ``libcudart.so.12 (lib.py loads it by name;
+    libctransformers.so links it)``."""
+    ways: dict[str, list[str]] = {}
+    for m in missing:
+        ways.setdefault(m.name, []).append(_wanted_how(m))
+    return [f"{name} ({'; '.join(how)})" for name, how in ways.items()]
 
 
 def _extras_remedy(program: Program, cuda: Sequence[MissingLibrary]) -> str | None:
@@ -277,7 +292,7 @@ def _extras_remedy(program: Program, cuda: Sequence[MissingLibrary]) -> str | No
     if not chosen:
         return None
     brought = sorted({lib for libs in chosen.values() for lib in libs})
-    rest = len(cuda) - len(brought)
+    rest = len({m.name for m in cuda}) - len(brought)
     tail = (
         f"; the other {counted(rest, 'library', 'libraries')} from the nvidia-* wheels or the CUDA toolkit"
         if rest
@@ -295,33 +310,33 @@ def _missing_reasons(missing: Sequence[MissingLibrary], rel: str, program: Progr
     own = [m for m in missing if identify_library(m.name) is None]
     out = []
     if cuda:
-        lines = [_missing_line(m) for m in cuda]
+        lines = _missing_lines(cuda)
         out.append(
             Reason(
                 Severity.RISK,
                 "library_missing",
-                f"{len(cuda)} CUDA librar{'y' if len(cuda) == 1 else 'ies'} the program loads "
-                f"{'is' if len(cuda) == 1 else 'are'} shipped by nothing scanned with it and not replaced by ZLUDA "
+                f"{len(lines)} CUDA librar{'y' if len(lines) == 1 else 'ies'} the program loads "
+                f"{'is' if len(lines) == 1 else 'are'} shipped by nothing scanned with it and not replaced by ZLUDA "
                 f"{rel}: {'; '.join(lines[:6])}{'; ...' if len(lines) > 6 else ''}; a part that links one fails to "
                 "load, a part that loads one by name fails at its first real call, unless the system provides it",
                 _extras_remedy(program, cuda)
                 or "install NVIDIA's libraries next to the program (the nvidia-* wheels or the CUDA toolkit); ZLUDA "
                 "runs them on its driver where their GPU code carries PTX",
                 None,
-                tuple(m.name for m in cuda),
+                tuple(dict.fromkeys(m.name for m in cuda)),
             )
         )
     if own:
-        lines = [_missing_line(m) for m in own]
+        lines = _missing_lines(own)
         out.append(
             Reason(
                 Severity.RISK,
                 "library_missing",
-                f"the program names {len(own)} librar{'y' if len(own) == 1 else 'ies'} of its own that it does not "
-                f"ship: {'; '.join(lines[:6])}; the first real call that needs one fails",
+                f"the program names {len(lines)} librar{'y' if len(lines) == 1 else 'ies'} of its own that it does "
+                f"not ship: {'; '.join(lines[:6])}; the first real call that needs one fails",
                 None,
                 None,
-                tuple(m.name for m in own),
+                tuple(dict.fromkeys(m.name for m in own)),
             )
         )
     return out
@@ -448,12 +463,21 @@ def judge_program(
         reasons.append(_rocm_reason(rocm))
     if tests:
         listed = name_list([_short(p.path) for p in tests])
+        benchmarks = sum(_is_benchmark(p.path) for p in tests)
+        what, whole = (
+            ("test file", "tests")
+            if not benchmarks
+            else ("benchmark file", "benchmarks")
+            if benchmarks == len(tests)
+            else ("test or benchmark file", "tests and benchmarks")
+        )
         reasons.append(
             Reason(
                 Severity.INFO,
                 "test_code",
-                f"{counted(len(tests), 'test file')} of the package {agrees(len(tests), 'uses', 'use')} CUDA in "
-                f"ways ZLUDA {rel} does not serve ({listed}); tests are no feature of the program and are not judged",
+                f"{counted(len(tests), what)} of the package {agrees(len(tests), 'uses', 'use')} CUDA in "
+                f"ways ZLUDA {rel} does not serve ({listed}); {whole} are no feature of the program and are not "
+                "judged",
             )
         )
     missing, required = _missing(program, by_path, shipped, cat, rel)

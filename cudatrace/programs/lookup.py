@@ -78,7 +78,8 @@ def find_program(store: Store, query: str) -> ProgramRecord:
     listing = "; ".join(f"{p.name} at {p.path} (sha256 {(p.sha256 or '?')[:12]})" for p in pick[:5])
     more = f" and {len(pick) - 5} more" if len(pick) > 5 else ""
     raise UsageError(
-        f"--program {query!r} matches {len(pick)} programs: {listing}{more}; give a path or a sha256 prefix"
+        f"--program {query!r} matches {len(pick)} programs: {listing}{more}; give one of those names, a path or a "
+        "sha256 prefix"
     )
 
 

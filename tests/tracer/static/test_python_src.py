@@ -456,6 +456,18 @@ def test_a_package_s_own_tests_are_no_feature_of_the_program(
     (prog,) = _json_scan([str(site)], capsys).programs
     assert prog.verdict is not None and prog.verdict.status is VerdictStatus.AT_RISK
     assert [m.name for m in prog.missing] == ["libnvrtc.so.12"]
+    # cuml ships cuml/benchmark/_metadata.py, which asks NVML for the GPU's UUID to label benchmark results: a
+    # package's benchmarks are no feature of it either
+    (pkg / "benchmark").mkdir()
+    (pkg / "accounting.py").rename(pkg / "benchmark" / "_metadata.py")
+    shutil.rmtree(site / "nvtool-1.0.dist-info")
+    pb._record(site, "nvtool-1.0.dist-info", ["nvtool/__init__.py", "nvtool/benchmark/_metadata.py"])
+    (prog,) = _json_scan([str(site)], capsys).programs
+    assert prog.verdict is not None and prog.verdict.status is VerdictStatus.RUNS, prog.verdict
+    assert prog.missing == ()
+    (info_reason,) = [r for r in prog.verdict.reasons if r.code == "test_code"]
+    assert info_reason.message.startswith("1 benchmark file of the package uses CUDA")
+    assert "(_metadata.py); benchmarks are no feature" in info_reason.message
 
 
 _BUILDS = {

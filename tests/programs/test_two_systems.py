@@ -1,0 +1,138 @@
+"""A package whose CUDA code is built for Linux and Windows in one wheel is judged as a program on each system.
+
+Laid out as ctransformers 0.2.27 ships (a ``py3-none-any`` wheel): ``lib.py`` picks ``lib/cuda/libctlike.so`` on
+Linux or ``lib/cuda/ctlike.dll`` on Windows, built here with gcc and x86_64-w64-mingw32-gcc against stand-ins of
+the CUDA runtime (``libcudart.so.12``, ``cudart64_12.dll``) that the wheel does not ship; its ``cuda`` extra
+brings ``nvidia-cuda-runtime-cu12``. One program for both said "windows" and listed each system's runtime as
+missing for the other.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cudatrace.cli import main as cli_main
+from cudatrace.model import BinaryFormat, MissingLibrary, Program, ProgramKind
+from cudatrace.programs.judging import _missing_reasons
+from tests.binaries import _run, _tool_id, cached_build, have
+from tests.program_binaries import judged_scan
+
+MINGW = "x86_64-w64-mingw32-gcc"
+
+RUNTIME_C = (
+    "int cudaGetDeviceCount(int *n) { *n = 1; return 0; }\nint cudaMalloc(void **p, unsigned long s) { return 2; }\n"
+)
+BACKEND_C = r"""
+extern int cudaGetDeviceCount(int *);
+extern int cudaMalloc(void **, unsigned long);
+int ct_devices(void) { int n = 0; void *p = 0; cudaMalloc(&p, 16); return cudaGetDeviceCount(&n) ? -1 : n; }
+"""
+LIB_PY = """import platform
+from ctypes import CDLL
+from pathlib import Path
+
+
+def load_cuda():
+    name = "cudart64_12.dll" if platform.system() == "Windows" else "libcudart.so.12"
+    return CDLL(name)
+
+
+def load(gpu=False):
+    system = platform.system()
+    name = "ctlike.dll" if system == "Windows" else "libctlike.so"
+    return CDLL(str(Path(__file__).parent / "lib" / ("cuda" if gpu else "basic") / name))
+"""
+METADATA = (
+    "Metadata-Version: 2.1\nName: ctlike\nVersion: 0.2.0\nProvides-Extra: cuda\n"
+    "Requires-Dist: nvidia-cuda-runtime-cu12 ; extra == 'cuda'\n"
+)
+
+
+def _site() -> Path:
+    def build(d: Path) -> None:
+        (d / "runtime.c").write_text(RUNTIME_C)
+        (d / "backend.c").write_text(BACKEND_C)
+        _run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", "libcudart.so.12", "runtime.c"], d)
+        _run([MINGW, "-shared", "-o", "cudart64_12.dll", "runtime.c", "-Wl,--out-implib,libcudart.a"], d)
+        pkg = d / "site-packages" / "ctlike"
+        (pkg / "lib" / "cuda").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("from .lib import load\n")
+        (pkg / "lib.py").write_text(LIB_PY)
+        _run(["gcc", "-shared", "-fPIC", "-o", str(pkg / "lib/cuda/libctlike.so"), "backend.c", "-L.",
+              "-l:libcudart.so.12"], d)  # fmt: skip
+        _run([MINGW, "-shared", "-o", str(pkg / "lib/cuda/ctlike.dll"), "backend.c", "-L.", "-lcudart"], d)
+        files = ["ctlike/__init__.py", "ctlike/lib.py", "ctlike/lib/cuda/libctlike.so", "ctlike/lib/cuda/ctlike.dll"]
+        info = d / "site-packages" / "ctlike-0.2.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(METADATA)
+        rows = [f"{f},sha256=x,1" for f in files] + [
+            "ctlike-0.2.0.dist-info/METADATA,,",
+            "ctlike-0.2.0.dist-info/RECORD,,",
+        ]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+    key = f"two-systems/1\n{RUNTIME_C}{BACKEND_C}{LIB_PY}{METADATA}{_tool_id('gcc')}{_tool_id(MINGW)}"
+    return cached_build(key, build) / "site-packages"
+
+
+needs_mingw = pytest.mark.skipif(not have(MINGW), reason="mingw-w64 builds the Windows backend")
+
+
+@needs_mingw
+def test_a_wheel_with_linux_and_windows_cuda_code_is_a_program_on_each() -> None:
+    result = judged_scan(_site())
+    programs = [p for p in result.programs if p.name == "ctlike"]
+    assert [p.platform for p in programs] == ["linux", "windows"]
+    linux, windows = programs
+    by_path = {b.path: b for b in result.binaries}
+    for program, native, runtime in (
+        (linux, BinaryFormat.ELF, "libcudart.so.12"),
+        (windows, BinaryFormat.PE, "cudart64_12.dll"),
+    ):
+        formats = {by_path[path].format for part in program.parts for path in part.paths}
+        assert formats == {native, BinaryFormat.PYTHON}, program.platform
+        assert {m.name for m in program.missing} == {runtime}, program.platform
+        assert {m.how for m in program.missing} == {"needed", "by_name"}  # the backend links it, lib.py names it
+        assert program.verdict is not None
+        missing = next(r for r in program.verdict.reasons if r.code == "library_missing")
+        assert missing.message.startswith("1 CUDA library the program loads is shipped by nothing")
+        assert f"{runtime} (lib.py loads it by name; " in missing.message
+        assert missing.functions == (runtime,)
+        assert missing.remedy is not None and f"pip install 'ctlike[cuda]' installs {runtime};" in missing.remedy
+        assert "the other" not in missing.remedy
+
+
+@needs_mingw
+def test_the_store_keeps_the_two_programs_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "store.db")
+    assert cli_main(["scan", "--db", db, "--no-progress", "--format", "json", str(_site())]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(p["name"], p["platform"]) for p in doc["programs"] if p["name"] == "ctlike"] == [
+        ("ctlike", "linux"),
+        ("ctlike", "windows"),
+    ]
+    assert cli_main(["report", "--db", db, "--program", "ctlike"]) == 2
+    err = capsys.readouterr().err
+    assert "matches 2 programs: ctlike (" in err and "give one of those names" in err
+    assert cli_main(["report", "--db", db, "--program", "ctlike (windows)", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "cudart64_12.dll" in json.dumps(report) and "libcudart.so.12" not in json.dumps(report["verdict"])
+    assert cli_main(["report", "--db", db, "--all", "--format", "json"]) == 0
+    names = {p["program"] for p in json.loads(capsys.readouterr().out)["programs"]}
+    assert {"ctlike (linux)", "ctlike (windows)"} <= names
+
+
+def test_a_library_wanted_twice_is_counted_once() -> None:
+    program = Program("app", "1.0", "/opt/app", ProgramKind.APPLICATION, platform="linux")
+    missing = (
+        MissingLibrary("libcudart.so.12", ("libapp.so",), "needed"),
+        MissingLibrary("libcudart.so.12", ("app.py", "tool.py"), "by_name"),
+        MissingLibrary("libcusolver.so.11", ("libapp.so",), "needed"),
+    )
+    (reason,) = _missing_reasons(missing, "v7-preview.9", program)
+    assert reason.message.startswith("2 CUDA libraries the program loads are shipped by nothing")
+    assert "libcudart.so.12 (libapp.so links it; app.py, tool.py load it by name)" in reason.message
+    assert reason.functions == ("libcudart.so.12", "libcusolver.so.11")
