@@ -46,7 +46,7 @@ from cudatrace.model import (
     VerdictStatus,
 )
 from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
-from cudatrace.wording import agrees, counted, file_names
+from cudatrace.wording import FAMILY_TITLES, agrees, counted, file_names
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
@@ -226,6 +226,70 @@ def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
             None,
             None,
             tuple(sorted(required)),
+        )
+    ]
+
+
+def _extra_libraries_reason(
+    program: Program, by_path: dict[str, BinaryScan], shipped: set[str], accounted: set[str], cat: Catalog, rel: str
+) -> list[Reason]:
+    """The extras of a wheel that bring NVIDIA's libraries of the families its binaries call, where no file name
+    of those libraries is known: TensorFlow builds the names of cuDNN, cuBLAS, cuSOLVER... at run time and finds
+    them in the wheels of its ``and-cuda`` extra, and without them its GPU is not used. ``accounted``: the
+    libraries already said missing or brought by a requirement."""
+    if not program.extras:
+        return []
+    used = {
+        e.family
+        for part in program.parts
+        if part.role is not PartRole.NVIDIA and (b := by_path.get(part.path)) is not None
+        for e in b.imports
+    } - _SYSTEM_FAMILIES
+    known = {lib.family for name in (*shipped, *accounted) if (lib := identify_library(name)) is not None}
+    wanted = used - known
+    if not wanted:
+        return []
+    exports = load_exports()
+    brings: dict[str, dict[Family, str]] = {}  # distribution -> family -> one library file it ships
+    for name, shipping in exports.library_packages.items():
+        lib = identify_library(name)
+        if lib is not None and lib.family in wanted:
+            for dist in shipping:
+                brings.setdefault(dist, {}).setdefault(lib.family, name)
+    chosen: dict[str, list[str]] = {}  # extra -> the distributions it adds that bring a family wanted
+    families: dict[Family, str] = {}
+    for extra, dist in program.extras:
+        if dist in brings:
+            chosen.setdefault(extra, []).append(dist)
+            for family, name in brings[dist].items():
+                families.setdefault(family, name)
+    if not families:
+        return []
+    titles = sorted((FAMILY_TITLES[f.value] for f in families), key=str.lower)
+    replaced = sorted(
+        (FAMILY_TITLES[f.value] for f, name in families.items() if cat.replaces(name, rel)), key=str.lower
+    )
+    kept = sorted(
+        (FAMILY_TITLES[f.value] for f, name in families.items() if not cat.replaces(name, rel)), key=str.lower
+    )
+    extras = ",".join(sorted(chosen))
+    dists = sorted({d for ds in chosen.values() for d in ds})
+    zluda = []
+    if replaced:
+        zluda.append(f"ZLUDA {rel} replaces {name_list(replaced, 8)}")
+    if kept:
+        zluda.append(
+            f"NVIDIA's {name_list(kept, 8)} {agrees(len(kept), 'runs', 'run')} on its driver where the GPU code "
+            "carries PTX"
+        )
+    return [
+        Reason(
+            Severity.INFO,
+            "library_from_extra",
+            f"the program calls {name_list(titles, 8)} through libraries no file of it names (names made at run "
+            f"time); the wheels of its extra{'s' if len(chosen) > 1 else ''} {extras} ship them "
+            f"({name_list(dists, 4)}). Without them its CUDA features are missing; {'; '.join(zluda)}",
+            f"pip install '{program.name}[{extras}]'",
         )
     ]
 
@@ -483,6 +547,8 @@ def judge_program(
     missing, required = _missing(program, by_path, shipped, cat, rel)
     reasons.extend(_missing_reasons(missing, rel, program))
     reasons.extend(_required_reason(required, rel))
+    accounted = {m.name for m in missing} | set(required)
+    reasons.extend(_extra_libraries_reason(program, by_path, shipped, accounted, cat, rel))
     reasons.extend(_unreplaced_requirements(program, set(required.values()), rel))
     if not reasons:
         reasons.append(

@@ -136,3 +136,60 @@ def test_a_library_wanted_twice_is_counted_once() -> None:
     assert reason.message.startswith("2 CUDA libraries the program loads are shipped by nothing")
     assert "libcudart.so.12 (libapp.so links it; app.py, tool.py load it by name)" in reason.message
     assert reason.functions == ("libcudart.so.12", "libcusolver.so.11")
+
+
+# TensorFlow's shape: its library resolves cuDNN's and cuBLAS's functions by name from libraries whose names it
+# builds at run time, and the wheels of its ``and-cuda`` extra ship them.
+RESOLVER_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+static void *open_family(const char *family, int version) {
+    char name[64];
+    snprintf(name, sizeof name, "lib%s.so.%d", family, version);
+    return dlopen(name, RTLD_NOW);
+}
+int PyInit__pywrap(void) {
+    void *dnn = open_family("cudnn", 9), *blas = open_family("cublas", 12);
+    int (*create)(void **) = dnn ? (int (*)(void **))dlsym(dnn, "cudnnCreate") : 0;
+    int (*blas_create)(void **) = blas ? (int (*)(void **))dlsym(blas, "cublasCreate_v2") : 0;
+    return (create != 0) + (blas_create != 0);
+}
+"""
+EXTRA_METADATA = (
+    "Metadata-Version: 2.1\nName: tflike\nVersion: 2.0\nProvides-Extra: and-cuda\n"
+    "Requires-Dist: numpy\n"
+    "Requires-Dist: nvidia-cudnn-cu12 ; extra == 'and-cuda'\n"
+    "Requires-Dist: nvidia-cublas-cu12 ; extra == 'and-cuda'\n"
+    "Requires-Dist: nvidia-nccl-cu12 ; extra == 'and-cuda'\n"
+)
+
+
+def _extra_site(metadata: str) -> Path:
+    def build(d: Path) -> None:
+        pkg = d / "site-packages" / "tflike"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("from tflike import _pywrap\n")
+        (d / "resolver.c").write_text(RESOLVER_C)
+        ext = "_pywrap.cpython-311-x86_64-linux-gnu.so"
+        _run(["gcc", "-shared", "-fPIC", "-o", str(pkg / ext), "resolver.c", "-ldl"], d)
+        info = d / "site-packages" / "tflike-2.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(metadata)
+        rows = [f"tflike/{f},sha256=x,1" for f in ("__init__.py", ext)] + ["tflike-2.0.dist-info/METADATA,,"]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+    return cached_build(f"extra-libraries/1\n{RESOLVER_C}{metadata}{_tool_id('gcc')}", build) / "site-packages"
+
+
+def test_the_extra_that_brings_the_libraries_a_program_resolves_is_named() -> None:
+    (program,) = judged_scan(_extra_site(EXTRA_METADATA)).programs
+    assert program.missing == ()  # no file name of cuDNN or cuBLAS is spelled anywhere
+    assert program.verdict is not None
+    (reason,) = [r for r in program.verdict.reasons if r.code == "library_from_extra"]
+    assert reason.message.startswith("the program calls cuBLAS, cuDNN through libraries no file of it names")
+    assert "the wheels of its extra and-cuda ship them (nvidia-cublas-cu12, nvidia-cudnn-cu12)" in reason.message
+    assert "ZLUDA v7-preview.9 replaces cuBLAS, cuDNN" in reason.message and "NCCL" not in reason.message
+    assert reason.remedy == "pip install 'tflike[and-cuda]'"
+    # without the extra there is nothing to name
+    (bare,) = judged_scan(_extra_site(EXTRA_METADATA.split("Requires-Dist: nvidia")[0])).programs
+    assert bare.verdict is not None and not [r for r in bare.verdict.reasons if r.code == "library_from_extra"]

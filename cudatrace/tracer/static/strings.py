@@ -237,7 +237,10 @@ def _library_names(
         head = head_re.search(bytes(buf[head_start:i]))
         if head is None:
             continue
-        token = bytes(buf[head_start + head.start() : tail.end()]).decode(codec, "replace")
+        start = head_start + head.start()
+        if start - 2 * step >= r_lo and _in_a_sentence(bytes(buf[start - 2 * step : start : step])):
+            continue  # "getBundledHeadersArchive not found in nvrtc-builtins64_134.dll": a message, not a load
+        token = bytes(buf[start : tail.end()]).decode(codec, "replace")
         if len(found) >= max_names:
             return False
         lib = identify_library(token)
@@ -254,6 +257,14 @@ def _library_names(
         if other is not None and len(other) < max_names and _plausible_file_name(token):
             other.add(token)
     return True
+
+
+def _in_a_sentence(before: bytes) -> bool:
+    """Whether the two characters before a library file name (one byte each) show it inside a sentence: a word,
+    then a space (``... not found in nvrtc-builtins64_134.dll``). warp.dll links NVRTC statically, builtins and
+    all, and names that DLL in an error message only. A name given to a loader stands alone in its string, or
+    after a path separator or a quote (``"Could not load 'libcudart.so.11.0'"``)."""
+    return before[1:] == b" " and before[:1].isalpha()
 
 
 def _plausible_file_name(token: str) -> bool:

@@ -94,6 +94,36 @@ def test_real_dlopen_program(elf_dlopen: Path) -> None:
     assert "cuFileDriverOpen" not in found.function_names  # GPUDirect Storage, not the driver
 
 
+MESSAGES_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    void *h = dlopen("libcudnn.so.9", RTLD_NOW);
+    if (!h) fprintf(stderr, "was unable to find libcuda.so DSO loaded into this program\n");
+    if (argc > 5) fprintf(stderr, "nvrtc: error: getBundledHeadersArchive not found in nvrtc-builtins64_134.dll\n");
+    if (argc > 6) fprintf(stderr, "Could not load dynamic library 'libcudart.so.12'\n");
+    return h == 0;
+}
+"""
+
+
+def test_a_library_named_inside_a_sentence_is_not_one_loaded(tmp_path: Path) -> None:
+    # warp.dll links NVRTC statically and names nvrtc-builtins64_134.dll in an error message only; TensorFlow's
+    # and JAX's "was unable to find libcuda.so DSO loaded" is a message beside the libcuda.so.1 they load. A name
+    # after a quote, a path separator or alone in its string is a name given to a loader.
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc builds the program")
+    (tmp_path / "m.c").write_text(MESSAGES_C)
+    subprocess.run(["gcc", "-o", str(tmp_path / "m"), str(tmp_path / "m.c"), "-ldl"], check=True)
+    found = extract_cuda_strings((tmp_path / "m").read_bytes())
+    assert found.library_names == ("libcudart.so.12", "libcudnn.so.9")
+    wide = "not found in cudnn64_9.dll".encode("utf-16-le") + b"\x00\x00" + "cublas64_12.dll".encode("utf-16-le")
+    crafted = extract_cuda_strings(
+        b"\x00" + wide + b"\x00\x00\x00not found in cufft64_11.dll\x00x/cusparse64_12.dll\x00"
+    )
+    assert crafted.library_names == ("cublas64_12.dll", "cusparse64_12.dll")
+
+
 def test_static_runtime_names(nvcc_static: Path) -> None:
     """The check of the issue: `nvcc k.cu` carries 481 driver entry point names (strings -> export lists)."""
     from cudatrace.libraries import load_exports
