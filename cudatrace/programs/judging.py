@@ -233,47 +233,45 @@ def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:
 def _extra_libraries_reason(
     program: Program, by_path: dict[str, BinaryScan], shipped: set[str], accounted: set[str], cat: Catalog, rel: str
 ) -> list[Reason]:
-    """The extras of a wheel that bring NVIDIA's libraries of the families its binaries call, where no file name
-    of those libraries is known: TensorFlow builds the names of cuDNN, cuBLAS, cuSOLVER... at run time and finds
-    them in the wheels of its ``and-cuda`` extra, and without them its GPU is not used. ``accounted``: the
-    libraries already said missing or brought by a requirement."""
+    """The extras of a wheel that bring NVIDIA's libraries of the families its binaries call, where no file of
+    the program names a library of those families: TensorFlow builds the names of cuDNN, cuBLAS, cuSOLVER... at
+    run time and finds them in the wheels of its ``and-cuda`` extra, and without them its GPU is not used.
+    ``accounted``: the libraries already said missing or brought by a requirement. Extras that bring the same
+    families (numba-cuda's ``cu12`` and ``cu13``) are alternatives: one is named, or the other."""
     if not program.extras:
         return []
-    used = {
-        e.family
-        for part in program.parts
-        if part.role is not PartRole.NVIDIA and (b := by_path.get(part.path)) is not None
-        for e in b.imports
-    } - _SYSTEM_FAMILIES
-    known = {lib.family for name in (*shipped, *accounted) if (lib := identify_library(name)) is not None}
-    wanted = used - known
+    used: set[Family] = set()
+    named: set[str] = set(shipped) | accounted
+    for part in program.parts:
+        b = by_path.get(part.path)
+        if b is None or part.role is PartRole.NVIDIA:
+            continue
+        used.update(e.family for e in b.imports)
+        named.update((*b.needed, *b.named_libraries, *(lib.name for lib in b.cuda_libraries)))
+    known = {lib.family for name in named if (lib := identify_library(name)) is not None}
+    wanted = used - known - _SYSTEM_FAMILIES
     if not wanted:
         return []
-    exports = load_exports()
     brings: dict[str, dict[Family, str]] = {}  # distribution -> family -> one library file it ships
-    for name, shipping in exports.library_packages.items():
+    for name, packages in load_exports().library_packages.items():
         lib = identify_library(name)
         if lib is not None and lib.family in wanted:
-            for dist in shipping:
+            for dist in packages:
                 brings.setdefault(dist, {}).setdefault(lib.family, name)
-    chosen: dict[str, list[str]] = {}  # extra -> the distributions it adds that bring a family wanted
-    families: dict[Family, str] = {}
+    by_extra: dict[str, dict[Family, str]] = {}  # extra -> the families (one library file each) its wheels bring
+    dists: dict[str, list[str]] = {}
     for extra, dist in program.extras:
         if dist in brings:
-            chosen.setdefault(extra, []).append(dist)
-            for family, name in brings[dist].items():
-                families.setdefault(family, name)
-    if not families:
+            by_extra.setdefault(extra, {}).update(brings[dist])
+            dists.setdefault(extra, []).append(dist)
+    if not by_extra:
         return []
+    families = {f: n for fams in by_extra.values() for f, n in fams.items()}
+    whole = sorted(e for e, fams in by_extra.items() if fams.keys() == families.keys())
+    choices = [[e] for e in whole] if whole else [sorted(by_extra)]
     titles = sorted((FAMILY_TITLES[f.value] for f in families), key=str.lower)
-    replaced = sorted(
-        (FAMILY_TITLES[f.value] for f, name in families.items() if cat.replaces(name, rel)), key=str.lower
-    )
-    kept = sorted(
-        (FAMILY_TITLES[f.value] for f, name in families.items() if not cat.replaces(name, rel)), key=str.lower
-    )
-    extras = ",".join(sorted(chosen))
-    dists = sorted({d for ds in chosen.values() for d in ds})
+    replaced = sorted((FAMILY_TITLES[f.value] for f, n in families.items() if cat.replaces(n, rel)), key=str.lower)
+    kept = sorted((FAMILY_TITLES[f.value] for f, n in families.items() if not cat.replaces(n, rel)), key=str.lower)
     zluda = []
     if replaced:
         zluda.append(f"ZLUDA {rel} replaces {name_list(replaced, 8)}")
@@ -282,14 +280,26 @@ def _extra_libraries_reason(
             f"NVIDIA's {name_list(kept, 8)} {agrees(len(kept), 'runs', 'run')} on its driver where the GPU code "
             "carries PTX"
         )
+    extras = [",".join(c) for c in choices]
+    shipping = sorted({d for c in choices for e in c for d in dists[e]})
+    which = (
+        f"extra {extras[0]}"
+        if len(extras) == 1 and len(choices[0]) == 1
+        else f"extras {extras[0]}"
+        if len(extras) == 1
+        else f"extras {' or '.join(extras)} (one of them)"
+    )
     return [
         Reason(
             Severity.INFO,
             "library_from_extra",
-            f"the program calls {name_list(titles, 8)} through libraries no file of it names (names made at run "
-            f"time); the wheels of its extra{'s' if len(chosen) > 1 else ''} {extras} ship them "
-            f"({name_list(dists, 4)}). Without them its CUDA features are missing; {'; '.join(zluda)}",
-            f"pip install '{program.name}[{extras}]'",
+            f"the program calls {name_list(titles, 8)} while no file of it names "
+            f"{agrees(len(titles), 'its library', 'their libraries')} (names made at run time); "
+            f"{agrees(len(shipping), 'the wheel', 'the wheels')} of its {which} "
+            f"{agrees(len(shipping), 'ships', 'ship')} {agrees(len(titles), 'it', 'them')} "
+            f"({name_list(shipping, 4)}). Without {agrees(len(titles), 'it', 'them')} its CUDA features are missing; "
+            f"{'; '.join(zluda)}",
+            " or ".join(f"pip install '{program.name}[{e}]'" for e in extras),
         )
     ]
 

@@ -103,6 +103,7 @@ def test_a_wheel_with_linux_and_windows_cuda_code_is_a_program_on_each() -> None
         assert missing.functions == (runtime,)
         assert missing.remedy is not None and f"pip install 'ctlike[cuda]' installs {runtime};" in missing.remedy
         assert "the other" not in missing.remedy
+        assert not [r for r in program.verdict.reasons if r.code == "library_from_extra"]  # its files name it
 
 
 @needs_mingw
@@ -186,10 +187,20 @@ def test_the_extra_that_brings_the_libraries_a_program_resolves_is_named() -> No
     assert program.missing == ()  # no file name of cuDNN or cuBLAS is spelled anywhere
     assert program.verdict is not None
     (reason,) = [r for r in program.verdict.reasons if r.code == "library_from_extra"]
-    assert reason.message.startswith("the program calls cuBLAS, cuDNN through libraries no file of it names")
+    assert reason.message.startswith("the program calls cuBLAS, cuDNN while no file of it names their libraries")
     assert "the wheels of its extra and-cuda ship them (nvidia-cublas-cu12, nvidia-cudnn-cu12)" in reason.message
     assert "ZLUDA v7-preview.9 replaces cuBLAS, cuDNN" in reason.message and "NCCL" not in reason.message
     assert reason.remedy == "pip install 'tflike[and-cuda]'"
+    # extras that bring the same families are alternatives (numba-cuda's cu12 and cu13)
+    alternatives = EXTRA_METADATA.replace("and-cuda", "cu12") + (
+        "Provides-Extra: cu13\nRequires-Dist: nvidia-cublas ; extra == 'cu13'\n"
+        "Requires-Dist: nvidia-cudnn-cu13 ; extra == 'cu13'\n"
+    )
+    (either,) = judged_scan(_extra_site(alternatives)).programs
+    assert either.verdict is not None
+    (reason,) = [r for r in either.verdict.reasons if r.code == "library_from_extra"]
+    assert "of its extras cu12 or cu13 (one of them) ship them" in reason.message
+    assert reason.remedy == "pip install 'tflike[cu12]' or pip install 'tflike[cu13]'"
     # without the extra there is nothing to name
     (bare,) = judged_scan(_extra_site(EXTRA_METADATA.split("Requires-Dist: nvidia")[0])).programs
     assert bare.verdict is not None and not [r for r in bare.verdict.reasons if r.code == "library_from_extra"]

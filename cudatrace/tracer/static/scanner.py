@@ -58,6 +58,7 @@ from cudatrace.model import (
 )
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.cudart import NEEDLES, detect_static_runtime, may_hold_static_runtime
+from cudatrace.tracer.static.cython_strings import as_strings_buffer, compressed_strings
 from cudatrace.tracer.static.fatbin import (
     FatbinRegion,
     GpuCodePart,
@@ -76,6 +77,7 @@ from cudatrace.tracer.static.strings import (
     CudaStrings,
     CudaStringSearch,
     StringsChunk,
+    extract_cuda_strings,
     find_needles,
     included_ranges,
     join_needle_hits,
@@ -469,6 +471,8 @@ def _scan_parts(
         found, sha256 = stream.strings, sha256 or stream.sha256
     else:
         literals = found_needles if found_needles is not None else {}
+    if any(e.startswith("PyInit_") for e in parsed.exports):  # an extension module, maybe Cython's
+        found = _with_cython_strings(found, buf, parsed)
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
     errors = list(gpu_errors)
@@ -544,6 +548,20 @@ def _scan_parts(
                 and _this_systems_library(n, fmt)
             )
         ),
+    )
+
+
+def _with_cython_strings(found: CudaStrings, buf: mmap.mmap, parsed: ParsedBinary) -> CudaStrings:
+    """``found`` with the names in the module's compressed Cython strings (:mod:`.cython_strings`), if any."""
+    strings = compressed_strings(buf, parsed.sections)
+    if not strings:
+        return found
+    more = extract_cuda_strings(as_strings_buffer(strings))
+    return replace(
+        found,
+        library_names=tuple(sorted({*found.library_names, *more.library_names})),
+        function_names=tuple(sorted({*found.function_names, *more.function_names})),
+        other_library_names=tuple(sorted({*found.other_library_names, *more.other_library_names})),
     )
 
 

@@ -1,0 +1,143 @@
+"""The compressed strings of a Cython extension module, on modules Cython builds here.
+
+Cython 3.1 and later keep a module's string constants in one zlib stream (``CYTHON_COMPRESS_STRINGS=1``; the
+default of Cython 3.1 and 3.2, which CuPy 14 was built with), concatenated, with a table of their lengths. The
+module below is laid out as CuPy's ``driver.pyx`` is: a ``SoftLink`` that opens ``libcuda.so.1`` (``nvcuda.dll``
+on Windows) and looks up 25 names with the prefix ``"cu"``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zlib
+from pathlib import Path
+
+import pytest
+
+from cudatrace.model import EntryHow, Family
+from cudatrace.tracer.static.cython_strings import MARKER, MAX_OUTPUT, as_strings_buffer, compressed_strings
+from cudatrace.tracer.static.parsed import SectionInfo
+from cudatrace.tracer.static.scanner import scan_file
+from tests.binaries import cached_build
+
+NAMES = [
+    "CtxCreate",
+    "CtxDestroy",
+    "CtxGetCurrent",
+    "CtxGetDevice",
+    "CtxSetCurrent",
+    "DevicePrimaryCtxRelease",
+    "FuncGetAttribute",
+    "FuncSetAttribute",
+    "GetErrorName",
+    "GetErrorString",
+    "LaunchCooperativeKernel",
+    "LaunchKernel",
+    "LinkAddData",
+    "LinkAddFile",
+    "LinkComplete",
+    "LinkCreate",
+    "LinkDestroy",
+    "ModuleGetFunction",
+    "ModuleGetGlobal",
+    "ModuleLoad",
+    "ModuleLoadData",
+    "ModuleUnload",
+    "OccupancyMaxActiveBlocksPerMultiprocessor",
+    "OccupancyMaxPotentialBlockSize",
+    "StreamGetCtx",
+]
+
+MODULE_PYX = "\n".join(
+    [
+        "import ctypes",
+        "import sys",
+        "",
+        '_LIB = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"',
+        '_PREFIX = "cu"',
+        "",
+        "",
+        "class SoftLink:",
+        "    def __init__(self, libname, prefix):",
+        "        self.lib = ctypes.CDLL(libname)",
+        "        self.prefix = prefix",
+        "",
+        "    def get(self, name):",
+        "        return getattr(self.lib, self.prefix + name)",
+        "",
+        "",
+        "def load():",
+        "    link = SoftLink(_LIB, _PREFIX)",
+        "    return {name: link.get(name) for name in (" + ", ".join(f'"{n}"' for n in NAMES) + ")}",
+        *(
+            f'\n\ndef {n[0].lower()}{n[1:]}(*args):\n    """Calls {n}."""\n    return load()["{n}"](*args)'
+            for n in NAMES
+        ),
+    ]
+)
+
+
+def _module(compression: int) -> Path:
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").is_file() or shutil.which("gcc") is None:
+        pytest.skip("gcc and Python's headers build the extension module")
+    cython = pytest.importorskip("Cython")
+
+    def build(d: Path) -> None:
+        (d / "softlinked.pyx").write_text(MODULE_PYX)
+        subprocess.run(
+            [sys.executable, "-m", "cython", "-3", "softlinked.pyx", "-o", "softlinked.c"], cwd=d, check=True
+        )
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-O2", f"-DCYTHON_COMPRESS_STRINGS={compression}", f"-I{include}",
+             "softlinked.c", "-o", "softlinked.so"],
+            cwd=d,
+            check=True,
+        )  # fmt: skip
+
+    key = f"cython-strings/1\n{MODULE_PYX}{compression}{cython.__version__}{include}"
+    return cached_build(key, build) / "softlinked.so"
+
+
+def test_a_cython_modules_compressed_strings_name_its_library_and_entry_points() -> None:
+    module = _module(compression=1)
+    assert MARKER in module.read_bytes() and b"libcuda.so.1" not in module.read_bytes()  # only in the stream
+    scan = scan_file(str(module))
+    assert [(lib.name, lib.how.value) for lib in scan.cuda_libraries] == [("libcuda.so.1", "dlopen_string")]
+    looked_up = {e.function for e in scan.imports if e.family is Family.DRIVER and e.how is EntryHow.PROC_STRING}
+    assert looked_up == {f"cu{n}" for n in NAMES}
+    assert {e.library for e in scan.imports} == {"libcuda.so.1"}
+
+
+def test_a_module_without_compressed_strings_is_read_as_before() -> None:
+    module = _module(compression=0)  # the plain build: no stream, no marker
+    assert MARKER not in module.read_bytes()
+    assert compressed_strings(module.read_bytes(), [SectionInfo(".rodata", 0, module.stat().st_size)]) == ()
+
+
+def test_a_stream_that_inflates_too_far_is_left_alone() -> None:
+    bomb = zlib.compress(b"A" * (MAX_OUTPUT + 1), 9)
+    lengths = (MAX_OUTPUT + 1).to_bytes(4, "little") * 2
+    data = b"\x00" * 16 + MARKER + b"\x00" * 9 + bomb + b"\x00" * (-len(bomb) % 4) + lengths
+    assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == ()
+
+
+def test_a_table_that_fits_by_chance_is_not_taken() -> None:
+    text = b"".join(sorted(f"name{i:02d}".encode() for i in range(20)))
+    stream = zlib.compress(text)
+    fits = b"".join(n.to_bytes(4, "little") for n in [len(text) - 30, 10, 10, 10])  # adds up, cuts names apart
+    data = MARKER + b"\x00" * 9 + stream + b"\x00" * (-len(stream) % 4) + b"\xff" * 4 + fits[:-4] + b"\xff" * 4
+    assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == ()
+    table = b"".join((6).to_bytes(4, "little") for _ in range(20))
+    data = MARKER + b"\x00" * 9 + stream + b"\x00" * (-len(stream) % 4) + b"\xff" * 4 + table + b"\xff" * 4
+    assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == tuple(
+        sorted(f"name{i:02d}".encode() for i in range(20))
+    )
+
+
+def test_prefixed_names_are_written_whole() -> None:
+    buffer = as_strings_buffer((b"cu", b"CtxCreate", b"not a name", b"lowercase"))
+    assert b"\x00cuCtxCreate\x00" in buffer and b"cunot a name" not in buffer and b"culowercase" not in buffer
