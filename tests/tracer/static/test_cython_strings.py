@@ -1,7 +1,8 @@
 """The compressed strings of a Cython extension module, on modules Cython builds here.
 
-Cython 3.1 and later keep a module's string constants in one zlib stream (``CYTHON_COMPRESS_STRINGS=1``; the
-default of Cython 3.1 and 3.2, which CuPy 14 was built with), concatenated, with a table of their lengths. The
+Cython 3.1 and later keep a module's string constants in one compressed stream, concatenated, with a table of
+their lengths: zlib (``CYTHON_COMPRESS_STRINGS=1``, the default of Cython 3.1 and 3.2, which CuPy 14 was built
+with) or Cython 3.3's own LZSS (``=90``, its default). The
 module below is laid out as CuPy's ``driver.pyx`` is: a ``SoftLink`` that opens ``libcuda.so.1`` (``nvcuda.dll``
 on Windows) and looks up 25 names with the prefix ``"cu"``.
 """
@@ -18,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from cudatrace.model import EntryHow, Family
-from cudatrace.tracer.static.cython_strings import MARKER, MAX_OUTPUT, as_strings_buffer, compressed_strings
+from cudatrace.tracer.static import cython_strings
+from cudatrace.tracer.static.cython_strings import (
+    LZSS_MARKER,
+    MARKER,
+    MAX_OUTPUT,
+    as_strings_buffer,
+    compressed_strings,
+)
 from cudatrace.tracer.static.parsed import SectionInfo
 from cudatrace.tracer.static.scanner import scan_file
 from tests.binaries import cached_build
@@ -102,9 +110,11 @@ def _module(compression: int) -> Path:
     return cached_build(key, build) / "softlinked.so"
 
 
-def test_a_cython_modules_compressed_strings_name_its_library_and_entry_points() -> None:
-    module = _module(compression=1)
-    assert MARKER in module.read_bytes() and b"libcuda.so.1" not in module.read_bytes()  # only in the stream
+@pytest.mark.parametrize("compression", [1, 90], ids=["zlib", "lzss"])
+def test_a_cython_modules_compressed_strings_name_its_library_and_entry_points(compression: int) -> None:
+    module = _module(compression)
+    data = module.read_bytes()
+    assert (MARKER if compression == 1 else LZSS_MARKER) in data and b"libcuda.so.1" not in data  # only compressed
     scan = scan_file(str(module))
     assert [(lib.name, lib.how.value) for lib in scan.cuda_libraries] == [("libcuda.so.1", "dlopen_string")]
     looked_up = {e.function for e in scan.imports if e.family is Family.DRIVER and e.how is EntryHow.PROC_STRING}
@@ -114,7 +124,7 @@ def test_a_cython_modules_compressed_strings_name_its_library_and_entry_points()
 
 def test_a_module_without_compressed_strings_is_read_as_before() -> None:
     module = _module(compression=0)  # the plain build: no stream, no marker
-    assert MARKER not in module.read_bytes()
+    assert MARKER not in module.read_bytes() and LZSS_MARKER not in module.read_bytes()
     assert compressed_strings(module.read_bytes(), [SectionInfo(".rodata", 0, module.stat().st_size)]) == ()
 
 
@@ -141,3 +151,23 @@ def test_a_table_that_fits_by_chance_is_not_taken() -> None:
 def test_prefixed_names_are_written_whole() -> None:
     buffer = as_strings_buffer((b"cu", b"CtxCreate", b"not a name", b"lowercase"))
     assert b"\x00cuCtxCreate\x00" in buffer and b"cunot a name" not in buffer and b"culowercase" not in buffer
+
+
+def test_crafted_lzss_tables_cost_a_bounded_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every byte 0xff: every token a literal, so each try decodes to the table's whole total
+    table = (65_535).to_bytes(4, "little") * 64
+    head = LZSS_MARKER + b"\x00" * (8 - len(LZSS_MARKER) % 4)  # the tables 4-byte aligned
+    data = head + (b"\xff" * 9_000 + table) * 20 + b"\xff" * 9_000
+    decoded: list[int] = []
+    real = cython_strings._unlzss
+
+    def counted(src: bytes, pos: int, total: int, budget: list[int]) -> bytes | None:
+        before = budget[0]
+        try:
+            return real(src, pos, total, budget)
+        finally:
+            decoded.append(before - budget[0])
+
+    monkeypatch.setattr(cython_strings, "_unlzss", counted)
+    assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == ()
+    assert 0 < sum(decoded) <= cython_strings.MAX_DECODED + 64 * 65_535  # unbounded: 20 tables x 16,000 tries
