@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -153,13 +154,27 @@ _TORCH_FAMILIES = frozenset(
 )  # fmt: skip
 
 
+def _wheels_shipping(name: str) -> tuple[str, ...]:
+    """The wheels that ship library ``name`` (a DLL's name in any case: Windows' names are)."""
+    packages = load_exports().library_packages
+    found = packages.get(name)
+    if found is None and name.lower().endswith(".dll"):
+        found = _dll_packages().get(name.lower())
+    return found or ()
+
+
+@functools.cache
+def _dll_packages() -> dict[str, tuple[str, ...]]:
+    return {k.lower(): v for k, v in load_exports().library_packages.items() if k.lower().endswith(".dll")}
+
+
 def _from_requirement(name: str, family: Family, program: Program) -> str | None:
     """The wheel the program requires that ships library ``name`` (``libcudart.so.12`` from
     ``nvidia-cuda-runtime-cu12``), or None. A library the export facts do not know is matched to the required
     wheel of its family; on Linux, one of PyTorch's CUDA families comes with a required ``torch``."""
     if not program.requires:
         return None
-    shipping = load_exports().library_packages.get(name)
+    shipping = _wheels_shipping(name) or None
     found = next((p for p in shipping if p in program.requires), None) if shipping else None
     if found is None and not shipping and (stem := _FAMILY_WHEELS.get(family)) is not None:
         found = next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
@@ -178,6 +193,7 @@ def _missing(
     and libraries carrying the program's own name that its parts name but it does not ship. Second: the CUDA
     libraries a wheel the program requires ships instead (name -> that wheel), which pip installs with it."""
     wanted: dict[tuple[str, str], list[str]] = {}
+    spelled: dict[str, str] = {}  # cuTENSOR.dll and cutensor.dll: the first spelling met
     required: dict[str, str] = {}
     own = re.sub(r"[-_.]+", "_", program.name).lower()
     for part in program.parts:
@@ -205,8 +221,12 @@ def _missing(
                         continue
                 elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
                     continue
-                wanted.setdefault((name, how), []).append(b.name)
-    missing = tuple(MissingLibrary(name, tuple(dict.fromkeys(by)), how) for (name, how), by in sorted(wanted.items()))
+                key = name.lower() if name.lower().endswith(".dll") else name  # one DLL, however it is spelled
+                spelled.setdefault(key, name)
+                wanted.setdefault((key, how), []).append(b.name)
+    missing = tuple(
+        MissingLibrary(spelled[key], tuple(dict.fromkeys(by)), how) for (key, how), by in sorted(wanted.items())
+    )
     return missing, required
 
 
@@ -342,23 +362,37 @@ def _wanted_how(m: MissingLibrary) -> str:
     return f"{name_list(m.wanted_by, 3)} {how}"
 
 
-def _missing_lines(missing: Sequence[MissingLibrary]) -> list[str]:
-    """A line per library, with every way the program wants it: ``libcudart.so.12 (lib.py loads it by name;
-    libctransformers.so links it)``."""
-    ways: dict[str, list[str]] = {}
+def _missing_groups(missing: Sequence[MissingLibrary]) -> list[tuple[tuple[str, ...], list[str]]]:
+    """The missing libraries as the program wants them: the versions of one library that a part loads by name are
+    candidates, one of which it needs (JAX's plugin tries ``libcudart.so.12`` and ``libcudart.so.13``; paddle
+    ``cublas64_118.dll`` and ``cublas64_11.dll``); each group with every way the program wants it."""
+    groups: dict[tuple[str, str], list[MissingLibrary]] = {}
     for m in missing:
-        ways.setdefault(m.name, []).append(_wanted_how(m))
-    return [f"{name} ({'; '.join(how)})" for name, how in ways.items()]
+        lib = identify_library(m.name)
+        key = (lib.stem if lib is not None and m.how == "by_name" else m.name.lower(), m.how)
+        groups.setdefault(key, []).append(m)
+    ways: dict[tuple[str, ...], list[str]] = {}
+    for (_stem, how), members in groups.items():
+        names = tuple(dict.fromkeys(m.name for m in members))
+        by = tuple(dict.fromkeys(w for m in members for w in m.wanted_by))
+        ways.setdefault(names, []).append(_wanted_how(MissingLibrary(names[0], by, how)))
+    return list(ways.items())
+
+
+def _missing_lines(missing: Sequence[MissingLibrary]) -> list[str]:
+    """A line per library (or per set of candidates of one), with every way the program wants it:
+    ``libcudart.so.12 (lib.py loads it by name; libctransformers.so links it)``, ``libcudart.so.12 or
+    libcudart.so.13 (__init__.py loads it by name)``."""
+    return [f"{' or '.join(names)} ({'; '.join(how)})" for names, how in _missing_groups(missing)]
 
 
 def _extras_remedy(program: Program, cuda: Sequence[MissingLibrary]) -> str | None:
     """``pip install 'onnxruntime-gpu[cuda]'`` when extras of the wheel bring some of the missing libraries."""
     if not program.extras:
         return None
-    exports = load_exports()
     chosen: dict[str, list[str]] = {}  # extra -> libraries it brings
     for m in cuda:
-        shipping = set(exports.library_packages.get(m.name, ()))
+        shipping = set(_wheels_shipping(m.name))
         for extra, dist in program.extras:
             if dist in shipping:
                 chosen.setdefault(extra, []).append(m.name)
@@ -366,7 +400,7 @@ def _extras_remedy(program: Program, cuda: Sequence[MissingLibrary]) -> str | No
     if not chosen:
         return None
     brought = sorted({lib for libs in chosen.values() for lib in libs})
-    rest = len({m.name for m in cuda}) - len(brought)
+    rest = sum(not set(names) & set(brought) for names, _ways in _missing_groups(cuda))
     tail = (
         f"; the other {counted(rest, 'library', 'libraries')} from the nvidia-* wheels or the CUDA toolkit"
         if rest
