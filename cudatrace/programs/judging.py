@@ -189,11 +189,16 @@ def _from_requirement(name: str, family: Family, program: Program) -> str | None
 def _missing(
     program: Program, by_path: dict[str, BinaryScan], shipped: set[str], cat: Catalog, rel: str
 ) -> tuple[tuple[MissingLibrary, ...], dict[str, str]]:
-    """CUDA libraries the program's parts link or name that nothing scanned ships and ZLUDA does not replace;
-    and libraries carrying the program's own name that its parts name but it does not ship. Second: the CUDA
+    """CUDA libraries the program's parts link or name that nothing scanned ships and ZLUDA does not replace (a
+    version a part loads by name is not, when another version of that library it names is there); and libraries
+    carrying the program's own name that its parts name but it does not ship. Second: the CUDA
     libraries a wheel the program requires ships instead (name -> that wheel), which pip installs with it."""
     wanted: dict[tuple[str, str], list[str]] = {}
     spelled: dict[str, str] = {}  # cuTENSOR.dll and cutensor.dll: the first spelling met
+    # (binary, library) where the binary loads a version of the library by name that is there (shipped, ZLUDA's,
+    # a requirement's): the other versions it names are candidates it does not need (paddle's
+    # "cublas64_118.dll;cublas64_11.dll" with ZLUDA's cublas64_11.dll)
+    found: set[tuple[str, str]] = set()
     required: dict[str, str] = {}
     own = re.sub(r"[-_.]+", "_", program.name).lower()
     for part in program.parts:
@@ -209,25 +214,38 @@ def _missing(
         for how, names in (("needed", b.needed), ("by_name", b.named_libraries)):
             for raw in names:
                 name = raw.replace("\\", "/").rsplit("/", 1)[-1]
-                if name.lower() in shipped or (python and other_system_library(name, program.platform)):
+                if python and other_system_library(name, program.platform):
                     continue
                 lib = identify_library(name)
+                served = (b.name, lib.stem) if lib is not None and how == "by_name" else None
+                if name.lower() in shipped:
+                    if served:
+                        found.add(served)
+                    continue
                 if lib is not None:
                     if lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel):
+                        if served:
+                            found.add(served)
                         continue
                     wheel = _from_requirement(name, lib.family, program)
                     if wheel is not None:
                         required[name] = wheel
+                        if served:
+                            found.add(served)
                         continue
                 elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
                     continue
                 key = name.lower() if name.lower().endswith(".dll") else name  # one DLL, however it is spelled
                 spelled.setdefault(key, name)
                 wanted.setdefault((key, how), []).append(b.name)
-    missing = tuple(
-        MissingLibrary(spelled[key], tuple(dict.fromkeys(by)), how) for (key, how), by in sorted(wanted.items())
-    )
-    return missing, required
+    missing = []
+    for (key, how), by in sorted(wanted.items()):
+        lib = identify_library(spelled[key])
+        if how == "by_name" and lib is not None:
+            by = [n for n in by if (n, lib.stem) not in found]  # another version it loads is there
+        if by:
+            missing.append(MissingLibrary(spelled[key], tuple(dict.fromkeys(by)), how))
+    return tuple(missing), required
 
 
 def _required_reason(required: dict[str, str], rel: str) -> list[Reason]:

@@ -215,3 +215,44 @@ def test_the_extra_that_brings_the_libraries_a_program_resolves_is_named() -> No
     # without the extra there is nothing to name
     (bare,) = judged_scan(_extra_site(EXTRA_METADATA.split("Requires-Dist: nvidia")[0])).programs
     assert bare.verdict is not None and not [r for r in bare.verdict.reasons if r.code == "library_from_extra"]
+
+
+# paddle's Windows build tries candidate lists ("cublas64_118.dll;cublas64_11.dll"): one version that is there
+# (ZLUDA's cublas64_11.dll) serves the library; when none is, the versions are one missing library.
+CANDIDATES_C = r"""
+#include <windows.h>
+static const char *blas[] = {"cublas64_118.dll", "cublas64_11.dll", 0};
+static const char *solver[] = {"cusolver64_118.dll", "cusolver64_11.dll", 0};
+static HMODULE first(const char **names) {
+    HMODULE h = 0;
+    for (int i = 0; !h && names[i]; i++) h = LoadLibraryA(names[i]);
+    return h;
+}
+int main(void) {
+    HMODULE b = first(blas), s = first(solver);
+    FARPROC create = b ? GetProcAddress(b, "cublasCreate_v2") : 0;
+    FARPROC dn = s ? GetProcAddress(s, "cusolverDnCreate") : 0;
+    return (create != 0) + (dn != 0);
+}
+"""
+
+
+def _candidates_app() -> Path:
+    def build(d: Path) -> None:
+        (d / "app").mkdir()
+        (d / "main.c").write_text(CANDIDATES_C)
+        _run([MINGW, "-O1", "-o", "app/trainer.exe", "main.c"], d)
+
+    return cached_build(f"candidates/1\n{CANDIDATES_C}{_tool_id(MINGW)}", build) / "app"
+
+
+@needs_mingw
+def test_a_version_that_is_there_serves_the_candidates_a_program_names() -> None:
+    (program,) = judged_scan(_candidates_app(), "v7-preview.9").programs
+    assert program.platform == "windows"
+    assert sorted(m.name for m in program.missing) == ["cusolver64_11.dll", "cusolver64_118.dll"]
+    assert program.verdict is not None
+    (reason,) = [r for r in program.verdict.reasons if r.code == "library_missing"]
+    assert reason.message.startswith("1 CUDA library the program loads is shipped by nothing")
+    assert "cusolver64_11.dll or cusolver64_118.dll (trainer.exe loads it by name)" in reason.message
+    assert "cublas64_118.dll" not in reason.message  # ZLUDA's cublas64_11.dll is one of its candidates
