@@ -168,16 +168,31 @@ def _dll_packages() -> dict[str, tuple[str, ...]]:
     return {k.lower(): v for k, v in load_exports().library_packages.items() if k.lower().endswith(".dll")}
 
 
+#: Meta-packages of NVIDIA's libraries and the libraries (stems) their requirements bring: qiskit-aer-gpu requires
+#: cuquantum-cu12, which requires custatevec-cu12, cutensornet-cu12 (and through it cutensor-cu12), cudensitymat-cu12.
+_META_WHEELS = {"cuquantum": ("custatevec", "cutensornet", "cutensor", "cudensitymat")}
+
+
+def _stems_brought(wheel: str) -> tuple[str, ...]:
+    """The library stems a required wheel of NVIDIA's library brings by its own name (``custatevec-cu12``:
+    ``custatevec``, whose file is ``libcustatevec.so.1``), or through the wheels a meta-package requires."""
+    base = re.sub(r"-cu\d+$", "", wheel).removeprefix("nvidia-")
+    return (base.replace("-", "_"), *_META_WHEELS.get(base, ()))
+
+
 def _from_requirement(name: str, family: Family, program: Program) -> str | None:
     """The wheel the program requires that ships library ``name`` (``libcudart.so.12`` from
     ``nvidia-cuda-runtime-cu12``), or None. A library the export facts do not know is matched to the required
-    wheel of its family; on Linux, one of PyTorch's CUDA families comes with a required ``torch``."""
+    wheel of its family, or to one named after it (``libcustatevec.so.1`` to ``custatevec-cu12``, through the
+    meta-package ``cuquantum-cu12`` too); on Linux, one of PyTorch's CUDA families comes with a required ``torch``."""
     if not program.requires:
         return None
     shipping = _wheels_shipping(name) or None
     found = next((p for p in shipping if p in program.requires), None) if shipping else None
     if found is None and not shipping and (stem := _FAMILY_WHEELS.get(family)) is not None:
         found = next((p for p in program.requires if re.sub(r"-cu\d+$", "", p) == stem), None)
+    if found is None and not shipping and (lib := identify_library(name)) is not None:
+        found = next((p for p in program.requires if lib.stem in _stems_brought(p)), None)
     if found is None and "torch" in program.requires and family in _TORCH_FAMILIES:
         if program.platform == "linux":
             found = "torch (the NVIDIA wheels its Linux wheels require)"

@@ -256,3 +256,43 @@ def test_a_version_that_is_there_serves_the_candidates_a_program_names() -> None
     assert reason.message.startswith("1 CUDA library the program loads is shipped by nothing")
     assert "cusolver64_11.dll or cusolver64_118.dll (trainer.exe loads it by name)" in reason.message
     assert "cublas64_118.dll" not in reason.message  # ZLUDA's cublas64_11.dll is one of its candidates
+
+
+# pennylane-lightning-gpu links libcustatevec.so.1 and requires custatevec-cu12; qiskit-aer-gpu links it too and
+# requires the meta-package cuquantum-cu12. The library comes from the requirement, and "no file of the program
+# names its library" would be false.
+STATEVEC_C = "int custatevecCreate(void **h) { *h = 0; return 0; }\n"
+SIMULATOR_C = "extern int custatevecCreate(void **);\nint PyInit__sim(void) { void *h; return custatevecCreate(&h); }\n"
+
+
+def _statevec_site(requirement: str) -> Path:
+    def build(d: Path) -> None:
+        (d / "statevec.c").write_text(STATEVEC_C)
+        (d / "sim.c").write_text(SIMULATOR_C)
+        _run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcustatevec.so.1", "-o", "libcustatevec.so.1", "statevec.c"], d)
+        pkg = d / "site-packages" / "qsim"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("from qsim import _sim\n")
+        ext = "_sim.cpython-311-x86_64-linux-gnu.so"
+        _run(["gcc", "-shared", "-fPIC", "-o", str(pkg / ext), "sim.c", "-L.", "-l:libcustatevec.so.1"], d)
+        info = d / "site-packages" / "qsim-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: qsim\nVersion: 1.0\nRequires-Dist: {requirement}\n"
+        )
+        rows = [f"qsim/{f},sha256=x,1" for f in ("__init__.py", ext)] + ["qsim-1.0.dist-info/METADATA,,"]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+    return cached_build(f"statevec/1\n{STATEVEC_C}{SIMULATOR_C}{requirement}{_tool_id('gcc')}", build) / "site-packages"
+
+
+@pytest.mark.parametrize("requirement", ["custatevec-cu12", "cuquantum-cu12"])
+def test_a_library_named_after_a_required_wheel_comes_from_it(requirement: str) -> None:
+    (program,) = judged_scan(_statevec_site(requirement)).programs
+    assert program.missing == ()
+    assert program.verdict is not None
+    codes = [r.code for r in program.verdict.reasons]
+    assert "requires_unreplaced" not in codes and "library_missing" not in codes
+    (from_wheel,) = [r for r in program.verdict.reasons if r.code == "library_from_requirement"]
+    assert f"libcustatevec.so.1 from {requirement}" in from_wheel.message
+    assert "library_not_replaced" in codes  # still no ZLUDA replacement: at risk
