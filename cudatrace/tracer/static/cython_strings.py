@@ -208,16 +208,30 @@ def _tables(buf: Buffer, lo: int, hi: int) -> list[tuple[int, tuple[int, ...]]]:
         if n >= _MAX_TABLE_MATCHES:
             break
         at = max(seen, m.start() + (-m.start() % 4))
+        while at - 4 >= seen:  # a run may start before the match: a length, then a 0, is no pair for the pattern
+            if 1 <= _value(buf, at - 4) <= 65_535:
+                at -= 4
+            elif at - 8 >= seen and _value(buf, at - 4) == 0 and 1 <= _value(buf, at - 8) <= 65_535:
+                at -= 8
+            else:
+                break
         values: list[int] = []
         while at + 4 * (len(values) + 1) <= hi:
-            v = int.from_bytes(buf[at + 4 * len(values) : at + 4 * len(values) + 4], "little")
-            if not 1 <= v <= 65_535:
+            v = _value(buf, at + 4 * len(values))
+            # the empty string is a constant too (CuPy's nvrtc.so): a lone 0 between lengths is one
+            if v == 0 and values and values[-1] and at + 4 * (len(values) + 2) <= hi:
+                v = 0 if 1 <= _value(buf, at + 4 * (len(values) + 1)) <= 65_535 else -1
+            if not 0 <= v <= 65_535 or (v == 0 and not values):
                 break
             values.append(v)
         if len(values) >= 2:
             out.append((at, tuple(values)))
         seen = max(seen, at + 4 * len(values) + 4)
     return out
+
+
+def _value(buf: Buffer, at: int) -> int:
+    return int.from_bytes(buf[at : at + 4], "little")
 
 
 def _split(text: bytes, runs: Sequence[tuple[int, ...]], whole_is_enough: bool) -> tuple[bytes, ...]:

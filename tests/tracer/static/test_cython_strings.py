@@ -171,3 +171,12 @@ def test_crafted_lzss_tables_cost_a_bounded_decode(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cython_strings, "_unlzss", counted)
     assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == ()
     assert 0 < sum(decoded) <= cython_strings.MAX_DECODED + 64 * 65_535  # unbounded: 20 tables x 16,000 tries
+
+
+def test_an_empty_string_inside_the_table_is_a_length_of_0() -> None:
+    # CuPy's nvrtc.so: "{} ({})" (7), then a 0, then "?" (1), "add_note" (8), ...
+    strings = [b"{} ({})", b"", b"?", *sorted(f"name{i:02d}".encode() for i in range(12))]
+    stream = zlib.compress(b"".join(strings))
+    table = b"".join(len(x).to_bytes(4, "little") for x in strings)
+    data = MARKER + b"\x00" * 9 + stream + b"\x00" * (-len(stream) % 4) + b"\xff" * 4 + table + b"\xff" * 4
+    assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == tuple(strings)
