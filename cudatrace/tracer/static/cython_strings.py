@@ -42,6 +42,12 @@ _ZLIB_HEADER = re.compile(rb"\x78[\x01\x5e\x9c\xda]")
 #: Two or more 32-bit little-endian values from 1 to 65,535 in a row: a table of lengths, maybe.
 _TABLE = re.compile(rb"(?:(?:[\x01-\xff][\x00-\xff]|\x00[\x01-\xff])\x00\x00){2,}")
 _MAX_TABLE_MATCHES = 100_000
+#: ``mov dword ptr [rsp+disp8/32], imm32`` or ``[rbp+disp8/32]`` with an immediate from 0 to 65,535.
+_STACK_STORE = re.compile(
+    rb"\xc7(?:\x44\x24[\x00-\xff]|\x84\x24[\x00-\xff]{4}|\x45[\x00-\xff]|\x85[\x00-\xff]{4})([\x00-\xff]{2})\x00\x00"
+)
+_MAX_STORES = 500_000  # stores looked at per module
+_STORE_GAP = 16  # bytes of other instructions between two stores of one table
 #: Family prefixes a binding adds to the names it looks up (CuPy's ``SoftLink(libname, "cu")``).
 PREFIXES = frozenset(
     [
@@ -80,12 +86,17 @@ def compressed_strings(buf: Buffer, sections: Sequence[SectionInfo]) -> tuple[by
         strings = (_from_zlib(buf, lo, hi, tables) if zlib_built else ()) or (
             _from_lzss(buf, lo, hi, tables) if lzss_built else ()
         )
+        if not strings and zlib_built:  # the table may be written by instructions (MSVC): any one may be it
+            code = [(None, run) for run in _tables_in_code(buf, sections)]
+            strings = _from_zlib(buf, lo, hi, code)
         if strings:
             return strings
     return ()
 
 
-def _from_zlib(buf: Buffer, lo: int, hi: int, tables: Sequence[tuple[int, tuple[int, ...]]]) -> tuple[bytes, ...]:
+def _from_zlib(
+    buf: Buffer, lo: int, hi: int, tables: Sequence[tuple[int | None, tuple[int, ...]]]
+) -> tuple[bytes, ...]:
     tried = 0
     for hit in _ZLIB_HEADER.finditer(buf, lo, hi):  # type: ignore[call-overload]
         tried += 1
@@ -95,7 +106,7 @@ def _from_zlib(buf: Buffer, lo: int, hi: int, tables: Sequence[tuple[int, tuple[
         if inflated is None:
             continue
         text, end = inflated
-        near = [run for at, run in tables if hit.start() - _TABLE_REACH <= at < end + _TABLE_REACH]
+        near = [run for at, run in tables if at is None or hit.start() - _TABLE_REACH <= at < end + _TABLE_REACH]
         strings = _split(text, near, whole_is_enough=True)
         if strings:
             return strings
@@ -227,6 +238,33 @@ def _tables(buf: Buffer, lo: int, hi: int) -> list[tuple[int, tuple[int, ...]]]:
         if len(values) >= 2:
             out.append((at, tuple(values)))
         seen = max(seen, at + 4 * len(values) + 4)
+    return out
+
+
+def _tables_in_code(buf: Buffer, sections: Sequence[SectionInfo]) -> list[tuple[int, ...]]:
+    """Tables of lengths that the code writes onto the stack one value at a time, as MSVC compiles Cython's
+    ``str_length_index`` (``mov dword ptr [rsp+0x30], 2``, then ``[rsp+0x34]``, ..., later ``[rbp+...]``): the
+    values of stores of an immediate from 0 to 65,535 that follow each other (other short instructions may sit
+    between them), in the order the code writes them."""
+    out: list[tuple[int, ...]] = []
+    size = len(buf)
+    for s in sections:
+        lo, hi = s.offset, min(size, s.offset + s.size)
+        if s.name != ".text" or hi - lo <= 0 or hi - lo > MAX_SECTION:
+            continue
+        run: list[int] = []
+        last = -1
+        for n, m in enumerate(_STACK_STORE.finditer(buf, lo, hi)):  # type: ignore[call-overload]
+            if n >= _MAX_STORES:
+                break
+            if run and m.start() - last > _STORE_GAP:
+                if len(run) >= 8:
+                    out.append(tuple(run))
+                run = []
+            run.append(int.from_bytes(m.group(1), "little"))
+            last = m.end()
+        if len(run) >= 8:
+            out.append(tuple(run))
     return out
 
 

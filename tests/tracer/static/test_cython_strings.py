@@ -180,3 +180,36 @@ def test_an_empty_string_inside_the_table_is_a_length_of_0() -> None:
     table = b"".join(len(x).to_bytes(4, "little") for x in strings)
     data = MARKER + b"\x00" * 9 + stream + b"\x00" * (-len(stream) % 4) + b"\xff" * 4 + table + b"\xff" * 4
     assert compressed_strings(data, [SectionInfo(".rodata", 0, len(data))]) == tuple(strings)
+
+
+def _stores(values: list[int], between: bytes = b"") -> bytes:
+    """MSVC's way of writing a table onto the stack: ``mov dword ptr [rsp+disp8], imm32``, then
+    ``[rbp+disp8]`` and ``[rbp+disp32]`` as the offsets grow, another instruction now and then."""
+    code = b""
+    for i, v in enumerate(values):
+        imm = v.to_bytes(4, "little")
+        if i < 20:
+            code += b"\xc7\x44\x24" + bytes([0x30 + 4 * i]) + imm
+        elif i < 40:
+            code += b"\xc7\x45" + bytes([4 * (i - 20)]) + imm
+        else:
+            code += b"\xc7\x85" + (0x80 + 4 * i).to_bytes(4, "little") + imm
+        if i % 7 == 3:
+            code += between
+    return code
+
+
+def test_a_table_written_by_instructions_is_read() -> None:
+    # MSVC builds (CuPy's Windows .pyd files) keep no table in their data: the code writes it, value by value.
+    strings = [b"?", b"libcuda.so.1", b"nvcuda.dll", *sorted(f"Name{i:02d}".encode() for i in range(45)), b"cu"]
+    stream = zlib.compress(b"".join(strings))
+    rdata = MARKER + b"\x00" * 9 + stream
+    lea = b"\x48\x8d\x0d\x18\x87\x00\x00"  # lea rcx, [rip+0x8718]: one of the instructions between the stores
+    text = b"\x90" * 64 + _stores([len(x) for x in strings], between=lea) + b"\xc3"
+    data = rdata + text
+    sections = [SectionInfo(".rdata", 0, len(rdata)), SectionInfo(".text", len(rdata), len(text))]
+    assert compressed_strings(data, sections) == tuple(strings)
+    # stores far apart are no table
+    apart = b"\x90" * 64 + _stores([len(x) for x in strings], between=b"\x90" * 40) + b"\xc3"
+    far = [SectionInfo(".rdata", 0, len(rdata)), SectionInfo(".text", len(rdata), len(apart))]
+    assert compressed_strings(rdata + apart, far) == ()
