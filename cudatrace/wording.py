@@ -53,6 +53,7 @@ BLOCKER_WORDS = {
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "nvrtc_cubin": "kernels compiled to SASS at run time",
     "link_cubin": "kernels linked to SASS at run time",
+    "ptx_switch": "kernels compiled to SASS unless a switch is set",
     "gpu_code_unread": "GPU code the scan could not read",
     "requires_unreplaced": "NVIDIA libraries it requires that ZLUDA does not replace",
     "ptxas_cubin": "kernels assembled to SASS at run time",

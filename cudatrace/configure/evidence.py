@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudatrace.coverage_db.catalog import zluda_library_of_file
+from cudatrace.coverage_db.switches import PtxSwitch, switches_of
 from cudatrace.model import CudaLibrary, Family, LibraryHow, PartRole, ScanResult, TraceResult
 from cudatrace.programs.evidence import ProgramDocuments, platform_of
 
@@ -34,6 +35,8 @@ class ProgramEvidence:
     # what only the on-demand parts of a grouped program need, with the feature they serve: (library file name or
     # binary path, feature); the program starts without them (docs/programs.md)
     on_demand: tuple[tuple[str, str], ...] = ()
+    # packages of the program that compile their run-time kernels to a CUBIN unless a variable asks for PTX (CuPy)
+    switches: tuple[PtxSwitch, ...] = ()
     scans: tuple[ScanResult, ...] = field(default=(), compare=False, repr=False)  # the documents it came from
     traces: tuple[TraceResult, ...] = field(default=(), compare=False, repr=False)
 
@@ -152,6 +155,7 @@ def evidence_from_documents(
         machine=machine,
         sources=tuple(sources),
         on_demand=tuple(sorted(on_demand.items())),
+        switches=switches_of(b.path for scan in scans for b in scan.binaries),
         scans=tuple(scans),
         traces=tuple(traces),
     )

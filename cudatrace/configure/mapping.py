@@ -691,6 +691,8 @@ def _environment(
             f"the program's PTX targets sm_{evidence.min_ptx_sm}; ZLUDA {release} cannot report a higher "
             f"compute capability (ZLUDA_CC arrived in {ZLUDA_CC_SINCE})"
         )
+    for switch in evidence.switches:
+        env.append(EnvVar(switch.variable, switch.value, f"{switch.package} asks NVRTC for PTX, not a CUBIN"))
     if Family.CUDNN in fams and (platform == "linux" or not data.at_least(release, TORCH_CUDNN_V8_DISABLED_SINCE)):
         env.append(
             EnvVar(

@@ -90,6 +90,7 @@ CODE_RANK: dict[str, int] = {
     "ptx_recent_arch_only": 17,
     "nvrtc_cubin": 17,
     "link_cubin": 17,
+    "ptx_switch": 6,  # the package's default, read from its source: every kernel it makes goes that way
     "gpu_code_unread": 17,
     "ptxas_cubin": 5,  # every kernel the package generates goes through it: as certain as containers without PTX
     "cuda_built_at_run_time": 17,
@@ -120,7 +121,7 @@ _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, Librar
 _NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
 _OUTPUTS = _NVRTC_OUTPUTS | {"nvJitLinkGetLinkedCubin", "nvJitLinkGetLinkedPtx"}
 # Blockers that name entry points, but that no release translating those entry points removes
-_NOT_FIXED_BY_FUNCTIONS = frozenset({"on_demand_blocked", "library_missing", "nvrtc_cubin", "link_cubin"})
+_NOT_FIXED_BY_FUNCTIONS = frozenset({"on_demand_blocked", "library_missing", "nvrtc_cubin", "link_cubin", "ptx_switch"})
 # What PTX built for recent GPUs only may hold that ZLUDA's recompiler does not take
 _RECENT_PTX_RISK = (
     "ZLUDA recompiles PTX, but code built for these architectures may use instructions (wgmma, TMA, clusters) it "

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
 from cudatrace.coverage_db.remedies import name_list
+from cudatrace.coverage_db.switches import switches_of
 from cudatrace.coverage_db.verdict import (
     annotate_scan,
     annotate_trace,
@@ -483,6 +484,20 @@ def _missing_reasons(missing: Sequence[MissingLibrary], rel: str, program: Progr
     return out
 
 
+def _switch_reasons(program: Program) -> list[Reason]:
+    """A package that compiles its run-time kernels to a CUBIN unless a variable says otherwise (CuPy's
+    ``CUPY_COMPILE_WITH_PTX``): at risk, with the variable as the remedy (``configure`` sets it)."""
+    return [
+        Reason(
+            Severity.RISK,
+            "ptx_switch",
+            f"{s.why}: under ZLUDA those kernels fail unless the program runs with {s.variable}={s.value}",
+            f"set {s.variable}={s.value} (cudatrace configure puts it in the launcher)",
+        )
+        for s in switches_of(path for p in program.parts for path in p.paths)
+    ]
+
+
 def _what_is_left(status: VerdictStatus, parts: int) -> str:
     """What the program keeps of ``parts`` on-demand parts of ``status``: a blocked one's feature is lost, an
     at-risk one's may fail when used."""
@@ -599,6 +614,7 @@ def judge_program(
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:
         reasons.append(_ptxas_reason(assemblers))
+    reasons.extend(_switch_reasons(program))
     rocm = sorted({_short(p.path) for p in program.parts if (b := by_path.get(p.path)) and _links_rocm(b)})
     if rocm:
         reasons.append(_rocm_reason(rocm))
