@@ -3,8 +3,9 @@ ask NVRTC for PTX, which is what ZLUDA loads.
 
 CuPy (``cupy/cuda/compiler.py``): ``_get_arch_for_options_for_nvrtc`` returns ``-arch=sm_XX`` and ``'cubin'``
 unless ``CUPY_COMPILE_WITH_PTX`` is set to 1 (or the GPU is newer than NVRTC knows). Traced on the GPU machine,
-a RawKernel is loaded as a cubin for sm_90 through ``cuModuleLoadData`` (docs/realworld.md). Every elementwise
-and reduction kernel of CuPy is made so, so without the switch CuPy's arithmetic fails under ZLUDA.
+CuPy called ``nvrtcGetCUBIN`` for its two kernels (an ``arange`` and a RawKernel) and loaded cubins for sm_90
+through ``cuModuleLoadData``; a second run loaded them from CuPy's kernel cache (docs/realworld.md). Every
+elementwise and reduction kernel of CuPy is made so, so without the switch CuPy's arithmetic fails under ZLUDA.
 
 A package is known by a folder of its files (``cupy_backends``), so a scan of the package or of the environment
 that holds it finds it.

@@ -1,9 +1,10 @@
 """A package that compiles its run-time kernels to a CUBIN unless a variable asks for PTX: CuPy.
 
 CuPy's ``cupy/cuda/compiler.py`` returns ``'cubin'`` from ``_get_arch_for_options_for_nvrtc`` unless
-``CUPY_COMPILE_WITH_PTX`` is 1; traced on the GPU machine, a RawKernel is loaded as a cubin for sm_90 by
-``cupy_backends/cuda/api/driver.so``. The site below is laid out as CuPy's wheel is (gcc-built stand-ins of its
-extension modules, a dist-info with RECORD); the same layout without ``cupy_backends`` is the control.
+``CUPY_COMPILE_WITH_PTX`` is 1; traced on the GPU machine, CuPy called ``nvrtcGetCUBIN`` for its kernels, whose
+cubins for sm_90 ``cupy_backends/cuda/api/driver.so`` loaded. The site below is laid out as CuPy's wheel is
+(gcc-built stand-ins of its extension modules, a dist-info with RECORD); the same layout without
+``cupy_backends`` is the control.
 """
 
 from __future__ import annotations
