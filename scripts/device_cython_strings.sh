@@ -30,7 +30,7 @@ y = cp.empty_like(x)
 add((4,), (256,), (x, y, cp.int32(1024)))
 print("sum", float(y.sum()))
 PY
-  run timeout 240 python3 -m cudatrace run --no-store --format json -o "$OUT/cupy-run.json" -- python3 "$WORK/cupy_kernel.py"
+  CUPY_CACHE_DIR="$WORK/cupy-cache" run timeout 240 python3 -m cudatrace run --no-store --format json -o "$OUT/cupy-run.json" -- python3 "$WORK/cupy_kernel.py"
   # the remedy the verdict gives (ptx_switch) and configure sets: the same kernel, with CuPy asking NVRTC for PTX
   CUPY_COMPILE_WITH_PTX=1 CUPY_CACHE_DIR="$WORK/cupy-cache-ptx" run timeout 240 python3 -m cudatrace run --no-store --format json -o "$OUT/cupy-run-ptx.json" -- python3 "$WORK/cupy_kernel.py"
   python3 - "$OUT/cupy-run.json" "$OUT/cupy-run-ptx.json" <<'PY'
@@ -40,7 +40,9 @@ for path in sys.argv[1:]:
     mods = [(m["via"], m["kind"], m.get("ptx"), m.get("sass"), m.get("caller")) for m in run["gpu_modules"] if "driver." in (m.get("caller") or "")]
     status = (run.get("verdict") or {}).get("status")
     codes = [r["code"] for r in (run.get("verdict") or {}).get("reasons", []) if r["severity"] != "info"]
-    print(path.rsplit("/", 1)[-1], "modules CuPy's driver.so loaded:", mods, "verdict", status, codes)
+    nvrtc = sorted((c["function"], c["calls"]) for c in run["calls"] if c["family"] == "nvrtc")
+    print(path.rsplit("/", 1)[-1], "modules CuPy's driver.so loaded:", mods, "NVRTC calls:", nvrtc)
+    print("  verdict", status, codes)
 PY
   python3 - "$OUT/cupy-api-scan.json" "$OUT/cupy-run.json" <<'PY'
 import json, sys
