@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 
 from cudatrace.coverage_db.catalog import Catalog
+from cudatrace.coverage_db.switches import SWITCHES
 from cudatrace.model import RECENT_PTX_SM, GpuModuleLoad, Reason, Severity, TraceResult
 from cudatrace.wording import counted
 
@@ -101,7 +102,7 @@ def gpu_module_reasons(modules: Sequence[GpuModuleLoad], release: str, catalog: 
                 f"{_archs(made)}{by}): code compiled for this machine's GPU or unpacked by a library; under ZLUDA "
                 "it runs only if the program then makes PTX instead",
                 "check that the program's run-time compiler can emit PTX (NVRTC: nvrtcGetPTX rather than "
-                "nvrtcGetCUBIN)",
+                "nvrtcGetCUBIN; " + "; ".join(f"{s.package}: {s.variable}={s.value}" for s in SWITCHES) + ")",
             )
         )
     recent = [m for m in ours if m.ptx and min(_sm(a) for a in m.ptx) >= RECENT_PTX_SM]

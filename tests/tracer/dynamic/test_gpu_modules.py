@@ -166,6 +166,7 @@ def test_code_made_at_run_time_without_ptx_is_a_risk() -> None:
         [_load("[memory]", caller="function.cpython-312-x86_64-linux-gnu.so")], RELEASE, load_catalog()
     )
     assert r.severity is Severity.RISK and r.code == "module_without_ptx" and "at run time" in r.message
+    assert r.remedy is not None and "CuPy: CUPY_COMPILE_WITH_PTX=1" in r.remedy  # its switch, named
 
 
 def test_ptx_for_recent_gpus_only_is_a_risk() -> None:
