@@ -2,7 +2,8 @@
 
 Cython 3.1 and later compress a module's string constants: its identifiers, its literals and the names it hands
 to a loader sit in one compressed stream in the read-only data, concatenated without separators, and a table of
-their lengths (32-bit values) splits them at import. Cython 3.1 and 3.2 use zlib (``CYTHON_COMPRESS_STRINGS=1``),
+their lengths (32-bit values: in the data, or written onto the stack by the code in MSVC builds) splits them at
+import. Cython 3.1 and 3.2 use zlib (``CYTHON_COMPRESS_STRINGS=1``),
 3.3 its own LZSS, whose stream has no header. CuPy 14's Linux ``driver.so`` (Cython 3.2.4) keeps
 ``"libcuda.so.1"``, the prefix ``"cu"`` of its ``SoftLink`` and the 25 names it looks up (``"CtxCreate"``,
 ``"LinkComplete"``, ...) only there: a search of the file's plain strings found 2 of its driver entry points,
@@ -209,8 +210,9 @@ def _inflate(buf: Buffer, start: int, hi: int) -> tuple[bytes, int] | None:
 
 
 def _tables(buf: Buffer, lo: int, hi: int) -> list[tuple[int, tuple[int, ...]]]:
-    """The runs of two or more 32-bit little-endian values from 1 to 65,535, 4-byte aligned, in [lo, hi), with
-    their offsets: the candidates for the table of the strings' lengths (Cython's ``str_length_index``). The
+    """The runs of two or more 32-bit little-endian values from 1 to 65,535 (a lone 0 between two of them too),
+    4-byte aligned, in [lo, hi), with their offsets: the candidates for the table of the strings' lengths
+    (Cython's ``str_length_index``). The
     pattern finds where runs may be; each is then read value by value, aligned, to its end (a match out of step
     with the alignment stops at the first value above 255)."""
     out: list[tuple[int, tuple[int, ...]]] = []
