@@ -1565,9 +1565,14 @@ def _group_programs(
     searched = {id(g): found for (g, _d), found in zip(wheels, startup_paths(searches, pool, jobs), strict=True)}
     # The Python modules with CUDA code that the import reaches: does that code run at import? Each is parsed
     # whole (14 on the GPU machine, 0.32 s in one process under a profiler): over the pool when there are several.
-    asked = [
-        (path, d.read(rel)) for g, d in wheels for path, rel in _python_on_import(g, importable[id(g)], searched[id(g)])
-    ]
+    # (a wheel's program on each system shares its Python files: each is asked once)
+    asked = list(
+        {
+            path: d.read(rel)
+            for g, d in wheels
+            for path, rel in _python_on_import(g, importable[id(g)], searched[id(g)])
+        }.items()
+    )
     workers = pool() if len(asked) > 1 else None
     at_import = dict(
         zip(

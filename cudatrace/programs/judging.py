@@ -233,23 +233,17 @@ def _missing(
                 if python and other_system_library(name, program.platform):
                     continue
                 lib = identify_library(name)
-                served = (b.name, lib.stem) if lib is not None and how == "by_name" else None
-                if name.lower() in shipped:
-                    if served:
-                        found.add(served)
-                    continue
-                if lib is not None:
-                    if lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel):
-                        if served:
-                            found.add(served)
-                        continue
-                    wheel = _from_requirement(name, lib.family, program)
-                    if wheel is not None:
+                there = name.lower() in shipped
+                if not there and lib is not None:
+                    there = lib.family in _SYSTEM_FAMILIES or cat.replaces(name, rel)
+                    if not there and (wheel := _from_requirement(name, lib.family, program)) is not None:
                         required[name] = wheel
-                        if served:
-                            found.add(served)
-                        continue
-                elif not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
+                        there = True
+                if there:
+                    if lib is not None and how == "by_name":
+                        found.add((b.name, lib.stem))
+                    continue
+                if lib is None and not re.sub(r"[-_.]+", "_", name.lower()).removeprefix("lib").startswith(own + "_"):
                     continue
                 key = name.lower() if name.lower().endswith(".dll") else name  # one DLL, however it is spelled
                 spelled.setdefault(key, name)

@@ -212,9 +212,9 @@ def _inflate(buf: Buffer, start: int, hi: int) -> tuple[bytes, int] | None:
 def _tables(buf: Buffer, lo: int, hi: int) -> list[tuple[int, tuple[int, ...]]]:
     """The runs of two or more 32-bit little-endian values from 1 to 65,535 (a lone 0 between two of them too),
     4-byte aligned, in [lo, hi), with their offsets: the candidates for the table of the strings' lengths
-    (Cython's ``str_length_index``). The
-    pattern finds where runs may be; each is then read value by value, aligned, to its end (a match out of step
-    with the alignment stops at the first value above 255)."""
+    (Cython's ``str_length_index``). The pattern finds where runs may be; each is then read value by value,
+    aligned, from its start (which may lie before the match) to its end (a match out of step with the alignment
+    stops at the first value above 255)."""
     out: list[tuple[int, tuple[int, ...]]] = []
     seen = lo
     for n, m in enumerate(_TABLE.finditer(buf, lo, hi)):  # type: ignore[call-overload]
