@@ -18,8 +18,9 @@ turns: the speed-up N processes get on this machine with no scheduling, forked w
 are named their files, so they neither walk the folder nor read the heads of its other files (a Python
 environment is mostly ``.py`` files): where those are many, the shares show what that serial part costs.
 
-With ``--baseline DIR`` every case also runs with the cudatrace of another checkout (the main branch before a
-change), in the same turns; its documents must be the same too.
+With ``--baseline DIR`` (repeatable) every case also runs with the cudatrace of another checkout (the main branch
+before a change, or a variant of it), in the same turns, named by its folder; its documents must be the same
+too. ``--no-shares`` leaves out the separate scans.
 
 Usage: ``python3 scripts/bench_parallel.py [--jobs 1,2,4] [--repeat 3] [--big FILE]... [--baseline DIR] [PATH ...]``
 """
@@ -198,7 +199,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--big", action="append", default=[], metavar="FILE", help="also scan these files together")
     ap.add_argument("--no-folder", action="store_true", help="only the --big files")
-    ap.add_argument("--baseline", type=Path, help="also run every case with the cudatrace of this checkout")
+    ap.add_argument(
+        "--baseline", type=Path, action="append", default=[], help="also run every case with this checkout's cudatrace"
+    )
+    ap.add_argument("--no-shares", action="store_true", help="no separate scans of shares of the folder")
     args = ap.parse_args()
     paths = args.paths or [p for p in DEFAULT_PATHS if os.path.exists(p)]
     jobs = [int(j) for j in args.jobs.split(",")]
@@ -208,11 +212,11 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     top = max(jobs)
     ceiling_before = _ceiling(top) if top > 1 else 1.0
-    repos = [("this", REPO)] + ([("before", args.baseline.resolve())] if args.baseline else [])
+    repos = [("this", REPO)] + [(b.resolve().name[:6] or "before", b.resolve()) for b in args.baseline]
     cases = [(name, files, who, repo, j) for name, files in runs for who, repo in repos for j in jobs]
     times: dict[tuple[str, str, int], list[float]] = {(c[0], c[2], c[4]): [] for c in cases}
     digests: dict[str, set[str]] = {name: set() for name, _p in runs}
-    shares = _shares(paths, top) if top > 1 and not args.no_folder else None
+    shares = _shares(paths, top) if top > 1 and not (args.no_folder or args.no_shares) else None
     share_times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"

@@ -40,6 +40,7 @@ class _PoolLog:
     done: list[tuple[int, str, int, float, float]] = field(default_factory=list)  # index, kind, worker, start, end
     files: list[str] = field(default_factory=list)
     last_end: dict[int, float] = field(default_factory=dict)  # worker -> end of its previous task
+    listed: float | None = None  # when the listing was whole, for a scan that lists as it goes
 
 
 PHASES: list[tuple[str, float, float]] = []  # (function, start, end) of the command's phases
@@ -67,8 +68,16 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
     def take(self: Any, idle: bool) -> Any:
         got = orig_take(self, idle)
         if got is not None and pools:
+            pools[-1].files = self.files  # the schedule's own list: a scan that lists as it goes adds to it
             pools[-1].handed[(got[0], _kind(got[1]))] = time.perf_counter() - t0
         return got
+
+    orig_finish = parallel._Schedule.finish
+
+    def finish(self: Any) -> None:
+        orig_finish(self)
+        if pools:
+            pools[-1].listed = time.perf_counter() - t0
 
     def receive(w: Any, plan: Any) -> bool:
         before = list(w.queued)
@@ -151,6 +160,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
     scanner._worth_scanning = wanted  # type: ignore[assignment]
     parallel._parallel = run  # type: ignore[assignment]
     parallel._Schedule.take = take  # type: ignore[method-assign]
+    parallel._Schedule.finish = finish  # type: ignore[method-assign]
     parallel._receive = receive  # type: ignore[assignment]
 
 
@@ -212,6 +222,8 @@ def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
             f"{first:.2f} s, last {last:.2f} s; {busy:.1f} worker-s busy, {busy / span:.1f} workers on average"
         )
         print(f"  busy workers over {log.started:.1f}-{last:.1f} s: {_strip(log, last)}")
+        if log.listed is not None:
+            print(f"  the files were listed as the scan went: the listing was whole at {log.listed:.2f} s")
         print(f"  worker-s by task: {_by_kind(log)}")
         longest = sorted(log.done, key=lambda d: d[4] - d[3], reverse=True)[:top]
         for index, kind, _w, start, end in longest:

@@ -15,7 +15,7 @@ class Progress(Protocol):
     """What long-running work reports to: how much there is, and each item as it is done."""
 
     def start(self, total: int) -> None:
-        """Announce the number of items."""
+        """Announce the number of items (again with a larger one when more are found as the work goes)."""
 
     def advance(self, label: str) -> None:
         """One item done."""
@@ -55,7 +55,10 @@ class _RichProgress:
         self._bar.__exit__(None, None, None)
 
     def start(self, total: int) -> None:
-        self._task = self._bar.add_task("", total=total)
+        if self._task is None:
+            self._task = self._bar.add_task("", total=total)
+        else:
+            self._bar.update(self._task, total=total)
 
     def advance(self, label: str) -> None:
         if self._task is not None:

@@ -19,6 +19,7 @@ process.
 
 from __future__ import annotations
 
+import heapq
 import multiprocessing
 import os
 import signal
@@ -34,8 +35,6 @@ from cudatrace.errors import EXIT_BUG, CudatraceError, MissingDependencyError, m
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.scanner import (
-    BIG_FILE_MODULES,
-    LIEF_MIN_SIZE,
     PythonChunk,
     ScanOutcome,
     scan_entry,
@@ -79,25 +78,29 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _context(big_files: bool = False) -> Any:  # a ForkServerContext or SpawnContext
+#: What the fork server imports once for all its workers: the workers' own module (and the scanner with it), the
+#: ELF reader and the fatbin decompressors (35 ms together, which each worker would otherwise spend).
+_PRELOAD = ["cudatrace.tracer.static.parallel", "cudatrace.tracer.static.elf", "lz4.block", "zstandard"]
+
+
+def _context() -> Any:  # a ForkServerContext or SpawnContext
     # forkserver: workers fork from a clean server that has imported the scanner once (cheap to start, no
-    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows). With
-    # big files to scan, the server imports what parsing them takes too (when it is not running already).
+    # threads of the parent such as the progress bar inherited); spawn where it does not exist (Windows).
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["cudatrace.tracer.static.scanner", *(BIG_FILE_MODULES if big_files else ())])
+        ctx.set_forkserver_preload(_PRELOAD)
         return ctx
     return multiprocessing.get_context("spawn")
 
 
 def start_server_early() -> None:
-    """Start the fork server now, with all a scan's workers import (lief too), so that its imports run while the
-    client lists the files instead of when the first workers are asked for (they waited 0.5-0.7 s for them, of a
-    9 s scan of a Python environment on 16 CPUs). Where there is no fork server (Windows), nothing."""
+    """Start the fork server now, with what a scan's workers import, so that its imports run while the client
+    starts listing the files instead of when the first workers are asked for. Where there is no fork server
+    (Windows), nothing."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         from multiprocessing import forkserver
 
-        _context(big_files=True)
+        _context()
         forkserver.ensure_running()
 
 
@@ -152,10 +155,8 @@ MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan 
 
 
 class _Pool:
-    def __init__(
-        self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any], big_files: bool = False
-    ) -> None:
-        self._ctx = _context(big_files)
+    def __init__(self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
+        self._ctx = _context()
         self._scan = scan
         self._run_task = run_task
         self.start_failures = 0
@@ -235,6 +236,19 @@ def scan_entries(
     return _parallel(entries, jobs, progress, scan_entry, run_split_task, wanted, sizes)
 
 
+def scan_listed(
+    more: Callable[[], Sequence[tuple[str, int | None]] | None],
+    jobs: int,
+    progress: Progress | None = None,
+    *,
+    wanted: Callable[[str], bool] | None = None,
+) -> Iterator[tuple[str, ScanOutcome | PythonChunk]]:
+    """:func:`scan_entries` over entries found while the scan runs: ``more()`` gives the next ones with their sizes
+    (maybe none) and None once there are no more; it is called between the rounds of handing out tasks, so the
+    workers start on the first entries while the rest are found. Outcomes come in the order of the entries."""
+    return _parallel([], jobs, progress or NullProgress(), scan_entry, run_split_task, wanted, more=more)
+
+
 def map_paths(
     func: Callable[[str], T], paths: Sequence[str], jobs: int, progress: Progress | None = None
 ) -> Iterator[tuple[str, T | FileError]]:
@@ -288,6 +302,8 @@ class _Schedule:
     Big files go first, largest first; the rest in list order, at most a window ahead of the oldest unfinished
     file. A big file read in parts (``run_task`` given) stays a candidate for splitting until it is handed out:
     then its parts take its place at the head of the queue, and when they are all back its finishing task does.
+    The list may grow while the scan runs (``complete`` False until :meth:`finish`): a big file found later goes
+    ahead of the others still waiting.
     """
 
     def __init__(
@@ -298,51 +314,88 @@ class _Schedule:
         split: bool,
         wanted: Callable[[str], bool] | None,
         sizes: Mapping[str, int] | None = None,
+        complete: bool = True,
     ) -> None:
-        self.files = files
+        self.files: list[str] = []
         self.wanted = wanted
         self.jobs = jobs
         self.progress = progress
-        self.sizes = file_sizes(files, sizes)
-        big = sorted((i for i, s in enumerate(self.sizes) if s >= BIG_FILE), key=lambda i: (-self.sizes[i], i))
-        self.big = set(big)
-        self.pending: deque[tuple[int, Task]] = deque((i, files[i]) for i in big)
-        self.pending.extend((i, files[i]) for i in range(len(files)) if i not in self.big)
+        self.split = split
+        self.complete = complete
+        self.sizes: list[int] = []
+        self.big: set[int] = set()
+        self.urgent: deque[tuple[int, Task]] = deque()  # parts, finishes and tasks given back: ahead of the rest
+        self.big_queue: list[tuple[int, int]] = []  # a heap of (-size, index): largest first
+        self.rest: deque[int] = deque()  # the other files, in list order
         self.window = jobs * WINDOW_PER_JOB
         self.handed: set[int] = set()  # files (not big) handed to a worker whose outcome is not yielded yet
         self.done: dict[int, Any] = {}
         self.next_out = 0
-        self.to_split = set(big) if split else set()  # a ProbeTask says which are worth it
+        self.to_split: set[int] = set()  # a ProbeTask says which are worth it
         # Whether each file is worth a worker, read ahead in list order by a thread while the client waits for
         # the workers: a folder of thousands of .py files in a row otherwise has the client reading their heads
         # one by one while every worker idles. None: not read yet (take() reads it then).
-        self.worth: list[bool | None] = [None] * len(files)
+        self.worth: list[bool | None] = []
         self._stop = threading.Event()
+        self._grown = threading.Event()
+        self.add(list(zip(files, file_sizes(files, sizes), strict=True)))
         self._reader: threading.Thread | None = None
-        if wanted is not None and len(files) > 1:
+        if wanted is not None and (len(files) > 1 or not complete):
             self._reader = threading.Thread(target=self._read_ahead, name="cudatrace-heads", daemon=True)
             self._reader.start()
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
         # A split file's string search in chunks: its parts (handed on to the finish), the chunks, their results.
         self.strings: dict[int, tuple[tuple[bytes, ...], tuple[StringsTask, ...], dict[StringsTask, Any]]] = {}
 
+    def add(self, listed: Sequence[tuple[str, int | None]]) -> None:
+        """More files for the list, with their sizes (None or 0: none to go first or to read in parts)."""
+        start = len(self.files)
+        self.worth.extend(None for _ in listed)  # before the files: the reader thread reads up to len(files)
+        self.sizes.extend(size or 0 for _path, size in listed)
+        self.files.extend(path for path, _size in listed)
+        for i in range(start, len(self.files)):
+            if self.sizes[i] >= BIG_FILE:
+                heapq.heappush(self.big_queue, (-self.sizes[i], i))
+                self.big.add(i)
+                if self.split:
+                    self.to_split.add(i)
+            else:
+                self.rest.append(i)
+        self._grown.set()
+
+    def finish(self) -> None:
+        """The list is whole."""
+        self.complete = True
+        self._grown.set()
+
+    def over(self) -> bool:
+        """Every file of the whole list yielded."""
+        return self.complete and self.next_out >= len(self.files)
+
     def finished(self, index: int) -> bool:
         return index < self.next_out or index in self.done
 
     def _read_ahead(self) -> None:
         assert self.wanted is not None
-        for i, path in enumerate(self.files):
-            if self._stop.is_set():
-                return
+        i = 0
+        while not self._stop.is_set():
+            self._grown.clear()  # before looking: a file added after the look sets it again
+            if i >= len(self.files):
+                if self.complete:
+                    return
+                self._grown.wait()
+                continue
             if self.worth[i] is None:
                 try:
-                    self.worth[i] = self.wanted(path)
+                    self.worth[i] = self.wanted(self.files[i])
                 except Exception:  # left unread: take() reads it again and the error comes from there
                     return
+            i += 1
 
     def close(self) -> None:
         """Stop reading heads ahead (the scan is over or abandoned)."""
         self._stop.set()
+        self._grown.set()
         if self._reader is not None:
             self._reader.join(timeout=5)
 
@@ -361,10 +414,19 @@ class _Schedule:
         excluded ranges: they go only to an idle worker, which is reading its pipe. A busy one may be writing a
         big reply meanwhile, and the two writes would wait for each other for ever.
         """
-        while self.pending:
-            index, task = self.pending[0]
+        while True:
+            if self.urgent:
+                index, task = self.urgent[0]
+            elif self.big_queue:
+                index = self.big_queue[0][1]
+                task = self.files[index]
+            elif self.rest:
+                index = self.rest[0]
+                task = self.files[index]
+            else:
+                return None
             if self.finished(index):  # a part of a file that already failed
-                self.pending.popleft()
+                self._pop()
                 continue
             if index not in self.big and (
                 (index not in self.handed and len(self.handed) >= self.window)
@@ -373,7 +435,7 @@ class _Schedule:
                 return None
             if isinstance(task, (FinishTask, StringsTask)) and not idle:
                 return None
-            self.pending.popleft()
+            self._pop()
             if isinstance(task, str) and self.wanted is not None and not self._worth(index, task):
                 self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
                 continue
@@ -382,18 +444,26 @@ class _Schedule:
             if isinstance(task, str) and index in self.to_split:
                 return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
             return index, task
-        return None
+
+    def _pop(self) -> None:
+        """Drop the head of the first queue that holds any: the task :meth:`take` looked at."""
+        if self.urgent:
+            self.urgent.popleft()
+        elif self.big_queue:
+            heapq.heappop(self.big_queue)
+        else:
+            self.rest.popleft()
 
     def give_back(self, tasks: Sequence[tuple[int, Task]]) -> None:
         """Tasks handed to a worker that did not run them go out again first."""
-        self.pending.extendleft(reversed(tasks))
+        self.urgent.extendleft(reversed(tasks))
 
     def result(self, index: int, task: Task, payload: Any) -> None:
         if self.finished(index):
             return  # a part of a file that already failed
         if isinstance(payload, SplitPlan):
             self.parts[index] = (payload.parts, {})
-            self.pending.extendleft(reversed([(index, p) for p in payload.parts]))
+            self.urgent.extendleft(reversed([(index, p) for p in payload.parts]))
             return
         if isinstance(task, GpuPartTask):
             tasks, got = self.parts[index]
@@ -405,16 +475,16 @@ class _Schedule:
                 chunks = plan_strings(task.path, reads, self.jobs)
                 if chunks:
                     self.strings[index] = (parts, chunks, {})
-                    self.pending.extendleft(reversed([(index, c) for c in chunks]))
+                    self.urgent.extendleft(reversed([(index, c) for c in chunks]))
                 else:
-                    self.pending.appendleft((index, FinishTask(task.path, parts)))
+                    self.urgent.appendleft((index, FinishTask(task.path, parts)))
             return
         if isinstance(task, StringsTask):
             parts, chunks, found = self.strings[index]
             found[task] = payload
             if len(found) == len(chunks):
                 del self.strings[index]
-                self.pending.appendleft((index, FinishTask(task.path, parts, tuple(found[c] for c in chunks))))
+                self.urgent.appendleft((index, FinishTask(task.path, parts, tuple(found[c] for c in chunks))))
             return
         self.done[index] = payload
         self.progress.advance(self.files[index])
@@ -443,16 +513,20 @@ def _parallel(
     run_task: Callable[[SplitTask], Any] | None = None,
     wanted: Callable[[str], bool] | None = None,
     sizes: Mapping[str, int] | None = None,
+    more: Callable[[], Sequence[tuple[str, int | None]] | None] | None = None,
 ) -> Iterator[tuple[str, T | FileError]]:
-    plan = _Schedule(files, jobs, progress, run_task is not None, wanted, sizes)
-    workers = jobs if plan.to_split else min(jobs, len(files))  # a file read in parts can keep them all busy
+    plan = _Schedule(files, jobs, progress, run_task is not None, wanted, sizes, complete=more is None)
+    # A file read in parts can keep every worker busy, and a list still growing may hold one.
+    workers = jobs if plan.to_split or more is not None else min(jobs, len(files))
     try:
-        pool = _Pool(workers, scan, run_task or _no_tasks, big_files=max(plan.sizes, default=0) >= LIEF_MIN_SIZE)
+        pool = _start_pool(workers, scan, run_task or _no_tasks, plan, more)
     except BaseException:
         plan.close()
         raise
     try:
-        while plan.next_out < len(files):
+        while not plan.over():
+            if more is not None and not plan.complete:
+                _list_more(plan, more)  # one step between rounds: the workers start on what it found
             # Round by round, one task per worker each, so the parts of a split file go to different workers.
             for _depth in range(QUEUED_PER_WORKER):
                 for w in list(pool.workers):
@@ -465,26 +539,70 @@ def _parallel(
                         w.conn.send(task)
                     except OSError:  # it died idle; its replacement gets the task next round
                         plan.give_back([task])
-                        _bury(pool, w, files, plan)
+                        _bury(pool, w, plan)
                         break
                     w.queued.append(task)
             busy = [w for w in pool.workers if w.queued]
             if not busy:
                 before = plan.next_out
                 yield from plan.ready()  # files settled without a worker (not binaries)
-                if plan.next_out == before and plan.next_out < len(files):
+                if plan.complete and plan.next_out == before and not plan.over():
                     raise RuntimeError("scan scheduler stalled with files left")  # a bug: nothing is in flight
                 continue
-            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+            timeout = None if plan.complete else 0  # while the listing goes on, only look for replies
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout))
             for w in busy:
                 if w.conn not in ready and w.process.sentinel not in ready:
                     continue
                 if not _receive(w, plan):
-                    _bury(pool, w, files, plan)
+                    _bury(pool, w, plan)
             yield from plan.ready()
     finally:
         plan.close()
         pool.close()
+
+
+def _list_more(plan: _Schedule, more: Callable[[], Sequence[tuple[str, int | None]] | None]) -> None:
+    listed = more()
+    if listed is None:
+        plan.finish()
+    else:
+        plan.add(listed)
+
+
+def _start_pool(
+    workers: int,
+    scan: Callable[[str], Any],
+    run_task: Callable[[Any], Any],
+    plan: _Schedule,
+    more: Callable[[], Sequence[tuple[str, int | None]] | None] | None,
+) -> _Pool:
+    """The worker processes; while they start (the fork server may still be importing what they need), the
+    listing goes on when there is one."""
+    if more is None:
+        return _Pool(workers, scan, run_task)
+    got: list[_Pool | BaseException] = []
+
+    def start() -> None:
+        try:
+            got.append(_Pool(workers, scan, run_task))
+        except BaseException as exc:  # raised again in the client's thread
+            got.append(exc)
+
+    starter = threading.Thread(target=start, name="cudatrace-pool", daemon=True)
+    starter.start()
+    try:
+        while starter.is_alive() and not plan.complete:
+            _list_more(plan, more)
+    except BaseException:  # Ctrl-C, or a bug in the listing: the workers that started are ended
+        starter.join()
+        if got and isinstance(got[0], _Pool):
+            got[0].close()
+        raise
+    starter.join()
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    return got[0]
 
 
 def _no_tasks(task: SplitTask) -> Any:
@@ -511,7 +629,7 @@ def _receive(w: _Worker, plan: _Schedule) -> bool:
     return w.process.is_alive()
 
 
-def _bury(pool: _Pool, w: _Worker, files: Sequence[str], plan: _Schedule) -> None:
+def _bury(pool: _Pool, w: _Worker, plan: _Schedule) -> None:
     """A worker died: the file of its current task gets the error, the tasks queued behind it go out again.
 
     A worker that dies before it starts (a broken interpreter set-up) has scanned nothing: its tasks go out again,
@@ -531,7 +649,7 @@ def _bury(pool: _Pool, w: _Worker, files: Sequence[str], plan: _Schedule) -> Non
         pool.start_failures = 0
     if w.queued:
         index, _task = w.queued.popleft()
-        path = files[index]
+        path = plan.files[index]
         why = _signal_name(w.process.exitcode)
         plan.failed(
             index, FileError(path, "internal", f"{path}: the scanning process died ({why}) while reading this file")

@@ -185,8 +185,8 @@ def test_a_finishing_task_goes_only_to_an_idle_worker() -> None:
     from cudatrace.reports.progress import NullProgress
 
     plan = parallel._Schedule(["a", "b"], 2, NullProgress(), True, None)
-    plan.pending.clear()
-    plan.pending.extend([(0, FinishTask("a", ())), (1, "b")])
+    plan.rest.popleft()  # "a" is waiting for its finish, "b" behind it
+    plan.urgent.append((0, FinishTask("a", ())))
     assert plan.take(idle=False) is None
     assert plan.take(idle=True) == (0, FinishTask("a", ()))
 

@@ -1,0 +1,142 @@
+"""A folder's files found as the scan goes: each file once, the same path for it as a listing made first, and the
+same document as one process when the workers start before the listing is whole."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudatrace.tracer.static import listing, parallel, scanner
+from cudatrace.tracer.static.listing import Listing
+from cudatrace.tracer.static.scanner import collect_files, scan_paths
+
+
+def _all(paths: list[str], limit: int) -> list[tuple[str, int | None]]:
+    got: list[tuple[str, int | None]] = []
+    found = Listing(paths)
+    while not found.done:
+        got.extend(found.more(limit))
+    return got
+
+
+@pytest.fixture
+def linked(tmp_path: Path, elf_plain: Path) -> Path:
+    """Symlinks met before the files they name, a hard link, a dangling link, a FIFO and a folder linked twice."""
+    root = tmp_path / "root"
+    (root / "b_real").mkdir(parents=True)
+    (root / "c").mkdir()
+    shutil.copy(elf_plain, root / "b_real" / "lib.so")
+    shutil.copy(elf_plain, root / "c" / "other.so")
+    os.link(root / "c" / "other.so", root / "c" / "hard.so")
+    (root / "a_link.so").symlink_to(root / "b_real" / "lib.so")  # walked first, names a file walked later
+    (root / "only_link.so").symlink_to(root / "c" / "other.so")
+    (root / "c" / "zz_link.so").symlink_to(elf_plain)  # the only path of a file outside the tree
+    (root / "c" / "zz_twice.so").symlink_to(elf_plain)
+    (root / "dangling.so").symlink_to(root / "nowhere")
+    (root / "d_folder_link").symlink_to(root / "c", target_is_directory=True)
+    os.mkfifo(root / "fifo")
+    return root
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 256])
+def test_a_listing_gives_each_file_once_by_its_real_path(linked: Path, limit: int) -> None:
+    got = _all([str(linked)], limit)
+    paths = [p for p, _size in got]
+    assert len(paths) == len(set(paths))
+    rel = sorted(os.path.relpath(p, linked) for p in paths)
+    # the real file rather than a link to it, whatever came first; of two hard links and of two links to a file
+    # outside the tree, the first walked; the linked folder once
+    assert rel == ["b_real/lib.so", "c/hard.so", "c/zz_link.so", "fifo"]
+    assert dict(got)[str(linked / "fifo")] is None  # not a regular file: no size, its scan passes over it
+    assert dict(got)[str(linked / "b_real" / "lib.so")] == (linked / "b_real" / "lib.so").stat().st_size
+
+
+def test_the_same_files_whatever_the_step(linked: Path) -> None:
+    whole = _all([str(linked)], 10**6)
+    for limit in (1, 2, 5):
+        assert _all([str(linked)], limit) == whole
+    assert collect_files([str(linked)]) == [p for p, _size in whole]
+
+
+def test_a_file_named_beside_its_folder_is_listed_once(linked: Path) -> None:
+    lib = str(linked / "b_real" / "lib.so")
+    got = [p for p, _size in _all([str(linked), lib], 1)]
+    assert got.count(lib) == 1
+
+
+def test_dangling_links_become_notes(linked: Path) -> None:
+    found = Listing([str(linked)])
+    found.all()
+    assert found.dangling == [str(linked / "dangling.so")]
+    result = scan_paths([str(linked)], jobs=2)
+    assert result.notes == scan_paths([str(linked)], jobs=1).notes
+    assert any("dangling.so" in n for n in result.notes)
+
+
+@pytest.fixture
+def wide(tmp_path: Path, elf_linked: Path, elf_dlopen: Path, nvcc_multi_arch: Path, nvcc_static: Path) -> Path:
+    """Binaries over many folders, the largest found last, among Python files and text."""
+    root = tmp_path / "wide"
+    sources = [elf_linked, elf_dlopen, nvcc_static]
+    for i in range(12):
+        d = root / f"pkg{i:02d}"
+        d.mkdir(parents=True)
+        shutil.copy(sources[i % 3], d / f"lib{i}.so")
+        cuda = "import ctypes\nctypes.CDLL('libcudart.so.12').cudaMalloc\n"
+        (d / "mod.py").write_text(cuda if i % 4 == 0 else "x = 1\n")
+        (d / "notes.txt").write_text("text\n")
+    shutil.copy(nvcc_multi_arch, root / "pkg11" / "zz_big.so")
+    return root
+
+
+def test_workers_that_start_before_the_listing_is_whole_give_the_same_document(
+    wide: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = scan_paths([str(wide)], jobs=1)
+    # Steps of 3 paths, Python chunks of 2 files, big files from 100 KB (found last, they go ahead of the rest)
+    # and a window of one file per process: every path of the growing schedule is taken.
+    monkeypatch.setattr(listing, "BATCH", 3)
+    monkeypatch.setattr(scanner, "PYTHON_CHUNK", 2)
+    monkeypatch.setattr(parallel, "BIG_FILE", 100_000)
+    monkeypatch.setattr(parallel, "WINDOW_PER_JOB", 1)
+    assert any(os.path.getsize(p) >= 100_000 for p in collect_files([str(wide)]))
+    for jobs in (2, 3):
+        assert scan_paths([str(wide)], jobs=jobs) == one
+    assert [b.path for b in one.binaries] == sorted(b.path for b in one.binaries)
+    assert any(b.path.endswith("mod.py") for b in one.binaries)
+
+
+def test_progress_counts_every_file_as_the_listing_grows(wide: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(listing, "BATCH", 4)
+    totals: list[int] = []
+    seen: list[str] = []
+
+    class Recorder:
+        def start(self, total: int) -> None:
+            totals.append(total)
+
+        def advance(self, label: str) -> None:
+            seen.append(label)
+
+    scan_paths([str(wide)], progress=Recorder(), jobs=2)
+    files = collect_files([str(wide)])
+    assert len(totals) > 1 and totals == sorted(totals)  # announced again as more were found
+    assert totals[-1] == len(files) and sorted(seen) == sorted(files)
+
+
+def test_ctrl_c_while_listing_leaves_no_worker_behind(wide: Path) -> None:
+    found = Listing([str(wide)])
+    steps = iter(range(1000))
+
+    def more() -> list[tuple[str, int | None]] | None:
+        if next(steps) == 3:
+            raise KeyboardInterrupt
+        return None if found.done else found.more(2)
+
+    with pytest.raises(KeyboardInterrupt):
+        list(parallel.scan_listed(more, 2))
+    assert multiprocessing.active_children() == []
