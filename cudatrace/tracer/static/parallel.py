@@ -35,7 +35,7 @@ from cudatrace.errors import EXIT_BUG, CudatraceError, MissingDependencyError, m
 from cudatrace.model import FileError
 from cudatrace.reports.progress import NullProgress, Progress
 from cudatrace.tracer.static.scanner import (
-    PythonChunk,
+    Chunk,
     ScanOutcome,
     scan_entry,
     scan_one,
@@ -226,7 +226,7 @@ def scan_entries(
     *,
     wanted: Callable[[str], bool] | None = None,
     sizes: Mapping[str, int] | None = None,
-) -> Iterator[tuple[str, ScanOutcome | PythonChunk]]:
+) -> Iterator[tuple[str, ScanOutcome | Chunk]]:
     """:func:`scan_outcomes` over entries that may also be chunks of Python files (:func:`scan_entry`), read by the
     same workers as the binaries; ``sizes`` are the files' sizes as listed (others are asked of the system)."""
     progress = progress or NullProgress()
@@ -242,11 +242,13 @@ def scan_listed(
     progress: Progress | None = None,
     *,
     wanted: Callable[[str], bool] | None = None,
-) -> Iterator[tuple[str, ScanOutcome | PythonChunk]]:
+    scan: Callable[[str], ScanOutcome | Chunk] = scan_entry,
+) -> Iterator[tuple[str, ScanOutcome | Chunk]]:
     """:func:`scan_entries` over entries found while the scan runs: ``more()`` gives the next ones with their sizes
     (maybe none) and None once there are no more; it is called between the rounds of handing out tasks, so the
-    workers start on the first entries while the rest are found. Outcomes come in the order of the entries."""
-    return _parallel([], jobs, progress or NullProgress(), scan_entry, run_split_task, wanted, more=more)
+    workers start on the first entries while the rest are found. Outcomes come in the order of the entries.
+    ``scan`` is what a worker calls per entry (a module-level function)."""
+    return _parallel([], jobs, progress or NullProgress(), scan, run_split_task, wanted, more=more)
 
 
 def map_paths(

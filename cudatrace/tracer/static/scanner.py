@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cudatrace import __version__
 from cudatrace.errors import CorruptBinaryError, CudatraceError, InputError, UnsupportedBinaryError
@@ -805,7 +805,7 @@ def scan_paths(
         if dask is not None:
             from cudatrace.tracer.static.cluster import dask_outcomes
 
-            outcomes: Iterator[tuple[str, ScanOutcome | PythonChunk]] = stack.enter_context(
+            outcomes: Iterator[tuple[str, ScanOutcome | Chunk]] = stack.enter_context(
                 dask_outcomes(plain, dask, jobs, each)
             )
             for path, source in scan_python_files(python, jobs):  # read here, by this machine's processes
@@ -820,11 +820,9 @@ def scan_paths(
                     each.advance(path)
             outcomes = scan_entries([*keys, *plain], jobs, each, wanted=_worth_scanning, sizes=sizes)
         for key, outcome in outcomes:
-            if isinstance(outcome, PythonChunk):
-                for _path, source in outcome.outcomes(key):
-                    sources.add(source)
-            else:
-                main.add(outcome)
+            into = sources if _is_chunk(key) else main
+            for one in _entry_outcomes(key, outcome, jobs):
+                into.add(one)
     # the document lists files by path: the Python files' records take their places among the binaries'
     tally.binaries.extend(heapq.merge(main.binaries, sources.binaries, key=lambda b: b.path))
     tally.failed.extend(heapq.merge(main.failed, sources.failed, key=lambda f: f.path))
@@ -851,12 +849,10 @@ def _scan_as_listed(paths: Sequence[str], progress: Progress, jobs: int) -> Scan
     entries = _ListedEntries(Listing(paths), named_zips, _EachFile(progress, 0))
     sources = ScanTally()
     main = ScanTally()
-    for _key, outcome in scan_listed(entries, jobs, entries.each, wanted=_worth_scanning):
-        if isinstance(outcome, PythonChunk):
-            for _path, source in outcome.outcomes(_key):
-                sources.add(source)
-        else:
-            main.add(outcome)
+    for key, outcome in scan_listed(entries, jobs, entries.each, wanted=_worth_scanning):
+        into = sources if _is_chunk(key) and not is_files_chunk(key) else main
+        for one in _entry_outcomes(key, outcome, jobs):
+            into.add(one)
     tally = ScanTally()
     for path in sorted(entries.zips):
         got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
@@ -879,9 +875,11 @@ def _scan_as_listed(paths: Sequence[str], progress: Progress, jobs: int) -> Scan
 
 
 class _ListedEntries:
-    """A listing's files as the entries workers take, a step of the listing at a time: binaries (and files to
-    rule out) as they come, Python files in chunks of :data:`PYTHON_CHUNK`, wheels named on the command line kept
-    aside for the client (:func:`scan_archive`)."""
+    """A listing's files as the entries workers take, a step of the listing at a time: files under
+    :data:`SMALL_FILE` in chunks (most of a Python environment is small files that are neither PE nor ELF, whose
+    heads the client read one by one: 44,642 files, 1.2 s of its CPU, on the CPUs the workers want), Python files
+    in chunks of :data:`PYTHON_CHUNK`, larger files one by one, and wheels named on the command line aside for the
+    client (:func:`scan_archive`)."""
 
     def __init__(self, listing: Listing, named_zips: set[str], each: _EachFile) -> None:
         self.listing = listing
@@ -889,11 +887,13 @@ class _ListedEntries:
         self.each = each
         self.zips: list[str] = []
         self._python: list[str] = []
+        self._small: list[str] = []
+        self._small_bytes = 0
         self._total = 0
 
     def __call__(self) -> list[tuple[str, int | None]] | None:
         """The next entries (maybe none), None once every file was handed out."""
-        if self.listing.done and not self._python:
+        if self.listing.done and not self._python and not self._small:
             return None
         out: list[tuple[str, int | None]] = []
         listed = self.listing.more()
@@ -905,16 +905,50 @@ class _ListedEntries:
             if is_python_source(path):
                 self._python.append(path)
                 if len(self._python) == PYTHON_CHUNK:
-                    out.append((python_chunks(self._python)[0], None))
-                    self._python = []
+                    out.append(self._python_chunk())
+            elif size is not None and 0 < size < SMALL_FILE:
+                self._small.append(path)
+                self._small_bytes += size
+                if len(self._small) == SMALL_CHUNK or self._small_bytes >= SMALL_CHUNK_BYTES:
+                    out.append(self._small_chunk())
             else:
                 out.append((path, size))
-        if self.listing.done and self._python:
-            out.extend((key, None) for key in python_chunks(self._python))
-            self._python = []
+        if self.listing.done:
+            if self._python:
+                out.append(self._python_chunk())
+            if self._small:
+                out.append(self._small_chunk())
         if listed:
             self.each.progress.start(self._total)
         return out
+
+    def _python_chunk(self) -> tuple[str, int | None]:
+        (key,) = python_chunks(self._python)
+        self._python = []
+        return key, None
+
+    def _small_chunk(self) -> tuple[str, int | None]:
+        key = files_chunk(self._small)
+        self._small, self._small_bytes = [], 0
+        return key, None  # no size: never a big file to hand out first, or to read in parts
+
+
+def _entry_outcomes(key: str, outcome: ScanOutcome | Chunk, jobs: int) -> Iterator[ScanOutcome]:
+    """The outcome of each file of a worker's entry: the file, or each file of a chunk. A chunk whose worker died
+    comes back as one error entry: its Python files are read here, and its other files scanned again each in a
+    process of its own, so that only the file that kills its process is lost."""
+    if not _is_chunk(key):
+        yield cast(ScanOutcome, outcome)
+    elif isinstance(outcome, Chunk):
+        for _path, got in outcome.outcomes(key):
+            yield got
+    elif is_files_chunk(key):
+        from cudatrace.tracer.static.parallel import map_paths_isolated
+
+        for _path, got in map_paths_isolated(scan_one, chunk_paths(key), jobs):
+            yield got
+    else:
+        yield from map(scan_python_file, chunk_paths(key))
 
 
 def _worth_scanning(path: str) -> bool:
@@ -960,12 +994,17 @@ class _EachFile:
 
     def advance(self, label: str) -> None:
         """One entry done: a file, or each file of a chunk."""
-        for path in _chunk_paths(label) if _is_chunk(label) else [label]:
+        for path in chunk_paths(label) if _is_chunk(label) else [label]:
             self.progress.advance(path)
 
 
 #: Python files per task of the Python pass: each task's reply is a few records, and 40,000 files make 160 tasks.
 PYTHON_CHUNK = 256
+#: Files under this size are scanned in chunks of at most SMALL_CHUNK files and SMALL_CHUNK_BYTES bytes, one task
+#: each, when a folder is listed as the scan goes: the worker rules out those that are neither PE nor ELF.
+SMALL_FILE = 1 << 20
+SMALL_CHUNK = 64
+SMALL_CHUNK_BYTES = 4 << 20
 
 
 def scan_python_file(path: str) -> ScanOutcome:
@@ -984,29 +1023,37 @@ def scan_python_file(path: str) -> ScanOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class PythonChunk:
-    """What the Python files of a chunk gave: the records and error entries by their place in it; every other file
-    reaches no CUDA."""
+class Chunk:
+    """What the files of a chunk gave: the records and error entries by their place in it; every other file is
+    neither PE nor ELF (a chunk of files) or reaches no CUDA (a chunk of Python files)."""
 
     found: tuple[tuple[int, BinaryScan | FileError], ...]
 
     def outcomes(self, key: str) -> Iterator[tuple[str, ScanOutcome]]:
         """``(path, outcome)`` for every file of chunk ``key``, in order."""
         found = dict(self.found)
-        for i, path in enumerate(_chunk_paths(key)):
+        for i, path in enumerate(chunk_paths(key)):
             yield path, found.get(i)
 
 
-# A chunk's key: its paths, each after a NUL (which no path holds), so that a chunk of one file is a chunk too.
+# A chunk's key: its paths, each after a NUL (which no path holds), so that a chunk of one file is a chunk too; a
+# chunk of files (not Python files) starts with one NUL more.
 _CHUNK = "\0"
+_FILES_CHUNK = "\0\0"
 
 
 def _is_chunk(key: str) -> bool:
     return key.startswith(_CHUNK)
 
 
-def _chunk_paths(key: str) -> list[str]:
-    return key.split(_CHUNK)[1:]
+def is_files_chunk(key: str) -> bool:
+    """True for the key of a chunk of files (:func:`files_chunk`)."""
+    return key.startswith(_FILES_CHUNK)
+
+
+def chunk_paths(key: str) -> list[str]:
+    """The paths of chunk ``key``."""
+    return key[len(_FILES_CHUNK) :].split(_CHUNK) if is_files_chunk(key) else key.split(_CHUNK)[1:]
 
 
 def python_chunks(files: Sequence[str]) -> list[str]:
@@ -1014,16 +1061,30 @@ def python_chunks(files: Sequence[str]) -> list[str]:
     return ["".join(_CHUNK + f for f in files[i : i + PYTHON_CHUNK]) for i in range(0, len(files), PYTHON_CHUNK)]
 
 
-def scan_entry(key: str) -> ScanOutcome | PythonChunk:
-    """What a worker does with one entry of its list: a file (:func:`scan_one`) or a chunk of Python files."""
+def files_chunk(files: Sequence[str]) -> str:
+    """Files a worker scans one after the other as one task (:func:`scan_one` each: small files, most of them
+    neither PE nor ELF), as the key :func:`scan_entry` takes."""
+    return _FILES_CHUNK + _CHUNK.join(files)
+
+
+def scan_entry(key: str) -> ScanOutcome | Chunk:
+    """What a worker does with one entry of its list: a file (:func:`scan_one`), a chunk of files (the same for
+    each) or a chunk of Python files."""
     if not _is_chunk(key):
         return scan_one(key)
+    # A chunk of files is mostly files that are neither PE nor ELF: their first bytes rule them out, at two thirds
+    # of the cost of scan_one's own reading (8 against 11 microseconds a file here).
+    scan = _scan_if_worth if is_files_chunk(key) else scan_python_file
     got = []
-    for i, path in enumerate(_chunk_paths(key)):
-        outcome = scan_python_file(path)
+    for i, path in enumerate(chunk_paths(key)):
+        outcome = scan(path)
         if outcome is not None:
             got.append((i, outcome))
-    return PythonChunk(tuple(got))
+    return Chunk(tuple(got))
+
+
+def _scan_if_worth(path: str) -> ScanOutcome:
+    return scan_one(path) if _worth_scanning(path) else None
 
 
 def scan_python_files(files: Sequence[str], jobs: int = 1) -> Iterator[tuple[str, ScanOutcome]]:
@@ -1036,8 +1097,8 @@ def scan_python_files(files: Sequence[str], jobs: int = 1) -> Iterator[tuple[str
     from cudatrace.tracer.static.parallel import map_paths
 
     for key, got in map_paths(scan_entry, python_chunks(files), jobs):
-        chunk = got if isinstance(got, PythonChunk) else scan_entry(key)  # its worker died: read it here
-        assert isinstance(chunk, PythonChunk)
+        chunk = got if isinstance(got, Chunk) else scan_entry(key)  # its worker died: read it here
+        assert isinstance(chunk, Chunk)
         yield from chunk.outcomes(key)
 
 

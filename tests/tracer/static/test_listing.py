@@ -6,10 +6,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
+from cudatrace.model import BinaryScan, FileError
 from cudatrace.tracer.static import listing, parallel, scanner
 from cudatrace.tracer.static.listing import Listing
 from cudatrace.tracer.static.scanner import collect_files, scan_paths
@@ -140,3 +142,34 @@ def test_ctrl_c_while_listing_leaves_no_worker_behind(wide: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         list(parallel.scan_listed(more, 2))
     assert multiprocessing.active_children() == []
+
+
+POISON = "poison.so"
+
+
+def die_in_a_chunk(key: str) -> object:
+    """A worker's entry function that dies on a chunk holding the poisoned file, as a parser crashing in native
+    code would."""
+    if POISON in [Path(p).name for p in scanner.chunk_paths(key)] if key.startswith("\0") else Path(key).name == POISON:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return scanner.scan_entry(key)
+
+
+def test_a_chunk_whose_worker_dies_is_scanned_again_file_by_file(wide: Path, elf_linked: Path) -> None:
+    shutil.copy(elf_linked, wide / "pkg05" / POISON)
+    small = sorted(str(p) for p in wide.rglob("*") if p.is_file() and p.suffix != ".py" and p.stat().st_size < 1 << 20)
+    key = scanner.files_chunk(small)
+    (got,) = list(parallel.scan_listed(iter([[(key, None)], None]).__next__, 2, scan=die_in_a_chunk))
+    assert got[0] == key and isinstance(got[1], FileError) and "died (SIGSEGV)" in got[1].message
+    # the client scans each of its files again, each in a process of its own: nothing is lost here
+    again = list(scanner._entry_outcomes(key, got[1], 2))
+    assert again == [scanner.scan_one(p) for p in small]
+    assert sum(isinstance(o, BinaryScan) for o in again) >= 12
+
+
+def test_small_files_in_many_chunks_give_the_same_document(wide: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = scan_paths([str(wide)], jobs=1)
+    monkeypatch.setattr(scanner, "SMALL_CHUNK", 3)
+    assert scan_paths([str(wide)], jobs=2) == one
+    monkeypatch.setattr(scanner, "SMALL_FILE", 1)  # no chunks of files at all
+    assert scan_paths([str(wide)], jobs=2) == one
