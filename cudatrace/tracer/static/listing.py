@@ -26,8 +26,9 @@ _BY_NAME = operator.attrgetter("name")
 Listed = tuple[str, int | None]
 
 
-def walk_folder(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> Iterator[str]:
-    """Regular files below ``root``, following symlinked folders once (no symlink loops), sorted per folder.
+def walk_folder(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> Iterator[tuple[str, bool]]:
+    """Files below ``root`` with whether each is a symlink, following symlinked folders once (no symlink loops),
+    sorted per folder.
 
     Symlinks whose target does not exist are added to ``dangling`` instead. A folder that cannot be listed is
     yielded itself (its scan reports it).
@@ -47,19 +48,21 @@ def walk_folder(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str])
             with os.scandir(folder) as it:
                 entries = sorted(it, key=_BY_NAME)
         except OSError:
-            yield folder
+            yield folder, False
             continue
         subdirs = []
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=True):
                     subdirs.append(entry.path)
-                elif entry.is_symlink() and not os.path.exists(entry.path):
-                    dangling.append(entry.path)  # nothing to read: a note, not a failure
+                elif not entry.is_symlink():
+                    yield entry.path, False  # the folder's listing says so: no lstat of each file
+                elif os.path.exists(entry.path):
+                    yield entry.path, True
                 else:
-                    yield entry.path
+                    dangling.append(entry.path)  # nothing to read: a note, not a failure
             except OSError:
-                yield entry.path
+                yield entry.path, os.path.islink(entry.path)
         stack.extend(reversed(subdirs))
 
 
@@ -73,7 +76,10 @@ class Listing:
     def __init__(self, paths: Sequence[str]) -> None:
         self.dangling: list[str] = []
         seen_dirs: set[tuple[int, int]] = set()
-        walks = (walk_folder(p, seen_dirs, self.dangling) if os.path.isdir(p) else iter((p,)) for p in paths)
+        walks = (
+            walk_folder(p, seen_dirs, self.dangling) if os.path.isdir(p) else iter(((p, os.path.islink(p)),))
+            for p in paths
+        )
         self._candidates = itertools.islice(itertools.chain.from_iterable(walks), MAX_FILES)
         self._files: set[tuple[int, int]] = set()  # regular files handed out, by device and inode
         self._links: list[tuple[str, tuple[int, int], int]] = []  # symlinked files, held back until the end
@@ -83,7 +89,7 @@ class Listing:
         """The files among the next ``limit`` paths of the walk (maybe none); once the walk is over, the symlinked
         files no real file stands for, and :attr:`done` is True."""
         got: list[Listed] = []
-        for looked, path in enumerate(self._candidates, 1):
+        for looked, (path, is_link) in enumerate(self._candidates, 1):
             try:
                 st = os.stat(path)
             except OSError:
@@ -93,7 +99,7 @@ class Listing:
                     got.append((path, None))  # a FIFO or device is passed over, a folder that failed reported
                 else:
                     key = (st.st_dev, st.st_ino)
-                    if os.path.islink(path):
+                    if is_link:
                         self._links.append((path, key, st.st_size))
                     elif key not in self._files:
                         self._files.add(key)
