@@ -95,14 +95,15 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         lines.append(
             _t(f"  NVIDIA libraries shipped: {', '.join(_part_name(p, part_names) for p in nvidia[:MAX_PARTS])}", "dim")
         )
-    if len(program.missing) > MAX_MISSING:
-        names = ", ".join(m.name for m in program.missing)
-        lines.append(_t(f"  missing ({len(program.missing)}): {names}", "yellow"))
-        return lines
+    # A library wanted two ways (linked by one part, loaded by name by another) is one missing library.
+    ways: dict[str, list[str]] = {}
     for m in program.missing:
-        lines.append(
-            _t(f"  missing: {m.name} (wanted by {', '.join(m.wanted_by[:3])}, {m.how.replace('_', ' ')})", "yellow")
-        )
+        ways.setdefault(m.name, []).append(f"wanted by {', '.join(m.wanted_by[:3])}, {m.how.replace('_', ' ')}")
+    if len(ways) > MAX_MISSING:
+        lines.append(_t(f"  missing ({len(ways)}): {', '.join(ways)}", "yellow"))
+        return lines
+    for name, wanted in ways.items():
+        lines.append(_t(f"  missing: {name} ({'; '.join(wanted)})", "yellow"))
     return lines
 
 

@@ -10,6 +10,7 @@ missing for the other.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from cudatrace.cli import main as cli_main
 from cudatrace.model import BinaryFormat, MissingLibrary, Program, ProgramKind
 from cudatrace.programs.judging import _missing_reasons
+from cudatrace.reports.programs_terminal import program_lines
 from tests.binaries import _run, _tool_id, cached_build, have
 from tests.program_binaries import judged_scan
 
@@ -148,6 +150,22 @@ def test_a_library_wanted_twice_is_counted_once() -> None:
     (reason,) = _missing_reasons(candidates, "v7-preview.9", program)
     assert reason.message.startswith("3 CUDA libraries the program loads are shipped by nothing")
     assert "libcudart.so.12 or libcudart.so.13 (__init__.py loads it by name)" in reason.message
+
+
+def test_the_terminal_names_a_library_wanted_two_ways_once() -> None:
+    # CuPy 14's Windows wheel: _environment.py loads cutensor.dll by name and cutensor.pyd links it
+    base = Program("app", "1.0", "/opt/app", ProgramKind.APPLICATION, platform="windows")
+    twice = (
+        MissingLibrary("cutensor.dll", ("_environment.py",), "by_name"),
+        MissingLibrary("cutensor.dll", ("cutensor.pyd",), "needed"),
+    )
+    lines = [str(t) for t in program_lines(replace(base, missing=twice))]
+    assert [x for x in lines if "missing" in x] == [
+        "  missing: cutensor.dll (wanted by _environment.py, by name; wanted by cutensor.pyd, needed)"
+    ]
+    many = twice + tuple(MissingLibrary(f"lib{i}.dll", ("app.pyd",), "needed") for i in range(4))
+    (line,) = [str(t) for t in program_lines(replace(base, missing=many)) if "missing" in str(t)]
+    assert line == "  missing (5): cutensor.dll, lib0.dll, lib1.dll, lib2.dll, lib3.dll"
 
 
 # TensorFlow's shape: its library resolves cuDNN's and cuBLAS's functions by name from libraries whose names it
