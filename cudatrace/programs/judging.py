@@ -502,12 +502,14 @@ def _what_is_left(status: VerdictStatus, parts: int) -> str:
 
 def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
     worst = verdict.reasons[0] if verdict.reasons else None
-    what = "cannot run" if verdict.status is VerdictStatus.BLOCKED else "is at risk"
+    feature = part.feature or _short(part.path)
+    plural = feature.startswith("the functions of ")  # a Python module's functions, called after its import
+    what = "cannot run" if verdict.status is VerdictStatus.BLOCKED else ("are" if plural else "is") + " at risk"
     because = f": {worst.message}" if worst else ""
     return Reason(
         Severity.RISK,
         "on_demand_blocked",
-        f"{part.feature or _short(part.path)} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
+        f"{feature} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
         f"{_what_is_left(verdict.status, 1)}",
         worst.remedy if worst else None,
         worst.family if worst else None,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cudatrace.cli import main as cli_main
-from cudatrace.model import PartRole, Program, ProgramKind, VerdictStatus
+from cudatrace.model import PartRole, Program, ProgramKind, ProgramPart, Reason, Severity, Verdict, VerdictStatus
+from cudatrace.programs.judging import _part_reason
 from tests import program_binaries as pb
 from tests.binaries import NVCC, build_cuda_stub_libs, have
 
@@ -331,3 +332,13 @@ def test_gpu_code_the_scan_could_not_read_is_a_risk(tmp_path: Path) -> None:
     assert judged.verdict is not None and judged.verdict.status is VerdictStatus.AT_RISK
     (reason,) = [r for r in judged.verdict.reasons if r.code == "gpu_code_unread"]
     assert "holds no fatbin container" in reason.message and "is unknown" in reason.message
+
+
+def test_an_on_demand_reason_agrees_with_the_functions_of_a_module() -> None:
+    # onnxruntime's __init__.py reaches CUDA only in the functions it defines: "the functions ... are at risk"
+    worst = Reason(Severity.RISK, "library_not_replaced", "libcurand.so.10 may be loaded at run time")
+    verdict = Verdict("v7-preview.9", VerdictStatus.AT_RISK, (worst,))
+    functions = ProgramPart("/s/ort/__init__.py", PartRole.ON_DEMAND, "why", "the functions of the Python module ort")
+    module = ProgramPart("/s/ort/rtc.py", PartRole.ON_DEMAND, "why", "the Python module ort.rtc")
+    assert " are at risk under ZLUDA v7-preview.9: " in _part_reason(functions, verdict, "v7-preview.9").message
+    assert " is at risk under ZLUDA v7-preview.9: " in _part_reason(module, verdict, "v7-preview.9").message
