@@ -628,21 +628,25 @@ def judge(
             )
         bulk = static_runtime if static_runtime is not None else proc_names >= _BULK_LOOKUPS
         if python:
-            what = f"the {proc_names} entry points its Python code calls or looks up by name"
+            what = f"the {counted(proc_names, 'entry point')} its Python code calls or looks up by name"
             why = (
                 "Python bindings of a whole API name every function, so these matter only if the program calls them"
                 if bulk
                 else "Its Python code calls them (through ctypes or a binding package) when that code runs"
             )
         elif bulk:
-            what = f"the {proc_names} names resolved by name at run time"
+            what = f"the {counted(proc_names, 'name')} resolved by name at run time"
             why = (
                 "A static CUDA runtime resolves every name it knows up front, so these matter only if the program "
                 "calls them"
             )
         else:
-            what = f"the {proc_names} names resolved by name at run time"
-            why = "The program looks these few names up itself, so it probably calls them"
+            what = f"the {counted(proc_names, 'name')} resolved by name at run time"
+            why = (
+                "The program looks this name up itself, so it probably calls it"
+                if proc_names == 1
+                else "The program looks these few names up itself, so it probably calls them"
+            )
         reasons.append(
             Reason(
                 Severity.INFO if bulk else Severity.RISK,

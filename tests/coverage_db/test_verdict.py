@@ -314,6 +314,12 @@ def test_proc_string_names_never_block() -> None:
     assert reason(old, "proc_string_missing").remedy == (  # type: ignore[attr-defined]
         "release v5-preview.103 implements cublasLtCreate: upgrade"
     )
+    # one name (xformers' cuTensorMapEncodeTiled): the words agree with it
+    assert reason(old, "proc_string_missing").message.startswith(  # type: ignore[attr-defined]
+        "of the 1 name resolved by name at run time, 1 is "
+    )
+    assert "looks this name up itself, so it probably calls it" in reason(old, "proc_string_missing").message  # type: ignore[attr-defined]
+    assert reason(few, "proc_string_missing").message.startswith("of the 6 names resolved")  # type: ignore[attr-defined]
 
 
 def test_libraries_not_replaced() -> None:
