@@ -87,7 +87,7 @@ from cudatrace.tracer.static.strings import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from cudatrace.tracer.static.archive import ScanTally
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
@@ -676,9 +676,10 @@ def _check_named_file(path: str) -> str:
     raise InputError("not a PE or ELF binary, a Python file, nor a wheel or zip of them", path)
 
 
-def check_paths(paths: Sequence[str]) -> None:
-    """Raise :class:`InputError` when nothing is given, a PATH does not exist or is a dangling symlink, or names a
-    file that is neither a binary nor a wheel or zip (before anything is scanned)."""
+def check_paths(paths: Sequence[str]) -> set[str]:
+    """The wheels and zips named among ``paths`` (each scanned as the package it holds); raises
+    :class:`InputError` when nothing is given, a PATH does not exist or is a dangling symlink, or names a file
+    that is neither a binary nor a wheel or zip (before anything is scanned)."""
     if not paths:
         raise InputError("nothing to scan: give at least one file or folder")
     for p in paths:
@@ -686,9 +687,7 @@ def check_paths(paths: Sequence[str]) -> None:
             raise InputError("no such file or folder", p)
         if os.path.islink(p) and not os.path.exists(p):
             raise InputError(f"dangling symlink (to {os.readlink(p)!r})", p)
-    for p in paths:
-        if not os.path.isdir(p):
-            _check_named_file(p)
+    return {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
 
 
 def collect_files(
@@ -701,6 +700,11 @@ def collect_files(
     added to ``dangling`` when given).
     """
     check_paths(paths)
+    return _listed_files(paths, dangling, sizes)
+
+
+def _listed_files(paths: Sequence[str], dangling: list[str] | None, sizes: dict[str, int] | None) -> list[str]:
+    """:func:`collect_files` of paths already checked."""
     listing = Listing(paths)
     listed = listing.all()
     if dangling is not None:
@@ -769,22 +773,16 @@ def scan_paths(
 
     from cudatrace.tracer.static.parallel import scan_entries, start_server_early
 
-    check_paths(paths)
+    named_zips = check_paths(paths)
     if jobs > 1 and dask is None and any(os.path.isdir(p) for p in paths):
         start_server_early()  # the workers' imports run while the client lists the first folder
-        return _scan_as_listed(paths, progress or NullProgress(), jobs)
+        return _scan_as_listed(paths, named_zips, progress or NullProgress(), jobs)
     dangling: list[str] = []
     sizes: dict[str, int] = {}
-    files = plan_files(paths, dangling, sizes)
-    named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
-    from cudatrace.tracer.static.archive import ScanTally, scan_archive
+    files = sorted(_listed_files(paths, dangling, sizes))  # the document lists binaries and failures by path
+    from cudatrace.tracer.static.archive import ScanTally
 
-    tally = ScanTally()
-    for path in (f for f in files if f in named_zips):
-        got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
-        tally.binaries.extend(got.binaries)
-        tally.failed.extend(got.failed)
-        tally.skipped += got.skipped
+    tally = _scan_named_zips([f for f in files if f in named_zips])
     plain = [f for f in files if f not in named_zips and not is_python_source(f)]
     # .py files are read apart, in chunks handed to worker processes (a Python environment holds tens of
     # thousands, nearly none reaching CUDA): read one by one beside the heads, they took the client 0.7 s of
@@ -827,6 +825,23 @@ def scan_paths(
     tally.binaries.extend(heapq.merge(main.binaries, sources.binaries, key=lambda b: b.path))
     tally.failed.extend(heapq.merge(main.failed, sources.failed, key=lambda f: f.path))
     tally.skipped += main.skipped + sources.skipped
+    return _result(paths, tally, dangling)
+
+
+def _scan_named_zips(zips: Sequence[str]) -> ScanTally:
+    """What the wheels and zips named on the command line hold, member by member, in the order given."""
+    from cudatrace.tracer.static.archive import ScanTally, scan_archive
+
+    tally = ScanTally()
+    for path in zips:
+        got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
+        tally.binaries.extend(got.binaries)
+        tally.failed.extend(got.failed)
+        tally.skipped += got.skipped
+    return tally
+
+
+def _result(paths: Sequence[str], tally: ScanTally, dangling: Sequence[str]) -> ScanResult:
     notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in dangling)
     return ScanResult(
         binaries=tuple(tally.binaries),
@@ -838,40 +853,24 @@ def scan_paths(
     )
 
 
-def _scan_as_listed(paths: Sequence[str], progress: Progress, jobs: int) -> ScanResult:
+def _scan_as_listed(paths: Sequence[str], named_zips: set[str], progress: Progress, jobs: int) -> ScanResult:
     """:func:`scan_paths` over ``jobs`` local processes that start on the first files while the client lists the
     rest (43,821 files of a Python environment took it half a second). Files come back in the walk's order; the
     document's order (by path) is made at the end, so it is the same as when everything is listed first."""
-    from cudatrace.tracer.static.archive import ScanTally, scan_archive
+    from cudatrace.tracer.static.archive import ScanTally
     from cudatrace.tracer.static.parallel import scan_listed
 
-    named_zips = {p for p in paths if not os.path.isdir(p) and _check_named_file(p) == "zip"}
     entries = _ListedEntries(Listing(paths), named_zips, _EachFile(progress, 0))
-    sources = ScanTally()
-    main = ScanTally()
+    scanned = ScanTally()  # in the walk's order, binaries and Python files alike: sorted by path below
     for key, outcome in scan_listed(entries, jobs, entries.each, wanted=_worth_scanning):
-        into = sources if _is_chunk(key) and not is_files_chunk(key) else main
         for one in _entry_outcomes(key, outcome, jobs):
-            into.add(one)
-    tally = ScanTally()
-    for path in sorted(entries.zips):
-        got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
-        tally.binaries.extend(got.binaries)
-        tally.failed.extend(got.failed)
-        tally.skipped += got.skipped
+            scanned.add(one)
+    tally = _scan_named_zips(sorted(entries.zips))
     by_path = operator.attrgetter("path")
-    tally.binaries.extend(sorted([*main.binaries, *sources.binaries], key=by_path))
-    tally.failed.extend(sorted([*main.failed, *sources.failed], key=by_path))
-    tally.skipped += main.skipped + sources.skipped
-    notes = tuple(f"skipped a dangling symlink: {p} (to {_link_target(p)!r})" for p in sorted(entries.listing.dangling))
-    return ScanResult(
-        binaries=tuple(tally.binaries),
-        failed=tuple(tally.failed),
-        skipped=tally.skipped,
-        roots=tuple(paths),
-        tool_version=__version__,
-        notes=notes,
-    )
+    tally.binaries.extend(sorted(scanned.binaries, key=by_path))
+    tally.failed.extend(sorted(scanned.failed, key=by_path))
+    tally.skipped += scanned.skipped
+    return _result(paths, tally, sorted(entries.listing.dangling))
 
 
 class _ListedEntries:
