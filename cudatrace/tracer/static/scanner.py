@@ -892,7 +892,7 @@ class _ListedEntries:
 
     def __call__(self) -> list[tuple[str, int | None]] | None:
         """The next entries (maybe none), None once every file was handed out."""
-        if self.listing.done and not self._python and not self._small:
+        if self.listing.done:  # the last step handed out what the chunks held
             return None
         out: list[tuple[str, int | None]] = []
         listed = self.listing.more()
