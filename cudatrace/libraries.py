@@ -79,6 +79,7 @@ _EXACT_STEMS: dict[str, Family] = {
     "cupti": Family.CUPTI,
     "nvtoolsext": Family.NVTX,
     "nvtx3interop": Family.NVTX,
+    "nvoptix": Family.OPTIX,  # OptiX 7 and later: libnvoptix.so.1 and nvoptix.dll, installed with the driver
     **dict.fromkeys(_OTHER_NVIDIA_STEMS, Family.OTHER),
 }
 

@@ -42,6 +42,7 @@ class Family(str, Enum):
     NVML = "nvml"
     CUPTI = "cupti"
     NVTX = "nvtx"
+    OPTIX = "optix"  # NVIDIA's ray tracing engine, part of the display driver (libnvoptix.so.1, nvoptix.dll)
     OTHER = "other"
 
 
@@ -51,6 +52,7 @@ class BinaryFormat(str, Enum):
     PE = "pe"
     ELF = "elf"
     PYTHON = "python"  # a Python source file that reaches CUDA through ctypes, cffi or a binding package
+    GPU_CODE = "gpu_code"  # a file of GPU code a program loads at run time: a cubin, a PTX text, a fatbin
 
 
 class LibraryHow(str, Enum):
@@ -225,6 +227,10 @@ class GpuImage(Record):
         return int(digits) if digits else 0
 
 
+#: The container name of a kernel file's PTX that calls OptiX's own functions: a module OptiX compiles, not the CUDA
+#: driver (:mod:`cudatrace.tracer.static.gpu_files`).
+OPTIX_MODULE = "OptiX PTX file"
+
 #: PTX for this target and newer only is a risk: code built for these GPUs may use instructions (wgmma, TMA,
 #: clusters) that ZLUDA does not translate. A heuristic, not from ZLUDA's data.
 RECENT_PTX_SM = 90
@@ -252,6 +258,11 @@ class GpuCode(Record):
         """
         linked = tuple(i for i in self.images if not i.relocatable)
         return linked or self.images
+
+    @property
+    def optix_module(self) -> bool:
+        """A kernel file whose PTX is an OptiX module (:data:`OPTIX_MODULE`)."""
+        return any(i.container == OPTIX_MODULE for i in self.images)
 
     @property
     def ptx(self) -> tuple[GpuImage, ...]:
@@ -355,6 +366,14 @@ class StaticRuntime(Record):
     # file does not say (no symbol table): then only a traced run can tell.
     calls: tuple[str, ...] | None = None
     calls_how: str = ""  # how ``calls`` was found, or why it could not be
+    # Not a CUDA runtime but a loader of the program's own (Blender's cuew: dlopen of libcuda.so and a dlsym of
+    # every driver function it knows, no runtime error texts): the program calls the driver through the pointers.
+    own_loader: bool = field(default=False, metadata=spec(omit="falsy"))
+
+    @property
+    def what(self) -> str:
+        """What resolves the names, in words."""
+        return "its own CUDA driver loader" if self.own_loader else "a statically linked CUDA runtime"
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,5 +90,6 @@ FAMILY_TITLES = {
     "nvml": "NVML",
     "cupti": "CUPTI",
     "nvtx": "NVTX",
+    "optix": "OptiX",
     "other": "another NVIDIA library",
 }

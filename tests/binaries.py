@@ -304,6 +304,31 @@ def build_elf_hidden_loader() -> Path:
     return cached_build(key, build) / "hidden_loader"
 
 
+def build_elf_own_loader() -> Path:
+    """A program with a driver loader of its own, as Blender's cuew is: it dlopens libcuda.so.1 and looks up every
+    driver function it knows with dlsym, the static runtime's names, but holds no CUDA runtime (no error texts)."""
+    source = build_nvcc("nvcc_static")
+    out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
+    names = sorted({s for s in out.splitlines() if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s)})
+    table = ",\n".join(f'    "{n}"' for n in names)
+    program = (
+        "#include <dlfcn.h>\n#include <stdio.h>\n"
+        f"static const char *const names[] = {{\n{table}\n}};\n"
+        "static void *table[sizeof names / sizeof names[0]];\n"
+        "int main(void) {\n"
+        '    void *h = dlopen("libcuda.so.1", RTLD_NOW);\n'
+        '    if (!h) { puts("CUEW initialization failed"); return 1; }\n'
+        "    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) table[i] = dlsym(h, names[i]);\n"
+        "    return table[0] == 0;\n}\n"
+    )
+
+    def build(d: Path) -> None:
+        (d / "main.c").write_text(program)
+        _run(["gcc", "-O1", "-o", "own_loader", "main.c", "-ldl"], d)
+
+    return cached_build("own-loader/1\n" + program + _tool_id("gcc"), build) / "own_loader"
+
+
 def build_pe_runtime_standin() -> Path:
     """A PE program that loads nvcuda.dll by name and resolves the static runtime's driver names through it."""
     source = build_nvcc("nvcc_static")
@@ -327,6 +352,31 @@ def build_pe_runtime_standin() -> Path:
 
     key = "pe-runtime/1\n" + program + _tool_id("x86_64-w64-mingw32-gcc")
     return cached_build(key, build) / "runtime_standin.exe"
+
+
+KERNEL_FILE_CU = r"""
+extern "C" __global__ void shade(float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * 0.5f + 1.0f;
+}
+"""
+
+
+def build_kernel_files() -> Path:
+    """Kernels in files of their own, as Blender's Cycles ships them (uncompressed here): ``kernel_sm_80.cubin``
+    and ``kernel_sm_86.cubin`` (SASS), ``kernel_compute_75.ptx`` (PTX) and ``kernels.fatbin`` (sm_80 SASS and
+    compute_75 PTX), built by this machine's nvcc."""
+
+    def build(d: Path) -> None:
+        (d / "k.cu").write_text(KERNEL_FILE_CU)
+        for sm in ("80", "86"):
+            _run([NVCC, "-cubin", f"-arch=sm_{sm}", "-o", f"kernel_sm_{sm}.cubin", "k.cu"], d)
+        _run([NVCC, "-ptx", "-arch=compute_75", "-o", "kernel_compute_75.ptx", "k.cu"], d)
+        _run([NVCC, "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_75,code=compute_75",
+              "-o", "kernels.fatbin", "k.cu"], d)  # fmt: skip
+        (d / "k.cu").unlink()
+
+    return cached_build("kernel-files/1\n" + KERNEL_FILE_CU + _tool_id(NVCC), build)
 
 
 NVCC_VARIANTS: dict[str, tuple[str, ...]] = {

@@ -63,7 +63,7 @@ LIBRARY_FAMILY: dict[str, Family] = {
     "nvml": Family.NVML,
     "nccl": Family.NCCL,
     "nvapi": Family.OTHER,
-    "optix6": Family.OTHER,
+    "optix6": Family.OPTIX,
 }
 LIBRARY_ORDER = tuple(LIBRARY_FAMILY)
 LIBRARY_TITLES: dict[str, str] = {
@@ -595,6 +595,7 @@ class Catalog:
             Family.CUDNN: ["cudnn9", "cudnn8"],
             Family.NVML: ["nvml"],
             Family.NCCL: ["nccl"],
+            Family.OPTIX: ["optix6"],
         }.get(family, [])
 
     def _run(self, key: str, function: str, ordinal: int) -> list[Any] | None:

@@ -19,6 +19,10 @@ FAMILY_ADVICE: dict[Family, str] = {
         "torch.distributed.init_process_group(backend='gloo'))"
     ),
     Family.TENSORRT: "run the model without TensorRT (e.g. PyTorch eager or ONNX Runtime's CUDA execution provider)",
+    Family.OPTIX: (
+        "use the program's CUDA (or, on an AMD GPU, its HIP) device instead of OptiX (Blender: Cycles' CUDA or HIP "
+        "device and the OpenImageDenoise denoiser)"
+    ),
     Family.CUPTI: "turn off the profiler or tracer that loads CUPTI",
     Family.CURAND: "generate random numbers on the CPU or with the framework's own GPU generator",
     Family.CUSOLVER: "run the linear-algebra solvers on the CPU",

@@ -599,7 +599,7 @@ def judge(
             )
 
     if gpu_code is not None and gpu_code.images:
-        reasons.extend(_gpu_reasons(gpu_code))
+        reasons.extend(_gpu_reasons(gpu_code, in_file=binary_format is BinaryFormat.GPU_CODE))
     elif gpu_errors:
         reasons.append(_gpu_unread_reason(gpu_errors))
     if "nvrtcGetCUBIN" in nvrtc_outputs:
@@ -637,8 +637,8 @@ def judge(
         elif bulk:
             what = f"the {counted(proc_names, 'name')} resolved by name at run time"
             why = (
-                "A static CUDA runtime resolves every name it knows up front, so these matter only if the program "
-                "calls them"
+                f"{'A loader of its own' if runtime is not None and runtime.own_loader else 'A static CUDA runtime'} "
+                "resolves every name it knows up front, so these matter only if the program calls them"
             )
         else:
             what = f"the {counted(proc_names, 'name')} resolved by name at run time"
@@ -766,7 +766,7 @@ def runtime_reasons(
             Reason(
                 Severity.RISK,
                 "unknown_until_traced",
-                f"a statically linked CUDA runtime resolves {resolved} driver entry points up front, and which of "
+                f"{runtime.what} resolves {resolved} driver entry points up front, and which of "
                 f"them {who} needs is unknown until traced ({runtime.calls_how or 'its calls cannot be read'})"
                 f": run `cudatrace run -- {target}` on an NVIDIA GPU or under ZLUDA",
                 f"cudatrace run -- {target}",
@@ -1040,6 +1040,17 @@ def _library_reason(
             lib.family,
             tuple(sorted(names)),
         )
+    if lib.family is Family.OPTIX:
+        return Reason(
+            Severity.BLOCKER if linked else Severity.RISK,
+            "library_unsupported",
+            f"{lib.name}: OptiX, NVIDIA's ray tracing engine, comes with NVIDIA's display driver and needs an NVIDIA "
+            f"GPU; no ZLUDA release replaces OptiX 7 or later (v3 served the OptiX 6 API alone), so the program's "
+            f"OptiX features (ray tracing, the OptiX denoiser) do not work under ZLUDA {rel}{used}",
+            remedies.FAMILY_ADVICE[Family.OPTIX],
+            lib.family,
+            tuple(sorted(names)),
+        )
     if lib.family is Family.DRIVER:
         return Reason(
             Severity.BLOCKER if linked else Severity.RISK,
@@ -1079,9 +1090,30 @@ def _library_reason(
     )
 
 
-def _gpu_reasons(gpu: GpuCode) -> list[Reason]:
+def _gpu_reasons(gpu: GpuCode, *, in_file: bool = False) -> list[Reason]:
+    if in_file and gpu.optix_module:
+        return [
+            Reason(
+                Severity.RISK,
+                "optix_module",
+                "this file is an OptiX module (its PTX calls OptiX's own _optix_ functions): OptiX compiles it, not "
+                "the CUDA driver, and no ZLUDA release replaces OptiX 7 or later, so it does not run under ZLUDA",
+                remedies.FAMILY_ADVICE[Family.OPTIX],
+                Family.OPTIX,
+            )
+        ]
     if gpu.sass_only:
         archs = ", ".join(sorted({i.arch for i in gpu.sass}))
+        if in_file:  # a kernel file of the program's own (a cubin): one module it may load, or choose another
+            return [
+                Reason(
+                    Severity.BLOCKER,
+                    "sass_only",
+                    f"this file's GPU code is SASS only ({archs}) with no PTX: ZLUDA recompiles PTX and cannot run "
+                    "these kernels",
+                    "ship these kernels as PTX too (nvcc -ptx), for the program to load where no cubin fits the GPU",
+                )
+            ]
         return [
             Reason(
                 Severity.BLOCKER,

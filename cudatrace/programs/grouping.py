@@ -373,7 +373,7 @@ def is_nvidia_distribution(name: str, binaries: Iterable[BinaryScan]) -> bool:
 
 def _is_executable(b: BinaryScan) -> bool:
     name = b.name.lower()
-    if b.format is BinaryFormat.PYTHON:
+    if b.format in (BinaryFormat.PYTHON, BinaryFormat.GPU_CODE):
         return False  # a Python file is a module or a script of the program, never a program of its own here
     if b.format is BinaryFormat.PE:
         return name.endswith(".exe")
@@ -405,13 +405,22 @@ def feature_of(file_name: str, program: str, *owners: str) -> str:
 
 
 def _module_of(rel: str) -> str:
+    """The dotted module name of a file by its path in the site: a package's ``__init__`` file, Python or an
+    extension module (Blender's ``bpy/__init__.so``), is the package."""
     parts = rel.split("/")
-    last = parts[-1]
-    if last == "__init__.py":
+    stem = parts[-1].split(".", 1)[0]
+    if stem == "__init__":
         parts = parts[:-1]
     else:
-        parts[-1] = last.split(".", 1)[0]
+        parts[-1] = stem
     return ".".join(parts)
+
+
+def _is_package_module(path: str) -> bool:
+    """Whether the file is a package's ``__init__`` extension module: Python's import loads it for the package
+    itself (``import bpy`` loads ``bpy/__init__.so``, whose ``PyInit_bpy`` makes the module)."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.startswith("__init__.") and not name.endswith((".py", ".pyc", ".pyi"))
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -1019,15 +1028,20 @@ class _Search:
         self.empty = not py  # no Python files to follow: the result is None
         # The packages a user imports: the top-level ones, and below a namespace folder (no __init__.py: nvidia/
         # of nvidia-dali, jax_plugins/) the outermost regular packages (nvidia.dali)
+        # A top-level package whose __init__ is an extension module is loaded by the import the user writes; the
+        # folders below it are not packages of it (Blender's bpy/5.0/scripts/ are scripts its module runs)
+        self.reached: set[str] = {m for m, path in extensions.items() if "." not in m and _is_package_module(path)}
         self.queued = sorted(
             m
             for m, rel in self.modules.items()
             if m
             and ("." not in m or rel.endswith("__init__.py"))
-            and not any(".".join(m.split(".")[:i]) in self.modules for i in range(1, m.count(".") + 1))
+            and not any(
+                ".".join(m.split(".")[:i]) in self.modules or m.split(".", 1)[0] in self.reached
+                for i in range(1, m.count(".") + 1)
+            )
         )
         self.seen: set[str] = set()
-        self.reached: set[str] = set()
         self.followed: set[str] = set()  # the names imported whose modules (and their packages') are queued
         self.facts: dict[str, _ModuleFacts] = {}
         self.by_file: set[str] = set()  # extension module names loaded from a file the package chooses
@@ -1244,6 +1258,10 @@ def _roles(
                 )
         loaded = on_import.ctypes_libraries if on_import is not None else {}
         stems = on_import.ctypes_stems if on_import is not None else {}
+        # the distribution's own name quoted is its id, not a library's (onnxruntime-genai-cuda 0.18's __init__
+        # passes __id__ = "onnxruntime-genai-cuda" to a function that loads onnxruntime.dll; its CUDA backend
+        # onnxruntime-genai-cuda.dll is loaded by name later, by its native library)
+        stems = {k: v for k, v in stems.items() if _norm(k) != _norm(group.dist.name)}
         for b in group.binaries:
             by = next((loaded[n] for n in sorted(_names_of(b)) if n in loaded), None) or next(
                 (stems[n] for n in sorted(_stems_of(b)) if n in stems), None
@@ -1288,6 +1306,11 @@ def _roles(
                     roles[dep.path] = ProgramPart(dep.path, role, why, roles[path].feature)
                     queue.append(dep.path)
 
+    for b in group.binaries:
+        if b.format is BinaryFormat.GPU_CODE:  # no code of the CPU's: a module of kernels, read when asked for
+            roles[b.path] = ProgramPart(
+                b.path, PartRole.ON_DEMAND, "kernels (GPU code) the program loads from this file"
+            )
     spread(entry, PartRole.STARTUP, {})
     # Named in strings by a part already placed: loaded by name at run time.
     changed = True
@@ -1319,7 +1342,10 @@ def _roles(
             feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site).replace(os.sep, '/'))}"
         elif _is_extension(b, group.dist):
             why = "extension module imported only when a feature is used (not from the package's import path)"
-            feat = f"the Python module {_module_of(os.path.relpath(b.path, group.dist.site))}" if group.dist else None
+            module = group.dist and (
+                _importable_as(b, group.dist) or _module_of(os.path.relpath(b.path, group.dist.site))
+            )
+            feat = f"the Python module {module}" if module else None
         elif group.dist is not None and _is_executable(b):
             why = "a program the package starts as a child process (a helper tool, a compiler, a server)"
             feat = f"the {b.name} program"
@@ -1384,8 +1410,16 @@ def _importable_as(b: BinaryScan, dist: _Dist) -> str | None:
     an extension module is for the import search to tell: ``paddle/base/libpaddle.so`` is one (``from . import
     libpaddle``), a ``libfoo.so`` that the package loads with ctypes is not."""
     rel = os.path.relpath(b.path, dist.site).replace("\\", "/")
-    if b.format is BinaryFormat.PYTHON or _EXTENSION.search(b.name):
+    if b.format is BinaryFormat.PYTHON:
         return _module_of(rel)
+    if _EXTENSION.search(b.name):
+        # below a folder no import can name (Blender's bpy/5.0/python/lib/python3.11/site-packages/), the module
+        # is named from the folder a path entry would give: openvdb, not bpy.5.0.python.lib...openvdb
+        folders = rel.split("/")[:-1]
+        named = len(folders)
+        while named and _IDENTIFIER.match(folders[named - 1]):
+            named -= 1
+        return _module_of("/".join(rel.split("/")[named:]))
     if not _MODULE_FILE.match(b.name) or not all(_IDENTIFIER.match(f) for f in rel.split("/")[:-1]):
         return None
     return _module_of(rel)
@@ -1396,7 +1430,7 @@ def _is_extension(b: BinaryScan, dist: _Dist | None) -> bool:
     (``x.cpython-311-x86_64-linux-gnu.so``, ``x.pyd``), or a plain ``name.so`` next to an ``__init__.py`` of the
     distribution (jax plugins ship ``_linalg.so``). A plain ``libname.so`` that nothing imports is taken for a
     library the package loads by its file name (ctypes, a plugin loader), not for a module."""
-    if _EXTENSION.search(b.name):
+    if _EXTENSION.search(b.name) or _is_package_module(b.name):
         return True
     if dist is None or not _PLAIN_MODULE.match(b.name):
         return False
@@ -1417,8 +1451,9 @@ def _per_system(g: _Group) -> list[_Group]:
     """A program with CUDA binaries for both Linux and Windows is a program on each: ctransformers ships its CUDA
     backend as ``libctransformers.so`` and ``ctransformers.dll`` in one wheel, and what it lacks or loads differs
     between the two (``libcudart.so.12`` there, ``cudart64_12.dll`` here). Each program keeps its system's binaries
-    and every Python file. NVIDIA's own libraries are not judged, so they stay one program."""
-    systems = {b.format for b in g.binaries if b.uses_cuda and b.format is not BinaryFormat.PYTHON}
+    and every Python file and kernel file (neither is of one system). NVIDIA's own libraries are not judged, so
+    they stay one program."""
+    systems = {b.format for b in g.binaries if b.uses_cuda and b.format in (BinaryFormat.ELF, BinaryFormat.PE)}
     if len(systems) < 2 or g.kind is ProgramKind.NVIDIA:
         return [g]
     return [
@@ -1427,7 +1462,7 @@ def _per_system(g: _Group) -> list[_Group]:
             g.version,
             g.root,
             g.kind,
-            [b for b in g.binaries if b.format in (system, BinaryFormat.PYTHON)],
+            [b for b in g.binaries if b.format in (system, BinaryFormat.PYTHON, BinaryFormat.GPU_CODE)],
             g.dist,
         )
         for system in (BinaryFormat.ELF, BinaryFormat.PE)
@@ -1548,7 +1583,12 @@ def _group_programs(
             kind = ProgramKind.NVIDIA
         groups[("file", absolute)] = _Group(b.name, None, b.path, kind, [b])
     programs: list[Program] = []
-    kept = [g for g in _split_folders(list(groups.values())) if any(b.uses_cuda for b in g.binaries)]
+    # (kernel files alone are no program: something else loads them)
+    kept = [
+        g
+        for g in _split_folders(list(groups.values()))
+        if any(b.uses_cuda and b.format is not BinaryFormat.GPU_CODE for b in g.binaries)
+    ]
     for g in kept:
         wheel = g.kind is ProgramKind.WHEEL and is_nvidia_distribution(g.name, g.binaries)
         if wheel or (g.kind is ProgramKind.APPLICATION and all(is_nvidia_library(b) for b in g.binaries)):

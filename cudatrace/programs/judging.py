@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from cudatrace.coverage_db.catalog import Catalog, load_catalog
-from cudatrace.coverage_db.remedies import name_list
+from cudatrace.coverage_db.remedies import FAMILY_ADVICE, name_list
 from cudatrace.coverage_db.switches import switches_of
 from cudatrace.coverage_db.verdict import (
     annotate_scan,
@@ -31,6 +31,7 @@ from cudatrace.coverage_db.verdict import (
     rank_reasons,
     status_of,
 )
+from cudatrace.errors import CudatraceError
 from cudatrace.libraries import identify_library, load_exports
 from cudatrace.model import (
     BinaryFormat,
@@ -51,7 +52,7 @@ from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
 from cudatrace.wording import FAMILY_TITLES, agrees, counted, file_names
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
-_SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML}
+_SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML, Family.OPTIX}
 
 
 # A package's own tests: folders named so, and pytest's file names (pynvml ships pynvml_utils/tests/test_nvml.py,
@@ -103,6 +104,19 @@ def _links_rocm(b: BinaryScan) -> bool:
     return any(_ROCM.match(n) for n in b.needed)
 
 
+#: AMD's HIP runtime: a binary that loads it by name has a HIP backend of its own (Blender's Cycles: hipew).
+_HIP_RUNTIME = re.compile(r"^(?:lib)?amdhip64(?:_\d+)?(?:\.so|\.dll$)", re.IGNORECASE)
+
+
+def _rocm_build(b: BinaryScan) -> str | None:
+    """The binary's name as the ROCm note lists it, when it is built for AMD GPUs: it links a ROCm library, or it
+    loads the HIP runtime by name beside its CUDA code (a backend of each kind in one file)."""
+    if _links_rocm(b):
+        return _short(b.path)
+    hip = next((_short(n) for n in b.named_libraries if _HIP_RUNTIME.match(_short(n))), None)
+    return f"{_short(b.path)} (a HIP backend: loads {hip} by name)" if hip else None
+
+
 def _rocm_reason(names: Sequence[str]) -> Reason:
     """A package that also ships builds for AMD GPUs (bitsandbytes 0.50's libbitsandbytes_rocm*.so beside its CUDA
     backends): on an AMD GPU with ROCm those run natively, which beats any translation."""
@@ -119,6 +133,95 @@ def _rocm_reason(names: Sequence[str]) -> Reason:
 
 def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+#: ZLUDA reports compute capability 8.8 up to this release, 8.5 after it (ZLUDA_CC changes it).
+_CC_88_UNTIL = "v6-preview.69"
+
+
+def _zluda_cc(cat: Catalog, rel: str) -> int:
+    """The compute capability ZLUDA ``rel`` reports by default, as an SM number (88, 85)."""
+    try:
+        return 88 if cat.release(rel).ordinal <= cat.release(_CC_88_UNTIL).ordinal else 85
+    except CudatraceError:
+        return 85
+
+
+def _gpu_file_reasons(files: Sequence[BinaryScan], cat: Catalog, rel: str, has_optix: bool) -> list[Reason]:
+    """One reason for the kernel files of a program (:mod:`~cudatrace.tracer.static.gpu_files`), judged together:
+    each is one module the program chooses at run time (Blender's Cycles: the cubin built for the GPU's compute
+    capability, else the newest PTX at or below it), so a SASS-only cubin blocks nothing while a PTX file can
+    stand in for it. What decides is whether any carries PTX, and whether a cubin is built for the compute
+    capability ZLUDA reports, which a program choosing by it would load instead of the PTX. OptiX modules (PTX
+    that OptiX compiles) are a risk of their own, unless ``has_optix``: the program's OptiX library said so."""
+    optix = [b for b in files if b.gpu_code.optix_module]  # judged with OptiX (its library's reason, or below)
+    files = [b for b in files if not b.gpu_code.optix_module]
+    out = []
+    if optix and not has_optix:
+        out.append(
+            Reason(
+                Severity.RISK,
+                "optix_modules",
+                f"the program ships {counted(len(optix), 'OptiX module')} "
+                f"({name_list([_short(b.path) for b in optix])}): OptiX compiles them, not the CUDA driver, and no "
+                "ZLUDA release replaces OptiX 7 or later, so the program's OptiX features do not work under ZLUDA",
+                FAMILY_ADVICE[Family.OPTIX],
+                Family.OPTIX,
+            )
+        )
+    if not files:
+        return out
+    ptx = [b for b in files if b.gpu_code.ptx]
+    cubins = [b for b in files if b.gpu_code.sass_only]
+    listed = name_list([_short(b.path) for b in sorted(files, key=lambda b: (not b.gpu_code.ptx, b.path))])
+    own = f"the program loads kernels from {counted(len(files), 'file')} of its own ({listed})"
+    if not ptx:
+        archs = ", ".join(sorted({i.arch for b in cubins for i in b.gpu_code.sass}, key=lambda a: (len(a), a)))
+        return [
+            *out,
+            Reason(
+                Severity.RISK,
+                "gpu_files_sass_only",
+                f"{own}, and they are SASS only ({archs}) with no PTX: ZLUDA recompiles PTX and cannot run these "
+                "kernels, so the feature that loads them fails under ZLUDA",
+                "ship these kernels as PTX too (nvcc -ptx, or -gencode arch=compute_XX,code=compute_XX), for the "
+                "program to load where no cubin fits the GPU",
+            ),
+        ]
+    cc = _zluda_cc(cat, rel)
+    targets = sorted({i.arch for b in ptx for i in b.gpu_code.ptx}, key=lambda a: (len(a), a))
+    for_cc = [b for b in cubins if any(i.sm == cc for i in b.gpu_code.sass)]
+    sass = f"the cubins ({name_list([_short(b.path) for b in cubins])}) are SASS for NVIDIA GPUs" if cubins else ""
+    if for_cc:
+        names = name_list([_short(b.path) for b in for_cc])
+        return [
+            *out,
+            Reason(
+                Severity.RISK,
+                "gpu_files_cubin_for_zluda_cc",
+                f"{own}: ZLUDA recompiles the PTX ones (PTX for {', '.join(targets)}), but {names} "
+                f"{agrees(len(for_cc), 'is', 'are')} SASS for sm_{cc}, the compute capability ZLUDA {rel} reports "
+                f"({cc // 10}.{cc % 10}), so a program that picks its kernel file by the GPU's compute capability "
+                "loads SASS that ZLUDA cannot run",
+                f"set ZLUDA_CC to a compute capability the program ships no cubin for, at or above its PTX's target "
+                f"({targets[0]})",
+            ),
+        ]
+    return [
+        *out,
+        Reason(
+            Severity.INFO,
+            "gpu_files_ptx",
+            f"{own}: ZLUDA recompiles the PTX ones (PTX for {', '.join(targets)})"
+            + (
+                f"; {sass}, and none is built for sm_{cc}, the compute capability ZLUDA {rel} reports, so a program "
+                "that picks its kernel file by the GPU's compute capability takes the PTX"
+                if cubins
+                else ""
+            ),
+            None,
+        ),
+    ]
 
 
 # The NVIDIA wheel of each family, for a library the export facts do not list (libcupti.so.13, the unversioned
@@ -176,8 +279,9 @@ _META_WHEELS = {"cuquantum": ("custatevec", "cutensornet", "cutensor", "cudensit
 
 def _stems_brought(wheel: str) -> tuple[str, ...]:
     """The library stems a required wheel of NVIDIA's library brings by its own name (``custatevec-cu12``:
-    ``custatevec``, whose file is ``libcustatevec.so.1``), or through the wheels a meta-package requires."""
-    base = re.sub(r"-cu\d+$", "", wheel).removeprefix("nvidia-")
+    ``custatevec``, whose file is ``libcustatevec.so.1``; ``nvidia-libnvcomp-cu12``: ``nvcomp``), or through the
+    wheels a meta-package requires."""
+    base = re.sub(r"-cu\d+$", "", wheel).removeprefix("nvidia-").removeprefix("lib")
     return (base.replace("-", "_"), *_META_WHEELS.get(base, ()))
 
 
@@ -576,10 +680,14 @@ def judge_program(
     # reasons, whose counts of its entry points used differ from binary to binary, are one too)
     whose: dict[object, tuple[list[Reason], list[str]]] = {}  # key: its reasons (one library's), its binaries
     slots: list[tuple[Reason, object]] = []  # the reasons in order, each with its key when it is named
+    gpu_files: list[BinaryScan] = []  # kernel files, judged together
     for part in program.parts:
         b = by_path.get(part.path)
         v = b.verdict if b is not None else None
         parts.append(replace(part, status=v.status if v else None))
+        if b is not None and b.format is BinaryFormat.GPU_CODE:
+            gpu_files.append(b)
+            continue
         if v is None or part.role is PartRole.NVIDIA:
             continue
         if part.role is PartRole.STARTUP:
@@ -607,11 +715,13 @@ def judge_program(
                 failing.append((part, v))
     reasons = [r if key is None else _whose(*whose[key]) for r, key in slots]
     reasons.extend(_part_reasons(failing, rel))
+    has_optix = any(r.family is Family.OPTIX for r in reasons)
+    reasons.extend(_gpu_file_reasons(gpu_files, cat, rel, has_optix))
     assemblers = sorted({_short(p.path) for p in program.parts if _PTXAS.match(_short(p.path))})
     if assemblers:
         reasons.append(_ptxas_reason(assemblers))
     reasons.extend(_switch_reasons(program))
-    rocm = sorted({_short(p.path) for p in program.parts if (b := by_path.get(p.path)) and _links_rocm(b)})
+    rocm = sorted({name for p in program.parts if (b := by_path.get(p.path)) and (name := _rocm_build(b))})
     if rocm:
         reasons.append(_rocm_reason(rocm))
     if tests:

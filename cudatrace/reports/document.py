@@ -743,8 +743,9 @@ def build_report(
             errors.extend(f"{b.path}: {msg}" for msg in b.errors)
             for lib in b.cuda_libraries:
                 libraries.setdefault((lib.name.lower(), lib.family), lib)
-            if b.gpu_code.has_kernels or b.static_runtime:
-                rt = (b.static_runtime.version or "unknown") if b.static_runtime else None
+            runtime = b.static_runtime if b.static_runtime and not b.static_runtime.own_loader else None
+            if b.gpu_code.has_kernels or runtime:
+                rt = (runtime.version or "unknown") if runtime else None
                 gpu.append(BinaryGpu.of(b.name, b.gpu_code, rt))
             if b.verdict is not None and b.uses_cuda and not grouped:
                 verdicts.append(b.verdict)

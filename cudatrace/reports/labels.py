@@ -130,6 +130,11 @@ def format_label(binary: BinaryScan) -> str:
     """What a scanned file is, in a block's header: ``ELF x86_64``, ``PE i386``, ``Python source``."""
     if binary.format is BinaryFormat.PYTHON:
         return "Python source"
+    if binary.format is BinaryFormat.GPU_CODE:
+        first = binary.gpu_code.images[0] if binary.gpu_code.images else None
+        what = first.container.removesuffix(" file") if first is not None and first.container else "GPU code"
+        packed = first.compression if first is not None and first.container != "fatbin file" else None
+        return f"GPU code: {what}{f', {packed}-compressed' if packed else ''}"
     return f"{binary.format.value.upper()} {binary.machine or '?'}"
 
 

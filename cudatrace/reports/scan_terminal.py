@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
+from cudatrace.model import OPTIX_MODULE, BinaryFormat, BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.fit import Fitted, indented
 from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS, format_label
@@ -147,7 +147,10 @@ def _arch_key(arch: str) -> tuple[int, str]:
 def _gpu_lines(gpu: GpuCode) -> list[Text]:
     if not gpu.images:
         return []
-    lines = [_t(f"  GPU code: {_plural(len(gpu.images), 'image')} in {_plural(gpu.containers, 'fatbin container')}")]
+    file = gpu.images[0].container if gpu.images[0].container in ("cubin file", "PTX file", OPTIX_MODULE) else None
+    article = "an" if file == OPTIX_MODULE else "a"
+    where = f"({article} {file})" if file else f"in {_plural(gpu.containers, 'fatbin container')}"
+    lines = [_t(f"  GPU code: {_plural(len(gpu.images), 'image')} {where}")]
     for label, images in (("PTX", gpu.ptx), ("SASS", gpu.sass)):
         if not images:
             continue
@@ -203,9 +206,14 @@ def _binary_block(binary: BinaryScan, all_reasons: bool = False) -> list[object]
         parts.append(_t(f"  compiles CUDA sources at run time: {', '.join(binary.builds_cuda)}", "yellow"))
     if binary.static_runtime is not None:
         rt = binary.static_runtime
-        version = f" {rt.version}" if rt.version else ""
-        parts.append(_t(f"  static CUDA runtime{version}: {rt.evidence}", "yellow"))
-        parts.append(_t("    it loads the driver by name and resolves entry points through cuGetProcAddress", "dim"))
+        if rt.own_loader:
+            parts.append(_t(f"  its own CUDA driver loader: {rt.evidence}", "yellow"))
+            parts.append(_t("    it loads the driver by name and calls it through the pointers it looked up", "dim"))
+        else:
+            version = f" {rt.version}" if rt.version else ""
+            parts.append(_t(f"  static CUDA runtime{version}: {rt.evidence}", "yellow"))
+            how = "    it loads the driver by name and resolves entry points through cuGetProcAddress"
+            parts.append(_t(how, "dim"))
     parts.extend(_gpu_lines(binary.gpu_code))
     for error in binary.errors:
         parts.append(_t(f"  error: {error}", "red"))

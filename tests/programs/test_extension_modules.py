@@ -100,6 +100,31 @@ def test_a_module_in_a_namespace_package_folder_is_start_up(tmp_path: Path) -> N
     assert "the package's Python code loads at run time" in roles["pkg/_C/_plain.so"][1]
 
 
+@pytest.mark.parametrize("init", ["__init__.so", "__init__.cpython-311-x86_64-linux-gnu.so"])
+def test_a_package_whose_init_is_an_extension_module_loads_it_at_import(tmp_path: Path, init: str) -> None:
+    # Blender's bpy 5.0: bpy/__init__.so (PyInit_bpy) is the package itself; its Python files are scripts and
+    # add-ons below bpy/5.0/ that the import does not reach, and a library beside it stays on demand
+    # (the add-on imports a module of the Python bundled below 5.0/, which the import of pkg never runs)
+    bundled = "pkg/5.0/python/lib/python3.11/site-packages/vdb.cpython-311-x86_64-linux-gnu.so"
+    python = {"pkg/5.0/scripts/startup/ui.py": "import pkg\n", "pkg/5.0/scripts/addons/x/__init__.py": "import vdb\n"}
+    binaries = {f"pkg/{init}": _sass_only(), "pkg/lib/libdenoise.so": _sass_only(), bundled: _sass_only()}
+    program = _judge(_site(tmp_path, python, binaries))
+    roles = _roles(program)
+    assert roles[f"pkg/{init}"] == (PartRole.STARTUP, "extension module pkg, imported when the package is imported")
+    assert roles["pkg/lib/libdenoise.so"][0] is PartRole.ON_DEMAND
+    assert roles[bundled][0] is PartRole.ON_DEMAND
+    # named as a path entry of that Python would name it, not pkg.5.0.python.lib...
+    (part,) = [p for p in program.parts if p.path.endswith("vdb.cpython-311-x86_64-linux-gnu.so")]
+    assert part.feature == "the Python module vdb"
+
+
+def test_a_package_whose_init_is_the_only_file_is_an_extension_module(tmp_path: Path) -> None:
+    # no Python files at all to follow: the __init__ extension is the module a user imports
+    site = _site(tmp_path, {}, {"pkg/__init__.so": _sass_only()})
+    role, why = _roles(_judge(site))["pkg/__init__.so"]
+    assert role is PartRole.STARTUP and why.startswith("extension module pkg ")
+
+
 def test_a_library_the_package_loads_with_ctypes_by_name_stays_on_demand(tmp_path: Path) -> None:
     # libfoo.so beside __init__.py, loaded with ctypes.CDLL in a function nothing calls at import: a backend, not
     # a module, although `import pkg.libfoo` could find it
@@ -238,6 +263,23 @@ def test_libraries_a_function_loads_by_the_names_its_callers_give_at_import_are_
     assert program.verdict is not None and program.verdict.status is VerdictStatus.BLOCKED
 
 
+def test_the_distribution_s_own_name_at_import_names_no_library(tmp_path: Path) -> None:
+    # onnxruntime-genai-cuda 0.18 (Windows): __init__ passes __id__ = "onnxruntime-genai-cuda" to a function of
+    # _dll_directory that loads onnxruntime.dll with ctypes; onnxruntime-genai-cuda.dll, its CUDA backend, is
+    # loaded later by name by its native library, and stays on demand
+    python = {
+        "pkg/__init__.py": '__id__ = "pkg-cuda"\nfrom pkg import _dlls\n_dlls.add_dependency(__id__)\n',
+        "pkg/_dlls.py": "import ctypes, os\n\ndef add_dependency(package_id):\n"
+        "    ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libother.so'))\n",
+    }
+    site = _site(tmp_path, python, {"pkg/pkg-cuda.so": _sass_only(), "pkg/libother.so": None})
+    (site / "pkg-1.0.dist-info").rename(site / "pkg_cuda-1.0.dist-info")
+    (site / "pkg_cuda-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg-cuda\nVersion: 1.0\n")
+    roles = _roles(_judge(site))
+    assert roles["pkg/libother.so"][0] is PartRole.STARTUP
+    assert roles["pkg/pkg-cuda.so"][0] is PartRole.ON_DEMAND
+
+
 def _gcc(out: Path, code: str, *link: str) -> None:
     src = out.parent / f"{out.name}.c"
     src.write_text(code)
@@ -293,6 +335,24 @@ def test_a_package_that_also_ships_rocm_builds_says_so(tmp_path: Path, capsys: p
     assert cli_main(["scan", "--no-store", "--no-progress", str(site)]) == 0
     out = capsys.readouterr().out
     assert "    ROCm: the package also ships 1 build for AMD GPUs" in out
+
+
+def test_a_module_that_loads_the_hip_runtime_by_name_is_a_rocm_build(tmp_path: Path) -> None:
+    # Blender 5.0's bpy/__init__.so: Cycles drives NVIDIA GPUs through cuew and AMD GPUs through hipew, which
+    # dlopens libamdhip64.so; an AMD user picks the HIP device and needs no ZLUDA
+    libs = build_cuda_stub_libs()
+    code = (
+        "#include <dlfcn.h>\nextern int cuInit(unsigned);\n"
+        'int go(void) { return dlopen("libamdhip64.so", RTLD_NOW) ? 0 : cuInit(0); }\n'
+    )
+    site = tmp_path / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    _gcc(site / "pkg" / "__init__.so", code, f"-L{libs}", "-l:libcuda.so.1", "-ldl")
+    pb._record(site, "pkg-1.0.dist-info", ["pkg/__init__.so"])
+    program = _judge(site)
+    assert program.verdict is not None
+    (rocm,) = [r for r in program.verdict.reasons if r.code == "rocm_build"]
+    assert "1 build for AMD GPUs (ROCm/HIP: __init__.so (a HIP backend: loads libamdhip64.so by name))" in rocm.message
 
 
 @pytest.mark.parametrize(

@@ -304,7 +304,8 @@ def _statevec_site(requirement: str) -> Path:
     return cached_build(f"statevec/1\n{STATEVEC_C}{SIMULATOR_C}{requirement}{_tool_id('gcc')}", build) / "site-packages"
 
 
-@pytest.mark.parametrize("requirement", ["custatevec-cu12", "cuquantum-cu12"])
+# (nvidia-nvcomp-cu12 6.0 requires nvidia-libnvcomp-cu12, which ships libnvcomp.so.6: a "lib" in the wheel's name)
+@pytest.mark.parametrize("requirement", ["custatevec-cu12", "cuquantum-cu12", "nvidia-libcustatevec-cu12"])
 def test_a_library_named_after_a_required_wheel_comes_from_it(requirement: str) -> None:
     (program,) = judged_scan(_statevec_site(requirement)).programs
     assert program.missing == ()

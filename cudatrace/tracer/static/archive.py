@@ -73,8 +73,9 @@ def _safe_name(member: str) -> str:
     return base if base not in ("", ".", "..") else "member"
 
 
-def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool]) -> ScanTally:
-    """Scan every PE or ELF member of the zip (or wheel) at ``path`` with ``scan_one(copy, shown_name)``.
+def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[str, bytes], bool]) -> ScanTally:
+    """Scan every member of the zip (or wheel) at ``path`` that ``is_binary(name, first_bytes)`` takes for a
+    binary (PE, ELF, a kernel file) with ``scan_one(copy, shown_name)``; Python sources are read too.
 
     A damaged archive, an encrypted member or one over the limits becomes a :class:`FileError`; the members
     read before it are kept.
@@ -97,7 +98,7 @@ def scan_archive(path: str, scan_one: ScanOne, is_binary: Callable[[bytes], bool
             try:
                 with zf.open(info) as fh:
                     head = fh.read(_HEAD)
-                    if not is_binary(head):
+                    if not is_binary(info.filename, head):
                         python = info.file_size <= MAX_SOURCE_BYTES and is_python_source(info.filename, head)
                         source = head + fh.read(MAX_SOURCE_BYTES + 1 - len(head)) if python else b""
                         out.add(scan_python_source(shown, source) if python else None)

@@ -7,10 +7,11 @@ strings, which is how they are found here, and they are reported as ``how="proc_
 confused with real imports.
 
 Evidence used (each named in :attr:`StaticRuntime.evidence`): many real driver entry point names as strings,
-the driver library name as a string, the runtime's own error texts; and, for the version, the nvcc release
-string (``Cuda compilation tools, release 13.0``) when an uncompressed image carries one, else the PTX ISA version
-of the embedded PTX (nvcc 13.0 writes ``.version 9.0``; compressed images still reveal it), else the CUDA header
-set whose driver names the resolved set matches (major version only).
+the driver library name as a string, the runtime's own error texts (without them, the names and the driver's
+file name are a loader of the program's own, such as Blender's cuew, not a runtime: ``own_loader``); and, for
+the version, the nvcc release string (``Cuda compilation tools, release 13.0``) when an uncompressed image
+carries one, else the PTX ISA version of the embedded PTX (nvcc 13.0 writes ``.version 9.0``; compressed images
+still reveal it), else the CUDA header set whose driver names the resolved set matches (major version only).
 """
 
 from __future__ import annotations
@@ -141,10 +142,7 @@ def detect_static_runtime(
     """
     if not may_hold_static_runtime(parsed) or len(driver_names) < MIN_DRIVER_NAMES:
         return None
-    evidence = [f"{len(driver_names)} driver entry point names resolved by name (cuGetProcAddress)"]
     driver_libs = sorted(n for n in library_names if (lib := identify_library(n)) and lib.family is Family.DRIVER)
-    if driver_libs:
-        evidence.append(f"loads {', '.join(driver_libs)} by name")
     if literals is not None:
         markers = sum(1 for m in RUNTIME_MARKERS if literals.get(m))
         source: _Searchable = b"\0".join(literals.get(_RELEASE_NEEDLE, ()))
@@ -153,10 +151,22 @@ def detect_static_runtime(
         source = buf
     else:
         raise TypeError("detect_static_runtime needs buf or literals")
-    if markers:
-        evidence.append("CUDA runtime error strings")
     if not driver_libs and not markers:
         return None
+    loads = f"loads {', '.join(driver_libs)} by name"
+    if not markers:
+        # No runtime at all: the program's own loader (cuew and its kin) looks up each driver function by name.
+        return StaticRuntime(
+            version=None,
+            evidence=f"{len(driver_names)} driver entry point names, each looked up by name (dlsym or "
+            f"GetProcAddress); {loads}; no CUDA runtime error strings",
+            calls_how="it calls the driver through the pointers its loader fills in",
+            own_loader=True,
+        )
+    evidence = [f"{len(driver_names)} driver entry point names resolved by name (cuGetProcAddress)"]
+    if driver_libs:
+        evidence.append(loads)
+    evidence.append("CUDA runtime error strings")
     version = release_string_version(source)
     if version is not None:
         evidence.append(f"nvcc release {version} string")

@@ -69,6 +69,7 @@ from cudatrace.tracer.static.fatbin import (
     merge_gpu_code_parts,
     release_pages,
 )
+from cudatrace.tracer.static.gpu_files import may_be_gpu_file, scan_gpu_file
 from cudatrace.tracer.static.listing import Listing
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
@@ -331,6 +332,8 @@ def scan_file(path: str, read: ReadAlready | None = None, magic_free: int | None
         with open(path, "rb") as fh:
             head = fh.read(4096)
             fmt = _format_of(head)
+            if may_be_gpu_file(path, head):
+                return scan_gpu_file(path, fh.fileno(), st.st_size, head)
             if fmt is None:
                 if st.st_size > MAX_SOURCE_BYTES or not is_python_source(path, head):
                     return None
@@ -351,6 +354,8 @@ def scan_open_file(fd: int, path: str) -> BinaryScan | None:
     try:
         head = os.pread(fd, 4096, 0)
         fmt = _format_of(head)
+        if may_be_gpu_file(path, head):
+            return scan_gpu_file(path, fd, os.fstat(fd).st_size, head)
         if fmt is None:
             if not is_python_source(path, head) or os.fstat(fd).st_size > MAX_SOURCE_BYTES:
                 return None
@@ -507,7 +512,7 @@ def _scan_parts(
         [i.ptx_version for i in gpu_code.ptx],
         literals=literals,
     )
-    if static_runtime is not None:
+    if static_runtime is not None and not static_runtime.own_loader:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
         static_runtime = _runtime_calls(static_runtime, fmt, buf, path, data)
     named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}
@@ -834,7 +839,9 @@ def _scan_named_zips(zips: Sequence[str]) -> ScanTally:
 
     tally = ScanTally()
     for path in zips:
-        got = scan_archive(path, _scan_one, lambda head: _format_of(head) is not None)
+        got = scan_archive(
+            path, _scan_one, lambda name, head: _format_of(head) is not None or may_be_gpu_file(name, head)
+        )
         tally.binaries.extend(got.binaries)
         tally.failed.extend(got.failed)
         tally.skipped += got.skipped
@@ -975,7 +982,7 @@ def _worth_scanning(path: str) -> bool:
                     return may_reach_cuda(head + os.read(fd, MAX_SOURCE_BYTES + 1))
         finally:
             os.close(fd)
-        return _format_of(head) is not None
+        return _format_of(head) is not None or may_be_gpu_file(path, head)
     except OSError:
         return True
 

@@ -69,6 +69,7 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, fd: int, name: str)
 
 
 def _scan_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> BinaryScan | FileError | None:
+    from cudatrace.tracer.static.gpu_files import may_be_gpu_file
     from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, is_python_source, scan_python_source
     from cudatrace.tracer.static.scanner import file_error, scan_open_file
 
@@ -77,7 +78,7 @@ def _scan_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> Binar
     try:
         with zf.open(info) as m:
             head = m.read(4)
-            if head[:4] != b"\x7fELF" and head[:2] != b"MZ":
+            if head[:4] != b"\x7fELF" and head[:2] != b"MZ" and not may_be_gpu_file(info.filename, head):
                 if info.file_size > MAX_SOURCE_BYTES or not is_python_source(info.filename, head + m.read(252)):
                     return None
                 with zf.open(info) as whole:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import mmap
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from cudatrace.cli import main as cli_main
 from cudatrace.libraries import load_exports
 from cudatrace.tracer.static.cudart import (
     detect_static_runtime,
@@ -55,6 +57,29 @@ def test_static_runtime_of_compressed_fatbin_dated_by_headers(nvcc_compressed: P
 @pytest.mark.parametrize("fixture", ["nvcc_shared", "elf_dlopen", "elf_linked", "elf_plain"])
 def test_no_static_runtime(fixture: str, request: pytest.FixtureRequest) -> None:
     assert _detect(request.getfixturevalue(fixture)) is None
+
+
+def test_a_loader_of_the_program_s_own_is_not_a_runtime(tmp_path: Path) -> None:
+    # Blender's cuew: every driver name looked up with dlsym after a dlopen of libcuda, no runtime error texts
+    loader = binaries.build_elf_own_loader()
+    runtime = _detect(loader)
+    assert runtime is not None and runtime.own_loader and runtime.version is None
+    assert "each looked up by name (dlsym or GetProcAddress)" in runtime.evidence
+    assert "libcuda.so.1" in runtime.evidence and "no CUDA runtime error strings" in runtime.evidence
+    assert runtime.calls is None and "pointers its loader fills in" in runtime.calls_how
+    # the scan words it as the program's loader, not as a runtime, in its reasons and its terminal text
+    doc = tmp_path / "scan.json"
+    assert cli_main(["scan", "--no-store", "--format", "json", "-o", str(doc), str(loader)]) == 0
+    (b,) = json.loads(doc.read_text())["binaries"]
+    assert b["static_runtime"]["own_loader"] is True
+    reasons = [r["message"] for r in b["verdict"]["reasons"]]
+    assert any(m.startswith("its own CUDA driver loader resolves 481 driver entry points up front") for m in reasons)
+    assert any("A loader of its own resolves every name it knows up front" in m for m in reasons)
+    assert not any("statically linked" in m or "static CUDA runtime" in m for m in reasons)
+    text = tmp_path / "scan.txt"
+    assert cli_main(["scan", "--no-store", "-o", str(text), str(loader)]) == 0
+    assert "its own CUDA driver loader: 481 driver entry point names" in text.read_text()
+    assert "static CUDA runtime" not in text.read_text()
 
 
 def test_release_string() -> None:

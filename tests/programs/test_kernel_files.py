@@ -1,0 +1,129 @@
+"""A program's kernel files judged together: Blender's Cycles ships a cubin per GPU architecture and a PTX file,
+and loads the cubin built for the GPU's compute capability, else the PTX. A SASS-only cubin then blocks nothing;
+what decides is whether any file carries PTX, and whether a cubin is built for the compute capability ZLUDA
+reports (8.5 in v7-preview.9, 8.8 up to v6-preview.69), which such a program would load instead.
+
+The kernels are real (nvcc); the program is a gcc executable that loads the driver by name. One cubin is made
+sm_85 by its ELF header (nvcc builds no sm_85), the way a cubin for such a GPU would say it."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from cudatrace.cli import main as cli_main
+from cudatrace.model import PartRole, Program, Severity, VerdictStatus
+from tests import program_binaries as pb
+from tests.binaries import NVCC, build_elf_dlopen, build_kernel_files, have
+
+pytestmark = pytest.mark.skipif(not (have(NVCC) and have("gcc")), reason="nvcc and gcc build the program")
+
+
+def _zst(src: Path, dst: Path) -> None:
+    dst.write_bytes(zstandard.ZstdCompressor(level=3).compress(src.read_bytes()))
+
+
+def _as_sm(cubin: bytes, sm: int) -> bytes:
+    data = bytearray(cubin)
+    flags = struct.unpack_from("<I", data, 48)[0]
+    shift = 8 if data[8] >= 8 else 0  # ABI version 8 (CUDA 12.8+) keeps the SM number in bits 8-15
+    struct.pack_into("<I", data, 48, (flags & ~(0xFF << shift)) | (sm << shift))
+    return bytes(data)
+
+
+def _app(tmp_path: Path, files: dict[str, bytes | Path]) -> Path:
+    app = tmp_path / "renderer"
+    (app / "lib").mkdir(parents=True)
+    shutil.copy(build_elf_dlopen(), app / "renderer")
+    for name, what in files.items():
+        if isinstance(what, Path):
+            _zst(what, app / "lib" / name)
+        else:
+            (app / "lib" / name).write_bytes(zstandard.ZstdCompressor().compress(what))
+    return app
+
+
+def _program(app: Path, release: str | None = None) -> Program:
+    (program,) = pb.judged_scan(app, release).programs
+    return program
+
+
+def _reason(program: Program, code: str):  # type: ignore[no-untyped-def]
+    assert program.verdict is not None
+    found = [r for r in program.verdict.reasons if r.code == code]
+    assert len(found) == 1, [r.code for r in program.verdict.reasons]
+    return found[0]
+
+
+def test_cubins_beside_a_ptx_file_block_nothing(tmp_path: Path) -> None:
+    k = build_kernel_files()
+    app = _app(
+        tmp_path,
+        {"kernel_sm_80.cubin.zst": k / "kernel_sm_80.cubin", "kernel_sm_86.cubin.zst": k / "kernel_sm_86.cubin",
+         "kernel_compute_75.ptx.zst": k / "kernel_compute_75.ptx"},
+    )  # fmt: skip
+    program = _program(app)
+    roles = {Path(p.path).name: (p.role, p.why, p.status) for p in program.parts}
+    assert roles["kernel_sm_80.cubin.zst"] == (
+        PartRole.ON_DEMAND,
+        "kernels (GPU code) the program loads from this file",
+        VerdictStatus.BLOCKED,
+    )
+    r = _reason(program, "gpu_files_ptx")
+    assert r.severity is Severity.INFO
+    assert r.message.startswith("the program loads kernels from 3 files of its own (kernel_compute_75.ptx.zst, ")
+    assert "ZLUDA recompiles the PTX ones (PTX for sm_75)" in r.message
+    assert "none is built for sm_85, the compute capability ZLUDA v7-preview.9 reports" in r.message
+    assert program.verdict is not None and program.verdict.status is not VerdictStatus.BLOCKED
+    assert not any(c.code in ("on_demand_blocked", "sass_only") for c in program.verdict.reasons)
+
+
+def test_cubins_alone_put_the_program_at_risk(tmp_path: Path) -> None:
+    k = build_kernel_files()
+    program = _program(_app(tmp_path, {"kernel_sm_80.cubin.zst": k / "kernel_sm_80.cubin"}))
+    r = _reason(program, "gpu_files_sass_only")
+    assert r.severity is Severity.RISK and "SASS only (sm_80) with no PTX" in r.message
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+
+
+def test_a_cubin_for_the_compute_capability_zluda_reports_is_what_such_a_program_loads(tmp_path: Path) -> None:
+    k = build_kernel_files()
+    sm85 = _as_sm((k / "kernel_sm_80.cubin").read_bytes(), 85)
+    app = _app(tmp_path, {"kernel_sm_85.cubin.zst": sm85, "kernel_compute_75.ptx.zst": k / "kernel_compute_75.ptx"})
+    r = _reason(_program(app), "gpu_files_cubin_for_zluda_cc")
+    assert r.severity is Severity.RISK
+    assert (
+        "kernel_sm_85.cubin.zst is SASS for sm_85, the compute capability ZLUDA v7-preview.9 reports (8.5)" in r.message
+    )
+    assert r.remedy is not None and r.remedy.startswith("set ZLUDA_CC to a compute capability")
+    # up to v6-preview.69 ZLUDA reports 8.8: no cubin for it, the PTX is taken
+    older = _program(app, "v6-preview.69")
+    assert "none is built for sm_88" in _reason(older, "gpu_files_ptx").message
+
+
+def test_optix_modules_without_an_optix_library_are_a_risk(tmp_path: Path) -> None:
+    k = build_kernel_files()
+    optix = (k / "kernel_compute_75.ptx").read_bytes() + b"\n// call (%r1), _optix_get_launch_index_x, ();\n"
+    app = _app(tmp_path, {"kernel_rt.ptx.zst": optix, "kernel_compute_75.ptx.zst": k / "kernel_compute_75.ptx"})
+    program = _program(app)
+    r = _reason(program, "optix_modules")
+    assert r.severity is Severity.RISK and "1 OptiX module (kernel_rt.ptx.zst)" in r.message
+    # the OptiX module is no PTX the CUDA driver loads
+    assert "from 1 file of its own (kernel_compute_75.ptx.zst)" in _reason(program, "gpu_files_ptx").message
+
+
+def test_kernel_files_alone_are_no_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    k = build_kernel_files()
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    _zst(k / "kernel_sm_80.cubin", folder / "kernel_sm_80.cubin.zst")
+    assert pb.judged_scan(folder).programs == ()
+    assert cli_main(["scan", "--no-store", "--no-progress", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "kernel_sm_80.cubin.zst  (GPU code: cubin, zstd-compressed," in out
+    assert "this file's GPU code is SASS only (sm_80) with no PTX" in out
+    assert "GPU code: 1 image (a cubin file)" in out
