@@ -31,6 +31,7 @@ from cudatrace.configure.runtime_data import (
     load_runtime_data,
 )
 from cudatrace.coverage_db.catalog import LibraryPackage
+from cudatrace.coverage_db.remedies import FAMILY_ADVICE
 from cudatrace.errors import ConfigureError, InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow, VerdictStatus
 
@@ -408,6 +409,17 @@ def plan_mapping(
                     "no ZLUDA release has TensorRT; its engines are NVIDIA machine code",
                     None,
                     cannot_run=True,
+                )
+            )
+            continue
+        if fam is Family.OPTIX:
+            unserved.append(
+                Unserved(
+                    lib.name,
+                    fam,
+                    "no ZLUDA release replaces OptiX 7 or later (NVIDIA's comes with its display driver): the "
+                    "program's OptiX features are lost",
+                    FAMILY_ADVICE[Family.OPTIX],
                 )
             )
             continue
