@@ -329,6 +329,46 @@ def build_elf_own_loader() -> Path:
     return cached_build("own-loader/1\n" + program + _tool_id("gcc"), build) / "own_loader"
 
 
+STACK_LOADER_CPP = r"""
+#include <dlfcn.h>
+#include <stdexcept>
+#include <string>
+// A loader of kvikio's kind: every name a std::string made from a literal, which GCC builds on the stack.
+template <typename F> static void get_symbol(F &f, void *lib, const std::string &name) {
+    dlerror();
+    f = reinterpret_cast<F>(dlsym(lib, name.c_str()));
+    if (dlerror() != nullptr) throw std::runtime_error(name);
+}
+struct Api {
+    int (*init)(unsigned);
+    int (*ctx_create)(void **, unsigned, int);
+    int (*mem_host_alloc)(void **, unsigned long, unsigned);
+    int (*stream_create)(void **, unsigned);
+    int (*event_query)(void *);
+};
+extern "C" int load_api(Api *api) {
+    void *lib = dlopen(std::string("libcuda.so.1").c_str(), RTLD_LAZY);
+    if (!lib) return 1;
+    get_symbol(api->init, lib, std::string("cuInit"));
+    get_symbol(api->ctx_create, lib, std::string("cuCtxCreate_v2"));
+    get_symbol(api->mem_host_alloc, lib, std::string("cuMemHostAlloc"));
+    get_symbol(api->stream_create, lib, std::string("cuStreamCreate"));
+    get_symbol(api->event_query, lib, std::string("cuEventQuery"));
+    return 0;
+}
+"""
+
+
+def build_stack_loader() -> Path:
+    """``libloader.so``: g++ -O2 of :data:`STACK_LOADER_CPP`, whose names live only in the immediates of its code."""
+
+    def build(d: Path) -> None:
+        (d / "loader.cpp").write_text(STACK_LOADER_CPP)
+        _run(["g++", "-O2", "-shared", "-fPIC", "-o", "libloader.so", "loader.cpp"], d)
+
+    return cached_build("stack-loader/1\n" + STACK_LOADER_CPP + _tool_id("g++"), build) / "libloader.so"
+
+
 def build_pe_runtime_standin() -> Path:
     """A PE program that loads nvcuda.dll by name and resolves the static runtime's driver names through it."""
     source = build_nvcc("nvcc_static")

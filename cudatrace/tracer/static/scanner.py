@@ -74,6 +74,7 @@ from cudatrace.tracer.static.listing import Listing
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, is_python_source, may_reach_cuda, scan_python_source
+from cudatrace.tracer.static.stack_strings import built_strings, may_build_names
 from cudatrace.tracer.static.strings import (
     MARGIN,
     CudaStrings,
@@ -471,6 +472,8 @@ def _scan_parts(
         literals = found_needles if found_needles is not None else {}
     if any(e.startswith("PyInit_") for e in parsed.exports):  # an extension module, maybe Cython's
         found = _with_cython_strings(found, buf, parsed)
+    if found.built_candidates and may_build_names((i.function for i in parsed.imports), parsed.machine, len(buf)):
+        found = _with_built_strings(found, buf, parsed)
     platform = "linux" if fmt is BinaryFormat.ELF else "win"
     data = load_exports()
     errors = list(gpu_errors)
@@ -551,7 +554,20 @@ def _scan_parts(
 
 def _with_cython_strings(found: CudaStrings, buf: mmap.mmap, parsed: ParsedBinary) -> CudaStrings:
     """``found`` with the names in the module's compressed Cython strings (:mod:`.cython_strings`), if any."""
-    strings = compressed_strings(buf, parsed.sections)
+    return _with_strings(found, compressed_strings(buf, parsed.sections))
+
+
+def _with_built_strings(found: CudaStrings, buf: mmap.mmap, parsed: ParsedBinary) -> CudaStrings:
+    """``found`` with the names the code builds on the stack (:mod:`.stack_strings`): kvikio's ``libcuda.so.1``
+    and the driver functions it looks up."""
+    code = [(s.offset, s.size) for s in parsed.sections if s.name == ".text"]
+    strings = built_strings(buf, code)
+    release_pages(buf, 0, len(buf))
+    return _with_strings(found, strings)
+
+
+def _with_strings(found: CudaStrings, strings: Sequence[bytes]) -> CudaStrings:
+    """``found`` with the CUDA names among ``strings`` (candidates read some other way than the string search)."""
     if not strings:
         return found
     more = extract_cuda_strings(as_strings_buffer(strings))

@@ -106,6 +106,9 @@ class CudaStrings:
     function_names: tuple[str, ...] = ()
     truncated: bool = False  # True when a cap (MAX_NAMES, MAX_CANDIDATES, MAX_LIBRARY_ANCHORS...) was reached
     other_library_names: tuple[str, ...] = ()  # library file names that are not CUDA's (a program's own plugins)
+    # Candidates right after the opcode of ``movabs $imm64, %reg``: the first 8 bytes of names the code builds on the
+    # stack (:mod:`~cudatrace.tracer.static.stack_strings` reads them whole)
+    built_candidates: int = 0
 
 
 def _ranges(size: int, exclude: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -190,6 +193,8 @@ def _function_names(
             budget[0] -= 1
             if budget[0] < 0:
                 return False
+            if start >= 2 and 0xB8 <= _byte(buf, start - 1) <= 0xBF and _byte(buf, start - 2) in (0x48, 0x49):
+                budget[1] += 1  # "cuCtxCre" of movabs $0x6572437874437563,%rax
             name = m.group().decode("ascii")
             if name in names or family_of_function(name) is None:
                 continue
@@ -299,7 +304,8 @@ class CudaStringSearch:
         shares = max(1, shares)
         self._max_names = max(1, MAX_NAMES // shares)
         self._max_libs = max(1, MAX_LIBRARY_NAMES // shares)
-        self._budget = [MAX_CANDIDATES // shares]  # entry point name candidates the file may still cost
+        # entry point name candidates the file may still cost, and how many were the start of a movabs immediate
+        self._budget = [MAX_CANDIDATES // shares, 0]
         self._lib_budget = [MAX_LIBRARY_ANCHORS // shares]
         self._budgets = (self._budget[0], self._lib_budget[0])
         self._needles = searchable_needles(needles)
@@ -345,6 +351,7 @@ class CudaStringSearch:
             tuple(sorted(self._names)),
             truncated=not (self._complete and self._libs_complete),
             other_library_names=tuple(sorted(self._other_libs)),
+            built_candidates=self._budget[1],
         )
 
     def chunk(self, lo: int, hi: int) -> StringsChunk:
@@ -362,6 +369,7 @@ class CudaStringSearch:
             self._budgets[0] - self._budget[0],
             self._budgets[1] - self._lib_budget[0],
             complete,
+            self._budget[1],
         )
 
 
@@ -381,6 +389,7 @@ class StringsChunk:
     candidates: int  # entry point name candidates examined
     anchors: int  # ``.so``/``.dll`` anchors examined
     complete: bool  # no cap of its share was reached (else it keeps no names)
+    built: int = 0  # candidates that start a movabs immediate (CudaStrings.built_candidates)
 
 
 def ranges_seen(ranges: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[tuple[int, int], ...]:
@@ -416,7 +425,9 @@ def join_strings_chunks(chunks: Sequence[StringsChunk]) -> CudaStrings | None:
     other = {n for c in chunks for n in c.other_library_names}
     if len(names) >= MAX_NAMES or len(libs) >= MAX_LIBRARY_NAMES or len(other) >= MAX_LIBRARY_NAMES:
         return None
-    return CudaStrings(tuple(sorted(libs)), tuple(sorted(names)), False, tuple(sorted(other)))
+    return CudaStrings(
+        tuple(sorted(libs)), tuple(sorted(names)), False, tuple(sorted(other)), sum(c.built for c in chunks)
+    )
 
 
 def searchable_needles(needles: Sequence[bytes]) -> tuple[bytes, ...]:
