@@ -304,12 +304,18 @@ def build_elf_hidden_loader() -> Path:
     return cached_build(key, build) / "hidden_loader"
 
 
-def build_elf_own_loader() -> Path:
+def build_elf_own_loader(proc_address: bool = False) -> Path:
     """A program with a driver loader of its own, as Blender's cuew is: it dlopens libcuda.so.1 and looks up every
-    driver function it knows with dlsym, the static runtime's names, but holds no CUDA runtime (no error texts)."""
+    driver function it knows with dlsym, the static runtime's names but ``cuGetProcAddress``, and holds no CUDA
+    runtime (no error texts). With ``proc_address`` it names ``cuGetProcAddress`` too, as CUDA 13's runtime does
+    without its error texts (onnxruntime's Windows CUDA provider)."""
     source = build_nvcc("nvcc_static")
     out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
-    names = sorted({s for s in out.splitlines() if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s)})
+    names = sorted(
+        s
+        for s in set(out.splitlines())
+        if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s) and (proc_address or not s.startswith("cuGetProcAddress"))
+    )
     table = ",\n".join(f'    "{n}"' for n in names)
     program = (
         "#include <dlfcn.h>\n#include <stdio.h>\n"
@@ -326,7 +332,7 @@ def build_elf_own_loader() -> Path:
         (d / "main.c").write_text(program)
         _run(["gcc", "-O1", "-o", "own_loader", "main.c", "-ldl"], d)
 
-    return cached_build("own-loader/1\n" + program + _tool_id("gcc"), build) / "own_loader"
+    return cached_build("own-loader/2\n" + program + _tool_id("gcc"), build) / "own_loader"
 
 
 STACK_LOADER_CPP = r"""

@@ -686,7 +686,8 @@ def judge_program(
         v = b.verdict if b is not None else None
         parts.append(replace(part, status=v.status if v else None))
         if b is not None and b.format is BinaryFormat.GPU_CODE:
-            gpu_files.append(b)
+            if not is_test_code(part.path):  # numba-cuda's tests/data/jitlink.ptx: data of its tests
+                gpu_files.append(b)
             continue
         if v is None or part.role is PartRole.NVIDIA:
             continue

@@ -116,6 +116,16 @@ def test_optix_modules_without_an_optix_library_are_a_risk(tmp_path: Path) -> No
     assert "from 1 file of its own (kernel_compute_75.ptx.zst)" in _reason(program, "gpu_files_ptx").message
 
 
+def test_kernel_files_of_the_package_s_tests_are_no_kernels_of_the_program(tmp_path: Path) -> None:
+    # numba-cuda 0.30.4 ships numba/cuda/tests/data/jitlink.ptx for its tests
+    k = build_kernel_files()
+    app = _app(tmp_path, {"kernel_sm_80.cubin.zst": k / "kernel_sm_80.cubin"})
+    (app / "tests" / "data").mkdir(parents=True)
+    shutil.copy(k / "kernel_compute_75.ptx", app / "tests" / "data" / "jitlink.ptx")
+    program = _program(app)
+    assert "1 file of its own (kernel_sm_80.cubin.zst)" in _reason(program, "gpu_files_sass_only").message
+
+
 def test_kernel_files_alone_are_no_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     k = build_kernel_files()
     folder = tmp_path / "kernels"

@@ -8,7 +8,8 @@ confused with real imports.
 
 Evidence used (each named in :attr:`StaticRuntime.evidence`): many real driver entry point names as strings,
 the driver library name as a string, the runtime's own error texts (without them, the names and the driver's
-file name are a loader of the program's own, such as Blender's cuew, not a runtime: ``own_loader``); and, for
+file name, with neither nvcc's release string nor ``cuGetProcAddress`` among the names, are a loader of the
+program's own, such as Blender's cuew, not a runtime: ``own_loader``); and, for
 the version, the nvcc release string (``Cuda compilation tools, release 13.0``) when an uncompressed image
 carries one, else the PTX ISA version of the embedded PTX (nvcc 13.0 writes ``.version 9.0``; compressed images
 still reveal it), else the CUDA header set whose driver names the resolved set matches (major version only).
@@ -154,8 +155,12 @@ def detect_static_runtime(
     if not driver_libs and not markers:
         return None
     loads = f"loads {', '.join(driver_libs)} by name"
-    if not markers:
-        # No runtime at all: the program's own loader (cuew and its kin) looks up each driver function by name.
+    release = release_string_version(source)
+    proc_address = not {"cuGetProcAddress", "cuGetProcAddress_v2"}.isdisjoint(driver_names)
+    if not markers and release is None and not proc_address:
+        # No sign of a runtime (its error texts, nvcc's release string, the cuGetProcAddress it resolves the rest
+        # with): the program's own loader (cuew and its kin) looks up each driver function by name. (CUDA 13's
+        # runtime, as onnxruntime's Windows CUDA provider links it, carries none of the error texts.)
         return StaticRuntime(
             version=None,
             evidence=f"{len(driver_names)} driver entry point names, each looked up by name (dlsym or "
@@ -166,8 +171,9 @@ def detect_static_runtime(
     evidence = [f"{len(driver_names)} driver entry point names resolved by name (cuGetProcAddress)"]
     if driver_libs:
         evidence.append(loads)
-    evidence.append("CUDA runtime error strings")
-    version = release_string_version(source)
+    if markers:
+        evidence.append("CUDA runtime error strings")
+    version = release
     if version is not None:
         evidence.append(f"nvcc release {version} string")
     else:
