@@ -61,6 +61,11 @@ BLOCKER_WORDS = {
     "export_table_absent": "an export table no release defines",
     "side_by_side_mismatch": "kernels whose results differed side by side",
     "launch_unfinished": "a kernel launch that never returned",
+    "gpu_files_sass_only": "SASS-only kernel files",
+    "gpu_files_cubin_for_zluda_cc": "a cubin for the compute capability ZLUDA reports",
+    "optix_module": "an OptiX module",
+    "optix_modules": "OptiX modules",
+    "library_unsupported": "a library no release replaces",
 }
 """What a blocker that is not an entry point is, by its reason code, as a sentence names it."""
 

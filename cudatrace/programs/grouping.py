@@ -1583,11 +1583,14 @@ def _group_programs(
             kind = ProgramKind.NVIDIA
         groups[("file", absolute)] = _Group(b.name, None, b.path, kind, [b])
     programs: list[Program] = []
-    # (kernel files alone are no program: something else loads them)
+    # (kernel files alone are no program, something else loads them; but a distribution of them is a package a
+    # user installs and asks about: flashinfer-cubin ships 15,970 cubins for flashinfer to load)
     kept = [
         g
         for g in _split_folders(list(groups.values()))
-        if any(b.uses_cuda and b.format is not BinaryFormat.GPU_CODE for b in g.binaries)
+        if any(
+            b.uses_cuda and (b.format is not BinaryFormat.GPU_CODE or g.kind is ProgramKind.WHEEL) for b in g.binaries
+        )
     ]
     for g in kept:
         wheel = g.kind is ProgramKind.WHEEL and is_nvidia_distribution(g.name, g.binaries)

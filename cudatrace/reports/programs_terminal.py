@@ -87,7 +87,8 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         lines.append(_t(f"  start-up: {names}{more}"))
     for p in program.on_demand[:MAX_PARTS]:
         status = f" [{p.status.value.replace('_', ' ')}]" if p.status else ""
-        lines.append(_t(f"  on demand: {_part_name(p, part_names)} ({p.feature or '?'}; {p.why}){status}"))
+        what = f"{p.feature}; {p.why}" if p.feature else p.why
+        lines.append(_t(f"  on demand: {_part_name(p, part_names)} ({what}){status}"))
     if len(program.on_demand) > MAX_PARTS:
         lines.append(_t(f"  ... and {len(program.on_demand) - MAX_PARTS} more on-demand parts", "dim"))
     nvidia = [p for p in program.parts if p.role is PartRole.NVIDIA]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from rich.cells import cell_len
@@ -302,6 +302,33 @@ class _Printer:
         self.file.write(out)
 
 
+#: More kernel files than this are counted, not listed one by one, unless -v (flashinfer-cubin ships 15,970).
+KERNEL_FILES_LISTED = 8
+
+
+def _kernel_summary(kernels: Sequence[BinaryScan]) -> list[Text]:
+    """Kernel files counted: by kind, the architectures of their SASS and PTX, and the folders holding most."""
+    kinds = Counter((b.gpu_code.images[0].container if b.gpu_code.images else None) or "?" for b in kernels)
+    listed = ", ".join(f"{n:,} {kind.removesuffix(' file')}" for kind, n in kinds.most_common())
+    sass = Counter(i.arch for b in kernels for i in b.gpu_code.sass)
+    ptx = Counter(i.arch for b in kernels for i in b.gpu_code.ptx)
+
+    def archs(c: Counter[str]) -> str:
+        names = sorted(c, key=_arch_key)
+        shown = ", ".join(f"{a} x{c[a]:,}" for a in names[:6])
+        return (shown + (f" and {len(names) - 6} more" if len(names) > 6 else "")) or "none"
+
+    folders = Counter(b.path.replace("\\", "/").rsplit("/", 1)[0] for b in kernels)
+    top = ", ".join(f"{n:,} in {folder}" for folder, n in folders.most_common(3))
+    more = f" and {len(folders) - 3} more folders" if len(folders) > 3 else ""
+    blocked = sum(1 for b in kernels if b.gpu_code.sass_only)
+    return [
+        _t(f"kernel files: {len(kernels):,}, not listed one by one (-v lists them): {listed}", "bold"),
+        _t(f"  SASS for {archs(sass)}; PTX for {archs(ptx)}", "red" if not ptx else "green"),
+        _t(f"  {blocked:,} hold SASS only; {top}{more}", "dim"),
+    ]
+
+
 def render_scan_terminal(
     result: ScanResult,
     color: bool,
@@ -323,13 +350,21 @@ def render_scan_terminal(
 
     for line in rollup_lines(result, quiet=verbosity <= 0):  # the programs first, the binaries below them
         console.print(indented(line))
+    kernels = [b for b in with_cuda if b.format is BinaryFormat.GPU_CODE]
+    summarized = verbosity < 2 and len(kernels) > KERNEL_FILES_LISTED
     if verbosity >= 1:
         printer = _Printer(console)
         all_reasons = verbosity >= 2
         for binary in with_cuda:
+            if summarized and binary.format is BinaryFormat.GPU_CODE:
+                continue  # counted below
             printer.print(_binary_header(binary))
             printer.print_block(_block_key(binary, all_reasons), partial(_binary_block, binary, all_reasons))
             printer.print(None)  # the blank line between blocks
+        if summarized:
+            for line in _kernel_summary(kernels):
+                console.print(line)
+            console.print()
     listed_without = without if verbosity >= 2 else []
     for binary in listed_without:
         line = Text()
@@ -346,8 +381,10 @@ def render_scan_terminal(
     hidden = " (not listed: -v lists them)" if without and not listed_without else ""
     python = sum(1 for b in result.binaries if b.format is BinaryFormat.PYTHON)
     sources = f"; {_plural(python, 'Python file')} reaching CUDA" if python else ""
+    sources += f"; {_plural(len(kernels), 'kernel file')} (GPU code of its own)" if kernels else ""
+    own = python + len(kernels)
     summary = (
-        f"{_plural(len(result.binaries) - python, 'binary', 'binaries')} scanned: {len(with_cuda) - python} with "
+        f"{_plural(len(result.binaries) - own, 'binary', 'binaries')} scanned: {len(with_cuda) - own} with "
         f"CUDA, {len(without)} without{hidden}{sources}; {result.skipped} skipped (not PE or ELF); "
         f"{len(result.failed)} failed"
     )

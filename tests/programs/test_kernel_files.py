@@ -137,3 +137,34 @@ def test_kernel_files_alone_are_no_program(tmp_path: Path, capsys: pytest.Captur
     assert "kernel_sm_80.cubin.zst  (GPU code: cubin, zstd-compressed," in out
     assert "this file's GPU code is SASS only (sm_80) with no PTX" in out
     assert "GPU code: 1 image (a cubin file)" in out
+
+
+def test_a_wheel_of_kernel_files_is_a_program_and_its_many_files_are_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # flashinfer-cubin 0.6.13 ships 15,970 cubins (SASS for sm_100 and sm_103) for flashinfer to load, and nothing
+    # else: a package a user asks about, whose every kernel is SASS only; the terminal counts them
+    k = build_kernel_files()
+    site = tmp_path / "site-packages"
+    folder = site / "kcubin" / "cubins" / "gemm"
+    folder.mkdir(parents=True)
+    files = []
+    for i in range(12):
+        data = (k / "kernel_sm_80.cubin").read_bytes() + bytes([i])  # each its own content
+        (folder / f"gemm_{i}_sm80.cubin").write_bytes(data)
+        files.append(f"kcubin/cubins/gemm/gemm_{i}_sm80.cubin")
+    (site / "kcubin" / "__init__.py").write_text("")
+    pb._record(site, "kcubin-1.0.dist-info", ["kcubin/__init__.py", *files])
+    (program,) = pb.judged_scan(site).programs
+    r = _reason(program, "gpu_files_sass_only")
+    assert "from 12 files of its own" in r.message and "SASS only (sm_80)" in r.message
+    assert program.verdict is not None and program.verdict.status is VerdictStatus.AT_RISK
+    assert cli_main(["scan", "--no-store", "--no-progress", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "kernel files: 12, not listed one by one (-v lists them): 12 cubin" in out
+    assert "  SASS for sm_80 x12; PTX for none" in out
+    assert "(left: SASS-only kernel files)" in out
+    assert out.count("(GPU code: cubin, ") == 0
+    assert "0 binaries scanned: 0 with CUDA, 0 without; 12 kernel files (GPU code of its own);" in out
+    assert cli_main(["scan", "--no-store", "--no-progress", "-v", str(site)]) == 0
+    assert capsys.readouterr().out.count("(GPU code: cubin, ") == 12
