@@ -304,18 +304,19 @@ def build_elf_hidden_loader() -> Path:
     return cached_build(key, build) / "hidden_loader"
 
 
+def _runtime_driver_names() -> list[str]:
+    """The driver entry point names nvcc's static runtime resolves (the cu* strings of ``nvcc_static``), sorted."""
+    source = build_nvcc("nvcc_static")
+    out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
+    return sorted({s for s in out.splitlines() if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s)})
+
+
 def build_elf_own_loader(proc_address: bool = False) -> Path:
     """A program with a driver loader of its own, as Blender's cuew is: it dlopens libcuda.so.1 and looks up every
     driver function it knows with dlsym, the static runtime's names but ``cuGetProcAddress``, and holds no CUDA
     runtime (no error texts). With ``proc_address`` it names ``cuGetProcAddress`` too, as CUDA 13's runtime does
     without its error texts (onnxruntime's Windows CUDA provider)."""
-    source = build_nvcc("nvcc_static")
-    out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
-    names = sorted(
-        s
-        for s in set(out.splitlines())
-        if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s) and (proc_address or not s.startswith("cuGetProcAddress"))
-    )
+    names = [n for n in _runtime_driver_names() if proc_address or not n.startswith("cuGetProcAddress")]
     table = ",\n".join(f'    "{n}"' for n in names)
     program = (
         "#include <dlfcn.h>\n#include <stdio.h>\n"
@@ -377,10 +378,7 @@ def build_stack_loader() -> Path:
 
 def build_pe_runtime_standin() -> Path:
     """A PE program that loads nvcuda.dll by name and resolves the static runtime's driver names through it."""
-    source = build_nvcc("nvcc_static")
-    out = subprocess.run(["strings", "-a", str(source)], capture_output=True, text=True, timeout=120).stdout
-    names = sorted({s for s in out.splitlines() if re.fullmatch(r"cu[A-Z][A-Za-z0-9_]*", s)})
-    table = ",\n".join(f'    "{n}"' for n in names)
+    table = ",\n".join(f'    "{n}"' for n in _runtime_driver_names())
     program = (
         "#include <windows.h>\n#include <stdio.h>\n"
         f"static const char *const names[] = {{\n{table}\n}};\n"
