@@ -113,6 +113,8 @@ def _rocm_build(b: BinaryScan) -> str | None:
     loads the HIP runtime by name beside its CUDA code (a backend of each kind in one file)."""
     if _links_rocm(b):
         return _short(b.path)
+    if b.format not in (BinaryFormat.ELF, BinaryFormat.PE):
+        return None  # Python code naming the HIP runtime serves the package's ROCm builds (torch/cuda/_utils.py)
     hip = next((_short(n) for n in b.named_libraries if _HIP_RUNTIME.match(_short(n))), None)
     return f"{_short(b.path)} (a HIP backend: loads {hip} by name)" if hip else None
 

@@ -355,6 +355,21 @@ def test_a_module_that_loads_the_hip_runtime_by_name_is_a_rocm_build(tmp_path: P
     assert "1 build for AMD GPUs (ROCm/HIP: __init__.so (a HIP backend: loads libamdhip64.so by name))" in rocm.message
 
 
+def test_python_code_naming_the_hip_runtime_is_no_rocm_build() -> None:
+    # PyTorch 2.11's CUDA wheel: torch/cuda/_utils.py names libamdhip64.so and libhiprtc.so for its ROCm builds,
+    # which share the Python code; the CUDA wheel ships no build for AMD GPUs
+    from cudatrace.model import BinaryFormat, BinaryScan
+    from cudatrace.programs.judging import _rocm_build
+
+    named = ("libamdhip64.so", "libhiprtc.so")
+    assert (
+        _rocm_build(BinaryScan("/w/torch/cuda/_utils.py", BinaryFormat.PYTHON, 1, "0" * 64, named_libraries=named))
+        is None
+    )
+    elf = BinaryScan("/w/triton/_C/libproton.so", BinaryFormat.ELF, 1, "0" * 64, named_libraries=named[:1])
+    assert _rocm_build(elf) == "libproton.so (a HIP backend: loads libamdhip64.so by name)"
+
+
 @pytest.mark.parametrize(
     ("needed", "rocm"),
     [
