@@ -25,6 +25,8 @@ from cudatrace.coverage_db.verdict import merge_verdicts
 from cudatrace.errors import ReportError
 from cudatrace.model import (
     REPORT_SCHEMA,
+    BinaryFormat,
+    BinaryScan,
     CudaLibrary,
     EntryHow,
     EntryPointUse,
@@ -265,6 +267,19 @@ class BinaryGpu(Record):
         without, total = code.count_ptx_less_containers()
         ptx_less = (without, total) if 0 < without < total else None
         return cls(binary, GpuCode(tuple(merged), code.containers, ptx_less), static_runtime, len(code.images))
+
+
+#: More kernel files than this make one row of the report's GPU code (flashinfer-cubin ships 15,970 cubins).
+KERNEL_FILES_LISTED = 8
+
+
+def _kernel_files_gpu(files: list[BinaryScan]) -> BinaryGpu:
+    """The kernel files as one row: their images per kind and architecture, each file a module of its own (so the
+    row says in how many of them there is no PTX)."""
+    images = [
+        replace(img, container_index=n) for n, b in enumerate(files) for img in b.gpu_code.images if not img.relocatable
+    ]
+    return BinaryGpu.of(f"{len(files):,} kernel files", GpuCode(tuple(images), len(files)), None)
 
 
 def signal_name(sig: str | None) -> str | None:
@@ -718,6 +733,7 @@ def build_report(
 
     libraries: dict[tuple[str, Family], CudaLibrary] = {}
     gpu: list[BinaryGpu] = []
+    kernel_files: list[BinaryScan] = []  # a program's kernel files of their own (cubins, PTX, fatbins)
     binaries: list[str] = []
     errors: list[str] = []
     verdicts: list[Verdict] = []
@@ -744,7 +760,9 @@ def build_report(
             for lib in b.cuda_libraries:
                 libraries.setdefault((lib.name.lower(), lib.family), lib)
             runtime = b.static_runtime if b.static_runtime and not b.static_runtime.own_loader else None
-            if b.gpu_code.has_kernels or runtime:
+            if b.format is BinaryFormat.GPU_CODE and b.gpu_code.has_kernels:
+                kernel_files.append(b)
+            elif b.gpu_code.has_kernels or runtime:
                 rt = (runtime.version or "unknown") if runtime else None
                 gpu.append(BinaryGpu.of(b.name, b.gpu_code, rt))
             if b.verdict is not None and b.uses_cuda and not grouped:
@@ -753,6 +771,11 @@ def build_report(
                 a = slot(e)
                 a.static_how.setdefault(e.how, None)
                 a.binaries.setdefault(b.name, None)
+
+    if len(kernel_files) > KERNEL_FILES_LISTED:
+        gpu.append(_kernel_files_gpu(kernel_files))  # flashinfer-cubin's 15,970 cubins: one row, not 15,970
+    else:
+        gpu.extend(BinaryGpu.of(b.name, b.gpu_code, None) for b in kernel_files)
 
     runs: list[RunSummary] = []
     lookups: dict[tuple[str, str], ProcLookup] = {}

@@ -168,3 +168,11 @@ def test_a_wheel_of_kernel_files_is_a_program_and_its_many_files_are_counted(
     assert "0 binaries scanned: 0 with CUDA, 0 without; 12 kernel files (GPU code of its own);" in out
     assert cli_main(["scan", "--no-store", "--no-progress", "-v", str(site)]) == 0
     assert capsys.readouterr().out.count("(GPU code: cubin, ") == 12
+    # the report's GPU code: one row for the 12 files, each a module of its own
+    from cudatrace.reports.document import build_report
+
+    report = build_report([pb.judged_scan(site)], [], "v7-preview.9", program="kcubin")
+    (row,) = report.gpu
+    assert row.binary == "12 kernel files" and row.images == 12
+    assert [(i.kind.value, i.arch) for i in row.gpu_code.images] == [("sass", "sm_80")]
+    assert row.gpu_code.summary().startswith("SASS only (sm_80)")
