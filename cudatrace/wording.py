@@ -63,6 +63,7 @@ BLOCKER_WORDS = {
     "launch_unfinished": "a kernel launch that never returned",
     "gpu_files_sass_only": "SASS-only kernel files",
     "gpu_files_cubin_for_zluda_cc": "a cubin for the compute capability ZLUDA reports",
+    "gpu_files_ptx_above_zluda_cc": "kernel files with PTX for newer GPUs only",
     "optix_module": "an OptiX module",
     "optix_modules": "OptiX modules",
     "library_unsupported": "a library no release replaces",

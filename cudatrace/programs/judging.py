@@ -194,6 +194,19 @@ def _gpu_file_reasons(files: Sequence[BinaryScan], cat: Catalog, rel: str, has_o
     targets = sorted({i.arch for b in ptx for i in b.gpu_code.ptx}, key=lambda a: (len(a), a))
     for_cc = [b for b in cubins if any(i.sm == cc for i in b.gpu_code.sass)]
     sass = f"the cubins ({name_list([_short(b.path) for b in cubins])}) are SASS for NVIDIA GPUs" if cubins else ""
+    lowest = min(i.sm for b in ptx for i in b.gpu_code.ptx)
+    if lowest > cc:
+        return [
+            *out,
+            Reason(
+                Severity.RISK,
+                "gpu_files_ptx_above_zluda_cc",
+                f"{own}: its PTX is for {', '.join(targets)} only, newer than the compute capability ZLUDA {rel} "
+                f"reports ({cc // 10}.{cc % 10}), so a program that takes the newest PTX at or below its GPU's finds "
+                "none (and the driver would refuse PTX for a newer GPU)",
+                f"set ZLUDA_CC to {lowest // 10}.{lowest % 10} or above, the target of the program's PTX",
+            ),
+        ]
     if for_cc:
         names = name_list([_short(b.path) for b in for_cc])
         return [

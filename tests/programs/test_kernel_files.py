@@ -105,6 +105,18 @@ def test_a_cubin_for_the_compute_capability_zluda_reports_is_what_such_a_program
     assert "none is built for sm_88" in _reason(older, "gpu_files_ptx").message
 
 
+def test_ptx_files_for_newer_gpus_than_zluda_reports_are_a_risk(tmp_path: Path) -> None:
+    # PTX for sm_90 only, and ZLUDA reports 8.5: the newest PTX at or below the GPU's is none
+    k = build_kernel_files()
+    ptx90 = (k / "kernel_compute_75.ptx").read_bytes().replace(b".target sm_75", b".target sm_90")
+    program = _program(
+        _app(tmp_path, {"kernel_compute_90.ptx.zst": ptx90, "kernel_sm_80.cubin.zst": k / "kernel_sm_80.cubin"})
+    )
+    r = _reason(program, "gpu_files_ptx_above_zluda_cc")
+    assert "its PTX is for sm_90 only, newer than the compute capability ZLUDA v7-preview.9 reports (8.5)" in r.message
+    assert r.remedy == "set ZLUDA_CC to 9.0 or above, the target of the program's PTX"
+
+
 def test_optix_modules_without_an_optix_library_are_a_risk(tmp_path: Path) -> None:
     k = build_kernel_files()
     optix = (k / "kernel_compute_75.ptx").read_bytes() + b"\n// call (%r1), _optix_get_launch_index_x, ();\n"
