@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cudatrace.coverage_db.catalog import zluda_library_of_file
 from cudatrace.coverage_db.switches import PtxSwitch, switches_of
-from cudatrace.model import CudaLibrary, Family, LibraryHow, PartRole, ScanResult, TraceResult
+from cudatrace.model import BinaryFormat, CudaLibrary, Family, LibraryHow, PartRole, ScanResult, TraceResult
 from cudatrace.programs.evidence import ProgramDocuments, platform_of
 
 
@@ -97,7 +97,14 @@ def evidence_from_documents(
 
     for scan in scans:
         release = release or scan.zluda_release
+        # kernel files of their own are modules the program picks among: a SASS-only cubin is no loss where a PTX
+        # file stands in for it (Blender's Cycles), and an OptiX module is OptiX's, not the driver's
+        kernel_ptx = any(
+            b.format is BinaryFormat.GPU_CODE and b.gpu_code.ptx and not b.gpu_code.optix_module for b in scan.binaries
+        )
         for b in scan.binaries:
+            if b.format is BinaryFormat.GPU_CODE and (b.gpu_code.optix_module or (kernel_ptx and b.gpu_code.sass_only)):
+                continue
             if b.machine and (not machine or b.path in program_names or b.name in program_names):
                 machine = b.machine
             if b.verdict is not None:

@@ -115,7 +115,14 @@ def find_containing_programs(
                 if rec.path != folder or rec.id in found:
                     continue
                 scans, _traces = store.latest_documents(rec.id)
-                if any(b.path == path and b.sha256 == sha256 for s in scans for b in s.binaries):
+                # a scan given a relative path (``scan renderer``) lists its files so: their place below the
+                # program's folder, with the content, is the file
+                tail = os.sep + os.path.relpath(path, folder)
+                if any(
+                    b.sha256 == sha256 and (b.path == path or os.path.normpath(b.path).endswith(tail))
+                    for s in scans
+                    for b in s.binaries
+                ):
                     found[rec.id] = rec
             parent = os.path.dirname(folder)
             if parent == folder:

@@ -188,3 +188,36 @@ def test_a_wheel_of_kernel_files_is_a_program_and_its_many_files_are_counted(
     assert row.binary == "12 kernel files" and row.images == 12
     assert [(i.kind.value, i.arch) for i in row.gpu_code.images] == [("sass", "sm_80")]
     assert row.gpu_code.summary().startswith("SASS only (sm_80)")
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_configure_plans_from_the_stored_folder_and_counts_no_cubin_a_ptx_file_stands_in_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
+) -> None:
+    # `cudatrace scan renderer` then `cudatrace configure renderer/renderer`: the store's program of the folder
+    # (scanned by a relative path, its files listed so) holds the kernel files; the SASS-only cubin beside a PTX
+    # file is nothing ZLUDA cannot serve
+    from cudatrace.configure.evidence import evidence_of
+    from cudatrace.configure.layout import detect_zluda
+    from cudatrace.configure.mapping import plan_mapping
+    from cudatrace.programs.evidence import FROM_STORE_CONTAINING, gather_documents
+    from tests.configure.trees import make_zluda_tree
+
+    k = build_kernel_files()
+    app = _app(
+        tmp_path,
+        {"kernel_sm_80.cubin.zst": k / "kernel_sm_80.cubin", "kernel_compute_75.ptx.zst": k / "kernel_compute_75.ptx"},
+    )
+    db = str(tmp_path / "s.sqlite3")
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["scan", "--db", db, "--no-progress", "-q", app.name if relative else str(app)]) == 0
+    documents = gather_documents(app / "renderer", db=db)
+    assert documents.source == FROM_STORE_CONTAINING
+    zluda = detect_zluda(str(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", "linux")))
+    plan = plan_mapping(evidence_of(documents), zluda)
+    assert not [u for u in plan.unserved if "cubin" in u.what]
+    # without the PTX file the cubin is a feature ZLUDA cannot serve
+    (app / "lib" / "kernel_compute_75.ptx.zst").unlink()
+    assert cli_main(["scan", "--db", db, "--no-progress", "-q", str(app)]) == 0
+    plan = plan_mapping(evidence_of(gather_documents(app / "renderer", db=db)), zluda)
+    assert [u.what for u in plan.unserved if "cubin" in u.what] == ["kernel_sm_80.cubin.zst"]
