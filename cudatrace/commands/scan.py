@@ -96,7 +96,12 @@ def run_scan(args: argparse.Namespace) -> int:
 
             with open_store(args.db) as store:
                 store.record_scan(result)
-        write_output(render_to(result, args.format, render_options(args)), args.output)
+        from dataclasses import replace
+
+        from cudatrace.tracer.static.parallel import default_jobs
+
+        options = replace(render_options(args), jobs=args.jobs or default_jobs())
+        write_output(render_to(result, args.format, options), args.output)
     if args.fail_on:
         threshold = VerdictStatus(args.fail_on).rank  # this status or a worse one fails
         judged = [p.verdict for p in result.programs] if result.programs else [b.verdict for b in result.binaries]

@@ -53,6 +53,8 @@ class RenderOptions:
     verbosity: int = 1
     """0 (``-q``): each verdict and its blockers, failures and the summary only; 1: the first rows; 2 (``-v``):
     every row and reason."""
+    jobs: int = 1
+    """Processes that may write a JSON document's binaries side by side (the scan's ``--jobs``)."""
 
 
 def dump_json(doc: dict[str, Any]) -> str:

@@ -36,16 +36,18 @@ def _key(k: Any) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
-def dumps_indented(doc: Any) -> str:
-    """``json.dumps(doc, indent=2, ensure_ascii=False)``, the same text."""
+def dumps_indented(doc: Any, level: int = 0) -> str:
+    """``json.dumps(doc, indent=2, ensure_ascii=False)``, the same text; at ``level`` > 0, the text ``doc`` has
+    as a value that deep in a document (its inner lines indented for it)."""
     parts: list[str] = []
-    write_indented(doc, parts.append, flush_at=1 << 62)
+    write_indented(doc, parts.append, flush_at=1 << 62, level=level)
     return parts[0] if len(parts) == 1 else "".join(parts)
 
 
-def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 65536) -> None:
+def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 65536, level: int = 0) -> None:
     """The text of :func:`dumps_indented` handed to ``write`` in pieces as it is made, at most about ``flush_at``
-    tokens at a time: a document of 10,000 binaries is 55 MB of text, and two million tokens held before a join."""
+    tokens at a time: a document of 10,000 binaries is 55 MB of text, and two million tokens held before a join.
+    A :class:`~cudatrace.codec.LazyForms` that renders its items elsewhere (``texts``) gives their texts whole."""
     out: list[str] = []
     append = out.append
     pads = ["\n"]
@@ -133,6 +135,15 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
             return
         inner = pad(level + 1)
         lead = "[" + inner
+        texts_of = getattr(o, "texts", None)
+        if texts_of is not None:  # each item's text made by other processes, in order
+            for text in texts_of(level + 1):
+                if len(out) >= flush_at:
+                    flush()
+                append(lead + text)
+                lead = "," + inner
+            append(pad(level) + "]")
+            return
         lazy[0] = True
         for item in o:
             if len(out) >= flush_at:
@@ -167,6 +178,6 @@ def write_indented(doc: Any, write: Callable[[str], object], *, flush_at: int = 
     texts: dict[tuple[int, int], str] = {}
     kept = [0]  # characters of text kept in texts
     flushes = [0]
-    value(doc, 0)
+    value(doc, level)
     if out:
         flush()

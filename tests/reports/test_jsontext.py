@@ -164,3 +164,36 @@ def test_a_scan_s_binaries_made_as_written_give_json_s_text(kept: int, monkeypat
         assert out.getvalue() == expected
     with pytest.raises(TypeError):
         json.dumps(codec.lazy_form(scan, "binaries"))  # never taken for a list by another writer
+
+
+@pytest.mark.parametrize("count", [64, 131])
+def test_a_scan_s_binaries_written_by_forked_processes_give_json_s_text(count: int) -> None:
+    # from 64 binaries on, with jobs > 1, forked processes write the binaries' texts in ranges of 16; the document is
+    # json.dumps's, byte for byte (a range that ends early or a text at the wrong depth would show)
+    import io
+    from dataclasses import replace
+
+    from cudatrace import codec
+    from cudatrace.model import ScanResult
+    from cudatrace.reports.formats import RenderOptions
+    from cudatrace.reports.jsonparallel import ForkedForms
+    from cudatrace.reports.render import PARALLEL_JSON_BINARIES, render_to
+    from tests.samples import pe_binary
+
+    assert count >= PARALLEL_JSON_BINARIES
+    shared = pe_binary("/apps/a.exe", "aa" * 32)
+    binaries = tuple(
+        replace(pe_binary(f"/apps/lib{i:03d}.dll", f"{i:064x}"), imports=shared.imports if i % 3 else ())
+        for i in range(count)
+    )
+    scan = ScanResult(binaries, roots=("/apps",), tool_version="0.1.0")
+    expected = json.dumps(scan.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    for sharing in (codec.shared_encodings, contextlib.nullcontext):
+        for jobs in (1, 3):
+            out = io.StringIO()
+            with sharing():
+                render_to(scan, "json", RenderOptions(jobs=jobs))(out)  # type: ignore[operator]
+            assert out.getvalue() == expected, (sharing, jobs)
+    texts = list(ForkedForms(binaries[:5], 2).texts(2))
+    assert texts == [dumps_indented(b.to_dict(), 2) for b in binaries[:5]]
+    assert texts[0].startswith("{\n      ") and texts[0].endswith("\n    }")
