@@ -37,6 +37,7 @@ _HASH_BLOCK = 1 << 20
 _NAME = re.compile(r"\.(ptx|cubin|fatbin)(?:\.(zst|zstd|gz))?$", re.IGNORECASE)
 _PACKED_MAGIC = {"zstd": b"\x28\xb5\x2f\xfd", "gzip": b"\x1f\x8b"}
 _COMPRESSION = {"zst": "zstd", "zstd": "zstd", "gz": "gzip"}
+_ENDINGS = (".ptx", ".cubin", ".fatbin", ".zst", ".zstd", ".gz")
 
 
 def is_cubin(head: bytes) -> bool:
@@ -56,6 +57,8 @@ def may_be_gpu_file(path: str, head: bytes) -> bool:
     or a cubin by their magic, a PTX text or a compressed file of GPU code by a name that says so."""
     if head[:4] == MAGIC_BYTES or is_cubin(head):
         return True
+    if not path.lower().endswith(_ENDINGS):  # most files (a folder's Python, its libraries): no regex
+        return False
     m = _NAME.search(path)
     if m is None:
         return False

@@ -193,7 +193,7 @@ def _function_names(
             budget[0] -= 1
             if budget[0] < 0:
                 return False
-            if start >= 2 and 0xB8 <= _byte(buf, start - 1) <= 0xBF and _byte(buf, start - 2) in (0x48, 0x49):
+            if start >= 2 and 0xB8 <= buf[start - 1] <= 0xBF and buf[start - 2] in (0x48, 0x49):
                 budget[1] += 1  # "cuCtxCre" of movabs $0x6572437874437563,%rax
             name = m.group().decode("ascii")
             if name in names or family_of_function(name) is None:
