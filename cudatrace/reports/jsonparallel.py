@@ -20,6 +20,11 @@ CHUNK = 16  # binaries a task renders
 _RECORDS: list[tuple[Any, ...]] = []  # the records the forked workers render, set while a pool lives
 
 
+def can_fork() -> bool:
+    """Whether this system forks (Windows does not)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def _render(task: tuple[int, int, int]) -> list[str]:
     start, end, level = task
     return [dumps_indented(r.to_dict(), level) for r in _RECORDS[-1][start:end]]

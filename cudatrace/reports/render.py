@@ -147,9 +147,10 @@ def render_to(doc: Document, fmt: Format | str, options: RenderOptions | None = 
         form = lazy_form(doc, "binaries") if isinstance(doc, ScanResult) else doc.to_dict()
         jobs = (options or RenderOptions()).jobs
         if isinstance(doc, ScanResult) and jobs > 1 and len(doc.binaries) >= PARALLEL_JSON_BINARIES:
-            from cudatrace.reports.jsonparallel import ForkedForms
+            from cudatrace.reports.jsonparallel import ForkedForms, can_fork
 
-            form["binaries"] = ForkedForms(doc.binaries, jobs)
+            if can_fork():  # (not on Windows: one process writes it there)
+                form["binaries"] = ForkedForms(doc.binaries, jobs)
         return lambda out: write_json(form, out)
     return renderer(doc, options or RenderOptions())
 

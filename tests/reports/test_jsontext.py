@@ -197,3 +197,25 @@ def test_a_scan_s_binaries_written_by_forked_processes_give_json_s_text(count: i
     texts = list(ForkedForms(binaries[:5], 2).texts(2))
     assert texts == [dumps_indented(b.to_dict(), 2) for b in binaries[:5]]
     assert texts[0].startswith("{\n      ") and texts[0].endswith("\n    }")
+
+
+def test_where_the_system_does_not_fork_one_process_writes_the_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Windows has no fork: the document is written as before, in this process
+    import io
+    import multiprocessing
+    from dataclasses import replace
+
+    from cudatrace.model import ScanResult
+    from cudatrace.reports import jsonparallel
+    from cudatrace.reports.formats import RenderOptions
+    from cudatrace.reports.render import render_to
+    from tests.samples import pe_binary
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    forked: list[int] = []
+    monkeypatch.setattr(jsonparallel.ForkedForms, "texts", lambda self, level: forked.append(level) or iter(()))
+    binaries = tuple(replace(pe_binary(f"/apps/lib{i:03d}.dll", f"{i:064x}")) for i in range(70))
+    scan = ScanResult(binaries, roots=("/apps",), tool_version="0.1.0")
+    out = io.StringIO()
+    render_to(scan, "json", RenderOptions(jobs=4))(out)  # type: ignore[operator]
+    assert forked == [] and out.getvalue() == json.dumps(scan.to_dict(), indent=2, ensure_ascii=False) + "\n"
