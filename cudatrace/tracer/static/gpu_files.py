@@ -70,15 +70,17 @@ def may_be_gpu_file(path: str, head: bytes) -> bool:
 
 def _unpacked(fd: int, compression: str, limit: int, path: str) -> bytes:
     """The first ``limit`` decompressed bytes of the file open as ``fd`` (fewer when it holds fewer)."""
+    import zstandard
+
     with os.fdopen(os.dup(fd), "rb") as raw:
         raw.seek(0)
         try:
             if compression == "gzip":
                 with gzip.GzipFile(fileobj=raw) as stream:
                     return stream.read(limit)
-            import zstandard
-
-            with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as reader:
+            # the window a frame may ask for is bounded too (zstd's default limit, 128 MB)
+            decompressor = zstandard.ZstdDecompressor(max_window_size=1 << 27)
+            with decompressor.stream_reader(raw, read_across_frames=True) as reader:
                 parts = []
                 got = 0
                 while got < limit:
@@ -88,12 +90,8 @@ def _unpacked(fd: int, compression: str, limit: int, path: str) -> bytes:
                     parts.append(block)
                     got += len(block)
                 return b"".join(parts)
-        except (OSError, EOFError, zlib.error, ValueError) as exc:
+        except (OSError, EOFError, zlib.error, ValueError, zstandard.ZstdError) as exc:
             raise InputError(f"cannot decompress ({compression}): {exc}", path) from None
-        except Exception as exc:  # zstandard.ZstdError is no OSError
-            if type(exc).__name__ == "ZstdError":
-                raise InputError(f"cannot decompress ({compression}): {exc}", path) from None
-            raise
 
 
 def _sha256(fd: int, size: int) -> str:
