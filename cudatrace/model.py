@@ -227,8 +227,11 @@ class GpuImage(Record):
         return int(digits) if digits else 0
 
 
-#: The container name of a kernel file's PTX that calls OptiX's own functions: a module OptiX compiles, not the CUDA
-#: driver (:mod:`cudatrace.tracer.static.gpu_files`).
+#: The container names of the images of a kernel file of its own (:mod:`cudatrace.tracer.static.gpu_files`); an
+#: OptiX module is PTX that calls OptiX's own functions, a module OptiX compiles, not the CUDA driver.
+CUBIN_FILE = "cubin file"
+PTX_FILE = "PTX file"
+FATBIN_FILE = "fatbin file"
 OPTIX_MODULE = "OptiX PTX file"
 
 #: PTX for this target and newer only is a risk: code built for these GPUs may use instructions (wgmma, TMA,

@@ -23,14 +23,13 @@ from cudatrace.configure.runtime_data import (
     HIP7_WINDOWS_SINCE,
     TORCH_CUDNN_V8_DISABLED_SINCE,
     ZLUDA32_SINCE,
-    ZLUDA_CC_OLD_DEFAULT_UNTIL,
     ZLUDA_CC_SINCE,
     ZLUDA_EXE_TABLE_SINCE,
     ZLUDA_LD_SINCE,
     RuntimeData,
     load_runtime_data,
 )
-from cudatrace.coverage_db.catalog import LibraryPackage
+from cudatrace.coverage_db.catalog import ZLUDA_CC_OLD_DEFAULT_UNTIL, LibraryPackage
 from cudatrace.coverage_db.remedies import FAMILY_ADVICE
 from cudatrace.errors import ConfigureError, InputError
 from cudatrace.model import CudaLibrary, Family, LibraryHow, VerdictStatus

@@ -19,7 +19,6 @@ ZLUDA_LD_SINCE = "v5-preview.128"  # the LD_AUDIT module zluda_ld
 ZLUDA_EXE_TABLE_SINCE = "v6-preview.28"  # zluda.exe redirects math libraries, HIP_PATH lookup
 TORCH_CUDNN_V8_DISABLED_SINCE = "v6-preview.60"  # zluda.exe sets TORCH_CUDNN_V8_API_DISABLED=1
 ZLUDA_CC_SINCE = "v6-preview.63"  # ZLUDA_CC / ZLUDA_SM read by zluda_common
-ZLUDA_CC_OLD_DEFAULT_UNTIL = "v6-preview.69"  # default compute capability 8.8 up to here, 8.5 at v7-preview.9
 ZLUDA32_SINCE = "v7-preview.2"  # 32-bit Windows nvcuda.dll forwarding to zluda64_server.exe
 HIP7_WINDOWS_SINCE = "v6-preview.34"  # Windows shims delay-load amdhip64_7.dll (nvcuda falls back to _6)
 

@@ -49,6 +49,10 @@ NAMES_FILE = "catalog_names.json.gz"  # HIPIFY names and NVIDIA export lists, re
 
 PLATFORMS = ("windows", "windows32", "linux")
 
+#: The compute capability ZLUDA reports by default: 8.8 up to this release, 8.5 from v7-preview.9 on (zluda_common's
+#: constant; ZLUDA_CC changes it).
+ZLUDA_CC_OLD_DEFAULT_UNTIL = "v6-preview.69"
+
 # ZLUDA library keys (the ``library`` column of the reference data) and the family each belongs to.
 LIBRARY_FAMILY: dict[str, Family] = {
     "driver": Family.DRIVER,

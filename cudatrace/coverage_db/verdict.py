@@ -1025,29 +1025,29 @@ def merged_library_reason(reasons: Sequence[Reason]) -> Reason:
     return replace(first, message=stem + _used(names), functions=tuple(names))
 
 
+#: Libraries no ZLUDA release replaces, and why that matters ({rel}: the release judged).
+_UNSUPPORTED = {
+    Family.TENSORRT: "TensorRT has no ZLUDA replacement in any release, and its engines run precompiled NVIDIA kernels",
+    Family.OPTIX: (
+        "OptiX, NVIDIA's ray tracing engine, comes with NVIDIA's display driver and needs an NVIDIA GPU; no ZLUDA "
+        "release replaces OptiX 7 or later (v3 served the OptiX 6 API alone), so the program's OptiX features (ray "
+        "tracing, the OptiX denoiser) do not work under ZLUDA {rel}"
+    ),
+}
+
+
 def _library_reason(
     cat: Catalog, lib: CudaLibrary, rel: str, info: ZludaInfo, names: list[str], bits32: bool = False
 ) -> Reason:
     used = _used(names)
     linked = lib.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
-    if lib.family is Family.TENSORRT:
+    unsupported = _UNSUPPORTED.get(lib.family)
+    if unsupported is not None:
         return Reason(
             Severity.BLOCKER if linked else Severity.RISK,
             "library_unsupported",
-            f"{lib.name}: TensorRT has no ZLUDA replacement in any release, and its engines run precompiled "
-            f"NVIDIA kernels{used}",
-            remedies.FAMILY_ADVICE[Family.TENSORRT],
-            lib.family,
-            tuple(sorted(names)),
-        )
-    if lib.family is Family.OPTIX:
-        return Reason(
-            Severity.BLOCKER if linked else Severity.RISK,
-            "library_unsupported",
-            f"{lib.name}: OptiX, NVIDIA's ray tracing engine, comes with NVIDIA's display driver and needs an NVIDIA "
-            f"GPU; no ZLUDA release replaces OptiX 7 or later (v3 served the OptiX 6 API alone), so the program's "
-            f"OptiX features (ray tracing, the OptiX denoiser) do not work under ZLUDA {rel}{used}",
-            remedies.FAMILY_ADVICE[Family.OPTIX],
+            f"{lib.name}: {unsupported.format(rel=rel)}{used}",
+            remedies.FAMILY_ADVICE[lib.family],
             lib.family,
             tuple(sorted(names)),
         )

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from cudatrace.coverage_db.catalog import Catalog, load_catalog
+from cudatrace.coverage_db.catalog import ZLUDA_CC_OLD_DEFAULT_UNTIL, Catalog, load_catalog
 from cudatrace.coverage_db.remedies import FAMILY_ADVICE, name_list
 from cudatrace.coverage_db.switches import switches_of
 from cudatrace.coverage_db.verdict import (
@@ -137,14 +137,10 @@ def _short(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-#: ZLUDA reports compute capability 8.8 up to this release, 8.5 after it (ZLUDA_CC changes it).
-_CC_88_UNTIL = "v6-preview.69"
-
-
 def _zluda_cc(cat: Catalog, rel: str) -> int:
     """The compute capability ZLUDA ``rel`` reports by default, as an SM number (88, 85)."""
     try:
-        return 88 if cat.release(rel).ordinal <= cat.release(_CC_88_UNTIL).ordinal else 85
+        return 88 if cat.release(rel).ordinal <= cat.release(ZLUDA_CC_OLD_DEFAULT_UNTIL).ordinal else 85
     except CudatraceError:
         return 85
 

@@ -269,7 +269,8 @@ class BinaryGpu(Record):
         return cls(binary, GpuCode(tuple(merged), code.containers, ptx_less), static_runtime, len(code.images))
 
 
-#: More kernel files than this make one row of the report's GPU code (flashinfer-cubin ships 15,970 cubins).
+#: More kernel files than this make one row of the report's GPU code, and are counted in the scan's terminal text
+#: instead of a block each unless -v (flashinfer-cubin ships 15,970 cubins).
 KERNEL_FILES_LISTED = 8
 
 

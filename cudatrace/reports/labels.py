@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from cudatrace.model import BinaryFormat, BinaryScan, EntryHow, LibraryHow, VerdictStatus, ZludaStatus
+from cudatrace.model import FATBIN_FILE, BinaryFormat, BinaryScan, EntryHow, LibraryHow, VerdictStatus, ZludaStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,7 @@ def format_label(binary: BinaryScan) -> str:
     if binary.format is BinaryFormat.GPU_CODE:
         first = binary.gpu_code.images[0] if binary.gpu_code.images else None
         what = first.container.removesuffix(" file") if first is not None and first.container else "GPU code"
-        packed = first.compression if first is not None and first.container != "fatbin file" else None
+        packed = first.compression if first is not None and first.container != FATBIN_FILE else None
         return f"GPU code: {what}{f', {packed}-compressed' if packed else ''}"
     return f"{binary.format.value.upper()} {binary.machine or '?'}"
 

@@ -21,8 +21,18 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from cudatrace.model import OPTIX_MODULE, BinaryFormat, BinaryScan, EntryHow, GpuCode, ScanResult, ZludaStatus
-from cudatrace.reports.document import printable
+from cudatrace.model import (
+    CUBIN_FILE,
+    OPTIX_MODULE,
+    PTX_FILE,
+    BinaryFormat,
+    BinaryScan,
+    EntryHow,
+    GpuCode,
+    ScanResult,
+    ZludaStatus,
+)
+from cudatrace.reports.document import KERNEL_FILES_LISTED, printable
 from cudatrace.reports.fit import Fitted, indented
 from cudatrace.reports.labels import LIBRARY_HOW_WORDS, STATUS_STYLE, VERDICT_LABELS, format_label
 from cudatrace.reports.terminal import console_text, string_console
@@ -147,7 +157,7 @@ def _arch_key(arch: str) -> tuple[int, str]:
 def _gpu_lines(gpu: GpuCode) -> list[Text]:
     if not gpu.images:
         return []
-    file = gpu.images[0].container if gpu.images[0].container in ("cubin file", "PTX file", OPTIX_MODULE) else None
+    file = gpu.images[0].container if gpu.images[0].container in (CUBIN_FILE, PTX_FILE, OPTIX_MODULE) else None
     article = "an" if file == OPTIX_MODULE else "a"
     where = f"({article} {file})" if file else f"in {_plural(gpu.containers, 'fatbin container')}"
     lines = [_t(f"  GPU code: {_plural(len(gpu.images), 'image')} {where}")]
@@ -300,10 +310,6 @@ class _Printer:
             if key is not None and len(self.done) < self.KEPT:
                 self.done[key] = out
         self.file.write(out)
-
-
-#: More kernel files than this are counted, not listed one by one, unless -v (flashinfer-cubin ships 15,970).
-KERNEL_FILES_LISTED = 8
 
 
 def _kernel_summary(kernels: Sequence[BinaryScan]) -> list[Text]:

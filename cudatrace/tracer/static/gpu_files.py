@@ -27,7 +27,17 @@ import zlib
 from dataclasses import replace
 
 from cudatrace.errors import InputError
-from cudatrace.model import OPTIX_MODULE, BinaryFormat, BinaryScan, GpuCode, GpuImage, ImageKind
+from cudatrace.model import (
+    CUBIN_FILE,
+    FATBIN_FILE,
+    OPTIX_MODULE,
+    PTX_FILE,
+    BinaryFormat,
+    BinaryScan,
+    GpuCode,
+    GpuImage,
+    ImageKind,
+)
 from cudatrace.tracer.static.fatbin import MAGIC_BYTES, cubin_arch, extract_gpu_code, ptx_facts
 
 EM_CUDA = 190
@@ -129,12 +139,14 @@ def scan_gpu_file(path: str, fd: int, size: int, head: bytes) -> BinaryScan | No
             else:
                 gpu, errors = extract_gpu_code(data, [])
         # one file is one module: its containers are numbered from 0 like an embedded section's
-        gpu = GpuCode(tuple(_in_file(i) for i in gpu.images), gpu.containers, gpu.ptx_less_containers)
+        gpu = GpuCode(
+            tuple(replace(i, container=FATBIN_FILE) for i in gpu.images), gpu.containers, gpu.ptx_less_containers
+        )
     elif is_cubin(inner):
         arch = cubin_arch(inner)
         if arch is None:
             return None
-        image = GpuImage(ImageKind.SASS, arch, packed, size, compression, container="cubin file", container_index=0)
+        image = GpuImage(ImageKind.SASS, arch, packed, size, compression, container=CUBIN_FILE, container_index=0)
         gpu = GpuCode((image,), 1)
     else:
         version, target = ptx_facts(inner)
@@ -149,12 +161,8 @@ def scan_gpu_file(path: str, fd: int, size: int, head: bytes) -> BinaryScan | No
             compression,
             ptx_version=version,
             ptx_target=target,
-            container=OPTIX_MODULE if optix else "PTX file",
+            container=OPTIX_MODULE if optix else PTX_FILE,
             container_index=0,
         )
         gpu = GpuCode((image,), 1)
     return BinaryScan(path, BinaryFormat.GPU_CODE, size, _sha256(fd, size), gpu_code=gpu, errors=errors)
-
-
-def _in_file(image: GpuImage) -> GpuImage:
-    return replace(image, container="fatbin file")
