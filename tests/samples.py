@@ -390,3 +390,17 @@ def trace_of(
         tool_version="0.1.0",
         verdict=Verdict(RELEASE, verdict, (Reason(Severity.BLOCKER, "absent_called", "cuFoo is absent"),)),
     )
+
+
+class ProgressRecorder:
+    """A scan's progress as it is reported: each total announced (``start``), each file done (``advance``)."""
+
+    def __init__(self) -> None:
+        self.totals: list[int] = []
+        self.seen: list[str] = []
+
+    def start(self, total: int) -> None:
+        self.totals.append(total)
+
+    def advance(self, label: str) -> None:
+        self.seen.append(label)

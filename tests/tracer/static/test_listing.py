@@ -15,6 +15,7 @@ from cudatrace.model import BinaryScan, FileError
 from cudatrace.tracer.static import listing, parallel, scanner
 from cudatrace.tracer.static.listing import Listing
 from cudatrace.tracer.static.scanner import collect_files, scan_paths
+from tests.samples import ProgressRecorder
 
 
 def _all(paths: list[str], limit: int) -> list[tuple[str, int | None]]:
@@ -114,17 +115,9 @@ def test_workers_that_start_before_the_listing_is_whole_give_the_same_document(
 
 def test_progress_counts_every_file_as_the_listing_grows(wide: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(listing, "BATCH", 4)
-    totals: list[int] = []
-    seen: list[str] = []
-
-    class Recorder:
-        def start(self, total: int) -> None:
-            totals.append(total)
-
-        def advance(self, label: str) -> None:
-            seen.append(label)
-
-    scan_paths([str(wide)], progress=Recorder(), jobs=2)
+    recorder = ProgressRecorder()
+    scan_paths([str(wide)], progress=recorder, jobs=2)
+    totals, seen = recorder.totals, recorder.seen
     files = collect_files([str(wide)])
     assert len(totals) > 1 and totals == sorted(totals)  # announced again as more were found
     assert totals[-1] == len(files) and sorted(seen) == sorted(files)

@@ -16,6 +16,7 @@ from cudatrace.errors import InputError
 from cudatrace.libraries import family_of_function
 from cudatrace.model import SCAN_SCHEMA, BinaryScan, EntryHow, Family, LibraryHow, ScanResult
 from cudatrace.tracer.static.scanner import collect_files, scan_file, scan_paths
+from tests.samples import ProgressRecorder
 
 
 def _scan(path: Path) -> BinaryScan:
@@ -224,18 +225,9 @@ def test_collect_files_dedupes_and_orders(app_folder: Path) -> None:
 
 
 def test_progress_reports_every_file(app_folder: Path) -> None:
-    seen: list[str] = []
-    totals: list[int] = []
-
-    class Recorder:
-        def start(self, total: int) -> None:
-            totals.append(total)
-
-        def advance(self, label: str) -> None:
-            seen.append(label)
-
-    scan_paths([str(app_folder)], progress=Recorder())
-    assert totals == [len(seen)] and len(seen) == len(collect_files([str(app_folder)]))
+    recorder = ProgressRecorder()
+    scan_paths([str(app_folder)], progress=recorder)
+    assert recorder.totals == [len(recorder.seen)] and len(recorder.seen) == len(collect_files([str(app_folder)]))
 
 
 def test_unversioned_attribution_rules() -> None:
