@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Where the wall time of ``cudatrace scan --jobs N`` goes: a wall-clock timeline, read in the client.
 
-Runs the scan command in this process (``cudatrace scan --no-store --no-zluda --no-progress --format json -o
-FILE --jobs N PATH...``) and records, in the client only (the workers run unchanged), when each task is handed
-out and when its result arrives. A task starts when it was handed out or when the worker's previous task ended,
-whichever is later (a worker holds at most a few tasks). Prints, for every pool of worker processes the command
-starts (the scan, then the import search of program grouping): when it started, its first and last result, how
-many workers were busy on average, a busy-workers strip over time, and its longest tasks with their files and
-sizes; then when the command ended and how long it ran after the last result. Wall clock, no profiler (a
-profiler slows the client's Python far more than the workers' waiting, and misleads).
+Runs the scan command in this process (``cudatrace scan --no-store --no-progress --format json -o FILE --jobs N
+PATH...``, with ``--no-zluda`` when asked) and records, in the client only (the workers run unchanged), when each
+task is handed out and when its result arrives. A task starts when it was handed out or when the worker's previous
+task ended, whichever is later (a worker holds at most a few tasks). Prints, for every pool of worker processes the
+command starts (the scan, then the import search of program grouping): when it started, its first and last result,
+how many workers were busy on average, a busy-workers strip over time, and its longest tasks with their files and
+sizes; then when the command ended and how long it ran after the last result. Wall clock, no profiler (a profiler
+slows the client's Python far more than the workers' waiting, and misleads).
 
-Usage: ``python3 scripts/scan_timeline.py [--jobs N] [--top K] PATH...``
+Usage: ``python3 scripts/scan_timeline.py [--jobs N] [--top K] [--follow TEXT]... [--no-zluda] PATH...``
+(``--follow``: every task of the files whose path holds TEXT, to see a big file's chain of tasks.)
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from cudatrace.tracer.static import parallel  # noqa: E402
 class _PoolLog:
     started: float
     workers: int
-    handed: dict[tuple[int, str], float] = field(default_factory=dict)  # (index, task kind) -> time handed out
+    handed: dict[tuple[int, int], float] = field(default_factory=dict)  # (index, id of the task) -> time handed out
+    handed_done: list[float] = field(default_factory=list)  # when each task of ``done`` was handed out
     done: list[tuple[int, str, int, float, float]] = field(default_factory=list)  # index, kind, worker, start, end
     files: list[str] = field(default_factory=list)
     last_end: dict[int, float] = field(default_factory=dict)  # worker -> end of its previous task
@@ -69,7 +71,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
         got = orig_take(self, idle)
         if got is not None and pools:
             pools[-1].files = self.files  # the schedule's own list: a scan that lists as it goes adds to it
-            pools[-1].handed[(got[0], _kind(got[1]))] = time.perf_counter() - t0
+            pools[-1].handed[(got[0], id(got[1]))] = time.perf_counter() - t0
         return got
 
     orig_finish = parallel._Schedule.finish
@@ -87,13 +89,15 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
         finished = before[: len(before) - len(w.queued)] if alive else []
         for index, task in finished:
             kind = _kind(task)
-            start = max(log.handed.get((index, kind), now), log.last_end.get(id(w), 0.0))
+            handed = log.handed.pop((index, id(task)), now)
+            start = max(handed, log.last_end.get(id(w), 0.0))
             log.done.append((index, kind, id(w), start, now))
+            log.handed_done.append(handed)
             log.last_end[id(w)] = now
         return alive
 
     from cudatrace.commands import scan as scan_command
-    from cudatrace.programs import grouping
+    from cudatrace.programs import grouping, judging
     from cudatrace.reports import render as render_module
     from cudatrace.tracer.static import scanner
 
@@ -147,6 +151,7 @@ def _instrument(t0: float, pools: list[_PoolLog]) -> None:
     for module, name in ((scanner, "scan_paths"), (grouping, "group_programs"), (render_module, "render")):
         phase(module, name)
     phase(scan_command, "write_output")
+    phase(judging, "judge_gathered")
     orig_wanted = scanner._worth_scanning
 
     def wanted(path: str) -> bool:
@@ -181,6 +186,8 @@ def _size_class(path: Any) -> str:
     """A task's kind of file: a chunk of Python files (their paths joined by NUL), or a binary by its size."""
     if not isinstance(path, str):
         return "Python texts"  # the grouping's pool is handed module texts
+    if path.startswith("\0\0"):
+        return "chunks of small files"  # files under 1 MB, most neither PE nor ELF (scanner.files_chunk)
     if "\0" in path:
         return "Python files"
     try:
@@ -204,7 +211,17 @@ def _by_kind(log: _PoolLog) -> str:
     return ", ".join(f"{k} {v:.1f} ({counts[k]})" for k, v in sorted(seconds.items(), key=lambda kv: -kv[1]))
 
 
-def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
+def _follow(log: _PoolLog, needle: str) -> None:
+    """Every task of the files whose path holds ``needle``: when it was handed out, ran and came back."""
+    tasks = sorted(zip(log.done, log.handed_done, strict=True), key=lambda d: (d[0][0], d[0][3]))
+    for (index, kind, _worker, start, end), handed in tasks:
+        path = log.files[index]
+        if isinstance(path, str) and needle in path:
+            ran = f"ran {start:.2f}-{end:.2f} s ({end - start:.2f} s)"
+            print(f"  {os.path.basename(path)} {kind}: handed {handed:.2f} s, {ran}")
+
+
+def _report(pools: list[_PoolLog], ended: float, top: int, follow: list[str]) -> None:
     print(f"command ended at {ended:.2f} s")
     for name, start, end in PHASES:
         print(f"  {name:<16} {start:6.2f}-{end:6.2f} s ({end - start:.2f} s)")
@@ -234,6 +251,8 @@ def _report(pools: list[_PoolLog], ended: float, top: int) -> None:
                 mb, path = float("nan"), repr(path)[:100]
             what = "" if kind == "file" else f" [{kind}]"
             print(f"  {end - start:6.2f} s  {start:6.2f}-{end:6.2f}  {mb:7.1f} MB  {path}{what}")
+        for needle in follow:
+            _follow(log, needle)
     if pools and pools[-1].done:
         last = max(e for *_r, e in pools[-1].done)
         print(f"after the last pool's last result: {ended - last:.2f} s until the command ended")
@@ -260,19 +279,22 @@ def main() -> int:
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--jobs", type=int, default=parallel.default_jobs())
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--follow", action="append", default=[], help="print every task of the files whose path holds this")
+    ap.add_argument("--no-zluda", action="store_true", help="leave out the classification (as scan --no-zluda)")
     args = ap.parse_args()
     pools: list[_PoolLog] = []
     t0 = time.perf_counter()
     _instrument(t0, pools)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scan.json"
-        argv = ["scan", "--no-store", "--no-zluda", "--no-progress", "--format", "json", "-o", str(out)]
+        zluda = ["--no-zluda"] if args.no_zluda else []
+        argv = ["scan", "--no-store", *zluda, "--no-progress", "--format", "json", "-o", str(out)]
         code = cli.main([*argv, "--jobs", str(args.jobs), *args.paths])
         ended = time.perf_counter() - t0
     if code not in (0, 4):
         print(f"scan failed with exit code {code}", file=sys.stderr)
         return 1
-    _report(pools, ended, args.top)
+    _report(pools, ended, args.top, args.follow)
     return 0
 
 

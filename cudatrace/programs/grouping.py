@@ -887,19 +887,28 @@ PARALLEL_PY_FILES = 64
 
 
 @without_cyclic_gc
-def _cuda_at_import(text: str) -> bool:
+def _cuda_at_import(text: str, host_calls: tuple[str, ...] = ()) -> bool:
     """Whether importing the module runs code of it that uses CUDA (its module level, and its own functions that
-    code calls): a Python module whose CUDA calls all wait in functions (onnxruntime's ``preload_dlls()``,
-    ``torch.cuda``'s NVML queries) is on demand even though the package's import reaches it. True when the text
-    cannot be read or parsed: then nothing is claimed."""
+    code calls, and ``host_calls``, the functions of it that the host importing a plugin calls then): a Python
+    module whose CUDA calls all wait in functions (onnxruntime's ``preload_dlls()``, ``torch.cuda``'s NVML
+    queries) is on demand even though the package's import reaches it. True when the text cannot be read or
+    parsed: then nothing is claimed."""
     if not text:
         return True
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
-    calls = [n for n in _module_level(tree.body) if isinstance(n, ast.Call)]
+    body = list(tree.body)
+    for name in host_calls:  # as if the module's last line called it
+        call = ast.Expr(ast.Call(ast.Name(name, ast.Load()), [], []))
+        body.append(ast.fix_missing_locations(ast.copy_location(call, body[-1] if body else tree)))
+    calls = [n for n in _module_level(body) if isinstance(n, ast.Call)]
     return calls_reach_cuda(text, tree, calls)
+
+
+def _cuda_at_import_task(item: tuple[str, tuple[str, ...]]) -> bool:
+    return _cuda_at_import(*item)
 
 
 def _imports_task(item: _Item) -> _ModuleFacts | None:
@@ -912,6 +921,30 @@ def _imports_task(item: _Item) -> _ModuleFacts | None:
     return _imports_of(text, module, is_package, wanted)
 
 
+#: Entry point groups whose host program imports every module named there as it starts and calls a function of
+#: it: JAX imports each ``jax_plugins`` module when it sets up its backends and calls its ``initialize()`` (the CUDA
+#: PJRT plugin loads NVIDIA's libraries and its plugin library there). group -> (function, host)
+HOST_CALLS = {"jax_plugins": ("initialize", "JAX")}
+_ENTRY_POINTS = re.compile(r"\.dist-info/entry_points\.txt$")
+
+
+def hosted_modules(read: Callable[[str], str], files: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """The modules a distribution's ``entry_points.txt`` names in a :data:`HOST_CALLS` group, with the function
+    their host calls and the host's name (module -> (function, host))."""
+    out: dict[str, tuple[str, str]] = {}
+    for rel in sorted(f for f in files if _ENTRY_POINTS.search(f)):
+        group = None
+        for line in read(rel).splitlines():
+            line = line.strip()
+            if line.startswith("[") and line.endswith("]"):
+                group = line[1:-1].strip()
+            elif group in HOST_CALLS and "=" in line and not line.startswith(("#", ";")):
+                module = line.split("=", 1)[1].split(":", 1)[0].split("[", 1)[0].strip()
+                if module and all(part.isidentifier() for part in module.split(".")):
+                    out.setdefault(module, HOST_CALLS[group])
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class StartupPath:
     """What importing a distribution's top-level packages loads: its extension modules (module names), and the
@@ -922,6 +955,7 @@ class StartupPath:
     ctypes_libraries: dict[str, str] = field(default_factory=dict)
     from_files: frozenset[str] = frozenset()  # of ``extensions``, those loaded from a file the package chooses
     ctypes_stems: dict[str, str] = field(default_factory=dict)  # quoted words naming a library without suffix
+    hosted: dict[str, tuple[str, str]] = field(default_factory=dict)  # plugin modules a host starts (HOST_CALLS)
 
 
 def startup_path(
@@ -1052,6 +1086,15 @@ class _Search:
         self.ready: set[tuple[str, str]] = set()
         self.done: set[tuple[str, str]] = set()
         self.functions = _Functions(read, self.modules, self.facts)
+        # A plugin's module is imported by its host, which calls its function then (JAX's jax_plugins).
+        self.hosted = {m: how for m, how in hosted_modules(read, files).items() if m in self.modules}
+        for mod, (function, _host) in sorted(self.hosted.items()):
+            if mod not in self.queued:
+                self.queued.append(mod)
+            self.waiting.setdefault(mod, set()).add(function)
+            self.callers.setdefault((mod, function), set()).add(mod)
+        # what the user (or the host) imports is reached itself: a package's __init__ that nothing else imports
+        self.reached.update(m for m in self.queued if m in extensions)
 
     def take(self) -> list[_Item]:
         """The modules found since the last call that are still to parse, each once."""
@@ -1143,7 +1186,7 @@ class _Search:
                 loaded.setdefault(name, mod)
             for name in sorted(set().union(*(f.library_stems for f in own))):
                 stems.setdefault(name, mod)
-        return StartupPath(frozenset(self.reached | from_files), loaded, frozenset(from_files), stems)
+        return StartupPath(frozenset(self.reached | from_files), loaded, frozenset(from_files), stems, self.hosted)
 
 
 class _PoolLike(Protocol):
@@ -1186,16 +1229,23 @@ def _importable(group: _Group) -> dict[str, list[str]]:
     return exts
 
 
+def _hosted_why(mod: str, on_import: StartupPath) -> str:
+    function, host = on_import.hosted[mod]
+    return f"a plugin {host} imports as it starts, calling its {function}() (its entry point)"
+
+
 def _python_on_import(
     group: _Group, exts: dict[str, list[str]], on_import: StartupPath | None
-) -> list[tuple[str, str]]:
+) -> list[tuple[str, str, tuple[str, ...]]]:
     """The Python modules of a wheel's binaries (scanned for their CUDA calls) that importing the package imports,
-    as (path, path in the distribution): :func:`_roles` asks each whether its CUDA code runs at import."""
+    as (path, path in the distribution, the functions a plugin's host calls): :func:`_roles` asks each whether
+    its CUDA code runs at import."""
     if group.kind is not ProgramKind.WHEEL or group.dist is None or on_import is None:
         return []
     python = {b.path for b in group.binaries if b.format is BinaryFormat.PYTHON}
+    hosted = on_import.hosted
     return [
-        (path, os.path.relpath(path, group.dist.site).replace(os.sep, "/"))
+        (path, os.path.relpath(path, group.dist.site).replace(os.sep, "/"), hosted[mod][:1] if mod in hosted else ())
         for mod, paths in exts.items()
         for path in paths
         if path in python and mod in on_import.extensions
@@ -1254,6 +1304,8 @@ def _roles(
                     f"{what} {mod}, loaded from its file when the package is imported (the package chooses the "
                     "file; which one can depend on the machine)"
                     if mod in on_import.from_files
+                    else f"{what} {mod}, {_hosted_why(mod, on_import)}"
+                    if mod in on_import.hosted
                     else f"{what} {mod}, imported when the package is imported"
                 )
         loaded = on_import.ctypes_libraries if on_import is not None else {}
@@ -1267,7 +1319,11 @@ def _roles(
                 (stems[n] for n in sorted(_stems_of(b)) if n in stems), None
             )
             if by is not None and b.path not in entry and b.path not in nvidia:
-                entry[b.path] = f"library loaded by file name (ctypes, torch.ops.load_library) when {by} is imported"
+                entry[b.path] = (
+                    f"library loaded by file name (ctypes, torch.ops.load_library) when {by} is imported"
+                    if on_import is None or by not in on_import.hosted
+                    else f"library loaded by file name by {by}, {_hosted_why(by, on_import)}"
+                )
     else:
         for b in group.binaries:
             if _is_executable(b):
@@ -1611,16 +1667,16 @@ def _group_programs(
     # (a wheel's program on each system shares its Python files: each is asked once)
     asked = list(
         {
-            path: d.read(rel)
+            path: (d.read(rel), hosted)
             for g, d in wheels
-            for path, rel in _python_on_import(g, importable[id(g)], searched[id(g)])
+            for path, rel, hosted in _python_on_import(g, importable[id(g)], searched[id(g)])
         }.items()
     )
     workers = pool() if len(asked) > 1 else None
     at_import = dict(
         zip(
-            [path for path, _text in asked],
-            _each(workers, _cuda_at_import, [text for _path, text in asked]),
+            [path for path, _item in asked],
+            _each(workers, _cuda_at_import_task, [item for _path, item in asked]),
             strict=True,
         )
     )
