@@ -27,7 +27,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ from cudatrace.tracer.static.scanner import (
     scan_one,
 )
 from cudatrace.tracer.static.split import (
+    CallsTask,
     FinishTask,
     GpuPartTask,
     SplitPlan,
@@ -55,6 +56,7 @@ BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
 WINDOW_PER_JOB = 64  # files handed to workers and not yet yielded, per process
 SKIPPED_PER_WINDOW = 64  # how much further ahead files that go to no worker (not binaries) may be settled
 QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
+_PENDING = object()  # a split file's static runtime calls, not back yet
 
 ScanFunction = Callable[[str], ScanOutcome]
 T = TypeVar("T")
@@ -348,6 +350,10 @@ class _Schedule:
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
         # A split file's string search in chunks: its parts (handed on to the finish), the chunks, their results.
         self.strings: dict[int, tuple[tuple[bytes, ...], tuple[StringsTask, ...], dict[StringsTask, Any]]] = {}
+        # A split file's static runtime calls (its CallsTask, beside the parts and chunks): what it read, or
+        # _PENDING; and the finishes that wait for them.
+        self.calls: dict[int, Any] = {}
+        self.held: dict[int, FinishTask] = {}
 
     def add(self, listed: Sequence[tuple[str, int | None]]) -> None:
         """More files for the list, with their sizes (None or 0: none to go first or to read in parts)."""
@@ -465,7 +471,19 @@ class _Schedule:
             return  # a part of a file that already failed
         if isinstance(payload, SplitPlan):
             self.parts[index] = (payload.parts, {})
-            self.urgent.extendleft(reversed([(index, p) for p in payload.parts]))
+            handed: list[Task] = [*payload.parts]
+            if payload.calls is not None:  # first: the longest of them (0.5 s of JAX's CUDA plugin)
+                self.calls[index] = _PENDING
+                handed.insert(0, payload.calls)
+            self.urgent.extendleft(reversed([(index, t) for t in handed]))
+            return
+        if isinstance(task, CallsTask):
+            held = self.held.pop(index, None)
+            if held is None:
+                self.calls[index] = payload.calls
+            else:
+                del self.calls[index]
+                self.urgent.appendleft((index, replace(held, calls=payload.calls)))
             return
         if isinstance(task, GpuPartTask):
             tasks, got = self.parts[index]
@@ -479,17 +497,26 @@ class _Schedule:
                     self.strings[index] = (parts, chunks, {})
                     self.urgent.extendleft(reversed([(index, c) for c in chunks]))
                 else:
-                    self.urgent.appendleft((index, FinishTask(task.path, parts)))
+                    self._finish(index, FinishTask(task.path, parts))
             return
         if isinstance(task, StringsTask):
             parts, chunks, found = self.strings[index]
             found[task] = payload
             if len(found) == len(chunks):
                 del self.strings[index]
-                self.urgent.appendleft((index, FinishTask(task.path, parts, tuple(found[c] for c in chunks))))
+                self._finish(index, FinishTask(task.path, parts, tuple(found[c] for c in chunks)))
             return
         self.done[index] = payload
         self.progress.advance(self.files[index])
+
+    def _finish(self, index: int, task: FinishTask) -> None:
+        """A split file's finish goes out once its static runtime's calls are back (it waits for them)."""
+        calls = self.calls.get(index)
+        if calls is _PENDING:
+            self.held[index] = task
+            return
+        self.calls.pop(index, None)
+        self.urgent.appendleft((index, replace(task, calls=calls)))
 
     def failed(self, index: int, outcome: FileError) -> None:
         """The task of ``index`` that was running killed its worker: the file gets ``outcome``."""
@@ -497,6 +524,8 @@ class _Schedule:
             return
         self.parts.pop(index, None)
         self.strings.pop(index, None)
+        self.calls.pop(index, None)
+        self.held.pop(index, None)
         self.done[index] = outcome
         self.progress.advance(self.files[index])
 

@@ -90,6 +90,7 @@ from cudatrace.tracer.static.strings import (
 
 if TYPE_CHECKING:
     from cudatrace.tracer.static.archive import ScanTally
+    from cudatrace.tracer.static.static_calls import RuntimeCalls
 
 STREAM_WINDOW = 8 * 1024 * 1024  # bytes read and searched per step
 HASH_WINDOW = 4 * 1024 * 1024  # bytes read and hashed per step
@@ -300,6 +301,7 @@ class ReadAlready:
     needle_hits: dict[bytes, tuple[bytes, ...]] | None
     sha256: str | None
     strings: tuple[StringsChunk | None, ...] = ()  # the string search in chunks (:func:`scan_strings_chunk`)
+    runtime_calls: RuntimeCalls | str | None = None  # the static runtime's calls (scan_runtime_calls), if read
 
 
 def join_file_parts(parts: Sequence[FilePart]) -> ReadAlready | None:
@@ -406,6 +408,23 @@ def scan_file_part(path: str, lo: int, hi: int, hash_whole: bool = False) -> Fil
                 finally:
                     if hasher is not None:
                         hasher.cancel()
+    except (OSError, ValueError, CudatraceError):
+        return None
+
+
+def scan_runtime_calls(path: str) -> RuntimeCalls | str | None:
+    """The runtime functions the own code of the ELF file at ``path`` calls, read for a file scanned in parts
+    beside its parts (its finishing scan read them alone: 0.5 s of JAX's CUDA plugin, whose finish was the last
+    task of a Python environment's scan on 16 CPUs), or why its symbol table could not be read; None when the
+    file cannot hold a static runtime or cannot be read that way (the finishing scan then does what it must)."""
+    try:
+        with open(path, "rb") as fh:
+            if _format_of(fh.read(4096)) is not BinaryFormat.ELF:
+                return None
+            with map_file(fh, path) as buf:
+                if not may_hold_static_runtime(_parse(BinaryFormat.ELF, buf, path)):
+                    return None
+                return _read_runtime_calls(buf, path, load_exports())
     except (OSError, ValueError, CudatraceError):
         return None
 
@@ -517,7 +536,7 @@ def _scan_parts(
     )
     if static_runtime is not None and not static_runtime.own_loader:
         by_name.pop(Family.RUNTIME, None)  # an embedded runtime's own API names, not something it loads
-        static_runtime = _runtime_calls(static_runtime, fmt, buf, path, data)
+        static_runtime = _runtime_calls(static_runtime, fmt, buf, path, data, read.runtime_calls if read else None)
     named_libs = {lib.family: lib.name for lib in sorted(libraries.values(), key=lambda x: x.how.value)}
     for family, names in by_name.items():
         for name in names:
@@ -586,20 +605,34 @@ def _this_systems_library(name: str, fmt: BinaryFormat) -> bool:
 
 
 def _runtime_calls(
-    runtime: StaticRuntime, fmt: BinaryFormat, buf: mmap.mmap, path: str, data: ExportsData
+    runtime: StaticRuntime,
+    fmt: BinaryFormat,
+    buf: mmap.mmap,
+    path: str,
+    data: ExportsData,
+    known: RuntimeCalls | str | None = None,
 ) -> StaticRuntime:
-    """The static runtime with the runtime API functions the program's own code calls, when the file tells."""
+    """The static runtime with the runtime API functions the program's own code calls, when the file tells
+    (``known``: what a part of a file scanned in parts read of them already)."""
     if fmt is not BinaryFormat.ELF:
         return replace(runtime, calls_how="a PE file carries no symbol table to name the runtime's functions")
+    found = _read_runtime_calls(buf, path, data) if known is None else known
+    if isinstance(found, str):
+        return replace(runtime, calls_how=f"the symbol table could not be read ({found})")
+    return replace(runtime, calls=found.calls, calls_how=found.how)
+
+
+def _read_runtime_calls(buf: mmap.mmap, path: str, data: ExportsData) -> RuntimeCalls | str:
+    """:func:`~cudatrace.tracer.static.static_calls.read_runtime_calls` of an ELF file, or why the symbol table
+    could not be read."""
     from cudatrace.tracer.static.static_calls import read_runtime_calls
 
     try:
-        found = read_runtime_calls(buf, path, data.is_runtime_entry_point)
+        return read_runtime_calls(buf, path, data.is_runtime_entry_point)
     except CorruptBinaryError as exc:
-        return replace(runtime, calls_how=f"the symbol table could not be read ({exc})")
+        return str(exc)
     finally:
         release_pages(buf, 0, len(buf))
-    return replace(runtime, calls=found.calls, calls_how=found.how)
 
 
 def _own_family(parsed: ParsedBinary, path: str) -> Family | None:

@@ -21,6 +21,7 @@ import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cudatrace.tracer.static.fatbin import MAGIC_BYTES
 from cudatrace.tracer.static.scanner import (
@@ -30,9 +31,13 @@ from cudatrace.tracer.static.scanner import (
     join_file_parts,
     scan_file_part,
     scan_one,
+    scan_runtime_calls,
     scan_strings_chunk,
 )
 from cudatrace.tracer.static.strings import MARGIN, StringsChunk, included_ranges
+
+if TYPE_CHECKING:
+    from cudatrace.tracer.static.static_calls import RuntimeCalls
 
 SPLIT_FILE = 64 * 1024 * 1024  # files at least this big are read in parts ...
 SPLIT_SPAN = 16 * 1024 * 1024  # ... when their fatbin magics spread over at least this many bytes
@@ -62,9 +67,27 @@ def probe_task(path: str, jobs: int) -> ProbeTask:
 
 @dataclass(frozen=True, slots=True)
 class SplitPlan:
-    """What a :class:`ProbeTask` gives for a file worth reading in parts: the parts."""
+    """What a :class:`ProbeTask` gives for a file worth reading in parts: the parts, and the task that reads the
+    calls of the static runtime it may hold (beside the parts and the chunks: only the finish needs them)."""
 
     parts: tuple[GpuPartTask, ...]
+    calls: CallsTask | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallsTask:
+    """Read the runtime functions the own code of ``path`` calls
+    (:func:`~cudatrace.tracer.static.scanner.scan_runtime_calls`): a :class:`CallsRead`."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallsRead:
+    """What a :class:`CallsTask` gives: the calls, why they could not be read, or None (the finish reads them
+    itself if it must)."""
+
+    calls: RuntimeCalls | str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +138,10 @@ class FinishTask:
     path: str
     parts: tuple[bytes, ...]
     strings: tuple[StringsChunk | None, ...] = ()
+    calls: RuntimeCalls | str | None = None  # what its CallsTask read
 
 
-SplitTask = ProbeTask | GpuPartTask | StringsTask | FinishTask
+SplitTask = ProbeTask | GpuPartTask | StringsTask | CallsTask | FinishTask
 
 
 def plan_split(
@@ -238,13 +262,13 @@ def _find_magic(fd: int, size: int, *, reverse: bool) -> int:
     return -1
 
 
-def run_split_task(task: SplitTask) -> SplitPlan | PartRead | StringsChunk | ScanOutcome:
+def run_split_task(task: SplitTask) -> SplitPlan | PartRead | StringsChunk | CallsRead | ScanOutcome:
     """What a worker process does with one task of a big file: the plan of its parts, what a part read (its
     :class:`~cudatrace.tracer.static.scanner.FilePart` pickled, or None), the search of a chunk (or None), or
     the file's scan outcome."""
     if isinstance(task, ProbeTask):
         plan, magic_free = _probe(task.path, task.jobs, task.min_size, task.min_span, task.part_bytes)
-        return SplitPlan(plan) if plan else scan_one(task.path, magic_free=magic_free)
+        return SplitPlan(plan, CallsTask(task.path)) if plan else scan_one(task.path, magic_free=magic_free)
     if isinstance(task, GpuPartTask):
         part = scan_file_part(task.path, task.lo, task.hi, task.hash_whole)
         if part is None:
@@ -254,9 +278,11 @@ def run_split_task(task: SplitTask) -> SplitPlan | PartRead | StringsChunk | Sca
         return PartRead(data, part.gpu.size, part.not_strings)
     if isinstance(task, StringsTask):
         return scan_strings_chunk(task.path, task.size, task.lo, task.hi, task.exclude, task.shares)
+    if isinstance(task, CallsTask):
+        return CallsRead(scan_runtime_calls(task.path))
     parts = [pickle.loads(p) for p in task.parts]
     read = [p for p in parts if isinstance(p, FilePart)]
     joined = join_file_parts(read) if len(read) == len(parts) else None
-    if joined is not None and task.strings:
-        joined = replace(joined, strings=task.strings)
+    if joined is not None and (task.strings or task.calls is not None):
+        joined = replace(joined, strings=task.strings, runtime_calls=task.calls)
     return scan_one(task.path, joined)

@@ -19,6 +19,8 @@ from cudatrace.tracer.static import fatbin, parallel, scanner, split, strings
 from cudatrace.tracer.static.parallel import scan_outcomes
 from cudatrace.tracer.static.scanner import join_file_parts, plan_files, scan_one
 from cudatrace.tracer.static.split import (
+    CallsRead,
+    CallsTask,
     FinishTask,
     GpuPartTask,
     PartRead,
@@ -28,6 +30,7 @@ from cudatrace.tracer.static.split import (
     plan_split,
     run_split_task,
 )
+from cudatrace.tracer.static.static_calls import RuntimeCalls
 from cudatrace.tracer.static.strings import StringsChunk, included_ranges
 
 CUDA_LIBS = Path("/usr/local/cuda/lib64")
@@ -189,6 +192,84 @@ def test_a_finishing_task_goes_only_to_an_idle_worker() -> None:
     plan.urgent.append((0, FinishTask("a", ())))
     assert plan.take(idle=False) is None
     assert plan.take(idle=True) == (0, FinishTask("a", ()))
+
+
+def test_the_static_runtime_s_calls_are_read_beside_the_parts(
+    nvcc_many: Path, elf_plain: Path, split_everything: None
+) -> None:
+    # The finish read them alone: 0.5 s of JAX's CUDA plugin, the last task of a 16-CPU scan. A task of their own
+    # reads them while the parts and chunks are read, and the finish takes what it read.
+    path = str(nvcc_many)
+    whole = scan_one(path)
+    assert isinstance(whole, BinaryScan) and whole.static_runtime is not None and whole.static_runtime.calls
+    plan = run_split_task(split.probe_task(path, 3))
+    assert isinstance(plan, SplitPlan) and plan.calls == CallsTask(path)
+    read = run_split_task(plan.calls)
+    assert isinstance(read, CallsRead) and isinstance(read.calls, RuntimeCalls)
+    assert read.calls.calls == whole.static_runtime.calls
+    parts = tuple(r.part for r in (run_split_task(t) for t in plan.parts))  # type: ignore[union-attr]
+    assert run_split_task(FinishTask(path, parts, calls=read.calls)) == whole
+    fake = run_split_task(FinishTask(path, parts, calls=RuntimeCalls(("cudaFake",), "read elsewhere")))
+    assert isinstance(fake, BinaryScan) and fake.static_runtime is not None
+    assert (fake.static_runtime.calls, fake.static_runtime.calls_how) == (("cudaFake",), "read elsewhere")
+    bad = run_split_task(FinishTask(path, parts, calls="no symbols here"))
+    assert isinstance(bad, BinaryScan) and bad.static_runtime is not None and bad.static_runtime.calls is None
+    assert bad.static_runtime.calls_how == "the symbol table could not be read (no symbols here)"
+    # nothing to read: not an ELF file, a file that is gone; an ELF file without the runtime's names says so
+    assert run_split_task(CallsTask(__file__)) == CallsRead(None)
+    assert run_split_task(CallsTask(path + ".gone")) == CallsRead(None)
+    plain = run_split_task(CallsTask(str(elf_plain)))
+    assert isinstance(plain, CallsRead) and isinstance(plain.calls, RuntimeCalls) and plain.calls.calls is None
+
+
+@pytest.mark.parametrize("calls_first", [True, False], ids=["calls-back-first", "parts-back-first"])
+def test_a_split_file_s_finish_waits_for_its_static_runtime_s_calls(
+    nvcc_many: Path, split_everything: None, calls_first: bool
+) -> None:
+    from cudatrace.reports.progress import NullProgress
+
+    path = str(nvcc_many)
+    plan = parallel._Schedule([path], 2, NullProgress(), True, None)
+    taken = plan.take(idle=True)
+    assert taken is not None and isinstance(taken[1], ProbeTask)
+    index, probe = taken
+    got = run_split_task(probe)  # type: ignore[arg-type]
+    assert isinstance(got, SplitPlan) and got.calls is not None
+    plan.result(index, probe, got)
+    handed = [plan.take(idle=True) for _ in range(len(got.parts) + 1)]
+    assert [t for _i, t in handed] == [got.calls, *got.parts]  # type: ignore[misc]
+    calls = run_split_task(got.calls)
+    assert isinstance(calls, CallsRead)
+    if calls_first:
+        plan.result(index, got.calls, calls)
+    for i, task in handed[1:]:  # type: ignore[misc]
+        plan.result(i, task, run_split_task(task))  # type: ignore[arg-type]
+    if not calls_first:
+        assert plan.take(idle=True) is None  # the finish waits for the calls
+        plan.result(index, got.calls, calls)
+    taken = plan.take(idle=True)
+    assert taken is not None and isinstance(taken[1], FinishTask) and taken[1].calls == calls.calls
+    plan.result(index, taken[1], run_split_task(taken[1]))
+    assert list(plan.ready()) == [(path, scan_one(path))]
+    assert not plan.calls and not plan.held
+
+
+def test_a_split_file_that_failed_leaves_no_finish_waiting(nvcc_many: Path, split_everything: None) -> None:
+    from cudatrace.reports.progress import NullProgress
+
+    path = str(nvcc_many)
+    plan = parallel._Schedule([path], 2, NullProgress(), True, None)
+    index, probe = plan.take(idle=True)  # type: ignore[misc]
+    got = run_split_task(probe)  # type: ignore[arg-type]
+    assert isinstance(got, SplitPlan)
+    plan.result(index, probe, got)
+    for i, task in [plan.take(idle=True) for _ in range(len(got.parts) + 1)][1:]:  # type: ignore[misc]
+        plan.result(i, task, run_split_task(task))  # type: ignore[arg-type]
+    assert index in plan.held
+    plan.failed(index, FileError(path, "internal", f"{path}: the scanning process died (SIGKILL)"))
+    assert not plan.held and not plan.calls and plan.take(idle=True) is None
+    ((shown, outcome),) = plan.ready()
+    assert shown == path and isinstance(outcome, FileError)
 
 
 # ---------------------------------------------------------------------------------------------------------------
