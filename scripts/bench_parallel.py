@@ -4,19 +4,19 @@ processes, in turns, each a fresh ``cudatrace scan --no-store --no-zluda --forma
 it. Prints the median wall time of each, its speed-up over one process, MB/s, and checks that every document
 is the same byte for byte.
 
-The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand
-real ELF files) and the bundled examples. With ``--big FILE`` (repeatable) those files are also scanned
-together, in the same turns: big libraries whose fatbin containers are read in parts by several processes (a
-file scanned alone stays in one process). For each of them the CPU time of its parts and of its finishing scan,
-each run alone, is printed beside that of one process's scan: the critical path with free CPUs, which a loaded
-machine's wall times hide. One untimed round warms the page cache first. The load average is printed before
-and after, and how much more CPU N busy processes got than one: on a shared machine a busy moment hits every N
-alike (the runs take turns), but it caps what more processes can give. So does memory: a scan reads every byte
-of every file, and N processes at once also share the caches and the memory bus. For the folder, N separate
-``scan --jobs 1`` processes, each handed a share of its binaries of about equal bytes, run at once in the same
-turns: the speed-up N processes get on this machine with no scheduling, forked workers or merging at all. They
-are named their files, so they neither walk the folder nor read the heads of its other files (a Python
-environment is mostly ``.py`` files): where those are many, the shares show what that serial part costs.
+The files: the PATHs given, else this machine's shared libraries (/usr/lib/x86_64-linux-gnu, a few thousand real ELF
+files) and the bundled examples. With ``--big FILE`` (repeatable) those files are also scanned together, in the same
+turns: big libraries whose fatbin containers are read in parts by several processes (a file scanned alone stays in
+one process). For each of them the CPU time of its parts, of its string search's chunks, of its static runtime's
+calls and of its finishing scan, each run alone, is printed beside that of one process's scan: the critical path
+with free CPUs, which a loaded machine's wall times hide. One untimed round warms the page cache first. The load
+average is printed before and after, and how much more CPU N busy processes got than one: on a shared machine a busy
+moment hits every N alike (the runs take turns), but it caps what more processes can give. So does memory: a scan
+reads every byte of every file, and N processes at once also share the caches and the memory bus. For the folder, N
+separate ``scan --jobs 1`` processes, each handed a share of its binaries of about equal bytes, run at once in the
+same turns: the speed-up N processes get on this machine with no scheduling, forked workers or merging at all. They
+are named their files, so they neither walk the folder nor read the heads of its other files (a Python environment
+is mostly ``.py`` files): where those are many, the shares show what that serial part costs.
 
 With ``--baseline DIR`` (repeatable) every case also runs with the cudatrace of another checkout (the main branch
 before a change, or a variant of it), in the same turns, named by its folder; its documents must be the same
@@ -78,43 +78,48 @@ def _run(jobs: int, paths: list[str], out: Path, repo: Path = REPO) -> tuple[flo
 _SPLIT_CPU = """
 import statistics, sys, time
 from cudatrace.tracer.static.scanner import scan_one
-from cudatrace.tracer.static.split import FinishTask, plan_split, plan_strings, run_split_task
+from cudatrace.tracer.static.split import FinishTask, SplitPlan, plan_strings, probe_task, run_split_task
 path, jobs, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-scan_one(path)  # imports (lief) and page cache
+scan_one(path)  # imports and page cache
 def cpu(f, *a):
     t = time.process_time(); r = f(*a); return time.process_time() - t, r
-serial, parts, chunks, finish = [], [], [], []
+serial, parts, chunks, calls, finish = [], [], [], [], []
 for _ in range(repeat):
     serial.append(cpu(scan_one, path)[0])
-    tasks = plan_split(path, jobs)
-    if tasks is None:
+    plan = run_split_task(probe_task(path, jobs))
+    if not isinstance(plan, SplitPlan):
         print("not split"); raise SystemExit
-    done = [cpu(run_split_task, t) for t in tasks]
+    done = [cpu(run_split_task, t) for t in plan.parts]
     parts.append(max(c for c, _r in done))
     reads = [r for _c, r in done]
     searched = [cpu(run_split_task, t) for t in plan_strings(path, reads, jobs)]
     chunks.append(max((c for c, _r in searched), default=0.0))
-    task = FinishTask(path, tuple(r.part for r in reads), tuple(r for _c, r in searched))
+    took, read = cpu(run_split_task, plan.calls) if plan.calls is not None else (0.0, None)
+    calls.append(took)
+    task = FinishTask(path, tuple(r.part for r in reads), tuple(r for _c, r in searched), read and read.calls)
     finish.append(cpu(run_split_task, task)[0])
 m = statistics.median
-print(f"{m(serial):.2f} {m(parts):.2f} {m(chunks):.2f} {m(finish):.2f}")
+print(f"{m(serial):.2f} {m(parts):.2f} {m(chunks):.2f} {m(calls):.2f} {m(finish):.2f}")
 """
 
 
 def _split_cpu(path: str, jobs: int, repeat: int) -> str:
     """CPU seconds of one process's scan of ``path``, of the longest of its ``jobs`` parts, of the longest chunk
-    of its string search and of the finishing scan, each task run alone in one process (so the load of the
-    machine hardly shows); with ``jobs`` free CPUs the file takes about the three one after the other."""
+    of its string search, of the reading of its static runtime's calls (beside the parts and chunks) and of the
+    finishing scan, each task run alone in one process (so the load of the machine hardly shows); with ``jobs``
+    free CPUs the file takes about the parts and a chunk one after the other, or the calls if longer, then the
+    finish."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-c", _SPLIT_CPU, path, str(jobs), str(repeat)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd=REPO).stdout.split()
-    if len(out) != 4:
+    if len(out) != 5:
         return f"{Path(path).name}: {' '.join(out)}"
-    serial, part, chunk, finish = (float(x) for x in out)
-    path_s = part + chunk + finish
+    serial, part, chunk, calls, finish = (float(x) for x in out)
+    path_s = max(part + chunk, calls) + finish
     return (
         f"{Path(path).name:<24} one process {serial:.2f}  longest of {jobs} parts {part:.2f}  longest strings "
-        f"chunk {chunk:.2f}  finish {finish:.2f}  critical path {path_s:.2f} ({serial / path_s:.2f}x shorter)"
+        f"chunk {chunk:.2f}  calls {calls:.2f}  finish {finish:.2f}  critical path {path_s:.2f} "
+        f"({serial / path_s:.2f}x shorter)"
     )
 
 
