@@ -22,13 +22,22 @@ BATCH = 256  # paths looked at per step of a listing
 _BY_NAME = operator.attrgetter("name")
 
 #: A file a listing hands out, with the size it had (None: not a regular file, or it cannot be asked: its scan
-#: says why).
+#: says why; :data:`UNSIZED`: not asked).
 Listed = tuple[str, int | None]
+#: The size of a regular file listed without a ``stat``: its name says it is Python code, a source or a compiled
+#: module (29,000 of the 51,000 files of a Python environment), which no size decides anything for (never a big
+#: binary to hand out first or to read in parts). The folder's listing tells that it is a regular file and its
+#: inode; its device is the folder's. The ``stat`` of each file was most of the listing's time (0.25 of 0.37 s).
+UNSIZED = -1
+_UNSIZED_SUFFIXES = (".py", ".pyc")
 
 
-def walk_folder(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]) -> Iterator[tuple[str, bool]]:
+def walk_folder(
+    root: str, seen_dirs: set[tuple[int, int]], dangling: list[str]
+) -> Iterator[tuple[str, bool, tuple[int, int] | None]]:
     """Files below ``root`` with whether each is a symlink, following symlinked folders once (no symlink loops),
-    sorted per folder.
+    sorted per folder; and for a regular file named as Python code (:data:`UNSIZED`), its device and inode as
+    the folder's listing gives them (else None: the file is asked).
 
     Symlinks whose target does not exist are added to ``dangling`` instead. A folder that cannot be listed is
     yielded itself (its scan reports it).
@@ -48,21 +57,22 @@ def walk_folder(root: str, seen_dirs: set[tuple[int, int]], dangling: list[str])
             with os.scandir(folder) as it:
                 entries = sorted(it, key=_BY_NAME)
         except OSError:
-            yield folder, False
+            yield folder, False, None
             continue
         subdirs = []
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=True):
                     subdirs.append(entry.path)
-                elif not entry.is_symlink():
-                    yield entry.path, False  # the folder's listing says so: no lstat of each file
+                elif not entry.is_symlink():  # the folder's listing says so: no lstat of each file
+                    python = entry.name.endswith(_UNSIZED_SUFFIXES) and entry.is_file(follow_symlinks=False)
+                    yield entry.path, False, (st.st_dev, entry.inode()) if python else None
                 elif os.path.exists(entry.path):
-                    yield entry.path, True
+                    yield entry.path, True, None
                 else:
                     dangling.append(entry.path)  # nothing to read: a note, not a failure
             except OSError:
-                yield entry.path, os.path.islink(entry.path)
+                yield entry.path, os.path.islink(entry.path), None
         stack.extend(reversed(subdirs))
 
 
@@ -77,7 +87,7 @@ class Listing:
         self.dangling: list[str] = []
         seen_dirs: set[tuple[int, int]] = set()
         walks = (
-            walk_folder(p, seen_dirs, self.dangling) if os.path.isdir(p) else iter(((p, os.path.islink(p)),))
+            walk_folder(p, seen_dirs, self.dangling) if os.path.isdir(p) else iter(((p, os.path.islink(p), None),))
             for p in paths
         )
         self._candidates = itertools.islice(itertools.chain.from_iterable(walks), MAX_FILES)
@@ -89,7 +99,14 @@ class Listing:
         """The files among the next ``limit`` paths of the walk (maybe none); once the walk is over, the symlinked
         files no real file stands for, and :attr:`done` is True."""
         got: list[Listed] = []
-        for looked, (path, is_link) in enumerate(self._candidates, 1):
+        for looked, (path, is_link, known) in enumerate(self._candidates, 1):
+            if known is not None:
+                if known not in self._files:
+                    self._files.add(known)
+                    got.append((path, UNSIZED))
+                if looked >= limit:
+                    return got
+                continue
             try:
                 st = os.stat(path)
             except OSError:

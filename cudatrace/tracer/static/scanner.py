@@ -27,7 +27,7 @@ import operator
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -70,7 +70,7 @@ from cudatrace.tracer.static.fatbin import (
     release_pages,
 )
 from cudatrace.tracer.static.gpu_files import may_be_gpu_file, scan_gpu_file
-from cudatrace.tracer.static.listing import Listing
+from cudatrace.tracer.static.listing import UNSIZED, Listing
 from cudatrace.tracer.static.mapped import map_file
 from cudatrace.tracer.static.parsed import ParsedBinary
 from cudatrace.tracer.static.python_src import MAX_SOURCE_BYTES, is_python_source, may_reach_cuda, scan_python_source
@@ -764,7 +764,7 @@ def _listed_files(paths: Sequence[str], dangling: list[str] | None, sizes: dict[
     if dangling is not None:
         dangling.extend(listing.dangling)
     if sizes is not None:
-        sizes.update((f, size) for f, size in listed if size is not None)
+        sizes.update((f, size) for f, size in listed if size is not None and size != UNSIZED)
     return [f for f, _size in listed]
 
 
@@ -813,7 +813,12 @@ def plan_files(
 
 
 def scan_paths(
-    paths: Sequence[str], progress: Progress | None = None, *, jobs: int = 1, dask: str | None = None
+    paths: Sequence[str],
+    progress: Progress | None = None,
+    *,
+    jobs: int = 1,
+    dask: str | None = None,
+    listed: Callable[[], None] | None = None,
 ) -> ScanResult:
     """Scan files, application folders (recursively) and site-packages folders, over ``jobs`` processes.
 
@@ -821,7 +826,7 @@ def scan_paths(
     wheel or zip named on its own is scanned member by member; dangling symlinks in folders become notes.
     Raises :class:`InputError` when a PATH does not exist (before anything is scanned). The result is the
     same whatever ``jobs`` is, and with ``dask`` (a scheduler address, or ``local``) the files are scanned on a
-    Dask cluster instead.
+    Dask cluster instead. ``listed`` is called once every file is listed.
     """
     import contextlib
 
@@ -830,10 +835,12 @@ def scan_paths(
     named_zips = check_paths(paths)
     if jobs > 1 and dask is None and any(os.path.isdir(p) for p in paths):
         start_server_early()  # the workers' imports run while the client lists the first folder
-        return _scan_as_listed(paths, named_zips, progress or NullProgress(), jobs)
+        return _scan_as_listed(paths, named_zips, progress or NullProgress(), jobs, listed)
     dangling: list[str] = []
     sizes: dict[str, int] = {}
     files = sorted(_listed_files(paths, dangling, sizes))  # the document lists binaries and failures by path
+    if listed is not None:
+        listed()
     from cudatrace.tracer.static.archive import ScanTally
 
     tally = _scan_named_zips([f for f in files if f in named_zips])
@@ -909,14 +916,20 @@ def _result(paths: Sequence[str], tally: ScanTally, dangling: Sequence[str]) -> 
     )
 
 
-def _scan_as_listed(paths: Sequence[str], named_zips: set[str], progress: Progress, jobs: int) -> ScanResult:
+def _scan_as_listed(
+    paths: Sequence[str],
+    named_zips: set[str],
+    progress: Progress,
+    jobs: int,
+    listed: Callable[[], None] | None = None,
+) -> ScanResult:
     """:func:`scan_paths` over ``jobs`` local processes that start on the first files while the client lists the
     rest (43,821 files of a Python environment took it half a second). Files come back in the walk's order; the
     document's order (by path) is made at the end, so it is the same as when everything is listed first."""
     from cudatrace.tracer.static.archive import ScanTally
     from cudatrace.tracer.static.parallel import scan_listed
 
-    entries = _ListedEntries(Listing(paths), named_zips, _EachFile(progress, 0))
+    entries = _ListedEntries(Listing(paths), named_zips, _EachFile(progress, 0), listed)
     scanned = ScanTally()  # in the walk's order, binaries and Python files alike: sorted by path below
     for key, outcome in scan_listed(entries, jobs, entries.each, wanted=_worth_scanning):
         for one in _entry_outcomes(key, outcome, jobs):
@@ -936,8 +949,11 @@ class _ListedEntries:
     in chunks of :data:`PYTHON_CHUNK`, larger files one by one, and wheels named on the command line aside for the
     client (:func:`scan_archive`)."""
 
-    def __init__(self, listing: Listing, named_zips: set[str], each: _EachFile) -> None:
+    def __init__(
+        self, listing: Listing, named_zips: set[str], each: _EachFile, listed: Callable[[], None] | None = None
+    ) -> None:
         self.listing = listing
+        self.listed = listed  # called once the listing is whole
         self.named_zips = named_zips
         self.each = each
         self.zips: list[str] = []
@@ -961,9 +977,9 @@ class _ListedEntries:
                 self._python.append(path)
                 if len(self._python) == PYTHON_CHUNK:
                     out.append(self._python_chunk())
-            elif size is not None and 0 < size < SMALL_FILE:
-                self._small.append(path)
-                self._small_bytes += size
+            elif size == UNSIZED or (size is not None and 0 < size < SMALL_FILE):
+                self._small.append(path)  # (a compiled Python module is listed unsized: its worker asks)
+                self._small_bytes += max(size, 0)
                 if len(self._small) == SMALL_CHUNK or self._small_bytes >= SMALL_CHUNK_BYTES:
                     out.append(self._small_chunk())
             else:
@@ -973,6 +989,8 @@ class _ListedEntries:
                 out.append(self._python_chunk())
             if self._small:
                 out.append(self._small_chunk())
+            if self.listed is not None:
+                self.listed()
         if listed:
             self.each.progress.start(self._total)
         return out

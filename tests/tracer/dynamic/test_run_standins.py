@@ -550,7 +550,7 @@ def test_attach_and_detach_again_and_again_while_threads_call_in(standins: Stand
             calls = calls_of(trace)
             assert calls["cuCtxGetDevice"].calls >= 1_000_000, cycle
             assert calls["cuLaunchKernel"].calls > 0 and calls["cuDeviceGet"].calls > 0, cycle
-            assert any(n.startswith("detached on request") for n in trace.notes), (cycle, trace.notes)
+            assert any(n.startswith("detached on request") for n in trace.notes), (cycle, trace.notes, trace.processes)
             time.sleep(0.2)
             assert proc.poll() is None, f"the program died after detach {cycle}: {proc.returncode}"
     finally:

@@ -166,3 +166,55 @@ def test_small_files_in_many_chunks_give_the_same_document(wide: Path, monkeypat
     assert scan_paths([str(wide)], jobs=2) == one
     monkeypatch.setattr(scanner, "SMALL_FILE", 1)  # no chunks of files at all
     assert scan_paths([str(wide)], jobs=2) == one
+
+
+def test_python_code_is_listed_without_asking_its_size(tmp_path: Path, elf_plain: Path) -> None:
+    # 29,000 of the 51,000 files of a Python environment are .py and .pyc files, whose size decides nothing: the
+    # folder's listing says they are regular files and gives their inodes. Each is still listed once.
+    root = tmp_path / "site"
+    (root / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\x00" * 64)
+    os.link(root / "pkg" / "mod.py", root / "pkg" / "same.py")  # a hard link: the first walked stands for it
+    (root / "pkg" / "z_link.py").symlink_to(root / "pkg" / "mod.py")  # a symlink to it: held back, then dropped
+    (root / "pkg" / "data.py.txt").write_text("not python\n")
+    shutil.copy(elf_plain, root / "pkg" / "ext.so")
+    os.mkfifo(root / "pkg" / "fifo.py")  # named like Python, not a regular file: asked, and passed over
+    got = dict(_all([str(root)], 2))
+    rel = {os.path.relpath(p, root): size for p, size in got.items()}
+    assert rel == {
+        "pkg/__pycache__/mod.cpython-311.pyc": listing.UNSIZED,
+        "pkg/data.py.txt": 11,
+        "pkg/ext.so": elf_plain.stat().st_size,
+        "pkg/fifo.py": None,
+        "pkg/mod.py": listing.UNSIZED,
+    }
+    # the same document with one process and with two, whose compiled modules go to the workers unsized
+    assert scan_paths([str(root)], jobs=2) == scan_paths([str(root)], jobs=1)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_scan_says_once_when_every_file_is_listed(linked: Path, jobs: int) -> None:
+    # program grouping reads the folders' distributions in a thread once the listing is whole (before, the thread
+    # took the interpreter from the client listing the files)
+    calls: list[int] = []
+    scan_paths([str(linked)], jobs=jobs, listed=lambda: calls.append(1))
+    assert calls == [1]
+
+
+def test_the_distributions_are_read_ahead_only_once_the_listing_is_whole(tmp_path: Path) -> None:
+    import threading
+
+    from cudatrace.programs.grouping import SitesAhead
+
+    site = tmp_path / "site-packages"
+    (site / "pkg-1.0.dist-info").mkdir(parents=True)
+    (site / "pkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    (site / "pkg-1.0.dist-info" / "RECORD").write_text("pkg/__init__.py,,\n")
+    listed = threading.Event()
+    ahead = SitesAhead([str(site)], listed)
+    ahead._thread.join(0.3)
+    assert ahead._thread.is_alive()  # waiting for the listing
+    listed.set()
+    sites = ahead.sites()
+    assert [d.name for d in sites.dists(str(site))] == ["pkg"]
