@@ -418,35 +418,35 @@ class _Schedule:
         """The next task to hand out to a worker (``idle``: one with nothing queued), or None when the window holds
         everything back.
 
-        The tasks of a file read in parts (its parts, chunks, calls and finish) go only to an idle worker, and
-        none goes to a busy one while they wait, so each worker takes one as soon as it is done: queued behind a
-        running task they waited for it (on 16 CPUs the calls of JAX's plugin waited 2 s behind PyTorch's
-        libtorch_cpu.so, and the scan ended that much later). And a finishing task carries megabytes of parts, a
-        chunk of the string search thousands of excluded ranges: a busy worker may be writing a big reply
-        meanwhile, and the two writes would wait for each other for ever.
+        An idle worker takes a big file first (largest first: a big file without GPU code is scanned by the
+        worker that probes it, PyTorch's libtorch_cpu.so 2.3 s on 16 CPUs), then a task of a file read in parts
+        (its parts, chunks, calls and finish), then the next file in list order. A busy one takes only the next
+        file: queued behind a running task, a big file or a part waited for it (on 16 CPUs the calls of JAX's
+        plugin waited 2 s behind libtorch_cpu.so, and the scan ended that much later), and a finishing task
+        carries megabytes of parts, a chunk of the string search thousands of excluded ranges: a busy worker may
+        be writing a big reply meanwhile, and the two writes would wait for each other for ever.
         """
         while True:
-            if self.urgent:
-                index, task = self.urgent[0]
-            elif self.big_queue:
-                index = self.big_queue[0][1]
-                task = self.files[index]
+            queue: deque[Any] | list[tuple[int, int]]
+            if idle and self.big_queue:
+                queue, index = self.big_queue, self.big_queue[0][1]
+                task: Task = self.files[index]
+            elif idle and self.urgent:
+                queue, (index, task) = self.urgent, self.urgent[0]
             elif self.rest:
-                index = self.rest[0]
+                queue, index = self.rest, self.rest[0]
                 task = self.files[index]
             else:
                 return None
             if self.finished(index):  # a part of a file that already failed
-                self._pop()
+                self._pop(queue)
                 continue
-            if index not in self.big and (
+            if queue is self.rest and (
                 (index not in self.handed and len(self.handed) >= self.window)
                 or index >= self.next_out + self.window * SKIPPED_PER_WINDOW
             ):
                 return None
-            if self.urgent and not idle:
-                return None
-            self._pop()
+            self._pop(queue)
             if isinstance(task, str) and self.wanted is not None and not self._worth(index, task):
                 self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
                 continue
@@ -456,14 +456,12 @@ class _Schedule:
                 return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
             return index, task
 
-    def _pop(self) -> None:
-        """Drop the head of the first queue that holds any: the task :meth:`take` looked at."""
-        if self.urgent:
-            self.urgent.popleft()
-        elif self.big_queue:
+    def _pop(self, queue: deque[Any] | list[tuple[int, int]]) -> None:
+        """Drop the head of ``queue``: the task :meth:`take` looked at."""
+        if queue is self.big_queue:
             heapq.heappop(self.big_queue)
         else:
-            self.rest.popleft()
+            queue.popleft()  # type: ignore[union-attr]
 
     def give_back(self, tasks: Sequence[tuple[int, Task]]) -> None:
         """Tasks handed to a worker that did not run them go out again first."""

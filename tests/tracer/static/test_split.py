@@ -184,14 +184,41 @@ def test_a_worker_that_dies_finishing_costs_only_its_file(cuda_tree: Path, split
 
 
 def test_a_finishing_task_goes_only_to_an_idle_worker() -> None:
-    # It carries megabytes of parts; a busy worker may be writing a big reply to the parent at the same time.
+    # It carries megabytes of parts; a busy worker may be writing a big reply to the parent at the same time. A
+    # busy worker gets the next file instead.
     from cudatrace.reports.progress import NullProgress
 
     plan = parallel._Schedule(["a", "b"], 2, NullProgress(), True, None)
     plan.rest.popleft()  # "a" is waiting for its finish, "b" behind it
     plan.urgent.append((0, FinishTask("a", ())))
+    assert plan.take(idle=False) == (1, "b")
     assert plan.take(idle=False) is None
     assert plan.take(idle=True) == (0, FinishTask("a", ()))
+
+
+def test_big_files_and_the_tasks_of_split_files_go_to_idle_workers_first(tmp_path: Path) -> None:
+    # Queued behind a running task they waited for it: on 16 CPUs the calls of JAX's plugin waited 2 s behind
+    # libtorch_cpu.so. An idle worker takes the largest big file first (a big file without GPU code is scanned
+    # whole by the worker that probes it), then a task of a split file, then the next file.
+    from cudatrace.reports.progress import NullProgress
+
+    files = {"big.so": 3000, "bigger.so": 5000, "small1.so": 10, "small2.so": 10}
+    for name, size in files.items():
+        (tmp_path / name).write_bytes(b"\0" * size)
+    paths = [str(tmp_path / n) for n in files]
+    old = parallel.BIG_FILE
+    parallel.BIG_FILE = 1000
+    try:
+        plan = parallel._Schedule(paths, 2, NullProgress(), False, None)
+    finally:
+        parallel.BIG_FILE = old
+    plan.urgent.append((4, FinishTask("split.so", ())))  # a file read in parts, waiting for its finish
+    assert plan.take(idle=False) == (2, paths[2])  # a busy worker: the next small file
+    assert plan.take(idle=True) == (1, paths[1])  # the largest big file
+    assert plan.take(idle=True) == (0, paths[0])
+    assert plan.take(idle=True) == (4, FinishTask("split.so", ()))
+    assert plan.take(idle=False) == (3, paths[3])
+    assert plan.take(idle=True) is None
 
 
 def test_the_static_runtime_s_calls_are_read_beside_the_parts(
