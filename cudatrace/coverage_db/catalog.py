@@ -390,6 +390,7 @@ class Catalog:
         # classify() is a pure function of its arguments and the same entry points recur across the binaries of
         # a scan (cuInit, cublasSgemm_v2, ...): answers are kept, up to _CLASSIFY_MEMO answers.
         self._classify_memo: dict[tuple[Any, ...], ZludaInfo] = {}
+        self._present: dict[tuple[str, int], bool] = {}  # (library key, release ordinal): ships that library
         self._replaces_cache: dict[tuple[str, int, bool], bool] = {}
         self._proc_first = min((r[3] for rows in self._proc.values() for r in rows), default=0)
 
@@ -609,11 +610,13 @@ class Catalog:
         return None
 
     def _library_present(self, key: str, ordinal: int) -> bool:
-        if self._package_rows(ordinal, key):
-            return True
-        return any(
-            run[3] <= ordinal <= run[4] and run[0] != "x" for runs in self._api.get(key, {}).values() for run in runs
-        )
+        known = self._present.get((key, ordinal))
+        if known is None:  # asked for every entry point classified: once per library and release
+            runs = (run for runs in self._api.get(key, {}).values() for run in runs)
+            known = self._present[(key, ordinal)] = bool(self._package_rows(ordinal, key)) or any(
+                run[3] <= ordinal <= run[4] and run[0] != "x" for run in runs
+            )
+        return known
 
     def _hip_calls(self, key: str, function: str, ordinal: int) -> tuple[str, ...]:
         for run in self._hip.get(key, {}).get(function, ()):
