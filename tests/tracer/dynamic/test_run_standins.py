@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -598,3 +599,34 @@ def test_missing_and_non_executable_programs_are_one_line_errors(tmp_path: Path)
 def test_attach_to_a_missing_pid_is_a_trace_error() -> None:
     with pytest.raises(TraceError):
         trace_pid(2**22 + 12345)
+
+
+def test_a_session_that_ends_by_itself_while_the_process_runs_is_said(
+    standins: Standins, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Frida ended an attached session by itself once, in a test run under heavy load: the trace ended with no word
+    # of why. The process keeps running, and the trace says so.
+    from cudatrace.tracer.dynamic import session as session_module
+
+    real_wait = session_module._Tracer.wait
+
+    def wait(self: Any, stop: threading.Event | None = None) -> bool:
+        for key in list(self.sessions):
+            self._on_detached(key, "connection-terminated", None)  # as Frida's own detach of the session
+        return real_wait(self, stop)
+
+    monkeypatch.setattr(session_module._Tracer, "wait", wait)
+    proc = subprocess.Popen([str(standins.app), "loop"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and b"ready" in proc.stdout.readline()
+        trace = trace_pid(proc.pid)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    said = [n for n in trace.notes if "ended by itself" in n]
+    assert said == [
+        "the tracing session ended by itself (connection-terminated) while the process kept running: calls after "
+        "that are not counted"
+    ]
+    assert not any(n.startswith("detached on request") for n in trace.notes)
