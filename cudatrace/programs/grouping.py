@@ -921,16 +921,22 @@ def _imports_task(item: _Item) -> _ModuleFacts | None:
     return _imports_of(text, module, is_package, wanted)
 
 
-#: Entry point groups whose host program imports every module named there as it starts and calls a function of
-#: it: JAX imports each ``jax_plugins`` module when it sets up its backends and calls its ``initialize()`` (the CUDA
-#: PJRT plugin loads NVIDIA's libraries and its plugin library there). group -> (function, host)
-HOST_CALLS = {"jax_plugins": ("initialize", "JAX")}
+#: Entry point groups whose host program imports the module named there (or the submodules of it listed) as it
+#: starts, and calls a function of it (none: ""): JAX imports each ``jax_plugins`` module when it sets up its
+#: backends and calls its ``initialize()`` (the CUDA PJRT plugin loads NVIDIA's libraries and its plugin library
+#: there); Triton's ``import triton`` imports the ``compiler`` and ``driver`` modules of each of its
+#: ``triton.backends`` (``triton.backends.nvidia.driver``). group -> (submodules, function, host)
+HOST_CALLS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "jax_plugins": ((), "initialize", "JAX"),
+    "triton.backends": (("compiler", "driver"), "", "Triton"),
+}
 _ENTRY_POINTS = re.compile(r"\.dist-info/entry_points\.txt$")
 
 
 def hosted_modules(read: Callable[[str], str], files: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """The modules a distribution's ``entry_points.txt`` names in a :data:`HOST_CALLS` group, with the function
-    their host calls and the host's name (module -> (function, host))."""
+    """The modules a distribution's ``entry_points.txt`` names in a :data:`HOST_CALLS` group (or their submodules
+    the host imports), with the function their host calls ("" for none) and the host's name (module ->
+    (function, host))."""
     out: dict[str, tuple[str, str]] = {}
     for rel in sorted(f for f in files if _ENTRY_POINTS.search(f)):
         group = None
@@ -941,7 +947,9 @@ def hosted_modules(read: Callable[[str], str], files: Iterable[str]) -> dict[str
             elif group in HOST_CALLS and "=" in line and not line.startswith(("#", ";")):
                 module = line.split("=", 1)[1].split(":", 1)[0].split("[", 1)[0].strip()
                 if module and all(part.isidentifier() for part in module.split(".")):
-                    out.setdefault(module, HOST_CALLS[group])
+                    subs, function, host = HOST_CALLS[group]
+                    for name in [f"{module}.{sub}" for sub in subs] or [module]:
+                        out.setdefault(name, (function, host))
     return out
 
 
@@ -1086,15 +1094,15 @@ class _Search:
         self.ready: set[tuple[str, str]] = set()
         self.done: set[tuple[str, str]] = set()
         self.functions = _Functions(read, self.modules, self.facts)
-        # A plugin's module is imported by its host, which calls its function then (JAX's jax_plugins).
+        # what the user imports is reached itself: a package's __init__ that nothing else imports
+        self.reached.update(m for m in self.queued if m in extensions)
+        # A plugin's module is imported by its host (its packages first), which may call its function then.
         self.hosted = {m: how for m, how in hosted_modules(read, files).items() if m in self.modules}
         for mod, (function, _host) in sorted(self.hosted.items()):
-            if mod not in self.queued:
-                self.queued.append(mod)
-            self.waiting.setdefault(mod, set()).add(function)
-            self.callers.setdefault((mod, function), set()).add(mod)
-        # what the user (or the host) imports is reached itself: a package's __init__ that nothing else imports
-        self.reached.update(m for m in self.queued if m in extensions)
+            self._import(mod)
+            if function:
+                self.waiting.setdefault(mod, set()).add(function)
+                self.callers.setdefault((mod, function), set()).add(mod)
 
     def take(self) -> list[_Item]:
         """The modules found since the last call that are still to parse, each once."""
@@ -1141,21 +1149,25 @@ class _Search:
                     if called.loads_library:  # the library's name may be the caller's: _load_lib("_torchaudio")
                         self.loaders.update(self.callers.get(call, ()))
 
+    def _import(self, name: str) -> None:
+        """Follow ``import name``: its module and its packages' are reached and parsed."""
+        if name in self.followed:
+            return  # most modules import what others do
+        self.followed.add(name)
+        dot = name.find(".")
+        while True:  # importing a.b.c runs a and a.b first
+            prefix = name if dot < 0 else name[:dot]
+            if prefix in self.extensions:
+                self.reached.add(prefix)
+            if prefix in self.modules and prefix not in self.seen:
+                self.queued.append(prefix)
+            if dot < 0:
+                break
+            dot = name.find(".", dot + 1)
+
     def _run(self, facts_of: _RunFacts, owner: str) -> None:
         for name in facts_of.imports:
-            if name in self.followed:
-                continue  # most modules import what others do
-            self.followed.add(name)
-            dot = name.find(".")
-            while True:  # importing a.b.c runs a and a.b first
-                prefix = name if dot < 0 else name[:dot]
-                if prefix in self.extensions:
-                    self.reached.add(prefix)
-                if prefix in self.modules and prefix not in self.seen:
-                    self.queued.append(prefix)
-                if dot < 0:
-                    break
-                dot = name.find(".", dot + 1)
+            self._import(name)
         self.by_file.update(facts_of.file_imports)
         if facts_of.loads_library:
             self.loaders.add(owner)
@@ -1231,7 +1243,8 @@ def _importable(group: _Group) -> dict[str, list[str]]:
 
 def _hosted_why(mod: str, on_import: StartupPath) -> str:
     function, host = on_import.hosted[mod]
-    return f"a plugin {host} imports as it starts, calling its {function}() (its entry point)"
+    calling = f", calling its {function}()" if function else ""
+    return f"a plugin {host} imports as it starts{calling} (its entry point)"
 
 
 def _python_on_import(
@@ -1243,9 +1256,9 @@ def _python_on_import(
     if group.kind is not ProgramKind.WHEEL or group.dist is None or on_import is None:
         return []
     python = {b.path for b in group.binaries if b.format is BinaryFormat.PYTHON}
-    hosted = on_import.hosted
+    calls = {mod: (function,) for mod, (function, _host) in on_import.hosted.items() if function}
     return [
-        (path, os.path.relpath(path, group.dist.site).replace(os.sep, "/"), hosted[mod][:1] if mod in hosted else ())
+        (path, os.path.relpath(path, group.dist.site).replace(os.sep, "/"), calls.get(mod, ()))
         for mod, paths in exts.items()
         for path in paths
         if path in python and mod in on_import.extensions

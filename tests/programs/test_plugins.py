@@ -63,6 +63,32 @@ def test_the_modules_of_a_host_s_entry_point_group_are_read_with_the_function_it
         "jax_plugins.other": ("initialize", "JAX"),
     }
     assert hosted_modules({}.__getitem__, {}) == {}
+    # Triton imports the compiler and driver modules of each of its backends, and calls nothing of them
+    triton = {"triton-3.dist-info/entry_points.txt": "[triton.backends]\nnvidia = triton.backends.nvidia\n"}
+    assert hosted_modules(triton.__getitem__, triton) == {
+        "triton.backends.nvidia.compiler": ("", "Triton"),
+        "triton.backends.nvidia.driver": ("", "Triton"),
+    }
+
+
+def test_a_backend_module_its_host_imports_by_a_computed_name_is_reached() -> None:
+    # triton/backends/__init__.py: importlib.import_module(f"{ep.value}.driver") for each triton.backends entry
+    # point, as `import triton` runs; nothing names the module where the import search can read it
+    files = {
+        "triton/__init__.py": "from . import backends\n",
+        "triton/backends/__init__.py": "import importlib\nbackends = [importlib.import_module(n) for n in []]\n",
+        "triton/backends/nvidia/__init__.py": "",
+        "triton/backends/nvidia/driver.py": "import ctypes\n\ndef load():\n    return ctypes.CDLL('libcuda.so.1')\n",
+        "triton/backends/nvidia/compiler.py": "",
+    }
+    extensions = {"triton.backends.nvidia.driver": "triton/backends/nvidia/driver.py"}
+    alone = startup_path(files.__getitem__, files, extensions)
+    assert alone is not None and alone.extensions == frozenset()
+    files["triton-3.9.0.dist-info/entry_points.txt"] = "[triton.backends]\nnvidia = triton.backends.nvidia\n"
+    found = startup_path(files.__getitem__, files, extensions)
+    assert found is not None and found.extensions == {"triton.backends.nvidia.driver"}
+    assert found.hosted["triton.backends.nvidia.driver"] == ("", "Triton")
+    assert found.ctypes_libraries == {}  # its loading waits in a function nothing calls at import
 
 
 def test_a_plugin_s_initialize_runs_at_start_up_only_where_its_entry_point_says_so() -> None:
