@@ -101,35 +101,32 @@ class Listing:
         got: list[Listed] = []
         for looked, (path, is_link, known) in enumerate(self._candidates, 1):
             if known is not None:
-                if known not in self._files:
-                    self._files.add(known)
-                    got.append((path, UNSIZED))
-                if looked >= limit:
-                    return got
-                continue
-            try:
-                st = os.stat(path)
-            except OSError:
-                got.append((path, None))  # its scan reports it
+                self._once(known, path, UNSIZED, got)
             else:
-                if not stat.S_ISREG(st.st_mode):
-                    got.append((path, None))  # a FIFO or device is passed over, a folder that failed reported
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    got.append((path, None))  # its scan reports it
                 else:
-                    key = (st.st_dev, st.st_ino)
-                    if is_link:
-                        self._links.append((path, key, st.st_size))
-                    elif key not in self._files:
-                        self._files.add(key)
-                        got.append((path, st.st_size))
+                    if not stat.S_ISREG(st.st_mode):
+                        got.append((path, None))  # a FIFO or device is passed over, a folder that failed reported
+                    elif is_link:
+                        self._links.append((path, (st.st_dev, st.st_ino), st.st_size))
+                    else:
+                        self._once((st.st_dev, st.st_ino), path, st.st_size, got)
             if looked >= limit:
                 return got
         self.done = True
         for path, key, size in self._links:
-            if key not in self._files:
-                self._files.add(key)
-                got.append((path, size))
+            self._once(key, path, size, got)
         self._links.clear()
         return got
+
+    def _once(self, key: tuple[int, int], path: str, size: int, got: list[Listed]) -> None:
+        """``path`` added to ``got`` unless its file (device and inode ``key``) was handed out already."""
+        if key not in self._files:
+            self._files.add(key)
+            got.append((path, size))
 
     def all(self) -> list[Listed]:
         """Every file still to come."""

@@ -479,12 +479,10 @@ class _Schedule:
             self.urgent.extendleft(reversed([(index, t) for t in handed]))
             return
         if isinstance(task, CallsTask):
+            self.calls[index] = payload.calls
             held = self.held.pop(index, None)
-            if held is None:
-                self.calls[index] = payload.calls
-            else:
-                del self.calls[index]
-                self.urgent.appendleft((index, replace(held, calls=payload.calls)))
+            if held is not None:
+                self._finish(index, held)
             return
         if isinstance(task, GpuPartTask):
             tasks, got = self.parts[index]
