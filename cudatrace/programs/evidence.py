@@ -12,7 +12,6 @@ are and never judges them.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,12 +227,8 @@ def gather_scan(
 
     n = jobs or default_jobs()
     folders = [p for p in paths if os.path.isdir(p)]
-    listed = threading.Event()
-    ahead = SitesAhead(folders, listed) if n > 1 and folders else None  # read while the workers scan
-    try:
-        result = scan_paths(paths, progress=progress, jobs=n, dask=dask, listed=listed.set)
-    finally:
-        listed.set()
+    ahead = SitesAhead(folders) if n > 1 and folders else None  # read while the workers scan
+    result = scan_paths(paths, progress=progress, jobs=n, dask=dask, listed=ahead.start if ahead else None)
     result = replace(result, programs=group_programs(result, jobs=n, ahead=ahead))
     return ProgramDocuments(_common_place(paths), documents_platform((result,), ()), (result,), (), FROM_SCAN_PATHS)
 

@@ -1579,27 +1579,33 @@ def _split_folders(groups: list[_Group]) -> list[_Group]:
 class SitesAhead:
     """The distributions of folders about to be scanned, read by a thread of their own while the scan runs: on the
     GPU machine the client's grouping spent 0.16 s reading RECORD files before its import search, and during the
-    scan the client mostly waits for its workers. The thread starts reading when ``after`` is set (the scan's
-    listing is whole): before, it took the interpreter from the client listing the files (0.8 s of the thread's
-    time on the GPU machine, while the workers waited for the big files the listing had not found yet)."""
+    scan the client mostly waits for its workers. The thread starts when :meth:`start` is called (once the
+    scan's listing is whole): before, it took the interpreter from the client listing the files (0.8 s of the
+    thread's time on the GPU machine, while the workers waited for the big files the listing had not found yet),
+    and the scan's workers are forked from a client with no other thread."""
 
-    def __init__(self, folders: Sequence[str], after: threading.Event | None = None) -> None:
+    def __init__(self, folders: Sequence[str]) -> None:
         self._sites = _Sites()
-        self._after = after
-        self._thread = threading.Thread(target=self._read, args=(list(folders),), name="cudatrace-sites", daemon=True)
-        self._thread.start()
+        self._folders = list(folders)
+        self._thread: threading.Thread | None = None
 
-    def _read(self, folders: list[str]) -> None:
-        if self._after is not None:
-            self._after.wait()
-        for folder in folders:
+    def start(self) -> None:
+        """Start reading (again: nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._read, name="cudatrace-sites", daemon=True)
+            self._thread.start()
+
+    def _read(self) -> None:
+        for folder in self._folders:
             try:
                 self._sites.dists(os.path.abspath(folder))
             except Exception:  # read ahead only: the grouping reads it again and meets the error there
                 return
 
     def sites(self) -> _Sites:
-        self._thread.join()
+        """What was read (what is not, the grouping reads itself)."""
+        if self._thread is not None:
+            self._thread.join()
         return self._sites
 
 

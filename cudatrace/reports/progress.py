@@ -46,13 +46,14 @@ class _RichProgress:
             transient=True,
         )
         self._task: TaskID | None = None
+        self._shown = False
 
     def __enter__(self) -> _RichProgress:
-        self._bar.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._bar.__exit__(None, None, None)
+        if self._shown:
+            self._bar.__exit__(None, None, None)
 
     def start(self, total: int) -> None:
         if self._task is None:
@@ -62,6 +63,11 @@ class _RichProgress:
 
     def advance(self, label: str) -> None:
         if self._task is not None:
+            if not self._shown:
+                # Drawn from the first item done on: the bar redraws in a thread of its own, and a scan forks its
+                # workers from this process before, with no other thread running (see scan --jobs).
+                self._shown = True
+                self._bar.__enter__()
             name = label.replace("\\", "/").rsplit("/", 1)[-1]
             self._bar.update(self._task, advance=1, description=name[:40])
 

@@ -148,7 +148,7 @@ def test_a_module_too_long_to_parse_is_not_followed_whoever_reads_it(
 def test_distributions_read_ahead_while_the_scan_runs_group_the_same(tmp_path: Path) -> None:
     site = _copy_site(tmp_path)
     ahead = grouping.SitesAhead([str(site), str(tmp_path / "missing")])  # a folder that is gone reads as none
-    result = scan_paths([str(site)], jobs=2)
+    result = scan_paths([str(site)], jobs=2, listed=ahead.start)
     sites = ahead.sites()
     read = sites._by_folder  # what the thread read, before anything asks
     assert [d.name for d in read[str(site.absolute())]] == ["mypkg", "nvidia-cublas-cu12"]

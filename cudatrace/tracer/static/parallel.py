@@ -23,6 +23,7 @@ import heapq
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import traceback
 from collections import deque
@@ -53,6 +54,7 @@ from cudatrace.tracer.static.split import (
 )
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
+MEDIUM_FILE = 8 * 1024 * 1024  # handed to idle workers after the big files and split tasks, largest first
 WINDOW_PER_JOB = 64  # files handed to workers and not yet yielded, per process
 SKIPPED_PER_WINDOW = 64  # how much further ahead files that go to no worker (not binaries) may be settled
 QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
@@ -98,19 +100,42 @@ def _context() -> Any:  # a ForkServerContext or SpawnContext
 def start_server_early() -> None:
     """Start the fork server now, with what a scan's workers import, so that its imports run while the client
     starts listing the files instead of when the first workers are asked for. Where there is no fork server
-    (Windows), nothing."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    (Windows), or the workers are to be forked from this process (:func:`_fork_context`), nothing."""
+    if "forkserver" in multiprocessing.get_all_start_methods() and _fork_context() is None:
         from multiprocessing import forkserver
 
         _context()
         forkserver.ensure_running()
 
 
-def _worker_main(conn: Connection, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
+def _fork_context() -> Any | None:  # a ForkContext, or None
+    """The fork context where forking the client is safe: Linux, and no thread but this one. A worker forked from
+    the client starts at once, with everything imported (one from the fork server waited 0.17-0.26 s for the
+    server's interpreter and imports); another thread could hold a lock at the fork (stderr's, while a progress
+    bar draws) that would stay held for ever in the worker."""
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return None
+
+
+def _worker_main(
+    conn: Connection,
+    scan: Callable[[str], Any],
+    run_task: Callable[[Any], Any],
+    inherited: Sequence[Connection] = (),
+) -> None:
     """A worker's loop: for each ``(index, task)`` received, send ``(index, "ok", result)`` back, in order.
 
-    A task is a path (``scan`` scans it) or a part of a split file (``run_task`` runs it).
+    A task is a path (``scan`` scans it) or a part of a split file (``run_task`` runs it). ``inherited``: the
+    client's ends of the workers' pipes, its own among them, that a worker forked from the client holds copies of:
+    closed first, so that each worker sees the end of its pipe when the client is gone, killed or not.
     """
+    for other in inherited:
+        other.close()
+    if inherited and not (os.environ.get("PYTHONFAULTHANDLER") or "faulthandler" in sys._xoptions):
+        import faulthandler
+
+        faulthandler.disable()  # the client's (a test runner's) would print the client's stack on a crash here
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and ends its workers
     conn.send(None)  # started: a death from now on happens while scanning a file
     while True:
@@ -157,19 +182,31 @@ MAX_START_FAILURES = 3  # workers in a row that die before they start: the scan 
 
 
 class _Pool:
+    """``jobs`` worker processes: forked from the client where that is safe (:func:`_fork_context`), else from the
+    fork server. A worker that replaces a dead one always comes from the fork server: by then the client runs
+    threads and holds the scan's results."""
+
     def __init__(self, jobs: int, scan: Callable[[str], Any], run_task: Callable[[Any], Any]) -> None:
-        self._ctx = _context()
         self._scan = scan
         self._run_task = run_task
         self.start_failures = 0
         self.workers: list[_Worker] = []
+        fork = _fork_context()
+        self._ctx = None if fork is not None else _context()
         for _ in range(jobs):
-            self.workers.append(self._start())
+            self.workers.append(self._start(fork))
 
-    def _start(self) -> _Worker:
-        parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(
-            target=_worker_main, args=(child, self._scan, self._run_task), name="cudatrace-scan", daemon=True
+    def _start(self, fork: Any | None = None) -> _Worker:
+        if fork is None and self._ctx is None:
+            self._ctx = _context()
+        ctx: Any = fork or self._ctx
+        parent, child = ctx.Pipe()
+        inherited = (*(w.conn for w in self.workers), parent) if fork is not None else ()
+        proc = ctx.Process(
+            target=_worker_main,
+            args=(child, self._scan, self._run_task, inherited),
+            name="cudatrace-scan",
+            daemon=True,
         )
         proc.start()
         child.close()
@@ -319,6 +356,7 @@ class _Schedule:
         wanted: Callable[[str], bool] | None,
         sizes: Mapping[str, int] | None = None,
         complete: bool = True,
+        read_ahead: bool = True,
     ) -> None:
         self.files: list[str] = []
         self.wanted = wanted
@@ -330,6 +368,7 @@ class _Schedule:
         self.big: set[int] = set()
         self.urgent: deque[tuple[int, Task]] = deque()  # parts, finishes and tasks given back: ahead of the rest
         self.big_queue: list[tuple[int, int]] = []  # a heap of (-size, index): largest first
+        self.medium_queue: list[tuple[int, int]] = []  # the same, for files of MEDIUM_FILE to BIG_FILE bytes
         self.rest: deque[int] = deque()  # the other files, in list order
         self.window = jobs * WINDOW_PER_JOB
         self.handed: set[int] = set()  # files (not big) handed to a worker whose outcome is not yielded yet
@@ -344,9 +383,8 @@ class _Schedule:
         self._grown = threading.Event()
         self.add(list(zip(files, file_sizes(files, sizes), strict=True)))
         self._reader: threading.Thread | None = None
-        if wanted is not None and (len(files) > 1 or not complete):
-            self._reader = threading.Thread(target=self._read_ahead, name="cudatrace-heads", daemon=True)
-            self._reader.start()
+        if read_ahead:
+            self.read_ahead()
         self.parts: dict[int, tuple[tuple[GpuPartTask, ...], dict[GpuPartTask, Any]]] = {}  # a split file's
         # A split file's string search in chunks: its parts (handed on to the finish), the chunks, their results.
         self.strings: dict[int, tuple[tuple[bytes, ...], tuple[StringsTask, ...], dict[StringsTask, Any]]] = {}
@@ -367,6 +405,9 @@ class _Schedule:
                 self.big.add(i)
                 if self.split:
                     self.to_split.add(i)
+            elif self.sizes[i] >= MEDIUM_FILE:
+                heapq.heappush(self.medium_queue, (-self.sizes[i], i))
+                self.big.add(i)
             else:
                 self.rest.append(i)
         self._grown.set()
@@ -382,6 +423,13 @@ class _Schedule:
 
     def finished(self, index: int) -> bool:
         return index < self.next_out or index in self.done
+
+    def read_ahead(self) -> None:
+        """Start the thread that reads the heads ahead (``read_ahead`` False: the workers were to be forked
+        first, with no thread)."""
+        if self._reader is None and self.wanted is not None and (len(self.files) > 1 or not self.complete):
+            self._reader = threading.Thread(target=self._read_ahead, name="cudatrace-heads", daemon=True)
+            self._reader.start()
 
     def _read_ahead(self) -> None:
         assert self.wanted is not None
@@ -433,6 +481,9 @@ class _Schedule:
                 task: Task = self.files[index]
             elif idle and self.urgent:
                 queue, (index, task) = self.urgent, self.urgent[0]
+            elif self.medium_queue:
+                queue, index = self.medium_queue, self.medium_queue[0][1]
+                task = self.files[index]
             elif self.rest:
                 queue, index = self.rest, self.rest[0]
                 task = self.files[index]
@@ -458,8 +509,8 @@ class _Schedule:
 
     def _pop(self, queue: deque[Any] | list[tuple[int, int]]) -> None:
         """Drop the head of ``queue``: the task :meth:`take` looked at."""
-        if queue is self.big_queue:
-            heapq.heappop(self.big_queue)
+        if queue is self.big_queue or queue is self.medium_queue:
+            heapq.heappop(queue)  # type: ignore[arg-type]
         else:
             queue.popleft()  # type: ignore[union-attr]
 
@@ -545,7 +596,9 @@ def _parallel(
     sizes: Mapping[str, int] | None = None,
     more: Callable[[], Sequence[tuple[str, int | None]] | None] | None = None,
 ) -> Iterator[tuple[str, T | FileError]]:
-    plan = _Schedule(files, jobs, progress, run_task is not None, wanted, sizes, complete=more is None)
+    plan = _Schedule(
+        files, jobs, progress, run_task is not None, wanted, sizes, complete=more is None, read_ahead=False
+    )
     # A file read in parts can keep every worker busy, and a list still growing may hold one.
     workers = jobs if plan.to_split or more is not None else min(jobs, len(files))
     try:
@@ -553,6 +606,7 @@ def _parallel(
     except BaseException:
         plan.close()
         raise
+    plan.read_ahead()  # its thread only now: the workers may have been forked from this process
     try:
         while not plan.over():
             if more is not None and not plan.complete:
@@ -608,8 +662,9 @@ def _start_pool(
     more: Callable[[], Sequence[tuple[str, int | None]] | None] | None,
 ) -> _Pool:
     """The worker processes; while they start (the fork server may still be importing what they need), the
-    listing goes on when there is one."""
-    if more is None:
+    listing goes on when there is one. Forked from this process they start at once, and no thread may run
+    meanwhile."""
+    if more is None or _fork_context() is not None:
         return _Pool(workers, scan, run_task)
     got: list[_Pool | BaseException] = []
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,7 +203,11 @@ def test_the_scan_says_once_when_every_file_is_listed(linked: Path, jobs: int) -
     assert calls == [1]
 
 
-def test_the_distributions_are_read_ahead_only_once_the_listing_is_whole(tmp_path: Path) -> None:
+def test_workers_fork_from_a_client_with_no_other_thread(
+    tmp_path: Path, elf_linked: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workers are forked from the client (they start at once, with everything imported) while no other thread
+    # runs: the distributions are read ahead only once the listing is whole, the heads once the workers exist.
     import threading
 
     from cudatrace.programs.grouping import SitesAhead
@@ -211,10 +216,74 @@ def test_the_distributions_are_read_ahead_only_once_the_listing_is_whole(tmp_pat
     (site / "pkg-1.0.dist-info").mkdir(parents=True)
     (site / "pkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
     (site / "pkg-1.0.dist-info" / "RECORD").write_text("pkg/__init__.py,,\n")
-    listed = threading.Event()
-    ahead = SitesAhead([str(site)], listed)
-    ahead._thread.join(0.3)
-    assert ahead._thread.is_alive()  # waiting for the listing
-    listed.set()
-    sites = ahead.sites()
-    assert [d.name for d in sites.dists(str(site))] == ["pkg"]
+    (site / "pkg").mkdir()
+    (site / "pkg" / "__init__.py").write_text("x = 1\n")
+    shutil.copy(elf_linked, site / "pkg" / "_core.so")
+    assert threading.active_count() == 1
+    ahead = SitesAhead([str(site)])
+    assert ahead._thread is None and threading.active_count() == 1  # none yet
+    started: list[object] = []
+    start = parallel._Pool.__init__
+
+    def recorded(pool: parallel._Pool, *args: Any) -> None:
+        started.append(threading.active_count())
+        start(pool, *args)
+        started.append(pool._ctx)  # the fork server's context, had any worker come from it
+
+    monkeypatch.setattr(parallel._Pool, "__init__", recorded)
+    result = scan_paths([str(site)], jobs=2, listed=ahead.start)
+    assert started == [1, None]
+    assert ahead._thread is not None
+    assert [d.name for d in ahead.sites().dists(str(site))] == ["pkg"]
+    assert result == scan_paths([str(site)], jobs=1)
+
+
+def test_a_killed_client_leaves_no_forked_worker_behind(tmp_path: Path, elf_linked: Path) -> None:
+    # Each forked worker holds copies of the client's pipe ends (its own and those of the workers before it) unless
+    # it closes them: then none would see the end of its pipe when the client is killed, and all would wait for
+    # ever. The client here is killed with SIGKILL (nothing of it runs: no clean-up) while its workers scan.
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(3000):
+        shutil.copy(elf_linked, root / f"lib{i:04}.so")
+    command = [sys.executable, "-m", "cudatrace", "scan", "--no-store", "--no-progress", "--jobs", "3", str(root)]
+    client = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 3 and client.poll() is None and time.monotonic() < deadline:
+            workers = _children(client.pid)
+            time.sleep(0.005)
+        assert len(workers) >= 3 and client.poll() is None, "the scan ended before its workers were seen"
+        client.kill()
+        client.wait()
+        deadline = time.monotonic() + 20
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)]
+    finally:
+        client.kill()
+        client.wait()
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(c) for c in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
