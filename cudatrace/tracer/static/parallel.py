@@ -6,9 +6,10 @@ the number of processes, so the document is the same byte for byte for any ``job
 end while the other processes idle; files of :data:`MEDIUM_FILE` bytes and more then go out largest first too
 (to a busy worker as well: behind a task, they hold nothing up); the rest in list order, at most
 :data:`WINDOW_PER_JOB` per process handed out and not yet yielded, so the results waiting for their turn stay
-few (memory stays flat in the number of files). Files no worker needs (not binaries: most of a Python environment) do not count against that window,
-only against one :data:`SKIPPED_PER_WINDOW` times as long: while one big file's finish keeps its turn waiting,
-the other workers go on with the binaries after it, however many ``.py`` files lie between.
+few (memory stays flat in the number of files). Files no worker needs (not binaries: most of a Python
+environment) do not count against that window, only against one :data:`SKIPPED_PER_WINDOW` times as long: while
+one big file's finish keeps its turn waiting, the other workers go on with the binaries after it, however many
+``.py`` files lie between.
 
 A worker that dies while scanning a file (a crash in a parser's native code, SIGBUS from a file truncated under
 its mapping, the out-of-memory killer) costs that file alone: it becomes a :class:`FileError` of kind
