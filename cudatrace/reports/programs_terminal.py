@@ -38,8 +38,9 @@ def _part_name(part: ProgramPart, names: dict[str, str]) -> str:
     return f"{name} (also {', '.join(_name(c) for c in part.copies)})"
 
 
-def program_lines(program: Program, quiet: bool = False) -> list[Text]:
-    """The lines of one program's block; ``quiet``: its verdict and the reasons that make it, nothing else."""
+def program_lines(program: Program, quiet: bool = False, all_reasons: bool = False) -> list[Text]:
+    """The lines of one program's block; ``quiet``: its verdict and the reasons that make it, nothing else;
+    ``all_reasons`` (``-v``): every reason of the verdict, else the first :data:`MAX_REASONS`."""
     version = f" {program.version}" if program.version else ""
     head = _t(f"{program.name}{version}", "bold")
     head.append_text(_t(f"  ({program.kind.value}, {program.platform or '?'}, {program.root})", "dim"))
@@ -61,7 +62,10 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         line.append_text(_t(label.shout, label.style))
         lines.append(line)
         shown = [r for r in v.reasons if r.code not in _OWN_LINES]
-        shown = [r for r in shown if r.severity is not Severity.INFO] if quiet else shown[:MAX_REASONS]
+        if quiet:
+            shown = [r for r in shown if r.severity is not Severity.INFO]
+        elif not all_reasons:
+            shown = shown[:MAX_REASONS]
         for r in shown:
             lines.append(_t(f"    - [{r.severity.value}] {r.message}"))
             if r.remedy:
@@ -70,7 +74,7 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
         if quiet:
             return lines
         if rest > 0:
-            lines.append(_t(f"    ... and {counted(rest, 'more reason')}", "dim"))
+            lines.append(_t(f"    ... and {counted(rest, 'more reason')} (-v lists them all)", "dim"))
         fixing = next((r for r in v.reasons if r.code == "release_fixing"), None)
         if fixing is not None:
             lines.append(_t(f"    release: {fixing.message}", "cyan"))
@@ -108,16 +112,17 @@ def program_lines(program: Program, quiet: bool = False) -> list[Text]:
     return lines
 
 
-def rollup_lines(result: ScanResult, quiet: bool = False) -> list[Text]:
+def rollup_lines(result: ScanResult, quiet: bool = False, all_reasons: bool = False) -> list[Text]:
     """Every program's block, then one summary line; empty when the scan has no programs. ``quiet``: the
-    programs that do not simply run, each with its verdict and the reasons that make it, then the summary."""
+    programs that do not simply run, each with its verdict and the reasons that make it, then the summary;
+    ``all_reasons``: every reason of each verdict."""
     if not result.programs:
         return []
     out: list[Text] = []
     for program in result.programs:
         if quiet and (program.is_nvidia or program.verdict is None or program.verdict.status is VerdictStatus.RUNS):
             continue
-        out.extend(program_lines(program, quiet))
+        out.extend(program_lines(program, quiet, all_reasons))
         out.append(Text(""))
     real = [p for p in result.programs if not p.is_nvidia]
     counts: dict[str, int] = {}

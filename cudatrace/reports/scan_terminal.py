@@ -354,7 +354,8 @@ def render_scan_terminal(
     without = [b for b in result.binaries if not b.uses_cuda]
     from cudatrace.reports.programs_terminal import rollup_lines
 
-    for line in rollup_lines(result, quiet=verbosity <= 0):  # the programs first, the binaries below them
+    # the programs first, the binaries below them
+    for line in rollup_lines(result, quiet=verbosity <= 0, all_reasons=verbosity >= 2):
         console.print(indented(line))
     kernels = [b for b in with_cuda if b.format is BinaryFormat.GPU_CODE]
     summarized = verbosity < 2 and len(kernels) > KERNEL_FILES_LISTED

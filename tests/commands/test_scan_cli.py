@@ -240,6 +240,30 @@ def test_verbose_lists_every_reason() -> None:
     assert "... and 1 more reason (-v" in render_scan_terminal(one_more, color=False, width=120)
 
 
+def test_verbose_lists_every_reason_of_a_program_too() -> None:
+    # A program's block showed its first three reasons and "... and 13 more reasons" even with -v (gpu4pyscf's
+    # wheel): -v lists them all there as well, and the short form says how to see them.
+    from cudatrace.model import Program, ProgramKind
+
+    reasons = tuple(Reason(Severity.RISK, "test_reason", f"program reason {i}") for i in range(5))
+    program = Program(
+        name="pkg",
+        version="1.0",
+        root="/site/pkg",
+        kind=ProgramKind.WHEEL,
+        platform="linux",
+        verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons),
+    )
+    result = ScanResult(programs=(program,))
+    short = render_scan_terminal(result, color=False, width=120)
+    assert "program reason 2" in short and "program reason 3" not in short
+    assert "... and 2 more reasons (-v lists them all)" in short
+    full = render_scan_terminal(result, color=False, width=120, verbosity=2)
+    assert all(f"program reason {i}" in full for i in range(5)) and "more reason" not in full
+    quiet = render_scan_terminal(result, color=False, width=120, verbosity=0)
+    assert "program reason 4" in quiet  # -q keeps every reason that makes the verdict (none is information)
+
+
 def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.configure.trees import make_zluda_tree
 
