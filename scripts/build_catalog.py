@@ -130,6 +130,13 @@ def build(reference: Path) -> dict[str, Any]:
     packaging = []
     for r in _rows(z / "libraries.csv"):
         fix = PACKAGING_FROM_SOURCES.get((r["library"], r["first_tag"]), {})
+        linux = _words(r["linux_package_names"]) or fix.get("linux", [])
+        if linux and r["linux_build_output"] and r["linux_build_output"] not in linux:
+            # The Linux package holds the compiled library under its own name (lib<cargo name>.so, unversioned:
+            # libcublas.so, libcufft.so, libnvcuda.so) beside the symlinks that point at it: xtask's `zip` appends
+            # `zluda/{file_name}` before each project's `linux_symlinks` (v5-preview.43 on). The reference lists the
+            # symlinks only.
+            linux = [*linux, r["linux_build_output"]]
         packaging.append(
             {
                 "library": r["library"],
@@ -141,7 +148,7 @@ def build(reference: Path) -> dict[str, Any]:
                 "windows": _words(r["windows_package_files"]) or fix.get("windows", []),
                 "windows32": _words(r["windows32_package_files"]),
                 "windows_extra": [w.split("<-")[0] for w in _words(r["windows_extra_files"])],
-                "linux": _words(r["linux_package_names"]) or fix.get("linux", []),
+                "linux": linux,
                 "ld_audit_redirects": _words(r["linux_ld_audit_redirects"]),
                 "exe_redirects": _words(r["zluda_exe_redirects"]),
                 "forwards_to": r["forwards_to"],

@@ -57,6 +57,15 @@ ZLUDA_TREES: dict[tuple[str, str], tuple[str, ...]] = {
         "libnvidia-ml.so",
         "libnvidia-ml.so.1",
         "trace/libcuda.so",
+        # the built files the names above link to (each under its build name: cargo's lib<name>.so)
+        "libnvcuda.so",
+        "libcublas.so",
+        "libcublaslt.so",
+        "libcudnn64_8.so",
+        "libcudnn64_9.so",
+        "libcufft.so",
+        "libcusparse.so",
+        "libnvml.so",
     ),
     # v7-preview.9 (HEAD), Windows: NvAPI arrives at v7-preview.2
     ("v7-preview.9", "windows"): (

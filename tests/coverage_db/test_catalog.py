@@ -352,7 +352,10 @@ def test_packaging_matches_libraries_csv(cat: Catalog) -> None:
         assert p.windows == (tuple(r["windows_package_files"].split()) or tuple(fix.get("windows", ())))
         assert p.windows32 == tuple(r["windows32_package_files"].split())
         assert p.windows_extra == tuple(x.partition("<-")[0] for x in r["windows_extra_files"].split())
-        assert p.linux == (tuple(r["linux_package_names"].split()) or tuple(fix.get("linux", ())))
+        links = tuple(r["linux_package_names"].split()) or tuple(fix.get("linux", ()))
+        # the symlinks, and the compiled file they point at (the tarball holds it under its build name)
+        built = (r["linux_build_output"],) if links and r["linux_build_output"] not in links else ()
+        assert p.linux == links + built
         assert p.ld_audit_redirects == tuple(r["linux_ld_audit_redirects"].split())
         assert p.exe_redirect_pairs == tuple(
             (s, d) for s, _, d in (x.partition("=") for x in r["zluda_exe_redirects"].split())
@@ -503,3 +506,13 @@ def test_hipify_and_nvidia_exports(cat: Catalog) -> None:
 def test_catalog_data_stays_compact() -> None:
     """Not a timing assertion: the decompressed catalog stays small enough to parse in milliseconds."""
     assert len(gzip.decompress(DATA.read_bytes())) < 2_000_000
+
+
+def test_the_linux_package_ships_each_library_under_its_build_name_too(cat: Catalog) -> None:
+    # gpu4pyscf's cublas.py loads "libcublas.so" by name: the tarball holds libcublas.so itself (the compiled file
+    # the libcublas.so.11/.12/.13 symlinks point at), so LD_LIBRARY_PATH=<zluda> serves it; the scan said "ZLUDA
+    # ships no libcublas.so" before.
+    shipped = cat.shipped_files("v7-preview.9", "linux")
+    for name in ("libcublas.so", "libcufft.so", "libcusparse.so", "libnvcuda.so", "libnvml.so", "libcuda.so.1"):
+        assert name in shipped
+    assert "libcublas.so" not in cat.shipped_files("v7-preview.9", "windows")
