@@ -829,18 +829,24 @@ def runtime_reasons(
             )
         )
     if not blockers:
-        out.append(
-            Reason(
-                Severity.INFO,
-                "runtime_calls_served",
-                f"the program's own code calls {counted(len(runtime.calls), 'runtime function')} "
-                f"({remedies.name_list(sorted(runtime.calls), 6)}); every driver entry point they need is translated "
-                f"by ZLUDA {rel}, so the other names the static runtime resolves do not matter",
-                None,
-                Family.DRIVER,
-            )
-        )
+        out.append(runtime_calls_served(runtime.calls, rel))
     return out
+
+
+def runtime_calls_served(calls: Iterable[str], rel: str) -> Reason:
+    """The information that every driver entry point the runtime functions ``calls`` need is translated by ``rel``
+    (the functions of one binary, or of all of a program's binaries with a static runtime: one reason)."""
+    names = sorted(set(calls))
+    return Reason(
+        Severity.INFO,
+        "runtime_calls_served",
+        f"the program's own code calls {counted(len(names), 'runtime function')} "
+        f"({remedies.name_list(names, 6)}); every driver entry point they need is translated "
+        f"by ZLUDA {rel}, so the other names the static runtime resolves do not matter",
+        None,
+        Family.DRIVER,
+        tuple(names),
+    )
 
 
 def export_table_reasons(cat: Catalog, rel: str, requests: Iterable[ExportTableRequest]) -> list[Reason]:

@@ -29,6 +29,7 @@ from cudatrace.coverage_db.verdict import (
     merged_library_reason,
     other_system_library,
     rank_reasons,
+    runtime_calls_served,
     status_of,
 )
 from cudatrace.errors import CudatraceError
@@ -667,10 +668,20 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
     return out
 
 
-def _whose(reasons: list[Reason], names: list[str]) -> Reason:
+#: Information that several start-up binaries each give, said once for the program with the binaries it is of
+#: (gpu4pyscf's wheel: seven "the program's own code calls N runtime functions ..." lines, one per library).
+_ONCE_FOR_THE_PROGRAM = frozenset({"runtime_calls_served"})
+
+
+def _whose(reasons: list[Reason], names: list[str], rel: str) -> Reason:
     """The reason of several start-up binaries (one library's, merged), with the first few of them by name: a
     reason of a program of 1,000 libraries names 6 and counts the rest."""
-    r = reasons[0] if len(reasons) == 1 else merged_library_reason(reasons)
+    if len(reasons) == 1:
+        r = reasons[0]
+    elif reasons[0].code == "runtime_calls_served":
+        r = runtime_calls_served((f for x in reasons for f in x.functions), rel)
+    else:
+        r = merged_library_reason(reasons)
     return replace(r, message=f"{r.message} (in {name_list(list(dict.fromkeys(names)), 6)})")
 
 
@@ -709,8 +720,10 @@ def judge_program(
             for r in v.reasons:
                 if r.code == "release_fixing":  # the program's own comes last: one for the program, not one per part
                     continue
-                if named and r.severity in (Severity.BLOCKER, Severity.RISK):
-                    key = library_reason_key(r) or r
+                # (a merged one needs the functions each names: a stored document of an older version has none)
+                once = r.code in _ONCE_FOR_THE_PROGRAM and bool(r.functions)
+                if named:
+                    key = r.code if once else library_reason_key(r) or r
                     if key not in whose:
                         whose[key] = ([], [])
                         slots.append((r, key))
@@ -725,7 +738,7 @@ def judge_program(
                 tests.append(part)
             else:
                 failing.append((part, v))
-    reasons = [r if key is None else _whose(*whose[key]) for r, key in slots]
+    reasons = [r if key is None else _whose(*whose[key], rel) for r, key in slots]
     reasons.extend(_part_reasons(failing, rel))
     has_optix = any(r.family is Family.OPTIX for r in reasons)
     reasons.extend(_gpu_file_reasons(gpu_files, cat, rel, has_optix))

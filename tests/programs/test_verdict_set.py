@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -398,7 +399,8 @@ def test_a_program_of_several_start_up_binaries_says_whose_each_blocker_is() -> 
     assert judged.verdict is not None and judged.verdict.status is VerdictStatus.BLOCKED
     blockers = [r.message for r in judged.verdict.reasons if r.severity is Severity.BLOCKER]
     assert blockers == [f"{sass.message} (in liba.so, libb.so)", f"{other.message} (in sm90/ops.so, sm100/ops.so)"]
-    assert [r.message for r in judged.verdict.reasons if r.code == "translated"] == [info.message]  # info unnamed
+    # information is named too (gpu4pyscf's "PTX for sm_80" was one of eight start-up libraries, which one unsaid)
+    assert [r.message for r in judged.verdict.reasons if r.code == "translated"] == [f"{info.message} (in libb.so)"]
     assert [r.code for r in judged.verdict.reasons].count("release_fixing") == 1
 
 
@@ -468,3 +470,54 @@ def test_one_library_s_reasons_from_several_start_up_binaries_are_one_with_every
     whole = verdict._library_reason(cat, nccl, rel, info, ["ncclAllReduce", "ncclBcast", "ncclCommInitRank"])
     assert merged.message == f"{whole.message} (in libtorch_cuda.so, libtorch_python.so)"
     assert merged.functions == whole.functions and merged.severity is Severity.RISK
+
+
+def test_the_runtime_calls_of_several_start_up_binaries_are_one_reason() -> None:
+    # gpu4pyscf-cuda12x: eight start-up libraries with a static CUDA runtime each said "the program's own code calls
+    # N runtime functions ...; every driver entry point they need is translated": seven lines for one fact. Now
+    # one, with every function they call and the libraries that call them.
+    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.coverage_db.verdict import runtime_calls_served
+    from cudatrace.model import BinaryFormat, BinaryScan, ProgramPart, Severity, Verdict
+    from cudatrace.programs.judging import judge_program
+
+    rel = "v7-preview.9"
+    calls = {
+        "liba.so": ("cudaMalloc", "cudaFree", "__cudaRegisterFunction"),
+        "libb.so": ("cudaMalloc", "cudaLaunchKernel"),
+        "libc.so": ("cudaMemcpy",),
+    }
+    binaries = {
+        f"/site/pkg/{name}": BinaryScan(
+            f"/site/pkg/{name}",
+            BinaryFormat.ELF,
+            1,
+            "0" * 64,
+            verdict=Verdict(rel, VerdictStatus.RUNS, (runtime_calls_served(fns, rel),)),
+        )
+        for name, fns in calls.items()
+    }
+    parts = tuple(ProgramPart(path, PartRole.STARTUP, "start-up") for path in binaries)
+    program = Program("pkg", "1.0", "/site", ProgramKind.WHEEL, tuple(binaries), (), parts)
+    judged = judge_program(program, binaries, set(), rel, load_catalog())
+    assert judged.verdict is not None
+    served = [r for r in judged.verdict.reasons if r.code == "runtime_calls_served"]
+    assert len(served) == 1 and served[0].severity is Severity.INFO
+    assert served[0].functions == (
+        "__cudaRegisterFunction",
+        "cudaFree",
+        "cudaLaunchKernel",
+        "cudaMalloc",
+        "cudaMemcpy",
+    )
+    assert served[0].message.startswith("the program's own code calls 5 runtime functions (")
+    assert served[0].message.endswith("(in liba.so, libb.so, libc.so)")
+    # a stored document of an older version names no functions: its lines stay as they were, one each
+    old = {
+        p: replace(b, verdict=Verdict(rel, VerdictStatus.RUNS, (replace(b.verdict.reasons[0], functions=()),)))
+        for p, b in binaries.items()
+        if b.verdict is not None
+    }
+    kept = judge_program(program, old, set(), rel, load_catalog())
+    assert kept.verdict is not None
+    assert len([r for r in kept.verdict.reasons if r.code == "runtime_calls_served"]) == 3
