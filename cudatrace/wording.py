@@ -50,6 +50,7 @@ BLOCKER_WORDS = {
     "unknown_until_traced": "calls unknown until traced",
     "library_missing": "a missing library",
     "on_demand_blocked": "an on-demand part",
+    "on_demand_at_risk": "an on-demand part",
     "ptx_recent_arch_only": "PTX for recent GPUs only",
     "nvrtc_cubin": "kernels compiled to SASS at run time",
     "link_cubin": "kernels linked to SASS at run time",

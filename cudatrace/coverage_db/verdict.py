@@ -96,6 +96,7 @@ CODE_RANK: dict[str, int] = {
     "cuda_built_at_run_time": 17,
     "unknown_until_traced": 18,
     "on_demand_blocked": 16,
+    "on_demand_at_risk": 17,
     "library_missing": 23,
     "replaced_by_zluda": 20,
     "proc_string_missing": 21,
@@ -121,7 +122,9 @@ _LINKED = (LibraryHow.IMPORT, LibraryHow.NEEDED, LibraryHow.DELAY_IMPORT, Librar
 _NVRTC_OUTPUTS = frozenset({"nvrtcGetPTX", "nvrtcGetCUBIN"})
 _OUTPUTS = _NVRTC_OUTPUTS | {"nvJitLinkGetLinkedCubin", "nvJitLinkGetLinkedPtx"}
 # Blockers that name entry points, but that no release translating those entry points removes
-_NOT_FIXED_BY_FUNCTIONS = frozenset({"on_demand_blocked", "library_missing", "nvrtc_cubin", "link_cubin", "ptx_switch"})
+_NOT_FIXED_BY_FUNCTIONS = frozenset(
+    {"on_demand_blocked", "on_demand_at_risk", "library_missing", "nvrtc_cubin", "link_cubin", "ptx_switch"}
+)
 # What PTX built for recent GPUs only may hold that ZLUDA's recompiler does not take
 _RECENT_PTX_RISK = (
     "ZLUDA recompiles PTX, but code built for these architectures may use instructions (wgmma, TMA, clusters) it "

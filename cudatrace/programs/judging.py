@@ -616,6 +616,13 @@ def _what_is_left(status: VerdictStatus, parts: int) -> str:
     return f"the program starts without {it}, and {feature} {verb}"
 
 
+def _on_demand_code(status: VerdictStatus) -> str:
+    """``on_demand_blocked`` for parts that cannot run, ``on_demand_at_risk`` for parts at risk: ranked in that
+    order (vllm's SASS-only FlashMLA and FlashAttention 3 extensions came last, after the Python modules that look
+    up VMM stubs, when both were one code ranked by how many entry points each names)."""
+    return "on_demand_blocked" if status is VerdictStatus.BLOCKED else "on_demand_at_risk"
+
+
 def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
     worst = verdict.reasons[0] if verdict.reasons else None
     feature = part.feature or _short(part.path)
@@ -624,7 +631,7 @@ def _part_reason(part: ProgramPart, verdict: Verdict, rel: str) -> Reason:
     because = f": {worst.message}" if worst else ""
     return Reason(
         Severity.RISK,
-        "on_demand_blocked",
+        _on_demand_code(verdict.status),
         f"{feature} ({_short(part.path)}, {part.why}) {what} under ZLUDA {rel}{because}; "
         f"{_what_is_left(verdict.status, 1)}",
         worst.remedy if worst else None,
@@ -657,7 +664,7 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
         out.append(
             Reason(
                 Severity.RISK,
-                "on_demand_blocked",
+                _on_demand_code(status),
                 f"{counted(len(members), 'on-demand part')} {what} under ZLUDA {rel} for the same cause ({listed})"
                 f"{because}; {_what_is_left(status, len(members))}",
                 worst.remedy if worst else None,

@@ -521,3 +521,36 @@ def test_the_runtime_calls_of_several_start_up_binaries_are_one_reason() -> None
     kept = judge_program(program, old, set(), rel, load_catalog())
     assert kept.verdict is not None
     assert len([r for r in kept.verdict.reasons if r.code == "runtime_calls_served"]) == 3
+
+
+def test_on_demand_parts_that_cannot_run_come_before_those_at_risk() -> None:
+    # vllm 0.34: its SASS-only FlashMLA and FlashAttention 3 extensions (cannot run) were listed last, after Python
+    # modules that look up VMM stubs (at risk), when both were one code ordered by how many entry points each names.
+    from cudatrace.coverage_db.catalog import load_catalog
+    from cudatrace.model import BinaryFormat, BinaryScan, ProgramPart, Reason, Severity, Verdict
+    from cudatrace.programs.judging import judge_program
+
+    rel = "v7-preview.9"
+    stubs = Reason(
+        Severity.RISK,
+        "stub_called",
+        "its Python code calls stubs",
+        functions=("cuMemAddressFree", "cuMemAddressReserve", "cuMemCreate", "cuMemMap"),
+    )
+    sass = Reason(Severity.BLOCKER, "sass_only", "the embedded GPU code is SASS only (sm_90a) with no PTX")
+    binaries = {
+        "/site/pkg/vmm.py": BinaryScan(
+            "/site/pkg/vmm.py", BinaryFormat.PYTHON, 1, "0" * 64, verdict=Verdict(rel, VerdictStatus.AT_RISK, (stubs,))
+        ),
+        "/site/pkg/_fa3_C.so": BinaryScan(
+            "/site/pkg/_fa3_C.so", BinaryFormat.ELF, 1, "0" * 64, verdict=Verdict(rel, VerdictStatus.BLOCKED, (sass,))
+        ),
+    }
+    parts = tuple(ProgramPart(path, PartRole.ON_DEMAND, "imported only when a feature is used") for path in binaries)
+    program = Program("pkg", "1.0", "/site", ProgramKind.WHEEL, (), parts, parts)
+    judged = judge_program(program, binaries, set(), rel, load_catalog())
+    assert judged.verdict is not None and judged.verdict.status is VerdictStatus.AT_RISK
+    on_demand = [r for r in judged.verdict.reasons if r.code.startswith("on_demand_")]
+    assert [r.code for r in on_demand] == ["on_demand_blocked", "on_demand_at_risk"]
+    assert "_fa3_C.so" in on_demand[0].message and "cannot run" in on_demand[0].message
+    assert "vmm.py" in on_demand[1].message and "is at risk" in on_demand[1].message
