@@ -80,6 +80,9 @@ _EXACT_STEMS: dict[str, Family] = {
     "nvtoolsext": Family.NVTX,
     "nvtx3interop": Family.NVTX,
     "nvoptix": Family.OPTIX,  # OptiX 7 and later: libnvoptix.so.1 and nvoptix.dll, installed with the driver
+    "nvcuvid": Family.NVCODEC,  # NVDEC: libnvcuvid.so.1, nvcuvid.dll, installed with the driver
+    "nvidia-encode": Family.NVCODEC,  # NVENC: libnvidia-encode.so.1
+    "nvencodeapi": Family.NVCODEC,  # NVENC: nvEncodeAPI64.dll, nvEncodeAPI.dll
     **dict.fromkeys(_OTHER_NVIDIA_STEMS, Family.OTHER),
 }
 

@@ -43,6 +43,9 @@ class Family(str, Enum):
     CUPTI = "cupti"
     NVTX = "nvtx"
     OPTIX = "optix"  # NVIDIA's ray tracing engine, part of the display driver (libnvoptix.so.1, nvoptix.dll)
+    # NVIDIA's hardware video decoder and encoder (the Video Codec SDK's NVDEC and NVENC), part of the display driver:
+    # libnvcuvid.so.1, nvcuvid.dll, libnvidia-encode.so.1, nvEncodeAPI64.dll
+    NVCODEC = "nvcodec"
     OTHER = "other"
 
 

@@ -98,5 +98,6 @@ FAMILY_TITLES = {
     "cupti": "CUPTI",
     "nvtx": "NVTX",
     "optix": "OptiX",
+    "nvcodec": "NVDEC/NVENC",
     "other": "another NVIDIA library",
 }

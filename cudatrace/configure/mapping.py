@@ -422,6 +422,17 @@ def plan_mapping(
                 )
             )
             continue
+        if fam is Family.NVCODEC:
+            unserved.append(
+                Unserved(
+                    lib.name,
+                    fam,
+                    "no ZLUDA release replaces NVIDIA's video decoder and encoder (NVDEC, NVENC: they come with its "
+                    "display driver): the program's GPU video decoding and encoding are lost",
+                    FAMILY_ADVICE[Family.NVCODEC],
+                )
+            )
+            continue
         if fam is Family.NCCL:
             nvidia_own.append(NvidiaOwn(lib.name, fam, "ZLUDA has no NCCL: NVIDIA's file may stay to load, unused"))
             unserved.append(Unserved(lib.name, fam, "ZLUDA has no NCCL (multi-GPU collectives)", NCCL_REMEDY))

@@ -23,6 +23,10 @@ FAMILY_ADVICE: dict[Family, str] = {
         "use the program's CUDA (or, on an AMD GPU, its HIP) device instead of OptiX (Blender: Cycles' CUDA or HIP "
         "device and the OpenImageDenoise denoiser)"
     ),
+    Family.NVCODEC: (
+        "decode and encode video on the CPU (FFmpeg's software codecs) or with the AMD GPU's own video engine "
+        "(VA-API or AMF through FFmpeg)"
+    ),
     Family.CUPTI: "turn off the profiler or tracer that loads CUPTI",
     Family.CURAND: "generate random numbers on the CPU or with the framework's own GPU generator",
     Family.CUSOLVER: "run the linear-algebra solvers on the CPU",

@@ -1042,6 +1042,11 @@ _UNSUPPORTED = {
         "release replaces OptiX 7 or later (v3 served the OptiX 6 API alone), so the program's OptiX features (ray "
         "tracing, the OptiX denoiser) do not work under ZLUDA {rel}"
     ),
+    Family.NVCODEC: (
+        "NVIDIA's hardware video decoder and encoder (NVDEC, NVENC) come with NVIDIA's display driver and need an "
+        "NVIDIA GPU; no ZLUDA release replaces them, so the program's GPU video decoding and encoding do not work "
+        "under ZLUDA {rel}"
+    ),
 }
 
 

@@ -53,7 +53,7 @@ from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
 from cudatrace.wording import FAMILY_TITLES, agrees, counted, file_names
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
-_SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML, Family.OPTIX}
+_SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML, Family.OPTIX, Family.NVCODEC}
 
 
 # A package's own tests: folders named so, and pytest's file names (pynvml ships pynvml_utils/tests/test_nvml.py,
