@@ -416,6 +416,60 @@ def _module_of(rel: str) -> str:
     return ".".join(parts)
 
 
+#: The statements of a package's ``__init__`` that declare a namespace (pkgutil's and pkg_resources' idioms).
+_NAMESPACE_CALLS = ("extend_path", "declare_namespace")
+_EMPTY_INIT_BYTES = 4096  # larger __init__ files are read as packages of their own without parsing them
+
+
+def _inner_package(modules: dict[str, str], read: Callable[[str], str], top: str) -> str | None:
+    """The package a user imports below the top-level package ``top`` when ``top``'s ``__init__.py`` declares
+    nothing and the distribution holds one package right below it (nvidia-nvimgcodec-cu12: ``nvidia`` and
+    ``nvidia.nvimgcodec``); None otherwise. Nested such packages are followed (a few levels)."""
+    mod, inner = top, None
+    for _ in range(4):
+        rel = modules.get(mod)
+        if rel is None or not rel.endswith("__init__.py") or not _declares_nothing(read, rel):
+            return inner
+        depth = mod.count(".") + 1
+        below = {m.split(".")[depth] for m in modules if m.startswith(mod + ".")}
+        if len(below) != 1:
+            return inner
+        mod = f"{mod}.{below.pop()}"
+        if not modules.get(mod, "").endswith("__init__.py"):
+            return inner  # a module of its own, or a folder without __init__: left to the search as it is
+        inner = mod
+    return inner
+
+
+def _declares_nothing(read: Callable[[str], str], rel: str) -> bool:
+    """Whether the ``__init__.py`` at ``rel`` holds nothing but a docstring, comments or a namespace declaration."""
+    try:
+        text = read(rel)
+    except (OSError, UnicodeDecodeError, KeyError):
+        return False
+    if len(text) > _EMPTY_INIT_BYTES:
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+            continue  # a docstring
+        if isinstance(stmt, ast.Import | ast.ImportFrom) and all(
+            a.name in ("pkgutil", "pkg_resources") for a in stmt.names
+        ):
+            continue
+        if any(isinstance(n, ast.Attribute | ast.Name) and _namespace_name(n) for n in ast.walk(stmt)):
+            continue  # __path__ = __import__("pkgutil").extend_path(__path__, __name__)
+        return False
+    return True
+
+
+def _namespace_name(node: ast.Attribute | ast.Name) -> bool:
+    return (node.attr if isinstance(node, ast.Attribute) else node.id) in _NAMESPACE_CALLS
+
+
 def _is_package_module(path: str) -> bool:
     """Whether the file is a package's ``__init__`` extension module: Python's import loads it for the package
     itself (``import bpy`` loads ``bpy/__init__.so``, whose ``PyInit_bpy`` makes the module)."""
@@ -1083,6 +1137,10 @@ class _Search:
                 for i in range(1, m.count(".") + 1)
             )
         )
+        # Below a top-level package whose __init__ declares nothing (the empty nvidia/__init__.py that the nvidia-*
+        # wheels ship, or a pkgutil/pkg_resources namespace), the one package the distribution holds is what a user
+        # imports: nvidia.nvimgcodec, whose __init__ imports its extension module (which was "on demand" before).
+        self.queued.extend(inner for top in list(self.queued) if (inner := _inner_package(self.modules, read, top)))
         self.seen: set[str] = set()
         self.followed: set[str] = set()  # the names imported whose modules (and their packages') are queued
         self.facts: dict[str, _ModuleFacts] = {}

@@ -417,3 +417,37 @@ def test_an_on_demand_reason_agrees_with_the_functions_of_a_module() -> None:
     module = ProgramPart("/s/ort/rtc.py", PartRole.ON_DEMAND, "why", "the Python module ort.rtc")
     assert " are at risk under ZLUDA v7-preview.9: " in _part_reason(functions, verdict, "v7-preview.9").message
     assert " is at risk under ZLUDA v7-preview.9: " in _part_reason(module, verdict, "v7-preview.9").message
+
+
+# nvidia-nvimgcodec-cu12 0.9: top_level.txt says "nvidia", whose __init__.py (shipped by every nvidia-* wheel) is
+# empty; nvidia/nvimgcodec/__init__.py does `from nvidia.nvimgcodec.nvimgcodec_impl import *`.
+EXT = "nv/imgc/impl.cpython-312-x86_64-linux-gnu.so"
+
+
+@pytest.mark.parametrize(
+    "top",
+    [
+        "",
+        "# Copyright\n",
+        '"""Namespace."""\n__path__ = __import__("pkgutil").extend_path(__path__, __name__)\n',
+        "import pkg_resources\npkg_resources.declare_namespace(__name__)\n",
+    ],
+)
+def test_below_a_top_level_package_that_declares_nothing_its_one_package_is_what_the_user_imports(
+    tmp_path: Path, top: str
+) -> None:
+    python = {"nv/__init__.py": top, "nv/imgc/__init__.py": "from nv.imgc.impl import *\n"}
+    program = _judge(_site(tmp_path, python, {EXT: None}))
+    role, why = _roles(program)[EXT]
+    assert role is PartRole.STARTUP and "imported when the package is imported" in why
+
+
+def test_a_top_level_package_with_code_or_several_packages_below_is_not_looked_through(tmp_path: Path) -> None:
+    # `import nv` runs nothing that reaches nv.imgc, and which of two packages a user imports is unknown: on demand
+    for python in (
+        {"nv/__init__.py": "VERSION = 1\n", "nv/imgc/__init__.py": "from nv.imgc.impl import *\n"},
+        {"nv/__init__.py": "", "nv/imgc/__init__.py": "from nv.imgc.impl import *\n", "nv/other/__init__.py": ""},
+    ):
+        site = tmp_path / str(len(python))
+        program = _judge(_site(site, python, {EXT: None}))
+        assert _roles(program)[EXT][0] is PartRole.ON_DEMAND
