@@ -57,6 +57,11 @@ from cudatrace.tracer.static.split import (
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
 MEDIUM_FILE = 8 * 1024 * 1024  # handed to idle workers after the big files and split tasks, largest first
+#: A big file is read in parts only when it holds at least this share of one process's part of the scan's bytes
+#: (all the files listed, over ``jobs``): reading in parts costs more work in all (libcufft.so.11: 1.75 s whole,
+#: 2.6 s of tasks in parts), which pays only where the file would otherwise finish alone after everything else.
+#: On 2 CPUs the CUDA wheels of a site (3 GB) took 15-16 worker-seconds in parts and 10.5 s whole.
+SPLIT_SHARE = 0.5
 WINDOW_PER_JOB = 64  # files handed to workers and not yet yielded, per process
 SKIPPED_PER_WINDOW = 64  # how much further ahead files that go to no worker (not binaries) may be settled
 QUEUED_PER_WORKER = 2  # files sent to a worker before it asks for more (hides the round trip)
@@ -367,6 +372,7 @@ class _Schedule:
         self.split = split
         self.complete = complete
         self.sizes: list[int] = []
+        self.total = 0  # bytes listed
         self.big: set[int] = set()
         self.urgent: deque[tuple[int, Task]] = deque()  # parts, finishes and tasks given back: ahead of the rest
         self.big_queue: list[tuple[int, int]] = []  # a heap of (-size, index): largest first
@@ -394,12 +400,14 @@ class _Schedule:
         # _PENDING; and the finishes that wait for them.
         self.calls: dict[int, Any] = {}
         self.held: dict[int, FinishTask] = {}
+        self.parked: dict[int, SplitPlan] = {}  # probed while the listing went on: split or whole once it is done
 
     def add(self, listed: Sequence[tuple[str, int | None]]) -> None:
         """More files for the list, with their sizes (None or 0: none to go first or to read in parts)."""
         start = len(self.files)
         self.worth.extend(None for _ in listed)  # before the files: the reader thread reads up to len(files)
-        self.sizes.extend(size or 0 for _path, size in listed)
+        self.sizes.extend(max(0, size or 0) for _path, size in listed)
+        self.total += sum(self.sizes[start:])
         self.files.extend(path for path, _size in listed)
         for i in range(start, len(self.files)):
             if self.sizes[i] >= BIG_FILE:
@@ -415,9 +423,12 @@ class _Schedule:
         self._grown.set()
 
     def finish(self) -> None:
-        """The list is whole."""
+        """The list is whole: the files probed meanwhile are read in parts or whole."""
         self.complete = True
         self._grown.set()
+        parked, self.parked = self.parked, {}
+        for index, plan in parked.items():
+            self._split_or_whole(index, plan)
 
     def over(self) -> bool:
         """Every file of the whole list yielded."""
@@ -506,8 +517,29 @@ class _Schedule:
             if index not in self.big:
                 self.handed.add(index)
             if isinstance(task, str) and index in self.to_split:
-                return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
+                if not self.complete or self._worth_splitting(index):
+                    return index, probe_task(task, self.jobs)  # a worker decides, and scans it if it is not split
+                self.to_split.discard(index)
             return index, task
+
+    def _worth_splitting(self, index: int) -> bool:
+        """Whether a big file holds enough of the scan's bytes to be read in parts (:data:`SPLIT_SHARE`); asked
+        once the listing is whole."""
+        return self.sizes[index] >= SPLIT_SHARE * self.total / max(1, self.jobs)
+
+    def _split_or_whole(self, index: int, plan: SplitPlan) -> None:
+        """A probed file's parts go out, or, when it holds too small a share of the scan's bytes, the file goes
+        out whole to the next worker that takes work (busy ones too, largest first)."""
+        if not self._worth_splitting(index):
+            self.to_split.discard(index)
+            heapq.heappush(self.medium_queue, (-self.sizes[index], index))
+            return
+        self.parts[index] = (plan.parts, {})
+        handed: list[Task] = [*plan.parts]
+        if plan.calls is not None:  # first: the longest of them (0.5 s of JAX's CUDA plugin)
+            self.calls[index] = _PENDING
+            handed.insert(0, plan.calls)
+        self.urgent.extendleft(reversed([(index, t) for t in handed]))
 
     def _pop(self, queue: deque[Any] | list[tuple[int, int]]) -> None:
         """Drop the head of ``queue``: the task :meth:`take` looked at."""
@@ -524,12 +556,10 @@ class _Schedule:
         if self.finished(index):
             return  # a part of a file that already failed
         if isinstance(payload, SplitPlan):
-            self.parts[index] = (payload.parts, {})
-            handed: list[Task] = [*payload.parts]
-            if payload.calls is not None:  # first: the longest of them (0.5 s of JAX's CUDA plugin)
-                self.calls[index] = _PENDING
-                handed.insert(0, payload.calls)
-            self.urgent.extendleft(reversed([(index, t) for t in handed]))
+            if self.complete:
+                self._split_or_whole(index, payload)
+            else:  # decided once the listing is whole, when the bytes of the whole scan are known
+                self.parked[index] = payload
             return
         if isinstance(task, CallsTask):
             self.calls[index] = payload.calls
@@ -575,6 +605,7 @@ class _Schedule:
         if self.finished(index):
             return
         self.parts.pop(index, None)
+        self.parked.pop(index, None)
         self.strings.pop(index, None)
         self.calls.pop(index, None)
         self.held.pop(index, None)

@@ -106,6 +106,7 @@ def test_workers_that_start_before_the_listing_is_whole_give_the_same_document(
     monkeypatch.setattr(listing, "BATCH", 3)
     monkeypatch.setattr(scanner, "PYTHON_CHUNK", 2)
     monkeypatch.setattr(parallel, "BIG_FILE", 100_000)
+    monkeypatch.setattr(parallel, "SPLIT_SHARE", 0)
     monkeypatch.setattr(parallel, "WINDOW_PER_JOB", 1)
     assert any(os.path.getsize(p) >= 100_000 for p in collect_files([str(wide)]))
     for jobs in (2, 3):

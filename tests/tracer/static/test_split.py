@@ -51,6 +51,7 @@ def real_cuda_libraries() -> list[Path]:
 def split_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every file with two fatbin magics 1 KB apart is read in parts (a real threshold is 64 MB)."""
     monkeypatch.setattr(parallel, "BIG_FILE", 1)
+    monkeypatch.setattr(parallel, "SPLIT_SHARE", 0)  # whatever share of the scan's bytes a file holds
     monkeypatch.setattr(split, "SPLIT_FILE", 1)
     monkeypatch.setattr(split, "SPLIT_SPAN", 1024)
     monkeypatch.setattr(split, "PART_BYTES", 1)
@@ -489,3 +490,49 @@ def test_a_probe_that_found_no_magic_spares_the_scan_its_search_outside_fatbin_s
     asked.clear()
     unsplit = ProbeTask(str(nvcc_many), 2, min_size=1, min_span=1 << 40)  # magic found, too close to split
     assert run_split_task(unsplit) == expected[nvcc_many] and asked == [True]
+
+
+def test_a_big_file_is_read_in_parts_only_when_it_holds_enough_of_the_scan(
+    tmp_path: Path, nvcc_many: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reading in parts costs more work in all (libcufft.so.11: 1.75 s whole, 2.6 s of tasks in parts): on 2 CPUs
+    # the CUDA wheels of a site (3 GB, nine files over 64 MB) took 15-16 worker-seconds in parts, 12 whole. A big
+    # file is split only when it holds SPLIT_SHARE of one process's share of the bytes listed; one probed while the
+    # listing went on waits for it to be whole, then goes out in parts or whole (to busy workers too).
+    from cudatrace.reports.progress import NullProgress
+
+    big = tmp_path / "big.so"
+    shutil.copy(nvcc_many, big)
+    size = os.path.getsize(big)
+    monkeypatch.setattr(parallel, "BIG_FILE", size)  # the big file alone is big
+    monkeypatch.setattr(split, "SPLIT_FILE", 1)
+    monkeypatch.setattr(split, "SPLIT_SPAN", 1024)
+    monkeypatch.setattr(split, "PART_BYTES", 1)
+    fillers = []
+    for i in range(8):  # four times its bytes in smaller files
+        fillers.append(tmp_path / f"filler{i}.bin")
+        fillers[-1].write_bytes(b"\0" * (size // 2))
+    listed = [(str(f), size // 2) for f in fillers]
+    # alone, the file is all of the scan: split; beside four times its bytes (2 processes: half of one's share
+    # is 1.25 times the file), it is not
+    for others, parts in (([], True), (listed, False)):
+        plan = parallel._Schedule([str(big), *(p for p, _ in others)], 2, NullProgress(), True, None)
+        taken = plan.take(idle=True)
+        assert taken is not None and taken[0] == 0
+        assert isinstance(taken[1], ProbeTask) is parts
+        plan.close()
+    # probed while the listing went on (the total unknown): parked until the listing is whole, then whole
+    plan = parallel._Schedule([str(big)], 2, NullProgress(), True, None, complete=False)
+    index, probe = plan.take(idle=True)  # type: ignore[misc]
+    assert isinstance(probe, ProbeTask)
+    got = run_split_task(probe)
+    assert isinstance(got, SplitPlan)
+    plan.result(index, probe, got)
+    assert plan.take(idle=True) is None and index in plan.parked  # nothing goes out before the decision
+    plan.add(listed)
+    plan.finish()
+    assert not plan.parked and index not in plan.to_split
+    assert plan.take(idle=False) == (index, str(big))  # whole, to a busy worker as well
+    plan.result(index, str(big), scan_one(str(big)))
+    assert [p for p, _ in plan.ready()] == [str(big)]
+    plan.close()
