@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from cudatrace.coverage_db import remedies
 from cudatrace.coverage_db.catalog import Catalog, load_catalog, zluda_library_of_file
 from cudatrace.coverage_db.runtime_map import table_decision
+from cudatrace.libraries import identify_library
 from cudatrace.model import (
     RECENT_PTX_SM,
     BinaryFormat,
@@ -543,6 +544,9 @@ def judge(
     for (fam, libname), _names in not_replaced.items():
         if libname and libname not in libs:
             libs[libname] = CudaLibrary(libname, fam, _how_reached(reached_how[(fam, libname)], binary_format))
+    # A library no release replaces, spelled several ways one binary tries in turn (DALI: libnvcuvid.so.1, then
+    # libnvcuvid.so), is one reason naming each spelling.
+    spellings: dict[tuple[Family, str, bool], list[CudaLibrary]] = {}
     for cl in libs.values():
         if cl.how in (LibraryHow.LOADED, LibraryHow.DLOPEN_STRING) and replaced_caller(cl.name, rel, cat):
             continue  # a cuDNN sub-library that ZLUDA's cuDNN never loads
@@ -552,7 +556,17 @@ def judge(
             continue
         if lib_info.status is not ZludaStatus.NOT_REPLACED:
             continue
+        if cl.family in _UNSUPPORTED:
+            linked = cl.how in (LibraryHow.IMPORT, LibraryHow.NEEDED)
+            lib_id = identify_library(cl.name)
+            stem = lib_id.stem if lib_id is not None else cl.name.lower()
+            spellings.setdefault((cl.family, stem, linked), []).append(cl)
+            continue
         reasons.append(_library_reason(cat, cl, rel, lib_info, not_replaced.get((cl.family, cl.name), []), b32))
+    for same in spellings.values():
+        used = sorted({n for cl in same for n in not_replaced.get((cl.family, cl.name), [])})
+        one = replace(same[0], name=" or ".join(cl.name for cl in same))
+        reasons.append(_library_reason(cat, one, rel, ZludaInfo(rel, ZludaStatus.NOT_REPLACED), used, b32))
     for (fam, libname), names in not_replaced.items():
         if not libname:
             reasons.append(
