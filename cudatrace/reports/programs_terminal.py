@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from cudatrace.libraries import identify_library
 from cudatrace.model import PartRole, Program, ProgramPart, ScanResult, Severity, VerdictStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
@@ -105,7 +106,13 @@ def program_lines(program: Program, quiet: bool = False, all_reasons: bool = Fal
     for m in program.missing:
         ways.setdefault(m.name, []).append(f"wanted by {', '.join(m.wanted_by[:3])}, {m.how.replace('_', ' ')}")
     if len(ways) > MAX_MISSING:
-        lines.append(_t(f"  missing ({len(ways)}): {', '.join(ways)}", "yellow"))
+        # the versions of one library named apart are one library: "libnvrtc.so or libnvrtc.so.13" (CuPy)
+        libraries: dict[str, list[str]] = {}
+        for name in ways:
+            lib = identify_library(name)
+            libraries.setdefault(lib.stem if lib is not None else name.lower(), []).append(name)
+        listed = ", ".join(" or ".join(names) for names in libraries.values())
+        lines.append(_t(f"  missing ({len(libraries)}): {listed}", "yellow"))
         return lines
     for name, wanted in ways.items():
         lines.append(_t(f"  missing: {name} ({'; '.join(wanted)})", "yellow"))

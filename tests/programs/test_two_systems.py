@@ -166,6 +166,18 @@ def test_the_terminal_names_a_library_wanted_two_ways_once() -> None:
     many = twice + tuple(MissingLibrary(f"lib{i}.dll", ("app.pyd",), "needed") for i in range(4))
     (line,) = [str(t) for t in program_lines(replace(base, missing=many)) if "missing" in str(t)]
     assert line == "  missing (5): cutensor.dll, lib0.dll, lib1.dll, lib2.dll, lib3.dll"
+    # the versions of one library named apart are one (CuPy for CUDA 13: libnvrtc.so and libnvrtc.so.13)
+    linked = ("libnvrtc.so.13", "libcurand.so.10", "libnccl.so.2", "libcutensor.so.2", "libcusolver.so.12")
+    versions = (
+        MissingLibrary("libnvrtc.so", ("compiler.py",), "by_name"),
+        *(MissingLibrary(name, ("a.so",), "needed") for name in linked),
+    )
+    linux = replace(base, platform="linux", missing=versions)
+    (line,) = [str(t) for t in program_lines(linux) if "missing" in str(t)]
+    assert line == (
+        "  missing (5): libnvrtc.so or libnvrtc.so.13, libcurand.so.10, libnccl.so.2, libcutensor.so.2, "
+        "libcusolver.so.12"
+    )
 
 
 # TensorFlow's shape: its library resolves cuDNN's and cuBLAS's functions by name from libraries whose names it
