@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -218,50 +217,32 @@ def test_binaries_without_cuda_are_counted_not_listed_by_default(
     ]
 
 
-def test_verbose_lists_every_reason() -> None:
-    reasons = tuple(Reason(Severity.RISK, "test_reason", f"reason number {i}") for i in range(5))
-    app = BinaryScan(
-        path="app",
-        format=BinaryFormat.ELF,
-        size=1,
-        sha256="0" * 64,
-        cuda_libraries=(CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.NEEDED),),
-        verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons),
-    )
-    result = ScanResult(binaries=(app,))
-    short = render_scan_terminal(result, color=False, width=120)
-    assert "reason number 2" in short and "reason number 3" not in short
-    assert "... and 2 more reasons (-v lists them all)" in short
-    full = render_scan_terminal(result, color=False, width=120, verbosity=2)
-    assert "reason number 4" in full and "more reason" not in full
-    one_more = ScanResult(
-        binaries=(replace(app, verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons[:4])),)
-    )
-    assert "... and 1 more reason (-v" in render_scan_terminal(one_more, color=False, width=120)
-
-
-def test_verbose_lists_every_reason_of_a_program_too() -> None:
-    # A program's block showed its first three reasons and "... and 13 more reasons" even with -v (gpu4pyscf's
-    # wheel): -v lists them all there as well, and the short form says how to see them.
+def _judged(of: str, reasons: tuple[Reason, ...]) -> ScanResult:
+    """A scan whose one binary, or one program, has these reasons."""
     from cudatrace.model import Program, ProgramKind
 
-    reasons = tuple(Reason(Severity.RISK, "test_reason", f"program reason {i}") for i in range(5))
-    program = Program(
-        name="pkg",
-        version="1.0",
-        root="/site/pkg",
-        kind=ProgramKind.WHEEL,
-        platform="linux",
-        verdict=Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons),
-    )
-    result = ScanResult(programs=(program,))
-    short = render_scan_terminal(result, color=False, width=120)
-    assert "program reason 2" in short and "program reason 3" not in short
+    verdict = Verdict("v6-preview.69", VerdictStatus.AT_RISK, reasons)
+    if of == "program":
+        program = Program("pkg", "1.0", "/site/pkg", ProgramKind.WHEEL, platform="linux", verdict=verdict)
+        return ScanResult(programs=(program,))
+    libs = (CudaLibrary("libcuda.so.1", Family.DRIVER, LibraryHow.NEEDED),)
+    app = BinaryScan("app", BinaryFormat.ELF, 1, "0" * 64, cuda_libraries=libs, verdict=verdict)
+    return ScanResult(binaries=(app,))
+
+
+@pytest.mark.parametrize("of", ["binary", "program"])
+def test_verbose_lists_every_reason(of: str) -> None:
+    # A program's block showed its first three reasons and "... and 13 more reasons" even with -v (gpu4pyscf's
+    # wheel), a binary's all of them: -v lists them all for both, and the short form says how to see them.
+    reasons = tuple(Reason(Severity.RISK, "test_reason", f"reason number {i}") for i in range(5))
+    short = render_scan_terminal(_judged(of, reasons), color=False, width=120)
+    assert "reason number 2" in short and "reason number 3" not in short
     assert "... and 2 more reasons (-v lists them all)" in short
-    full = render_scan_terminal(result, color=False, width=120, verbosity=2)
-    assert all(f"program reason {i}" in full for i in range(5)) and "more reason" not in full
-    quiet = render_scan_terminal(result, color=False, width=120, verbosity=0)
-    assert "program reason 4" in quiet  # -q keeps every reason that makes the verdict (none is information)
+    full = render_scan_terminal(_judged(of, reasons), color=False, width=120, verbosity=2)
+    assert all(f"reason number {i}" in full for i in range(5)) and "more reason" not in full
+    assert "... and 1 more reason (-v" in render_scan_terminal(_judged(of, reasons[:4]), color=False, width=120)
+    if of == "program":  # -q keeps every reason that makes the verdict (none is information)
+        assert "reason number 4" in render_scan_terminal(_judged(of, reasons), color=False, width=120, verbosity=0)
 
 
 def test_release_and_zluda_folder_options(tmp_path: Path, elf_linked: Path, capsys: pytest.CaptureFixture[str]) -> None:

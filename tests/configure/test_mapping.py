@@ -120,17 +120,28 @@ def test_linux_framework_with_cudnn_nccl_tensorrt_and_cufft(tmp_path: Path) -> N
     assert all(a.present for a in plan.amd)
 
 
-@pytest.mark.parametrize(("platform", "optix"), [("linux", "libnvoptix.so.1"), ("windows", "nvoptix.dll")])
-def test_optix_is_no_library_nvidia_keeps_but_a_feature_lost(tmp_path: Path, platform: str, optix: str) -> None:
-    # Blender's bpy loads OptiX by name: NVIDIA's comes with its display driver, not with the program, and no
-    # ZLUDA release replaces OptiX 7 or later; the program runs without its OptiX device
+@pytest.mark.parametrize(
+    ("platform", "name", "reason", "remedy"),
+    [
+        ("linux", "libnvoptix.so.1", "OptiX 7 or later", "instead of OptiX"),
+        ("windows", "nvoptix.dll", "OptiX 7 or later", "instead of OptiX"),
+        ("linux", "libnvcuvid.so.1", "video decoding and encoding are lost", "FFmpeg"),
+        ("windows", "nvEncodeAPI64.dll", "video decoding and encoding are lost", "FFmpeg"),
+    ],
+)
+def test_a_library_of_nvidias_display_driver_is_no_library_nvidia_keeps_but_a_feature_lost(
+    tmp_path: Path, platform: str, name: str, reason: str, remedy: str
+) -> None:
+    # Blender's bpy loads OptiX by name, PyNvVideoCodec NVDEC and NVENC: NVIDIA's come with its display driver, not
+    # with the program, and no ZLUDA release replaces OptiX 7 or later, NVDEC or NVENC; the program runs without
+    # its OptiX device, its GPU video decoding and encoding
     zluda = detect_zluda(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", platform))
-    program = tmp_path / ("blender.exe" if platform == "windows" else "blender")
-    plan = plan_mapping(evidence_of(program, [optix], platform=platform), zluda, release="v6-preview.69")
-    assert optix not in {n.library for n in plan.nvidia_own}
-    (unserved,) = [u for u in plan.unserved if u.what == optix]
-    assert not unserved.cannot_run and "OptiX 7 or later" in unserved.reason
-    assert unserved.remedy is not None and "instead of OptiX" in unserved.remedy
+    program = tmp_path / ("app.exe" if platform == "windows" else "app")
+    plan = plan_mapping(evidence_of(program, [name], platform=platform), zluda, release="v6-preview.69")
+    assert name not in {n.library for n in plan.nvidia_own}
+    (unserved,) = [u for u in plan.unserved if u.what == name]
+    assert not unserved.cannot_run and reason in unserved.reason
+    assert unserved.remedy is not None and remedy in unserved.remedy
 
 
 def test_cudnn_absent_in_the_release_gets_the_framework_remedy(tmp_path: Path) -> None:

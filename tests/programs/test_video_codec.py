@@ -14,7 +14,6 @@ from cudatrace.libraries import identify_library
 from cudatrace.model import Family, LibraryHow, Severity, VerdictStatus
 from tests import program_binaries as pb
 from tests.binaries import build_cuda_stub_libs
-from tests.configure.evidence_helpers import evidence_of
 
 DECODER_C = r"""
 #include <dlfcn.h>
@@ -92,17 +91,3 @@ def test_a_program_that_decodes_or_encodes_on_nvidia_hardware_loses_it_under_zlu
     # NVIDIA's display driver brings them: never "missing" from the program, however it is installed
     for program in result.programs:
         assert not [m for m in program.missing if m.name in ("libnvcuvid.so.1", "libnvidia-encode.so.1")]
-
-
-@pytest.mark.parametrize(("platform", "name"), [("linux", "libnvcuvid.so.1"), ("windows", "nvEncodeAPI64.dll")])
-def test_configure_lists_gpu_video_as_a_feature_lost(tmp_path: Path, platform: str, name: str) -> None:
-    from cudatrace.configure.layout import detect_zluda
-    from cudatrace.configure.mapping import plan_mapping
-    from tests.configure.trees import make_zluda_tree
-
-    zluda = detect_zluda(make_zluda_tree(tmp_path / "zluda", "v6-preview.69", platform))
-    program = tmp_path / ("app.exe" if platform == "windows" else "app")
-    plan = plan_mapping(evidence_of(program, [name], platform=platform), zluda, release="v6-preview.69")
-    assert name not in {n.library for n in plan.nvidia_own}
-    (unserved,) = [u for u in plan.unserved if u.what == name]
-    assert not unserved.cannot_run and "video decoding and encoding are lost" in unserved.reason
