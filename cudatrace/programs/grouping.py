@@ -388,6 +388,8 @@ def feature_of(file_name: str, program: str, *owners: str) -> str:
     stem = re.sub(r"(\.(cpython|abi3|pypy)[^.]*)?\.(so|dll|pyd)(\.[\d.]+)?$", "", stem, flags=re.IGNORECASE)
     # auditwheel and delvewheel rename the libraries they bundle with a hash of the file: libgomp-e985bcbb.so.1.0.0
     stem = re.sub(r"-[0-9a-f]{8}$", "", stem)
+    if file_name.lower().endswith(".dll"):  # a DLL's version in its name: nvjpeg2k_ext_0.dll, avformat-63.dll
+        stem = re.sub(r"(?<=[A-Za-z])[-_]\d+$", "", stem)
     for owner in sorted({_norm(o) for o in (program, *owners) if o}, key=len, reverse=True):
         if _norm(stem).startswith(owner + "_"):
             stem = stem[len(owner) + 1 :]

@@ -327,3 +327,18 @@ def test_a_library_named_after_a_required_wheel_comes_from_it(requirement: str) 
     (from_wheel,) = [r for r in program.verdict.reasons if r.code == "library_from_requirement"]
     assert f"libcustatevec.so.1 from {requirement}" in from_wheel.message
     assert "library_not_replaced" in codes  # still no ZLUDA replacement: at risk
+
+
+@pytest.mark.parametrize(
+    ("windows", "linux", "feature"),
+    [
+        ("nvjpeg2k_ext_0.dll", "libnvjpeg2k_ext.so.0.9.0", "nvjpeg2k ext"),  # nvidia-nvimgcodec-cu12 0.9
+        ("avformat-63.dll", "libavformat.so.63", "avformat"),  # PyNvVideoCodec 2.2.4
+    ],
+)
+def test_a_dll_s_version_is_no_part_of_the_feature_it_serves(windows: str, linux: str, feature: str) -> None:
+    # "the nvjpeg2k ext 0 backend" on Windows, "the nvjpeg2k ext backend" on Linux, for one feature
+    from cudatrace.programs.grouping import feature_of
+
+    assert feature_of(windows, "pkg") == feature_of(linux, "pkg") == feature
+    assert feature_of("cudnn64_9.dll", "pkg") == "cudnn64 9"  # no letter before the number: left as it is
