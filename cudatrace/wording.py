@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 
 def counted(n: int, word: str, many: str | None = None) -> str:
     """``n`` and ``word`` in the number it takes: "1 entry point", "2,048 entry points" (``many``: an irregular
@@ -39,6 +42,32 @@ def file_names(paths: list[str]) -> dict[str, str]:
             while keep < len(parts) and any(o != path and split[o][-keep:] == parts[-keep:] for o in members):
                 keep += 1
             out[path] = "/".join(parts[-keep:])
+    return out
+
+
+#: An extension module's file name with its CPython tag: ``_cvcuda.cpython-312-x86_64-linux-gnu.so``,
+#: ``nvimgcodec_impl.cp312-win_amd64.pyd``.
+_PYTHON_BUILD = re.compile(r"^(?P<head>.*?\.(?:cpython-|cp))(?P<tag>\d+t?)(?P<tail>-[^/]*\.(?:so|pyd))$")
+
+
+def python_builds(names: Sequence[str]) -> list[str]:
+    """``names`` with the builds of one extension module for several Pythons as one name (a wheel for every
+    Python version: cvcuda's ``_cvcuda.cpython-{310,311,312}-x86_64-linux-gnu.so``), where the first of them
+    stood; the other names as they are."""
+    builds: dict[tuple[str, str], list[str]] = {}
+    for name in names:
+        m = _PYTHON_BUILD.match(name)
+        if m is not None:
+            builds.setdefault((m["head"], m["tail"]), []).append(m["tag"])
+    out: list[str] = []
+    for name in names:
+        m = _PYTHON_BUILD.match(name)
+        tags = builds.get((m["head"], m["tail"]), []) if m is not None else []
+        if m is None or len(tags) < 2:
+            out.append(name)
+        elif m["tag"] == tags[0]:
+            ordered = sorted(dict.fromkeys(tags), key=lambda t: (int(t.rstrip("t")), t.endswith("t")))  # 39 < 310
+            out.append(f"{m['head']}{{{','.join(ordered)}}}{m['tail']}")
     return out
 
 

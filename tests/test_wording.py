@@ -26,3 +26,21 @@ def test_every_family_has_a_title() -> None:
     from cudatrace.wording import FAMILY_TITLES
 
     assert set(FAMILY_TITLES) == {f.value for f in Family}
+
+
+def test_the_builds_of_one_extension_module_for_several_pythons_are_one_name() -> None:
+    # cvcuda-cu12 and nvidia-nvimgcodec-cu12 ship one build of their module per Python version: six names in every
+    # "(in ...)" of a reason and on the start-up line, where one import loads one of them
+    from cudatrace.wording import python_builds
+
+    linux = [f"_cvcuda.cpython-{v}-x86_64-linux-gnu.so" for v in ("310", "311", "314t", "314")]
+    assert python_builds(["libcvcuda.so.0", *linux, "libnvcv_types.so.0"]) == [
+        "libcvcuda.so.0",
+        "_cvcuda.cpython-{310,311,314,314t}-x86_64-linux-gnu.so",
+        "libnvcv_types.so.0",
+    ]
+    windows = [f"nvimgcodec_impl.cp{v}-win_amd64.pyd" for v in ("310", "39", "312")]
+    assert python_builds(windows) == ["nvimgcodec_impl.cp{39,310,312}-win_amd64.pyd"]
+    # one build alone, other modules, and names without a Python tag stay as they are
+    one = ["a.cpython-312-x86_64-linux-gnu.so", "b.cpython-311-x86_64-linux-gnu.so", "c.abi3.so", "libx.so.12"]
+    assert python_builds(one) == one

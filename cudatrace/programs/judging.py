@@ -50,7 +50,7 @@ from cudatrace.model import (
     VerdictStatus,
 )
 from cudatrace.programs.evidence import FROM_RUN, ProgramDocuments, gather_trace
-from cudatrace.wording import FAMILY_TITLES, agrees, counted, file_names
+from cudatrace.wording import FAMILY_TITLES, agrees, counted, file_names, python_builds
 
 # Libraries the NVIDIA driver (or ZLUDA in its place) provides on the system: never "missing" from a program.
 _SYSTEM_FAMILIES = {Family.DRIVER, Family.NVML, Family.OPTIX, Family.NVCODEC}
@@ -689,7 +689,7 @@ def _whose(reasons: list[Reason], names: list[str], rel: str) -> Reason:
         r = runtime_calls_served((f for x in reasons for f in x.functions), rel)
     else:
         r = merged_library_reason(reasons)
-    return replace(r, message=f"{r.message} (in {name_list(list(dict.fromkeys(names)), 6)})")
+    return replace(r, message=f"{r.message} (in {name_list(python_builds(list(dict.fromkeys(names))), 6)})")
 
 
 def judge_program(

@@ -14,7 +14,7 @@ from cudatrace.libraries import identify_library
 from cudatrace.model import PartRole, Program, ProgramPart, ScanResult, Severity, VerdictStatus
 from cudatrace.reports.document import printable
 from cudatrace.reports.labels import VERDICT_LABELS
-from cudatrace.wording import counted, file_names
+from cudatrace.wording import counted, file_names, python_builds
 
 MAX_REASONS = 3
 _OWN_LINES = ("release_fixing", "rocm_build")  # reasons shown on a line of their own, below the others
@@ -87,7 +87,7 @@ def program_lines(program: Program, quiet: bool = False, all_reasons: bool = Fal
     shown_parts += [p for p in program.parts if p.role is PartRole.NVIDIA][:MAX_PARTS]
     part_names = file_names([p.path for p in shown_parts])
     if startup:
-        names = ", ".join(_part_name(p, part_names) for p in startup[:MAX_PARTS])
+        names = ", ".join(python_builds([_part_name(p, part_names) for p in startup[:MAX_PARTS]]))
         more = f" and {len(startup) - MAX_PARTS} more" if len(startup) > MAX_PARTS else ""
         lines.append(_t(f"  start-up: {names}{more}"))
     for p in program.on_demand[:MAX_PARTS]:
