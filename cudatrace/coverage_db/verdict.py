@@ -653,8 +653,11 @@ def judge(
             )
         elif bulk:
             what = f"the {counted(proc_names, 'name')} resolved by name at run time"
+            # many names and no static runtime found: a driver loader of the program's own (FFmpeg's ffnvcodec in
+            # PyAV's libavcodec and libavutil, 88 names), which was called a static runtime
+            static = runtime is not None and not runtime.own_loader
             why = (
-                f"{'A loader of its own' if runtime is not None and runtime.own_loader else 'A static CUDA runtime'} "
+                f"{'A static CUDA runtime' if static else 'A loader of its own'} "
                 "resolves every name it knows up front, so these matter only if the program calls them"
             )
         else:

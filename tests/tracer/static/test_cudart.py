@@ -150,3 +150,29 @@ def test_literals_found_elsewhere_give_the_same_runtime(nvcc_static: Path) -> No
     by_search = detect_static_runtime(None, parsed, driver, found.library_names, literals=search.needle_hits())
     assert by_search is not None and by_search == detect_static_runtime(data, parsed, driver, found.library_names)
     assert "nvcc release" in by_search.evidence
+
+
+def test_many_driver_names_without_a_runtime_are_a_loader_of_the_program_s_own(tmp_path: Path) -> None:
+    # PyAV's FFmpeg (libavcodec, libavutil): ffnvcodec's loader dlopens libcuda.so.1 and looks up 88 driver names,
+    # too few to be read as a loader like cuew's and no runtime at all; its reason said "A static CUDA runtime
+    # resolves every name it knows up front".
+    names = binaries._runtime_driver_names()[:80]
+    table = ",\n".join(f'    "{n}"' for n in names)
+    source = tmp_path / "main.c"
+    source.write_text(
+        "#include <dlfcn.h>\n"
+        f"static const char *const names[] = {{\n{table}\n}};\n"
+        "int main(void) {\n"
+        '    void *h = dlopen("libcuda.so.1", RTLD_NOW);\n'
+        "    for (unsigned i = 0; h && i < sizeof names / sizeof names[0]; i++) dlsym(h, names[i]);\n"
+        "    return 0;\n}\n"
+    )
+    program = tmp_path / "ffnv_like"
+    subprocess.run(["gcc", "-O1", "-o", str(program), str(source), "-ldl"], check=True, timeout=120)
+    assert _detect(program) is None  # no runtime, and not cuew's kind either
+    doc = tmp_path / "scan.json"
+    assert cli_main(["scan", "--no-store", "--format", "json", "-o", str(doc), str(program)]) == 0
+    (b,) = json.loads(doc.read_text())["binaries"]
+    (lookups,) = [r for r in b["verdict"]["reasons"] if r["code"] == "proc_string_missing"]
+    assert "A loader of its own resolves every name it knows up front" in lookups["message"]
+    assert "static CUDA runtime" not in lookups["message"] and lookups["severity"] == "info"
