@@ -56,11 +56,11 @@ from cudatrace.tracer.static.split import (
 )
 
 BIG_FILE = 64 * 1024 * 1024  # handed out first, largest first
-MEDIUM_FILE = 8 * 1024 * 1024  # handed to idle workers after the big files and split tasks, largest first
+MEDIUM_FILE = 8 * 1024 * 1024  # after the big files (and an idle worker's split tasks), largest first, to any worker
 #: A big file is read in parts only when it holds at least this share of one process's part of the scan's bytes
 #: (all the files listed, over ``jobs``): reading in parts costs more work in all (libcufft.so.11: 1.75 s whole,
 #: 2.6 s of tasks in parts), which pays only where the file would otherwise finish alone after everything else.
-#: On 2 CPUs the CUDA wheels of a site (3 GB) took 15-16 worker-seconds in parts and 10.5 s whole.
+#: On 2 CPUs the CUDA wheels of a site (3 GB) took 15-16 worker-seconds with their big files in parts, 12 whole.
 SPLIT_SHARE = 0.5
 WINDOW_PER_JOB = 64  # files handed to workers and not yet yielded, per process
 SKIPPED_PER_WINDOW = 64  # how much further ahead files that go to no worker (not binaries) may be settled
