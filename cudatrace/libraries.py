@@ -77,6 +77,11 @@ _EXACT_STEMS: dict[str, Family] = {
     "nvml": Family.NVML,  # nvml.dll
     "nvidia-ml": Family.NVML,  # libnvidia-ml.so.1
     "cupti": Family.CUPTI,
+    # CUPTI's own helpers, shipped beside libcupti (its Perfworks metrics and PC sampling libraries)
+    "nvperf_host": Family.CUPTI,
+    "nvperf_target": Family.CUPTI,
+    "nvperf_grfx_host": Family.CUPTI,
+    "pcsamplingutil": Family.CUPTI,
     "nvtoolsext": Family.NVTX,
     "nvtx3interop": Family.NVTX,
     "nvoptix": Family.OPTIX,  # OptiX 7 and later: libnvoptix.so.1 and nvoptix.dll, installed with the driver

@@ -85,6 +85,11 @@ needs_exports = pytest.mark.skipif(
         ("libnvidia-ml.so.1", Family.NVML, "1"),
         ("cupti64_2025.1.0.dll", Family.CUPTI, "2025.1.0"),
         ("libcupti.so.12", Family.CUPTI, "12"),
+        # CUPTI's helpers beside it (triton ships them for its profiler): NVIDIA's, not a backend of the program
+        ("libnvperf_host.so", Family.CUPTI, None),
+        ("libnvperf_target.so", Family.CUPTI, None),
+        ("libpcsamplingutil.so", Family.CUPTI, None),
+        ("nvperf_grfx_host.dll", Family.CUPTI, None),
         ("nvToolsExt64_1.dll", Family.NVTX, "1"),
         ("libnvToolsExt.so.1", Family.NVTX, "1"),
         ("libnvtx3interop.so.1", Family.NVTX, "1"),
