@@ -198,14 +198,12 @@ class _Pool:
         self._run_task = run_task
         self.start_failures = 0
         self.workers: list[_Worker] = []
+        self._ctx = _context()  # the fork server's (it starts only when a worker is asked of it)
         fork = _fork_context()
-        self._ctx = None if fork is not None else _context()
         for _ in range(jobs):
             self.workers.append(self._start(fork))
 
     def _start(self, fork: Any | None = None) -> _Worker:
-        if fork is None and self._ctx is None:
-            self._ctx = _context()
         ctx: Any = fork or self._ctx
         parent, child = ctx.Pipe()
         inherited = (*(w.conn for w in self.workers), parent) if fork is not None else ()
@@ -373,7 +371,7 @@ class _Schedule:
         self.complete = complete
         self.sizes: list[int] = []
         self.total = 0  # bytes listed
-        self.big: set[int] = set()
+        self.by_size: set[int] = set()  # big and middle-sized files: out of list order, not counted in the window
         self.urgent: deque[tuple[int, Task]] = deque()  # parts, finishes and tasks given back: ahead of the rest
         self.big_queue: list[tuple[int, int]] = []  # a heap of (-size, index): largest first
         self.medium_queue: list[tuple[int, int]] = []  # the same, for files of MEDIUM_FILE to BIG_FILE bytes
@@ -412,12 +410,12 @@ class _Schedule:
         for i in range(start, len(self.files)):
             if self.sizes[i] >= BIG_FILE:
                 heapq.heappush(self.big_queue, (-self.sizes[i], i))
-                self.big.add(i)
+                self.by_size.add(i)
                 if self.split:
                     self.to_split.add(i)
             elif self.sizes[i] >= MEDIUM_FILE:
                 heapq.heappush(self.medium_queue, (-self.sizes[i], i))
-                self.big.add(i)
+                self.by_size.add(i)
             else:
                 self.rest.append(i)
         self._grown.set()
@@ -514,7 +512,7 @@ class _Schedule:
             if isinstance(task, str) and self.wanted is not None and not self._worth(index, task):
                 self.result(index, task, None)  # not worth a worker (neither PE nor ELF)
                 continue
-            if index not in self.big:
+            if index not in self.by_size:
                 self.handed.add(index)
             if isinstance(task, str) and index in self.to_split:
                 if not self.complete or self._worth_splitting(index):

@@ -229,11 +229,12 @@ def test_workers_fork_from_a_client_with_no_other_thread(
     def recorded(pool: parallel._Pool, *args: Any) -> None:
         started.append(threading.active_count())
         start(pool, *args)
-        started.append(pool._ctx)  # the fork server's context, had any worker come from it
+        # each worker's parent: this process when forked from it, the fork server otherwise
+        started.append({_parent(w.process.pid) for w in pool.workers})
 
     monkeypatch.setattr(parallel._Pool, "__init__", recorded)
     result = scan_paths([str(site)], jobs=2, listed=ahead.start)
-    assert started == [1, None]
+    assert started == [1, {os.getpid()}]
     assert ahead._thread is not None
     assert [d.name for d in ahead.sites().dists(str(site))] == ["pkg"]
     assert result == scan_paths([str(site)], jobs=1)
@@ -280,6 +281,11 @@ def _children(pid: int) -> list[int]:
             return [int(c) for c in fh.read().split()]
     except OSError:
         return []
+
+
+def _parent(pid: int | None) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
 
 
 def _alive(pid: int) -> bool:
