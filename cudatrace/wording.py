@@ -54,14 +54,13 @@ def python_builds(names: Sequence[str]) -> list[str]:
     """``names`` with the builds of one extension module for several Pythons as one name (a wheel for every
     Python version: cvcuda's ``_cvcuda.cpython-{310,311,312}-x86_64-linux-gnu.so``), where the first of them
     stood; the other names as they are."""
+    found = [(name, _PYTHON_BUILD.match(name)) for name in names]
     builds: dict[tuple[str, str], list[str]] = {}
-    for name in names:
-        m = _PYTHON_BUILD.match(name)
+    for _name, m in found:
         if m is not None:
             builds.setdefault((m["head"], m["tail"]), []).append(m["tag"])
     out: list[str] = []
-    for name in names:
-        m = _PYTHON_BUILD.match(name)
+    for name, m in found:
         tags = builds.get((m["head"], m["tail"]), []) if m is not None else []
         if m is None or len(tags) < 2:
             out.append(name)

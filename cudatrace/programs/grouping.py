@@ -430,11 +430,10 @@ def _inner_package(modules: dict[str, str], read: Callable[[str], str], top: str
     mod, inner = top, None
     for _ in range(4):
         rel = modules.get(mod)
-        if rel is None or not rel.endswith("__init__.py") or not _declares_nothing(read, rel):
-            return inner
         depth = mod.count(".") + 1
         below = {m.split(".")[depth] for m in modules if m.startswith(mod + ".")}
-        if len(below) != 1:
+        # what is below first: most packages hold several modules, and their __init__ is then not read here
+        if len(below) != 1 or rel is None or not rel.endswith("__init__.py") or not _declares_nothing(read, rel):
             return inner
         mod = f"{mod}.{below.pop()}"
         if not modules.get(mod, "").endswith("__init__.py"):

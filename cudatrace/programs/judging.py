@@ -675,14 +675,10 @@ def _part_reasons(failing: Sequence[tuple[ProgramPart, Verdict]], rel: str) -> l
     return out
 
 
-#: Information that several start-up binaries each give, said once for the program with the binaries it is of
-#: (gpu4pyscf's wheel: seven "the program's own code calls N runtime functions ..." lines, one per library).
-_ONCE_FOR_THE_PROGRAM = frozenset({"runtime_calls_served"})
-
-
 def _whose(reasons: list[Reason], names: list[str], rel: str) -> Reason:
-    """The reason of several start-up binaries (one library's, merged), with the first few of them by name: a
-    reason of a program of 1,000 libraries names 6 and counts the rest."""
+    """The reason of several start-up binaries (one library's, merged; or the static runtimes' served calls, one
+    reason with every function they call), with the first few of them by name: a reason of a program of 1,000
+    libraries names 6 and counts the rest."""
     if len(reasons) == 1:
         r = reasons[0]
     elif reasons[0].code == "runtime_calls_served":
@@ -721,16 +717,17 @@ def judge_program(
         if v is None or part.role is PartRole.NVIDIA:
             continue
         if part.role is PartRole.STARTUP:
-            # With several start-up binaries, a blocker or risk says whose it is (PyTorch's wheel: two SASS-only
-            # libraries among ten), at the end, where the message's own first words stay what they are.
+            # With several start-up binaries, a reason says whose it is (PyTorch's wheel: two SASS-only libraries
+            # among ten), at the end, where the message's own first words stay what they are. The static runtimes'
+            # "every driver entry point they need is translated" is one reason (gpu4pyscf: seven lines before); it
+            # needs the functions each names, which a stored document of an older version has not.
             named = len(judged_startup) > 1
             for r in v.reasons:
                 if r.code == "release_fixing":  # the program's own comes last: one for the program, not one per part
                     continue
-                # (a merged one needs the functions each names: a stored document of an older version has none)
-                once = r.code in _ONCE_FOR_THE_PROGRAM and bool(r.functions)
                 if named:
-                    key = r.code if once else library_reason_key(r) or r
+                    served = r.code == "runtime_calls_served" and bool(r.functions)
+                    key = r.code if served else library_reason_key(r) or r
                     if key not in whose:
                         whose[key] = ([], [])
                         slots.append((r, key))
